@@ -1,0 +1,62 @@
+import nx from '@nx/eslint-plugin';
+
+/**
+ * Module boundaries: apps may use libs; libs may use libs; the test kit may use libs;
+ * nothing imports an app, and libs import the test kit only from their tests
+ * (test files are checked with the `scope:test` view below).
+ */
+export default [
+  ...nx.configs['flat/base'],
+  ...nx.configs['flat/typescript'],
+  ...nx.configs['flat/javascript'],
+  {
+    ignores: ['**/dist', '**/out-tsc', '**/node_modules', '**/vitest.config.*.timestamp*'],
+  },
+  {
+    files: ['**/*.ts'],
+    rules: {
+      '@nx/enforce-module-boundaries': [
+        'error',
+        {
+          enforceBuildableLibDependency: false,
+          banTransitiveDependencies: true,
+          checkNestedExternalImports: true,
+          allow: [],
+          depConstraints: [
+            { sourceTag: 'scope:app', onlyDependOnLibsWithTags: ['scope:lib'] },
+            { sourceTag: 'scope:lib', onlyDependOnLibsWithTags: ['scope:lib'] },
+            { sourceTag: 'scope:testkit', onlyDependOnLibsWithTags: ['scope:lib'] },
+          ],
+        },
+      ],
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            {
+              group: ['@tickwarden/*/*'],
+              message: 'Import a project only through its public entry (src/index.ts).',
+            },
+          ],
+        },
+      ],
+      '@typescript-eslint/no-floating-promises': 'off',
+    },
+  },
+  {
+    files: ['**/*.test.ts', '**/test/**/*.ts', '**/vitest.config.ts'],
+    rules: {
+      '@nx/enforce-module-boundaries': [
+        'error',
+        {
+          banTransitiveDependencies: true,
+          depConstraints: [
+            { sourceTag: 'scope:app', onlyDependOnLibsWithTags: ['scope:lib', 'scope:testkit'] },
+            { sourceTag: 'scope:lib', onlyDependOnLibsWithTags: ['scope:lib', 'scope:testkit'] },
+            { sourceTag: 'scope:testkit', onlyDependOnLibsWithTags: ['scope:lib'] },
+          ],
+        },
+      ],
+    },
+  },
+];

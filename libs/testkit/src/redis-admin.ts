@@ -1,0 +1,62 @@
+import { Redis } from 'ioredis';
+import { LOOPBACK } from './free-port.ts';
+
+/** Runs one command on a fresh connection that fails instead of retrying, and closes it. */
+export async function adminCommand(
+  port: number,
+  password: string | undefined,
+  args: [string, ...string[]],
+  timeoutMs: number,
+): Promise<unknown> {
+  const client = new Redis({
+    host: LOOPBACK,
+    port,
+    password,
+    lazyConnect: true,
+    enableReadyCheck: false,
+    connectTimeout: timeoutMs,
+    commandTimeout: timeoutMs,
+    maxRetriesPerRequest: 0,
+    enableOfflineQueue: false,
+    retryStrategy: () => null,
+  });
+  client.on('error', () => undefined);
+  // ioredis' own timeouts do not cover every phase of a connect to a paused server: bound the whole call.
+  let timer: NodeJS.Timeout | undefined;
+  const deadline = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${args[0]} on 127.0.0.1:${port} timed out after ${timeoutMs} ms`)), timeoutMs);
+  });
+  try {
+    const [name, ...rest] = args;
+    return await Promise.race([client.connect().then(() => client.call(name, ...rest)), deadline]);
+  } finally {
+    clearTimeout(timer);
+    client.disconnect();
+  }
+}
+
+/** Parses INFO output (`field:value` lines, `#` section headers) into a record. */
+export function parseInfo(text: string): Record<string, string> {
+  const fields: Record<string, string> = {};
+  for (const line of text.split('\r\n')) {
+    const colon = line.indexOf(':');
+    if (colon > 0 && !line.startsWith('#')) fields[line.slice(0, colon)] = line.slice(colon + 1);
+  }
+  return fields;
+}
+
+/** The argv every driver gives redis-server, so both drivers behave the same. */
+export function redisServerArgs(port: number, dir: string, aof: boolean, password: string | undefined, extra: readonly string[]): string[] {
+  return [
+    '--port', String(port),
+    '--bind', LOOPBACK,
+    '--protected-mode', 'no',
+    '--dir', dir,
+    '--save', '',
+    '--appendonly', aof ? 'yes' : 'no',
+    '--appendfsync', 'always',
+    '--loglevel', 'notice',
+    ...(password ? ['--requirepass', password] : []),
+    ...extra,
+  ];
+}
