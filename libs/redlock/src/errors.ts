@@ -1,0 +1,123 @@
+/** Stable codes of every failure kind; match on these (or on the class), never on messages. */
+export const ErrorCode = Object.freeze({
+  lockTaken: 'LOCK_TAKEN',
+  quorumUnavailable: 'QUORUM_UNAVAILABLE',
+  leaseExpired: 'LEASE_EXPIRED',
+  leaseLost: 'LEASE_LOST',
+  claimAlreadyGranted: 'CLAIM_ALREADY_GRANTED',
+  holdLimitReached: 'HOLD_LIMIT_REACHED',
+  acquireAborted: 'ACQUIRE_ABORTED',
+  invalidSettings: 'INVALID_SETTINGS',
+} as const);
+export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
+
+/** Why one node did not vote for an operation: an error, a timeout, or its answer. */
+export type NodeCause = Error | 'taken' | 'claimed' | 'stale' | 'gone' | 'not-held';
+
+/** Base of every error the library throws or aborts with. */
+export abstract class RedlockError extends Error {
+  abstract readonly code: ErrorCode;
+  /** Per node id (`host:port`): why it did not vote as needed. Empty when no node was involved. */
+  readonly nodeCauses: ReadonlyMap<string, NodeCause>;
+
+  constructor(message: string, nodeCauses: ReadonlyMap<string, NodeCause> = new Map(), options?: ErrorOptions) {
+    super(message, options);
+    this.name = new.target.name;
+    this.nodeCauses = nodeCauses;
+  }
+}
+
+function describeCauses(causes: ReadonlyMap<string, NodeCause>): string {
+  if (causes.size === 0) return '';
+  const parts = [...causes].map(([node, cause]) => `${node}: ${cause instanceof Error ? cause.message : cause}`);
+  return ` (${parts.join('; ')})`;
+}
+
+/** Another holder owns the lock on enough nodes that no quorum is possible. */
+export class LockTakenError extends RedlockError {
+  readonly code = ErrorCode.lockTaken;
+  readonly resource: string;
+  constructor(resource: string, causes: ReadonlyMap<string, NodeCause>, attempts: number) {
+    super(`lock "${resource}" is taken by another holder after ${attempts} attempt(s)${describeCauses(causes)}`, causes);
+    this.resource = resource;
+  }
+  /** Node ids on which another holder owns the lock. */
+  get takenOn(): string[] {
+    return [...this.nodeCauses].filter(([, cause]) => cause === 'taken').map(([node]) => node);
+  }
+}
+
+/** Too many nodes errored or timed out for a quorum. */
+export class QuorumUnavailableError extends RedlockError {
+  readonly code = ErrorCode.quorumUnavailable;
+  readonly resource: string;
+  constructor(resource: string, operation: string, causes: ReadonlyMap<string, NodeCause>, needed: number) {
+    super(`${operation} of "${resource}" could not reach a quorum of ${needed}${describeCauses(causes)}`, causes);
+    this.resource = resource;
+  }
+}
+
+/** The lease's validity ended locally before the operation could be sent. */
+export class LeaseExpiredError extends RedlockError {
+  readonly code = ErrorCode.leaseExpired;
+  constructor(resource: string, operation: string, expiredAgoMs: number) {
+    super(`cannot ${operation} "${resource}": the lease expired ${Math.round(expiredAgoMs)} ms ago`);
+  }
+}
+
+/** A majority reported the lease gone or held by another value, or it could not be extended in time. */
+export class LeaseLostError extends RedlockError {
+  readonly code = ErrorCode.leaseLost;
+  readonly resource: string;
+  constructor(resource: string, reason: string, causes: ReadonlyMap<string, NodeCause>, options?: ErrorOptions) {
+    super(`lease "${resource}" lost: ${reason}${describeCauses(causes)}`, causes, options);
+    this.resource = resource;
+  }
+}
+
+/** The acquire's claim id was already granted on a majority, even if that lease is gone since. */
+export class ClaimAlreadyGrantedError extends RedlockError {
+  readonly code = ErrorCode.claimAlreadyGranted;
+  readonly resource: string;
+  readonly claim: string;
+  constructor(resource: string, claim: string, causes: ReadonlyMap<string, NodeCause>) {
+    super(`claim "${claim}" on "${resource}" was already granted${describeCauses(causes)}`, causes);
+    this.resource = resource;
+    this.claim = claim;
+  }
+}
+
+/** The watchdog stopped extending because the hold reached `maxHoldMs`. */
+export class HoldLimitReachedError extends RedlockError {
+  readonly code = ErrorCode.holdLimitReached;
+  constructor(resource: string, maxHoldMs: number) {
+    super(`lease "${resource}" reached its hold limit of ${maxHoldMs} ms`);
+  }
+}
+
+/** The caller's AbortSignal cancelled an acquire. */
+export class AcquireAbortedError extends RedlockError {
+  readonly code = ErrorCode.acquireAborted;
+  constructor(resource: string, reason: unknown) {
+    super(`acquire of "${resource}" was aborted`, new Map(), { cause: reason });
+  }
+}
+
+/** A setting is out of range; the message names it. */
+export class InvalidSettingsError extends RedlockError {
+  readonly code = ErrorCode.invalidSettings;
+  readonly setting: string;
+  constructor(setting: string, problem: string) {
+    super(`invalid Redlock setting "${setting}": ${problem}`);
+    this.setting = setting;
+  }
+}
+
+/** One node did not answer within `nodeTimeoutMs` (a per-node cause, not thrown on its own). */
+export class NodeTimeoutError extends Error {
+  readonly code = 'NODE_TIMEOUT';
+  constructor(timeoutMs: number) {
+    super(`no answer within ${timeoutMs} ms`);
+    this.name = 'NodeTimeoutError';
+  }
+}

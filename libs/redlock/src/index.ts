@@ -1,0 +1,22 @@
+export { systemClock, type Clock, type RandomSource } from './clock.ts';
+export {
+  AcquireAbortedError,
+  ClaimAlreadyGrantedError,
+  ErrorCode,
+  HoldLimitReachedError,
+  InvalidSettingsError,
+  LeaseExpiredError,
+  LeaseLostError,
+  LockTakenError,
+  NodeTimeoutError,
+  QuorumUnavailableError,
+  RedlockError,
+  type NodeCause,
+} from './errors.ts';
+export { resourceKeys } from './keys.ts';
+export type { AcquireRequest, BatchResult, Lease, ReleaseResult } from './lease.ts';
+export { LeaseWatchdog } from './lease-watchdog.ts';
+export { IoredisLockNode, LOCK_CLIENT_OPTIONS, type LockNode } from './lock-node.ts';
+export { Redlock, type AcquireOptions, type NodeInput, type RedlockEvents } from './redlock.ts';
+export { scripts, type LuaScript } from './scripts.ts';
+export { DEFAULT_SETTINGS, type CallSettings, type RedlockSettings } from './settings.ts';

@@ -1,0 +1,39 @@
+import type { NodeCause, RedlockError } from './errors.ts';
+
+/** A granted lease on one resource. Immutable: extending returns a new Lease. */
+export interface Lease {
+  readonly resource: string;
+  /** 20 random bytes from `crypto`, hex: the value the nodes hold for this lease. */
+  readonly value: string;
+  /**
+   * Fencing token: strictly greater than the token of every earlier grant on
+   * this resource (see the README for the conditions). Unchanged by extensions.
+   */
+  readonly fence: number;
+  readonly ttlMs: number;
+  /** Monotonic time (`clock.now()`) at which the lease's validity ends. */
+  readonly validUntil: number;
+  /** The claim id the acquire carried, if any. */
+  readonly claim: string | undefined;
+}
+
+/** One resource to acquire in a batch. */
+export interface AcquireRequest {
+  resource: string;
+  /** Claim id (for the scheduler: one per tick): fails with ClaimAlreadyGrantedError once granted on a majority. */
+  claim?: string | undefined;
+  /** Take over a lease by its value (the nodes still holding it count) instead of a fresh random one. */
+  value?: string | undefined;
+}
+
+/** Result per resource of a batch call. */
+export type BatchResult<T> = { resource: string; ok: true; lease: T } | { resource: string; ok: false; error: RedlockError };
+
+/** Per-node outcome of a release: it never throws. */
+export interface ReleaseResult {
+  resource: string;
+  /** Node ids where the key held the lease's value and is deleted. */
+  released: string[];
+  /** Node ids, and why they did not release: `not-held`, or the error. */
+  failed: Map<string, NodeCause>;
+}

@@ -1,0 +1,64 @@
+import { Cluster, Redis, type RedisOptions } from 'ioredis';
+import type { LuaScript } from './scripts.ts';
+
+/**
+ * The narrow interface the algorithm runs on: one independent Redis master
+ * (or one Redis Cluster, which counts as one node). Timeouts are applied by
+ * the caller, so an implementation only has to run the script.
+ */
+export interface LockNode {
+  /** How errors and events name the node, `host:port`. */
+  readonly id: string;
+  run(script: LuaScript, keys: readonly string[], args: readonly string[]): Promise<unknown>;
+  /** Closes what the library opened; clients passed in by the caller are left open. */
+  close(): Promise<void>;
+}
+
+/**
+ * Client options for nodes the library connects itself (from URLs): commands
+ * fail at once while disconnected instead of queueing (a down node must vote
+ * "error" now, not succeed late), and auto-pipelining batches concurrent calls.
+ */
+export const LOCK_CLIENT_OPTIONS: Readonly<RedisOptions> = Object.freeze({
+  enableOfflineQueue: false,
+  maxRetriesPerRequest: 0,
+  enableAutoPipelining: true,
+  retryStrategy: (attempt: number) => Math.min(50 * attempt, 1000),
+});
+
+/** A node backed by an ioredis client: EVALSHA, falling back to EVAL once when the node has no such script. */
+export class IoredisLockNode implements LockNode {
+  readonly id: string;
+  readonly #client: Redis | Cluster;
+  readonly #owned: boolean;
+
+  constructor(client: Redis | Cluster, owned: boolean, id?: string) {
+    this.#client = client;
+    this.#owned = owned;
+    // A Cluster has no single address: name it by the first node it knows unless the caller names it.
+    this.id = id ?? (client instanceof Cluster ? `cluster:${client.nodes('master')[0]?.options.host ?? 'unknown'}` : `${client.options.host}:${client.options.port}`);
+    // Errors surface per call; an unhandled 'error' event must not crash the process.
+    if (owned) client.on('error', () => undefined);
+  }
+
+  /** Connects to a `redis://` or `rediss://` URL (password, ACL user and TLS come from the URL). */
+  static fromUrl(url: string, options: RedisOptions = {}): IoredisLockNode {
+    const parsed = new URL(url);
+    const tls = parsed.protocol === 'rediss:' ? { tls: { servername: parsed.hostname } } : {};
+    return new IoredisLockNode(new Redis(url, { ...LOCK_CLIENT_OPTIONS, ...tls, ...options }), true);
+  }
+
+  async run(script: LuaScript, keys: readonly string[], args: readonly string[]): Promise<unknown> {
+    try {
+      return await this.#client.evalsha(script.sha, keys.length, ...keys, ...args);
+    } catch (error) {
+      // NOSCRIPT is the protocol's error code, not a message we wrote: the node restarted or flushed its scripts.
+      if (!(error instanceof Error) || !error.message.startsWith('NOSCRIPT')) throw error;
+      return this.#client.eval(script.source, keys.length, ...keys, ...args);
+    }
+  }
+
+  async close(): Promise<void> {
+    if (this.#owned) this.#client.disconnect();
+  }
+}

@@ -1,0 +1,341 @@
+import { EventEmitter } from 'node:events';
+import type { Cluster, Redis } from 'ioredis';
+import {
+  AcquireAbortedError,
+  ClaimAlreadyGrantedError,
+  LeaseExpiredError,
+  LeaseLostError,
+  LockTakenError,
+  QuorumUnavailableError,
+  type NodeCause,
+  type RedlockError,
+} from './errors.ts';
+import { resourceKeys } from './keys.ts';
+import type { AcquireRequest, BatchResult, Lease, ReleaseResult } from './lease.ts';
+import { LeaseWatchdog } from './lease-watchdog.ts';
+import { IoredisLockNode, type LockNode } from './lock-node.ts';
+import { callNode, gather, Tally, type NodeReply } from './node-calls.ts';
+import { decodeAcquire, decodeExtend, decodeRelease, scripts, type AcquireVote, type ExtendVote, type ReleaseVote } from './scripts.ts';
+import { checkTtl, resolveSettings, validateCallSettings, type CallSettings, type RedlockSettings } from './settings.ts';
+
+/** A node as the constructor accepts it: a client, a URL, or a custom {@link LockNode}. */
+export type NodeInput = Redis | Cluster | string | LockNode;
+
+/** Options of one acquire; any call setting may be overridden too. */
+export interface AcquireOptions extends Partial<CallSettings> {
+  claim?: string | undefined;
+  value?: string | undefined;
+  /** Cancels waiting between attempts (an attempt in flight settles within `nodeTimeoutMs`). */
+  signal?: AbortSignal | undefined;
+}
+
+/** Hooks for logs and metrics: the library itself prints nothing. */
+export interface RedlockEvents {
+  /** A node failed or timed out during an operation. */
+  nodeError: [{ node: string; operation: 'acquire' | 'extend' | 'release'; error: Error }];
+  acquired: [{ resource: string; fence: number; attempts: number; elapsedMs: number; validityMs: number }];
+  extended: [{ resource: string; elapsedMs: number; validityMs: number; reestablishedOn: string[] }];
+  extensionFailed: [{ resource: string; elapsedMs: number; error: RedlockError }];
+  /** The watchdog aborted a routine; `validityLeftMs` is what was left of the lease at that moment. */
+  aborted: [{ resource: string; reason: RedlockError; validityLeftMs: number }];
+}
+
+/** One resource inside an acquire attempt. */
+interface Contender {
+  request: AcquireRequest & { value: string };
+  result?: BatchResult<Lease>;
+  lastCauses: Map<string, NodeCause>;
+}
+
+/**
+ * Redlock over N independent Redis masters: leases that a quorum grants, with
+ * fencing tokens, claim-once acquisition, batch calls and a watchdog.
+ */
+export class Redlock extends EventEmitter<RedlockEvents> {
+  readonly nodes: readonly LockNode[];
+  readonly settings: Readonly<RedlockSettings> & { quorum: number };
+  /** Highest fencing token seen on any node: proposals start above it (and above the wall clock). */
+  #fenceFloor = 0;
+
+  constructor(nodes: readonly NodeInput[], settings: Partial<RedlockSettings> = {}) {
+    super();
+    this.settings = resolveSettings(nodes.length, settings);
+    this.nodes = nodes.map((node) =>
+      typeof node === 'string' ? IoredisLockNode.fromUrl(node) : 'run' in node ? node : new IoredisLockNode(node, false),
+    );
+  }
+
+  get quorum(): number {
+    return this.settings.quorum;
+  }
+
+  #callSettings(overrides: Partial<CallSettings>): CallSettings {
+    const defined = Object.fromEntries(Object.entries(overrides).filter(([, v]) => v !== undefined));
+    const merged = { ...this.settings, ...defined };
+    if (Object.keys(defined).length > 0) validateCallSettings(merged);
+    return merged;
+  }
+
+  #newValue(): string {
+    return this.settings.random.bytes(20).toString('hex');
+  }
+
+  #nextProposal(): number {
+    return Math.max(this.settings.clock.wallMicros(), this.#fenceFloor + 1);
+  }
+
+  #drift(ttlMs: number, s: CallSettings): number {
+    return Math.floor(ttlMs * s.driftFactor) + 2;
+  }
+
+  #emitNodeErrors(replies: readonly NodeReply<unknown>[], operation: 'acquire' | 'extend' | 'release'): void {
+    for (const r of replies) if (!r.ok) this.emit('nodeError', { node: r.node.id, operation, error: r.error });
+  }
+
+  /** Acquires one lease. Throws LockTakenError, QuorumUnavailableError, ClaimAlreadyGrantedError or AcquireAbortedError. */
+  async acquire(resource: string, ttlMs: number, options: AcquireOptions = {}): Promise<Lease> {
+    const { claim, value, signal, ...overrides } = options;
+    const [result] = await this.acquireBatch([{ resource, claim, value }], ttlMs, { ...overrides, signal });
+    if (!result) throw new Error('unreachable: one request gives one result');
+    if (!result.ok) throw result.error;
+    return result.lease;
+  }
+
+  /**
+   * Acquires many independent leases with one script call per node per attempt;
+   * resources that lost a split vote or met errors are retried together.
+   */
+  async acquireBatch(requests: readonly AcquireRequest[], ttlMs: number, options: Partial<CallSettings> & { signal?: AbortSignal | undefined } = {}): Promise<BatchResult<Lease>[]> {
+    checkTtl(ttlMs);
+    const { signal, ...overrides } = options;
+    const s = this.#callSettings(overrides);
+    const contenders: Contender[] = requests.map((request) => ({
+      request: { ...request, value: request.value ?? this.#newValue() },
+      lastCauses: new Map(),
+    }));
+    const started = this.settings.clock.now();
+    let retriesLeft = s.retryCount;
+    for (let attempt = 1; ; attempt++) {
+      const open = contenders.filter((c) => !c.result);
+      if (signal?.aborted) {
+        for (const c of open) c.result = { resource: c.request.resource, ok: false, error: new AcquireAbortedError(c.request.resource, signal.reason) };
+        break;
+      }
+      const { staleOnly } = await this.#attempt(open, ttlMs, s, attempt, started);
+      const pending = contenders.filter((c) => !c.result);
+      if (pending.length === 0) break;
+      // A proposal below a node's fence is not contention: propose again at once, above what was seen.
+      if (staleOnly && attempt <= s.retryCount + 3) continue;
+      if (retriesLeft-- <= 0) {
+        for (const c of pending) c.result = { resource: c.request.resource, ok: false, error: this.#acquireFailure(c, attempt) };
+        break;
+      }
+      await this.#wait(s.retryDelayMs + s.retryJitterMs * this.settings.random.fraction(), signal);
+    }
+    return contenders.map((c) => c.result as BatchResult<Lease>);
+  }
+
+  /** One attempt for the open contenders; releases what a failed contender got before returning. */
+  async #attempt(open: Contender[], ttlMs: number, s: CallSettings, attempt: number, acquireStarted: number): Promise<{ staleOnly: boolean }> {
+    const { clock, keyPrefix, quorum } = this.settings;
+    const n = this.nodes.length;
+    const proposal = this.#nextProposal();
+    const keys: string[] = [];
+    const args = [String(ttlMs), String(s.claimRetentionMs)];
+    for (const { request } of open) {
+      const k = resourceKeys(keyPrefix, request.resource);
+      keys.push(k.lock, k.fence, k.claim(request.claim));
+      args.push(request.value, String(proposal), request.claim === undefined ? '0' : '1');
+    }
+    const decode = (raw: unknown): AcquireVote[] => {
+      const { votes, maxFence } = decodeAcquire(raw, open.length);
+      this.#fenceFloor = Math.max(this.#fenceFloor, maxFence);
+      return votes;
+    };
+    const start = clock.now();
+    const calls = this.nodes.map((node) => callNode(node, scripts.acquire, keys, args, decode, s.nodeTimeoutMs, clock));
+    const replies = await gather(calls, (sofar) =>
+      open.every((_, i) => {
+        const acquired = new Tally<AcquireVote>(sofar, i).count('acquired');
+        return acquired >= quorum || acquired + (n - sofar.length) < quorum;
+      }),
+    );
+    const elapsed = clock.now() - start;
+    this.#emitNodeErrors(replies, 'acquire');
+
+    const failed: Contender[] = [];
+    let staleOnly = true;
+    open.forEach((c, i) => {
+      const t = new Tally<AcquireVote>(replies, i);
+      c.lastCauses = t.causesExcept('acquired') as Map<string, NodeCause>;
+      const validity = ttlMs - elapsed - this.#drift(ttlMs, s);
+      if (t.count('acquired') >= quorum && validity > s.minValidityMs) {
+        const lease: Lease = { resource: c.request.resource, value: c.request.value, fence: proposal, ttlMs, validUntil: start + validity, claim: c.request.claim };
+        c.result = { resource: lease.resource, ok: true, lease };
+        this.emit('acquired', { resource: lease.resource, fence: proposal, attempts: attempt, elapsedMs: clock.now() - acquireStarted, validityMs: validity });
+        return;
+      }
+      failed.push(c);
+      if (c.request.claim !== undefined && t.count('claimed') > n - quorum) {
+        c.result = { resource: c.request.resource, ok: false, error: new ClaimAlreadyGrantedError(c.request.resource, c.request.claim, c.lastCauses) };
+      }
+      if (!(t.count('stale') > 0 && t.count('acquired', 'stale') >= quorum)) staleOnly = false;
+    });
+    if (failed.length > 0) await this.#releaseValues(failed.map((c) => c.request), true, s);
+    return { staleOnly: failed.length > 0 && staleOnly };
+  }
+
+  #acquireFailure(c: Contender, attempts: number): RedlockError {
+    const { resource } = c.request;
+    const blocked = [...c.lastCauses.values()].filter((cause) => cause === 'taken' || cause === 'claimed').length;
+    if (blocked > this.nodes.length - this.quorum) return new LockTakenError(resource, c.lastCauses, attempts);
+    return new QuorumUnavailableError(resource, 'acquire', c.lastCauses, this.quorum);
+  }
+
+  #wait(ms: number, signal: AbortSignal | undefined): Promise<void> {
+    const { clock } = this.settings;
+    return new Promise((resolve) => {
+      const onAbort = (): void => {
+        clock.clearTimeout(timer);
+        resolve();
+      };
+      const timer = clock.setTimeout(() => {
+        signal?.removeEventListener('abort', onAbort);
+        resolve();
+      }, ms);
+      signal?.addEventListener('abort', onAbort, { once: true });
+    });
+  }
+
+  /**
+   * Extends a lease (compare-and-extend; with `reestablish`, nodes that lost the
+   * key get it back). Needs a quorum before the current validity ends. Throws
+   * LeaseExpiredError, LeaseLostError (a majority reports it gone or taken) or
+   * QuorumUnavailableError; the lease stays valid until its old `validUntil` then.
+   */
+  async extend(lease: Lease, ttlMs: number = lease.ttlMs, overrides: Partial<CallSettings> = {}): Promise<Lease> {
+    const [result] = await this.extendBatch([lease], ttlMs, overrides);
+    if (!result) throw new Error('unreachable: one lease gives one result');
+    if (!result.ok) throw result.error;
+    return result.lease;
+  }
+
+  /** Extends many leases with one script call per node. */
+  async extendBatch(leases: readonly Lease[], ttlMs?: number, overrides: Partial<CallSettings> = {}): Promise<BatchResult<Lease>[]> {
+    const s = this.#callSettings(overrides);
+    const { clock, keyPrefix, quorum } = this.settings;
+    const n = this.nodes.length;
+    const start = clock.now();
+    const results: BatchResult<Lease>[] = new Array(leases.length);
+    const live: number[] = [];
+    leases.forEach((lease, i) => {
+      if (ttlMs !== undefined) checkTtl(ttlMs);
+      if (start >= lease.validUntil) results[i] = { resource: lease.resource, ok: false, error: new LeaseExpiredError(lease.resource, 'extend', start - lease.validUntil) };
+      else live.push(i);
+    });
+    if (live.length === 0) return results;
+    const ttlOf = (lease: Lease) => ttlMs ?? lease.ttlMs;
+    const keys: string[] = [];
+    const args = [String(ttlOf(leases[live[0] ?? 0] as Lease)), s.reestablish ? '1' : '0'];
+    for (const i of live) {
+      const lease = leases[i] as Lease;
+      const k = resourceKeys(keyPrefix, lease.resource);
+      keys.push(k.lock, k.fence);
+      args.push(lease.value, String(lease.fence));
+    }
+    const decode = (raw: unknown): ExtendVote[] => decodeExtend(raw, live.length);
+    const calls = this.nodes.map((node) => callNode(node, scripts.extend, keys, args, decode, s.nodeTimeoutMs, clock));
+    const replies = await gather(calls, (sofar) =>
+      live.every((_, j) => {
+        const good = new Tally<ExtendVote>(sofar, j).count('extended', 'reestablished');
+        return good >= quorum || good + (n - sofar.length) < quorum;
+      }),
+    );
+    const end = clock.now();
+    this.#emitNodeErrors(replies, 'extend');
+    live.forEach((i, j) => {
+      const lease = leases[i] as Lease;
+      const t = new Tally<ExtendVote>(replies, j);
+      const causes = t.causesExcept('extended', 'reestablished') as Map<string, NodeCause>;
+      const ttl = ttlOf(lease);
+      const validity = ttl - (end - start) - this.#drift(ttl, s);
+      let error: RedlockError | undefined;
+      if (t.count('taken', 'gone') >= quorum) error = new LeaseLostError(lease.resource, 'a majority reports the value gone or held by another', causes);
+      else if (t.count('extended', 'reestablished') < quorum) error = new QuorumUnavailableError(lease.resource, 'extend', causes, quorum);
+      else if (end >= lease.validUntil) error = new LeaseExpiredError(lease.resource, 'extend', end - lease.validUntil);
+      if (error) {
+        results[i] = { resource: lease.resource, ok: false, error };
+        this.emit('extensionFailed', { resource: lease.resource, elapsedMs: end - start, error });
+        return;
+      }
+      const reestablishedOn = [...t.votes].filter(([, v]) => v === 'reestablished').map(([node]) => node);
+      // Extending never shortens: keep the later of the old and the new validity.
+      const validUntil = Math.max(lease.validUntil, start + validity);
+      results[i] = { resource: lease.resource, ok: true, lease: { ...lease, ttlMs: ttl, validUntil } };
+      this.emit('extended', { resource: lease.resource, elapsedMs: end - start, validityMs: validUntil - end, reestablishedOn });
+    });
+    return results;
+  }
+
+  /** Releases a lease: one best-effort compare-and-delete on every node, in parallel. Never throws, never retries. */
+  async release(lease: Lease, overrides: Partial<CallSettings> = {}): Promise<ReleaseResult> {
+    const [result] = await this.releaseBatch([lease], overrides);
+    return result as ReleaseResult;
+  }
+
+  releaseBatch(leases: readonly Lease[], overrides: Partial<CallSettings> = {}): Promise<ReleaseResult[]> {
+    return this.#releaseValues(leases, false, this.#callSettings(overrides));
+  }
+
+  async #releaseValues(leases: readonly { resource: string; value: string; claim?: string | undefined }[], dropClaims: boolean, s: CallSettings): Promise<ReleaseResult[]> {
+    const { clock, keyPrefix } = this.settings;
+    const keys: string[] = [];
+    const args = [dropClaims ? '1' : '0'];
+    for (const lease of leases) {
+      const k = resourceKeys(keyPrefix, lease.resource);
+      keys.push(k.lock, k.claim(lease.claim));
+      args.push(lease.value);
+    }
+    const decode = (raw: unknown): ReleaseVote[] => decodeRelease(raw, leases.length);
+    const replies = await Promise.all(this.nodes.map((node) => callNode(node, scripts.release, keys, args, decode, s.nodeTimeoutMs, clock)));
+    this.#emitNodeErrors(replies, 'release');
+    return leases.map((lease, i) => {
+      const result: ReleaseResult = { resource: lease.resource, released: [], failed: new Map() };
+      for (const r of replies) {
+        const vote = r.ok ? r.reply[i] : r.error;
+        if (vote === 'released') result.released.push(r.node.id);
+        else result.failed.set(r.node.id, vote ?? 'not-held');
+      }
+      return result;
+    });
+  }
+
+  /**
+   * Acquires `resource`, runs `routine` while a watchdog extends the lease every
+   * `ttl * extendRatio`, and releases it afterwards. `signal` aborts before the
+   * lease can lapse (its reason is a LeaseLostError or HoldLimitReachedError).
+   * The routine's own result or error is returned or thrown as is.
+   */
+  async using<T>(resource: string, ttlMs: number, routine: (signal: AbortSignal, lease: Lease) => Promise<T>, options: AcquireOptions = {}): Promise<T> {
+    const lease = await this.acquire(resource, ttlMs, options);
+    const { claim: _claim, value: _value, signal: _signal, ...overrides } = options;
+    return this.hold(lease, routine, overrides);
+  }
+
+  /** Like {@link using}, for a lease already acquired (for example taken over by its value). */
+  async hold<T>(lease: Lease, routine: (signal: AbortSignal, lease: Lease) => Promise<T>, overrides: Partial<CallSettings> = {}): Promise<T> {
+    const watchdog = new LeaseWatchdog(this, lease, this.#callSettings(overrides));
+    watchdog.start();
+    try {
+      return await routine(watchdog.signal, lease);
+    } finally {
+      const last = await watchdog.stop();
+      await this.release(last, overrides);
+    }
+  }
+
+  /** Closes the clients the library opened from URLs. */
+  async close(): Promise<void> {
+    await Promise.all(this.nodes.map((node) => node.close()));
+  }
+}

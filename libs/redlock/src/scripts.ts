@@ -1,0 +1,54 @@
+import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+
+/** A Lua script as sent to a node: its source and the SHA1 that EVALSHA names it by. */
+export interface LuaScript {
+  readonly name: string;
+  readonly source: string;
+  readonly sha: string;
+}
+
+function load(name: string): LuaScript {
+  const source = readFileSync(new URL(`./scripts/${name}.lua`, import.meta.url), 'utf8');
+  return Object.freeze({ name, source, sha: createHash('sha1').update(source).digest('hex') });
+}
+
+export const scripts = Object.freeze({
+  acquire: load('acquire'),
+  extend: load('extend'),
+  release: load('release'),
+});
+
+/** A node's answer for one resource, decoded from the scripts' integer codes (the one place they are mapped). */
+export type AcquireVote = 'acquired' | 'taken' | 'claimed' | 'stale';
+export type ExtendVote = 'extended' | 'reestablished' | 'taken' | 'gone';
+export type ReleaseVote = 'released' | 'not-held';
+
+const ACQUIRE_CODES: Readonly<Record<number, AcquireVote>> = { 1: 'acquired', 0: 'taken', [-1]: 'claimed', [-2]: 'stale' };
+const EXTEND_CODES: Readonly<Record<number, ExtendVote>> = { 1: 'extended', 2: 'reestablished', 0: 'taken', [-3]: 'gone' };
+const RELEASE_CODES: Readonly<Record<number, ReleaseVote>> = { 1: 'released', 0: 'not-held' };
+
+function decode<T>(table: Readonly<Record<number, T>>, code: unknown, script: string): T {
+  const vote = table[Number(code)];
+  if (vote === undefined) throw new Error(`${script}.lua returned unknown code ${String(code)}`);
+  return vote;
+}
+
+/** Decodes acquire.lua's flat reply: one vote per resource, and the highest fence the node reported. */
+export function decodeAcquire(reply: unknown, count: number): { votes: AcquireVote[]; maxFence: number } {
+  const flat = reply as unknown[];
+  let maxFence = 0;
+  const votes = Array.from({ length: count }, (_, i) => {
+    maxFence = Math.max(maxFence, Number(flat[2 * i + 1]));
+    return decode(ACQUIRE_CODES, flat[2 * i], 'acquire');
+  });
+  return { votes, maxFence };
+}
+
+export function decodeExtend(reply: unknown, count: number): ExtendVote[] {
+  return Array.from({ length: count }, (_, i) => decode(EXTEND_CODES, (reply as unknown[])[i], 'extend'));
+}
+
+export function decodeRelease(reply: unknown, count: number): ReleaseVote[] {
+  return Array.from({ length: count }, (_, i) => decode(RELEASE_CODES, (reply as unknown[])[i], 'release'));
+}
