@@ -9,7 +9,8 @@ import type { LuaScript } from './scripts.ts';
 export interface LockNode {
   /** How errors and events name the node, `host:port`. */
   readonly id: string;
-  run(script: LuaScript, keys: readonly string[], args: readonly string[]): Promise<unknown>;
+  /** Runs `script`; `timeoutMs` is the caller's budget (the caller enforces it; a node may use it to give up waiting for a connection). */
+  run(script: LuaScript, keys: readonly string[], args: readonly string[], timeoutMs: number): Promise<unknown>;
   /** Closes what the library opened; clients passed in by the caller are left open. */
   close(): Promise<void>;
 }
@@ -23,7 +24,7 @@ export const LOCK_CLIENT_OPTIONS: Readonly<RedisOptions> = Object.freeze({
   enableOfflineQueue: false,
   maxRetriesPerRequest: 0,
   enableAutoPipelining: true,
-  retryStrategy: (attempt: number) => Math.min(50 * attempt, 1000),
+  retryStrategy: (attempt: number) => Math.min(20 * attempt, 200),
 });
 
 /** A node backed by an ioredis client: EVALSHA, falling back to EVAL once when the node has no such script. */
@@ -48,7 +49,8 @@ export class IoredisLockNode implements LockNode {
     return new IoredisLockNode(new Redis(url, { ...LOCK_CLIENT_OPTIONS, ...tls, ...options }), true);
   }
 
-  async run(script: LuaScript, keys: readonly string[], args: readonly string[]): Promise<unknown> {
+  async run(script: LuaScript, keys: readonly string[], args: readonly string[], timeoutMs: number): Promise<unknown> {
+    if (this.#client.status !== 'ready') await this.#awaitFirstConnection(timeoutMs);
     try {
       return await this.#client.evalsha(script.sha, keys.length, ...keys, ...args);
     } catch (error) {
@@ -56,6 +58,27 @@ export class IoredisLockNode implements LockNode {
       if (!(error instanceof Error) || !error.message.startsWith('NOSCRIPT')) throw error;
       return this.#client.eval(script.source, keys.length, ...keys, ...args);
     }
+  }
+
+  /**
+   * Commands are not queued while disconnected (a down node must vote "error" at
+   * once), but a node that was never connected yet gets the caller's budget to
+   * connect. A command is never sent after that budget: it could only land late.
+   */
+  async #awaitFirstConnection(timeoutMs: number): Promise<void> {
+    const client = this.#client;
+    if (client.status === 'wait') void client.connect().catch(() => undefined);
+    if (client.status !== 'connecting' && client.status !== 'connect') return;
+    await new Promise<void>((resolve) => {
+      const done = (): void => {
+        clearTimeout(timer);
+        client.off('ready', done);
+        resolve();
+      };
+      const timer = setTimeout(done, timeoutMs);
+      client.once('ready', done);
+    });
+    if (client.status !== 'ready') throw new Error(`not connected within ${timeoutMs} ms (${client.status})`);
   }
 
   async close(): Promise<void> {

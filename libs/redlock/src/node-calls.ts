@@ -18,7 +18,7 @@ export function callNode<T>(
 ): Promise<NodeReply<T>> {
   return new Promise((resolve) => {
     const timer = clock.setTimeout(() => resolve({ node, ok: false, error: new NodeTimeoutError(timeoutMs) }), timeoutMs);
-    node.run(script, keys, args).then(
+    node.run(script, keys, args, timeoutMs).then(
       (raw) => {
         clock.clearTimeout(timer);
         try {

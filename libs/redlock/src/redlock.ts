@@ -160,7 +160,7 @@ export class Redlock extends EventEmitter<RedlockEvents> {
         return acquired >= quorum || acquired + (n - sofar.length) < quorum;
       }),
     );
-    const elapsed = clock.now() - start;
+    const end = clock.now();
     this.#emitNodeErrors(replies, 'acquire');
 
     const failed: Contender[] = [];
@@ -168,11 +168,13 @@ export class Redlock extends EventEmitter<RedlockEvents> {
     open.forEach((c, i) => {
       const t = new Tally<AcquireVote>(replies, i);
       c.lastCauses = t.causesExcept('acquired') as Map<string, NodeCause>;
-      const validity = ttlMs - elapsed - this.#drift(ttlMs, s);
+      // Keys were set no earlier than `start`: they outlive `start + ttl - drift` on any node whose clock drifts within bounds.
+      const validUntil = start + ttlMs - this.#drift(ttlMs, s);
+      const validity = validUntil - end;
       if (t.count('acquired') >= quorum && validity > s.minValidityMs) {
-        const lease: Lease = { resource: c.request.resource, value: c.request.value, fence: proposal, ttlMs, validUntil: start + validity, claim: c.request.claim };
+        const lease: Lease = { resource: c.request.resource, value: c.request.value, fence: proposal, ttlMs, validUntil, claim: c.request.claim };
         c.result = { resource: lease.resource, ok: true, lease };
-        this.emit('acquired', { resource: lease.resource, fence: proposal, attempts: attempt, elapsedMs: clock.now() - acquireStarted, validityMs: validity });
+        this.emit('acquired', { resource: lease.resource, fence: proposal, attempts: attempt, elapsedMs: end - acquireStarted, validityMs: validity });
         return;
       }
       failed.push(c);
@@ -258,7 +260,7 @@ export class Redlock extends EventEmitter<RedlockEvents> {
       const t = new Tally<ExtendVote>(replies, j);
       const causes = t.causesExcept('extended', 'reestablished') as Map<string, NodeCause>;
       const ttl = ttlOf(lease);
-      const validity = ttl - (end - start) - this.#drift(ttl, s);
+
       let error: RedlockError | undefined;
       if (t.count('taken', 'gone') >= quorum) error = new LeaseLostError(lease.resource, 'a majority reports the value gone or held by another', causes);
       else if (t.count('extended', 'reestablished') < quorum) error = new QuorumUnavailableError(lease.resource, 'extend', causes, quorum);
@@ -270,7 +272,7 @@ export class Redlock extends EventEmitter<RedlockEvents> {
       }
       const reestablishedOn = [...t.votes].filter(([, v]) => v === 'reestablished').map(([node]) => node);
       // Extending never shortens: keep the later of the old and the new validity.
-      const validUntil = Math.max(lease.validUntil, start + validity);
+      const validUntil = Math.max(lease.validUntil, start + ttl - this.#drift(ttl, s));
       results[i] = { resource: lease.resource, ok: true, lease: { ...lease, ttlMs: ttl, validUntil } };
       this.emit('extended', { resource: lease.resource, elapsedMs: end - start, validityMs: validUntil - end, reestablishedOn });
     });

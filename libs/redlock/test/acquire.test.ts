@@ -1,0 +1,160 @@
+import { describe, expect, it } from 'vitest';
+import { AcquireAbortedError, LockTakenError, QuorumUnavailableError, Redlock, resourceKeys } from '../src/index.ts';
+import { inspect, redlockOn, TestClock, useNodes } from './support.ts';
+
+describe.each([1, 3, 5])('acquire and release with %i node(s)', (count) => {
+  const cluster = useNodes(count);
+  const quorum = Math.floor(count / 2) + 1;
+
+  it('grants a lease with a 20-byte random value, a fence and a validity below the TTL', async () => {
+    const redlock = redlockOn(cluster.nodes.urls);
+    const before = redlock.settings.clock.now();
+    const lease = await redlock.acquire('basic', 1000);
+    const after = redlock.settings.clock.now();
+    expect(lease.value).toMatch(/^[0-9a-f]{40}$/);
+    expect(Number.isSafeInteger(lease.fence)).toBe(true);
+    // Validity runs from the start of the attempt: ttl minus drift (1000 * 0.01 + 2 ms).
+    expect(lease.validUntil).toBeGreaterThanOrEqual(before + 1000 - 12);
+    expect(lease.validUntil).toBeLessThanOrEqual(after + 1000 - 12);
+    const keys = resourceKeys(redlock.settings.keyPrefix, 'basic');
+    const holders = await Promise.all(cluster.nodes.urls.map((url) => inspect(url, (c) => c.get(keys.lock))));
+    expect(holders.filter((v) => v === lease.value).length).toBeGreaterThanOrEqual(quorum);
+    const released = await redlock.release(lease);
+    expect(released.released.length).toBeGreaterThanOrEqual(quorum);
+    const left = await Promise.all(cluster.nodes.urls.map((url) => inspect(url, (c) => c.get(keys.lock))));
+    expect(left.every((v) => v === null)).toBe(true);
+  });
+
+  it('a lock held by another value is reported as taken, naming the nodes', async () => {
+    const a = redlockOn(cluster.nodes.urls);
+    const b = redlockOn(cluster.nodes.urls, { retryCount: 2 });
+    const held = await a.acquire('taken', 5000);
+    const error = await b.acquire('taken', 1000).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(LockTakenError);
+    expect((error as LockTakenError).code).toBe('LOCK_TAKEN');
+    expect((error as LockTakenError).takenOn.length).toBeGreaterThan(count - quorum);
+    await a.release(held);
+    await expect(b.acquire('taken', 1000)).resolves.toMatchObject({ resource: 'taken' });
+  });
+
+  it('an acquire that finds its own value on a node counts it (takeover by value)', async () => {
+    const redlock = redlockOn(cluster.nodes.urls);
+    const first = await redlock.acquire('takeover', 5000);
+    const again = await redlock.acquire('takeover', 5000, { value: first.value });
+    expect(again.value).toBe(first.value);
+    expect(again.fence).toBeGreaterThan(first.fence);
+    const other = await redlockOn(cluster.nodes.urls, { retryCount: 0 }).acquire('takeover', 1000).catch((e: unknown) => e);
+    expect(other, String(other)).toBeInstanceOf(LockTakenError);
+    await redlock.release(again);
+  });
+
+  it('does not grant a lease whose validity would be <= 0 (the clock jumped during the attempt)', async () => {
+    const clock = new TestClock();
+    const redlock = redlockOn(cluster.nodes.urls, { clock, retryCount: 0 });
+    const skewing = redlock.nodes.map((node) => {
+      const run = node.run.bind(node);
+      node.run = async (...args) => {
+        clock.monotonicOffset += 400; // each node "takes" 400 ms of monotonic time
+        return run(...args);
+      };
+      return node;
+    });
+    expect(skewing.length).toBe(count);
+    const error = await redlock.acquire('slow', 300).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(QuorumUnavailableError);
+    // The attempt's partial locks were released.
+    const keys = resourceKeys(redlock.settings.keyPrefix, 'slow');
+    const holders = await Promise.all(cluster.nodes.urls.map((url) => inspect(url, (c) => c.get(keys.lock))));
+    expect(holders.every((v) => v === null)).toBe(true);
+  });
+
+  it('an AbortSignal cancels waiting between attempts', async () => {
+    const holder = redlockOn(cluster.nodes.urls);
+    const lease = await holder.acquire('abortable', 10_000);
+    const waiter = redlockOn(cluster.nodes.urls, { retryCount: 1000, retryDelayMs: 50 });
+    const controller = new AbortController();
+    const pending = waiter.acquire('abortable', 1000, { signal: controller.signal }).catch((e: unknown) => e);
+    setTimeout(() => controller.abort(new Error('shutting down')), 120);
+    const started = performance.now();
+    const error = await pending;
+    expect(error).toBeInstanceOf(AcquireAbortedError);
+    expect(performance.now() - started).toBeLessThan(2000);
+    await holder.release(lease);
+  });
+});
+
+describe('node failures with 5 nodes', () => {
+  const cluster = useNodes(5);
+
+  it('a minority of nodes down: still granted; the majority down: QuorumUnavailableError naming each node', async () => {
+    const redlock = redlockOn(cluster.nodes.urls, { retryCount: 1 });
+    const nodes = cluster.nodes.nodes;
+    await nodes[0]?.kill();
+    await nodes[1]?.kill();
+    const lease = await redlock.acquire('minority-down', 1000);
+    await redlock.release(lease);
+    await nodes[2]?.kill();
+    const error = await redlock.acquire('majority-down', 1000).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(QuorumUnavailableError);
+    const causes = (error as QuorumUnavailableError).nodeCauses;
+    for (const node of nodes.slice(0, 3)) expect(causes.get(node.id)).toBeInstanceOf(Error);
+    for (const node of nodes.slice(0, 3)) await node.restart({ keepData: false });
+    await expect(redlock.acquire('majority-back', 1000, { retryCount: 50 })).resolves.toMatchObject({ resource: 'majority-back' });
+  });
+
+  it('one node slower than the per-node timeout does not delay a grant', async () => {
+    const link = await cluster.nodes.link('slow-one');
+    const redlock = redlockOn(link.urls, { nodeTimeoutMs: 100 });
+    await redlock.release(await redlock.acquire('warm', 1000));
+    link.setFault(0, { kind: 'latency', ms: 500 });
+    const started = performance.now();
+    const lease = await redlock.acquire('one-slow', 2000);
+    expect(performance.now() - started).toBeLessThan(450);
+    await redlock.release(lease);
+    link.heal();
+  });
+
+  it('a node paused longer than the TTL: leases still granted and released by the others', async () => {
+    const redlock = redlockOn(cluster.nodes.urls, { nodeTimeoutMs: 50 });
+    const node = cluster.nodes.node(4);
+    await node.pause();
+    try {
+      for (let i = 0; i < 5; i++) {
+        const lease = await redlock.acquire('paused-node', 200);
+        const result = await redlock.release(lease);
+        expect(result.failed.get(node.id)).toBeInstanceOf(Error);
+      }
+    } finally {
+      await node.resume();
+    }
+  });
+
+  it('emits per-node errors as events and prints nothing', async () => {
+    const redlock = redlockOn(cluster.nodes.urls, { nodeTimeoutMs: 50 });
+    const errors: string[] = [];
+    redlock.on('nodeError', ({ node }) => errors.push(node));
+    const node = cluster.nodes.node(3);
+    await node.pause();
+    try {
+      await redlock.release(await redlock.acquire('events', 1000));
+    } finally {
+      await node.resume();
+    }
+    expect(errors).toContain(node.id);
+  });
+});
+
+describe('construction', () => {
+  it('accepts ioredis clients, leaving them open on close', async () => {
+    const { startRedisNodes } = await import('@tickwarden/testkit');
+    const nodes = await startRedisNodes({ count: 1 });
+    const { Redis } = await import('ioredis');
+    const client = new Redis(nodes.urls[0] ?? '');
+    const redlock = new Redlock([client]);
+    await redlock.release(await redlock.acquire('client', 1000));
+    await redlock.close();
+    expect(await client.ping()).toBe('PONG');
+    client.disconnect();
+    await nodes.close();
+  });
+});

@@ -1,0 +1,68 @@
+import { startRedisNodes, type RedisNodes } from '@tickwarden/testkit';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll } from 'vitest';
+import { Redlock, systemClock, type Clock, type RedlockSettings } from '../src/index.ts';
+
+/** Starts `count` real Redis nodes for the enclosing describe block; stopped after it. */
+export function useNodes(count: number): { readonly nodes: RedisNodes } {
+  const holder = {} as { nodes: RedisNodes };
+  beforeAll(async () => {
+    holder.nodes = await startRedisNodes({ count });
+  });
+  afterAll(async () => {
+    await holder.nodes?.close();
+  });
+  return holder;
+}
+
+const opened: Redlock[] = [];
+
+/** A Redlock on `urls` (fast retries for tests unless overridden); closed after the file. */
+export function redlockOn(urls: readonly string[], settings: Partial<RedlockSettings> = {}): Redlock {
+  const redlock = new Redlock(urls, { retryDelayMs: 20, retryJitterMs: 20, ...settings });
+  opened.push(redlock);
+  return redlock;
+}
+
+afterAll(async () => {
+  await Promise.all(opened.splice(0).map((redlock) => redlock.close()));
+});
+
+/** A plain client for inspecting a node's keys. */
+export async function inspect<T>(url: string, use: (client: Redis) => Promise<T>): Promise<T> {
+  const client = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 0 });
+  await client.connect();
+  try {
+    return await use(client);
+  } finally {
+    client.disconnect();
+  }
+}
+
+/** A clock whose monotonic and wall readings are shifted by settable offsets, and which counts live timers. */
+export class TestClock implements Clock {
+  monotonicOffset = 0;
+  wallOffsetMicros = 0;
+  readonly live = new Set<unknown>();
+
+  now(): number {
+    return systemClock.now() + this.monotonicOffset;
+  }
+  wallMicros(): number {
+    return systemClock.wallMicros() + this.wallOffsetMicros;
+  }
+  setTimeout(callback: () => void, ms: number): unknown {
+    const handle = systemClock.setTimeout(() => {
+      this.live.delete(handle);
+      callback();
+    }, ms);
+    this.live.add(handle);
+    return handle;
+  }
+  clearTimeout(handle: unknown): void {
+    this.live.delete(handle);
+    systemClock.clearTimeout(handle);
+  }
+}
+
+export const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
