@@ -1,15 +1,3 @@
-import { defineConfig } from 'vitest/config';
+import { projectConfig } from '../../vitest.shared.ts';
 
-export default defineConfig({
-  root: import.meta.dirname,
-  cacheDir: '../../node_modules/.vite/libs/redlock',
-  resolve: { conditions: ['@tickwarden/source'] },
-  test: {
-    name: 'redlock',
-    environment: 'node',
-    include: ['src/**/*.test.ts', 'test/**/*.test.ts'],
-    pool: 'forks',
-    testTimeout: 60_000,
-    hookTimeout: 60_000,
-  },
-});
+export default projectConfig('redlock', import.meta.dirname);

@@ -1,4 +1,4 @@
-import { HoldLimitReachedError, LeaseExpiredError, LeaseLostError, RedlockError } from './errors.ts';
+import { HoldLimitReachedError, InvalidSettingsError, LeaseExpiredError, LeaseLostError, RedlockError } from './errors.ts';
 import type { Lease } from './lease.ts';
 import type { Redlock } from './redlock.ts';
 import type { CallSettings } from './settings.ts';
@@ -42,7 +42,14 @@ export class LeaseWatchdog {
   }
 
   start(): void {
-    const { maxHoldMs } = this.#settings;
+    const { maxHoldMs, extendRatio, nodeTimeoutMs, abortMarginMs } = this.#settings;
+    const firstRoundEnds = this.#redlock.settings.clock.now() + this.#lease.ttlMs * extendRatio + nodeTimeoutMs;
+    if (firstRoundEnds >= this.#abortAt()) {
+      throw new InvalidSettingsError(
+        'abortMarginMs',
+        `${abortMarginMs} ms leaves no time to extend a ${this.#lease.ttlMs} ms lease (first extension after ttl * extendRatio + nodeTimeoutMs): use a longer TTL or a smaller margin`,
+      );
+    }
     this.#scheduleExtension(this.#lease.ttlMs * this.#settings.extendRatio);
     this.#armDeadline();
     if (maxHoldMs > 0) this.#timer(() => this.#abort(new HoldLimitReachedError(this.#lease.resource, maxHoldMs)), maxHoldMs);

@@ -327,10 +327,11 @@ export class Redlock extends EventEmitter<RedlockEvents> {
   /** Like {@link using}, for a lease already acquired (for example taken over by its value). */
   async hold<T>(lease: Lease, routine: (signal: AbortSignal, lease: Lease) => Promise<T>, overrides: Partial<CallSettings> = {}): Promise<T> {
     const watchdog = new LeaseWatchdog(this, lease, this.#callSettings(overrides));
-    watchdog.start();
     try {
+      watchdog.start();
       return await routine(watchdog.signal, lease);
     } finally {
+      // Stop first: an extension landing after the release would re-establish the key.
       const last = await watchdog.stop();
       await this.release(last, overrides);
     }

@@ -10,6 +10,7 @@ import { processStartTime } from './process-start-time.ts';
  */
 class Reaper {
   #child: ChildProcess | undefined;
+  #exited: string | undefined;
 
   #send(line: string): void {
     if (!this.#child) {
@@ -19,7 +20,10 @@ class Reaper {
       });
       this.#child.unref();
       (this.#child.stdin as Socket).unref();
+      this.#child.once('exit', (code, signal) => (this.#exited = `code ${code}, signal ${signal}`));
+      this.#child.stdin?.on('error', () => undefined);
     }
+    if (this.#exited) throw new Error(`the test kit's reaper exited (${this.#exited}): what the kit starts would not be cleaned up`);
     this.#child.stdin?.write(`${line}\n`);
   }
 

@@ -1,0 +1,119 @@
+import { describe, expect, it } from 'vitest';
+import { HoldLimitReachedError, LeaseLostError, resourceKeys, type RedlockError } from '../src/index.ts';
+import { inspect, redlockOn, sleep, TestClock, useNodes } from './support.ts';
+
+function abortedWith(signal: AbortSignal): Promise<RedlockError> {
+  return new Promise((resolve) => signal.addEventListener('abort', () => resolve(signal.reason as RedlockError), { once: true }));
+}
+
+describe.each([3, 5])('watchdog with %i nodes', (count) => {
+  const cluster = useNodes(count);
+  const majority = Math.floor(count / 2) + 1;
+
+  it('keeps a lease alive well past its TTL and releases it afterwards', async () => {
+    const redlock = redlockOn(cluster.nodes.urls, { abortMarginMs: 50 });
+    let extensions = 0;
+    redlock.on('extended', () => extensions++);
+    const result = await redlock.using('long-run', 300, async (signal) => {
+      await sleep(1000);
+      expect(signal.aborted).toBe(false);
+      return 'done';
+    });
+    expect(result).toBe('done');
+    expect(extensions).toBeGreaterThanOrEqual(3);
+    // Released: another holder gets it at once.
+    const other = redlockOn(cluster.nodes.urls, { retryCount: 0 });
+    await other.release(await other.acquire('long-run', 300));
+  });
+
+  it('the majority paused: aborts before the validity ends, saying why, with per-node causes', async () => {
+    const redlock = redlockOn(cluster.nodes.urls, { nodeTimeoutMs: 50, abortMarginMs: 100 });
+    const aborts: { validityLeftMs: number }[] = [];
+    redlock.on('aborted', (event) => aborts.push(event));
+    const paused = cluster.nodes.nodes.slice(0, majority);
+    let reason: RedlockError | undefined;
+    try {
+      await redlock.using('paused-majority', 1200, async (signal) => {
+        await sleep(50);
+        for (const node of paused) await node.pause();
+        reason = await abortedWith(signal);
+      });
+    } finally {
+      for (const node of paused) await node.resume();
+    }
+    expect(reason).toBeInstanceOf(LeaseLostError);
+    expect(reason?.code).toBe('LEASE_LOST');
+    expect(aborts).toHaveLength(1);
+    expect(aborts[0]?.validityLeftMs).toBeGreaterThan(0);
+  });
+
+  it('a partition leaving the holder a minority: abort fires while validity is left (measured)', async () => {
+    const link = await cluster.nodes.link(`holder-${count}`);
+    const redlock = redlockOn(link.urls, { nodeTimeoutMs: 50, abortMarginMs: 100 });
+    const aborts: { validityLeftMs: number }[] = [];
+    redlock.on('aborted', (event) => aborts.push(event));
+    let cutAt = 0;
+    let validUntil = 0;
+    let abortAt = 0;
+    await redlock.using('partitioned', 900, async (signal, lease) => {
+      await sleep(100);
+      validUntil = lease.validUntil;
+      link.partition(Array.from({ length: majority }, (_, i) => i));
+      cutAt = performance.now();
+      await abortedWith(signal);
+      abortAt = performance.now();
+    });
+    link.heal();
+    expect(aborts[0]?.validityLeftMs).toBeGreaterThan(0);
+    // Losing the majority to the abort took less than the validity left at the cut (it may have been extended since).
+    expect(abortAt - cutAt).toBeLessThan(Math.max(validUntil - cutAt, 0) + 900);
+    expect(abortAt).toBeLessThan(cutAt + 900);
+  });
+
+  it('a node restarted empty during the hold: the run continues and the key is back on that node', async () => {
+    const redlock = redlockOn(cluster.nodes.urls, { abortMarginMs: 50 });
+    const node = cluster.nodes.node(count - 1);
+    const lock = resourceKeys('tickwarden', 'restart-during-hold').lock;
+    const outcome = await redlock.using('restart-during-hold', 300, async (signal, lease) => {
+      await node.restart({ keepData: false });
+      await sleep(800);
+      return { aborted: signal.aborted, onRestarted: await inspect(node.url, (c) => c.get(lock)), value: lease.value };
+    });
+    expect(outcome.aborted).toBe(false);
+    expect(outcome.onRestarted).toBe(outcome.value);
+  });
+
+  it('caps the hold at maxHoldMs', async () => {
+    const redlock = redlockOn(cluster.nodes.urls, { maxHoldMs: 250, abortMarginMs: 50 });
+    const reason = await redlock.using('capped', 300, (signal) => abortedWith(signal));
+    expect(reason).toBeInstanceOf(HoldLimitReachedError);
+  });
+
+  it('returns the routine error as is, and still releases', async () => {
+    const redlock = redlockOn(cluster.nodes.urls, { abortMarginMs: 50 });
+    const failure = new Error('job failed');
+    await expect(redlock.using('throws', 300, async () => Promise.reject(failure))).rejects.toBe(failure);
+    const other = redlockOn(cluster.nodes.urls, { retryCount: 0 });
+    await other.release(await other.acquire('throws', 300));
+  });
+
+  it('leaves no timer behind, also when an extension is in flight as the routine ends', async () => {
+    const clock = new TestClock();
+    const link = await cluster.nodes.link(`timers-${count}`);
+    const redlock = redlockOn(link.urls, { clock, nodeTimeoutMs: 100, abortMarginMs: 50 });
+    await redlock.using('timers', 300, async () => sleep(150));
+    expect(clock.live.size).toBe(0);
+    let extending = false;
+    redlock.on('extended', () => (extending = false));
+    redlock.on('extensionFailed', () => (extending = false));
+    await redlock.using('timers-inflight', 300, async () => {
+      // The first extension fires at 100 ms; slow every node so it is still in flight at 130 ms.
+      for (let i = 0; i < count; i++) link.setFault(i, { kind: 'latency', ms: 60 });
+      await sleep(130);
+      extending = true;
+    });
+    link.heal();
+    expect(extending).toBe(false);
+    expect(clock.live.size).toBe(0);
+  });
+});

@@ -1,0 +1,23 @@
+import { defineConfig, type ViteUserConfig } from 'vitest/config';
+
+/** Workspace packages resolve to their TypeScript sources in tests (see the `@tickwarden/source` export condition). */
+const conditions = ['@tickwarden/source', 'module', 'node', 'development'];
+
+/** The vitest config every project uses: real Redis servers, so one fork per file and generous timeouts. */
+export function projectConfig(name: string, root: string): ViteUserConfig {
+  return defineConfig({
+    root,
+    cacheDir: `../../node_modules/.vite/${name}`,
+    resolve: { conditions },
+    ssr: { resolve: { conditions, externalConditions: conditions } },
+    test: {
+      name,
+      environment: 'node',
+      include: ['src/**/*.test.ts', 'test/**/*.test.ts'],
+      pool: 'forks',
+      testTimeout: 60_000,
+      hookTimeout: 60_000,
+      server: { deps: { inline: [/@tickwarden\//] } },
+    },
+  });
+}
