@@ -12,7 +12,7 @@ export const ErrorCode = Object.freeze({
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
 
 /** Why one node did not vote for an operation: an error, a timeout, or its answer. */
-export type NodeCause = Error | 'taken' | 'claimed' | 'stale' | 'gone' | 'not-held';
+export type NodeCause = Error | 'taken' | 'queued' | 'claimed' | 'stale' | 'gone' | 'not-held';
 
 /** Base of every error the library throws or aborts with. */
 export abstract class RedlockError extends Error {
@@ -41,9 +41,9 @@ export class LockTakenError extends RedlockError {
     super(`lock "${resource}" is taken by another holder after ${attempts} attempt(s)${describeCauses(causes)}`, causes);
     this.resource = resource;
   }
-  /** Node ids on which another holder owns the lock. */
+  /** Node ids on which another holder owns the lock (or, `queued`, others were waiting first). */
   get takenOn(): string[] {
-    return [...this.nodeCauses].filter(([, cause]) => cause === 'taken').map(([node]) => node);
+    return [...this.nodeCauses].filter(([, cause]) => cause === 'taken' || cause === 'queued').map(([node]) => node);
   }
 }
 

@@ -9,5 +9,6 @@ export function resourceKeys(prefix: string, resource: string) {
     lock: `${base}:lock`,
     fence: `${base}:fence`,
     claim: (claim: string | undefined) => `${base}:claim:${claim ?? ''}`,
+    waiters: `${base}:waiters`,
   };
 }

@@ -121,7 +121,7 @@ export class Redlock extends EventEmitter<RedlockEvents> {
         for (const c of open) c.result = { resource: c.request.resource, ok: false, error: new AcquireAbortedError(c.request.resource, signal.reason) };
         break;
       }
-      const { staleOnly } = await this.#attempt(open, ttlMs, s, attempt, started);
+      const { staleOnly } = await this.#attempt(open, ttlMs, s, attempt, retriesLeft > 0, started);
       const pending = contenders.filter((c) => !c.result);
       if (pending.length === 0) break;
       // A proposal below a node's fence is not contention: propose again at once, above what was seen.
@@ -136,15 +136,16 @@ export class Redlock extends EventEmitter<RedlockEvents> {
   }
 
   /** One attempt for the open contenders; releases what a failed contender got before returning. */
-  async #attempt(open: Contender[], ttlMs: number, s: CallSettings, attempt: number, acquireStarted: number): Promise<{ staleOnly: boolean }> {
+  async #attempt(open: Contender[], ttlMs: number, s: CallSettings, attempt: number, willRetry: boolean, acquireStarted: number): Promise<{ staleOnly: boolean }> {
     const { clock, keyPrefix, quorum } = this.settings;
     const n = this.nodes.length;
     const proposal = this.#nextProposal();
     const keys: string[] = [];
-    const args = [String(ttlMs), String(s.claimRetentionMs)];
+    const waiterMarkMs = s.yieldToWaiters && willRetry ? Math.ceil(s.retryDelayMs + s.retryJitterMs) + s.nodeTimeoutMs : 0;
+    const args = [String(ttlMs), String(s.claimRetentionMs), String(waiterMarkMs), s.yieldToWaiters && attempt === 1 ? '1' : '0'];
     for (const { request } of open) {
       const k = resourceKeys(keyPrefix, request.resource);
-      keys.push(k.lock, k.fence, k.claim(request.claim));
+      keys.push(k.lock, k.fence, k.claim(request.claim), k.waiters);
       args.push(request.value, String(proposal), request.claim === undefined ? '0' : '1');
     }
     const decode = (raw: unknown): AcquireVote[] => {
@@ -189,7 +190,7 @@ export class Redlock extends EventEmitter<RedlockEvents> {
 
   #acquireFailure(c: Contender, attempts: number): RedlockError {
     const { resource } = c.request;
-    const blocked = [...c.lastCauses.values()].filter((cause) => cause === 'taken' || cause === 'claimed').length;
+    const blocked = [...c.lastCauses.values()].filter((cause) => cause === 'taken' || cause === 'queued' || cause === 'claimed').length;
     if (blocked > this.nodes.length - this.quorum) return new LockTakenError(resource, c.lastCauses, attempts);
     return new QuorumUnavailableError(resource, 'acquire', c.lastCauses, this.quorum);
   }

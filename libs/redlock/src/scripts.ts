@@ -20,11 +20,11 @@ export const scripts = Object.freeze({
 });
 
 /** A node's answer for one resource, decoded from the scripts' integer codes (the one place they are mapped). */
-export type AcquireVote = 'acquired' | 'taken' | 'claimed' | 'stale';
+export type AcquireVote = 'acquired' | 'taken' | 'claimed' | 'stale' | 'queued';
 export type ExtendVote = 'extended' | 'reestablished' | 'taken' | 'gone';
 export type ReleaseVote = 'released' | 'not-held';
 
-const ACQUIRE_CODES: Readonly<Record<number, AcquireVote>> = { 1: 'acquired', 0: 'taken', [-1]: 'claimed', [-2]: 'stale' };
+const ACQUIRE_CODES: Readonly<Record<number, AcquireVote>> = { 1: 'acquired', 0: 'taken', [-1]: 'claimed', [-2]: 'stale', [-4]: 'queued' };
 const EXTEND_CODES: Readonly<Record<number, ExtendVote>> = { 1: 'extended', 2: 'reestablished', 0: 'taken', [-3]: 'gone' };
 const RELEASE_CODES: Readonly<Record<number, ReleaseVote>> = { 1: 'released', 0: 'not-held' };
 

@@ -14,6 +14,11 @@ export interface CallSettings {
   retryJitterMs: number;
   /** Share of the TTL allowed for clock drift between nodes: drift = ttl * driftFactor + 2 ms. Default 0.01. */
   driftFactor: number;
+  /**
+   * Fairness under contention: a contender that found the lock taken leaves a
+   * mark for `retryDelayMs + retryJitterMs`, and first attempts yield to it. Default true.
+   */
+  yieldToWaiters: boolean;
   /** A lease is granted only if its validity (ttl - elapsed - drift) is above this, ms. Default 0. */
   minValidityMs: number;
   /** How long a granted claim id is remembered on the nodes, ms. Default 86 400 000 (24 h). */
@@ -49,6 +54,7 @@ export const DEFAULT_SETTINGS: Readonly<RedlockSettings> = Object.freeze({
   retryJitterMs: 100,
   driftFactor: 0.01,
   minValidityMs: 0,
+  yieldToWaiters: true,
   claimRetentionMs: 86_400_000,
   reestablish: true,
   extendRatio: 1 / 3,
@@ -69,6 +75,7 @@ const CALL_CHECKS: Check[] = [
   ['minValidityMs', finiteAtLeast(0), 'a finite number of ms >= 0'],
   ['claimRetentionMs', (v: number) => Number.isInteger(v) && v > 0, 'an integer number of ms above 0'],
   ['reestablish', (v: unknown) => typeof v === 'boolean', 'a boolean'],
+  ['yieldToWaiters', (v: unknown) => typeof v === 'boolean', 'a boolean'],
   ['extendRatio', (v: number) => Number.isFinite(v) && v > 0 && v < 1, 'a number in (0, 1)'],
   ['abortMarginMs', finiteAtLeast(0), 'a finite number of ms >= 0'],
   ['maxHoldMs', finiteAtLeast(0), 'a finite number of ms >= 0 (0 = no cap)'],

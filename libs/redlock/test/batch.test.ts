@@ -1,0 +1,53 @@
+import { describe, expect, it } from 'vitest';
+import { ClaimAlreadyGrantedError, LockTakenError, Redlock, type LockNode } from '../src/index.ts';
+import { redlockOn, useNodes } from './support.ts';
+
+/** Wraps the nodes of `redlock` to count script calls per node. */
+function countCalls(redlock: Redlock): Map<string, number> {
+  const calls = new Map<string, number>();
+  for (const node of redlock.nodes as LockNode[]) {
+    const run = node.run.bind(node);
+    node.run = (...args) => {
+      calls.set(node.id, (calls.get(node.id) ?? 0) + 1);
+      return run(...args);
+    };
+  }
+  return calls;
+}
+
+describe.each([3, 5])('batch calls with %i nodes', (count) => {
+  const cluster = useNodes(count);
+
+  it('acquires, extends and releases 1,000 resources with one script call per node each', async () => {
+    const redlock = redlockOn(cluster.nodes.urls);
+    const calls = countCalls(redlock);
+    const requests = Array.from({ length: 1000 }, (_, i) => ({ resource: `batch-${i}`, claim: 'tick-1' }));
+    const results = await redlock.acquireBatch(requests, 5000);
+    expect(results.every((r) => r.ok)).toBe(true);
+    expect([...calls.values()]).toEqual(Array(count).fill(1));
+    const leases = results.flatMap((r) => (r.ok ? [r.lease] : []));
+    expect(new Set(leases.map((l) => l.value)).size).toBe(1000);
+    const extended = await redlock.extendBatch(leases, 5000);
+    expect(extended.every((r) => r.ok)).toBe(true);
+    expect([...calls.values()]).toEqual(Array(count).fill(2));
+    const released = await redlock.releaseBatch(leases);
+    expect(released.every((r) => r.released.length === count)).toBe(true);
+    expect([...calls.values()]).toEqual(Array(count).fill(3));
+  });
+
+  it('reports a result per resource: some won, some taken, some already claimed', async () => {
+    const other = redlockOn(cluster.nodes.urls);
+    const held = await other.acquire('mixed-taken', 5000);
+    await other.release(await other.acquire('mixed-claimed', 5000, { claim: 'tick-5' }));
+    const redlock = redlockOn(cluster.nodes.urls, { retryCount: 1 });
+    const results = await redlock.acquireBatch(
+      [{ resource: 'mixed-free' }, { resource: 'mixed-taken' }, { resource: 'mixed-claimed', claim: 'tick-5' }],
+      1000,
+    );
+    expect(results.map((r) => r.resource)).toEqual(['mixed-free', 'mixed-taken', 'mixed-claimed']);
+    expect(results[0]?.ok).toBe(true);
+    expect(results[1]?.ok === false && results[1].error).toBeInstanceOf(LockTakenError);
+    expect(results[2]?.ok === false && results[2].error).toBeInstanceOf(ClaimAlreadyGrantedError);
+    await other.release(held);
+  });
+});

@@ -1,0 +1,53 @@
+import { describe, expect, it } from 'vitest';
+import { ClaimAlreadyGrantedError, LockTakenError } from '../src/index.ts';
+import { redlockOn, sleep, useNodes } from './support.ts';
+
+describe.each([1, 3, 5])('claim-once with %i node(s)', (count) => {
+  const cluster = useNodes(count);
+
+  it('a claim granted once cannot be granted again, even after a fast release', async () => {
+    const replicaA = redlockOn(cluster.nodes.urls);
+    const replicaB = redlockOn(cluster.nodes.urls);
+    const lease = await replicaA.acquire('schedule-1', 1000, { claim: 'tick-1000' });
+    await replicaA.release(lease);
+    const late = await replicaB.acquire('schedule-1', 1000, { claim: 'tick-1000' }).catch((e: unknown) => e);
+    expect(late).toBeInstanceOf(ClaimAlreadyGrantedError);
+    expect((late as ClaimAlreadyGrantedError).code).toBe('CLAIM_ALREADY_GRANTED');
+    expect((late as ClaimAlreadyGrantedError).claim).toBe('tick-1000');
+    // The next tick is a different claim.
+    await replicaB.release(await replicaB.acquire('schedule-1', 1000, { claim: 'tick-2000' }));
+  });
+
+  it('concurrent contenders for one claim: exactly one is granted', async () => {
+    const contenders = Array.from({ length: 6 }, () => redlockOn(cluster.nodes.urls, { retryCount: 20, retryDelayMs: 5, retryJitterMs: 10 }));
+    const outcomes = await Promise.all(
+      contenders.map(async (redlock) => {
+        try {
+          const lease = await redlock.acquire('schedule-2', 1000, { claim: 'tick-42' });
+          await redlock.release(lease);
+          return 'granted';
+        } catch (error) {
+          if (error instanceof ClaimAlreadyGrantedError || error instanceof LockTakenError) return error.code;
+          throw error;
+        }
+      }),
+    );
+    expect(outcomes.filter((o) => o === 'granted')).toHaveLength(1);
+  });
+
+  it('a claim can be granted again once its retention expired', async () => {
+    const redlock = redlockOn(cluster.nodes.urls, { claimRetentionMs: 100 });
+    await redlock.release(await redlock.acquire('schedule-3', 1000, { claim: 'tick-7' }));
+    await sleep(150);
+    await redlock.release(await redlock.acquire('schedule-3', 1000, { claim: 'tick-7' }));
+  });
+
+  it('a failed attempt does not leave its claim behind', async () => {
+    const holder = redlockOn(cluster.nodes.urls);
+    const blocked = redlockOn(cluster.nodes.urls, { retryCount: 0 });
+    const lease = await holder.acquire('schedule-4', 5000);
+    await expect(blocked.acquire('schedule-4', 1000, { claim: 'tick-9' })).rejects.toBeInstanceOf(LockTakenError);
+    await holder.release(lease);
+    await blocked.release(await blocked.acquire('schedule-4', 1000, { claim: 'tick-9' }));
+  });
+});

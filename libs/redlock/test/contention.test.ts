@@ -1,0 +1,36 @@
+import { describe, expect, it } from 'vitest';
+import { LockTakenError } from '../src/index.ts';
+import { redlockOn, sleep, useNodes } from './support.ts';
+
+describe('20 contenders on one resource', () => {
+  const cluster = useNodes(5);
+
+  it('never two holders at once, and no contender starves (default retry settings)', async () => {
+    const contenders = Array.from({ length: 20 }, () => redlockOn(cluster.nodes.urls, { retryDelayMs: 200, retryJitterMs: 100 }));
+    let holders = 0;
+    let violations = 0;
+    let exhausted = 0;
+    const wins = new Array<number>(20).fill(0);
+    const until = performance.now() + 4000;
+    await Promise.all(
+      contenders.map(async (redlock, i) => {
+        while (performance.now() < until) {
+          try {
+            const lease = await redlock.acquire('contended', 2000);
+            if (++holders > 1) violations++;
+            wins[i] = (wins[i] ?? 0) + 1;
+            await sleep(2);
+            holders--;
+            await redlock.release(lease);
+          } catch (error) {
+            if (!(error instanceof LockTakenError)) throw error;
+            exhausted++;
+          }
+        }
+      }),
+    );
+    expect(violations).toBe(0);
+    expect(exhausted).toBe(0);
+    expect(wins.every((w) => w > 0)).toBe(true);
+  });
+});
