@@ -40,11 +40,16 @@ export default [
           ],
         },
       ],
-      '@typescript-eslint/no-floating-promises': 'off',
+      '@typescript-eslint/no-unused-vars': ['error', { ignoreRestSiblings: true, argsIgnorePattern: '^_' }],
     },
   },
   {
-    files: ['**/*.test.ts', '**/test/**/*.ts', '**/vitest.config.ts'],
+    // Tool configs (not project code) share the workspace's vitest setup.
+    files: ['**/vitest.config.ts'],
+    rules: { '@nx/enforce-module-boundaries': 'off' },
+  },
+  {
+    files: ['**/*.test.ts', '**/test/**/*.ts'],
     rules: {
       '@nx/enforce-module-boundaries': [
         'error',

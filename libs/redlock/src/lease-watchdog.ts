@@ -1,7 +1,7 @@
 import { HoldLimitReachedError, InvalidSettingsError, LeaseExpiredError, LeaseLostError, RedlockError } from './errors.ts';
 import type { Lease } from './lease.ts';
 import type { Redlock } from './redlock.ts';
-import type { CallSettings } from './settings.ts';
+import { driftMs, type CallSettings } from './settings.ts';
 
 /**
  * Keeps a lease alive while a routine runs, and aborts `signal` before the
@@ -43,11 +43,13 @@ export class LeaseWatchdog {
 
   start(): void {
     const { maxHoldMs, extendRatio, nodeTimeoutMs, abortMarginMs } = this.#settings;
-    const firstRoundEnds = this.#redlock.settings.clock.now() + this.#lease.ttlMs * extendRatio + nodeTimeoutMs;
-    if (firstRoundEnds >= this.#abortAt()) {
+    const { ttlMs } = this.#lease;
+    const drift = driftMs(ttlMs, this.#settings.driftFactor);
+    // A static check (not on the time left): the first extension round must end before the abort deadline.
+    if (ttlMs * extendRatio + nodeTimeoutMs >= ttlMs - drift - abortMarginMs) {
       throw new InvalidSettingsError(
         'abortMarginMs',
-        `${abortMarginMs} ms leaves no time to extend a ${this.#lease.ttlMs} ms lease (first extension after ttl * extendRatio + nodeTimeoutMs): use a longer TTL or a smaller margin`,
+        `${abortMarginMs} ms leaves no time to extend a ${ttlMs} ms lease (first extension after ttl * extendRatio + nodeTimeoutMs): use a longer TTL or a smaller margin`,
       );
     }
     this.#scheduleExtension(this.#lease.ttlMs * this.#settings.extendRatio);

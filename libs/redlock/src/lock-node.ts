@@ -78,7 +78,7 @@ export class IoredisLockNode implements LockNode {
       const timer = setTimeout(done, timeoutMs);
       client.once('ready', done);
     });
-    if (client.status !== 'ready') throw new Error(`not connected within ${timeoutMs} ms (${client.status})`);
+    if ((client.status as string) !== 'ready') throw new Error(`not connected within ${timeoutMs} ms (${client.status})`);
   }
 
   async close(): Promise<void> {

@@ -16,7 +16,7 @@ import { LeaseWatchdog } from './lease-watchdog.ts';
 import { IoredisLockNode, type LockNode } from './lock-node.ts';
 import { callNode, gather, Tally, type NodeReply } from './node-calls.ts';
 import { decodeAcquire, decodeExtend, decodeRelease, scripts, type AcquireVote, type ExtendVote, type ReleaseVote } from './scripts.ts';
-import { checkTtl, resolveSettings, validateCallSettings, type CallSettings, type RedlockSettings } from './settings.ts';
+import { checkTtl, driftMs, resolveSettings, validateCallSettings, type CallSettings, type RedlockSettings } from './settings.ts';
 
 /** A node as the constructor accepts it: a client, a URL, or a custom {@link LockNode}. */
 export type NodeInput = Redis | Cluster | string | LockNode;
@@ -82,10 +82,6 @@ export class Redlock extends EventEmitter<RedlockEvents> {
 
   #nextProposal(): number {
     return Math.max(this.settings.clock.wallMicros(), this.#fenceFloor + 1);
-  }
-
-  #drift(ttlMs: number, s: CallSettings): number {
-    return Math.floor(ttlMs * s.driftFactor) + 2;
   }
 
   #emitNodeErrors(replies: readonly NodeReply<unknown>[], operation: 'acquire' | 'extend' | 'release'): void {
@@ -170,7 +166,7 @@ export class Redlock extends EventEmitter<RedlockEvents> {
       const t = new Tally<AcquireVote>(replies, i);
       c.lastCauses = t.causesExcept('acquired') as Map<string, NodeCause>;
       // Keys were set no earlier than `start`: they outlive `start + ttl - drift` on any node whose clock drifts within bounds.
-      const validUntil = start + ttlMs - this.#drift(ttlMs, s);
+      const validUntil = start + ttlMs - driftMs(ttlMs, s.driftFactor);
       const validity = validUntil - end;
       if (t.count('acquired') >= quorum && validity > s.minValidityMs) {
         const lease: Lease = { resource: c.request.resource, value: c.request.value, fence: proposal, ttlMs, validUntil, claim: c.request.claim };
@@ -273,7 +269,7 @@ export class Redlock extends EventEmitter<RedlockEvents> {
       }
       const reestablishedOn = [...t.votes].filter(([, v]) => v === 'reestablished').map(([node]) => node);
       // Extending never shortens: keep the later of the old and the new validity.
-      const validUntil = Math.max(lease.validUntil, start + ttl - this.#drift(ttl, s));
+      const validUntil = Math.max(lease.validUntil, start + ttl - driftMs(ttl, s.driftFactor));
       results[i] = { resource: lease.resource, ok: true, lease: { ...lease, ttlMs: ttl, validUntil } };
       this.emit('extended', { resource: lease.resource, elapsedMs: end - start, validityMs: validUntil - end, reestablishedOn });
     });

@@ -109,3 +109,8 @@ export function resolveSettings(nodeCount: number, overrides: Partial<RedlockSet
 export function checkTtl(ttlMs: number): void {
   if (!Number.isInteger(ttlMs) || ttlMs < 1) throw new InvalidSettingsError('ttlMs', `expected an integer number of ms >= 1, got ${String(ttlMs)}`);
 }
+
+/** Clock-drift allowance of a lease: ttl * driftFactor + 2 ms (the Redlock spec's formula). */
+export function driftMs(ttlMs: number, driftFactor: number): number {
+  return Math.floor(ttlMs * driftFactor) + 2;
+}

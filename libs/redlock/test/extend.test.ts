@@ -79,7 +79,7 @@ describe.each([3, 5])('extend with %i nodes', (count) => {
 
   it('a majority unreachable makes it QuorumUnavailableError; the lease keeps its old validity', async () => {
     const link = await cluster.nodes.link(`extend-partition-${count}`);
-    const redlock = redlockOn(link.urls, { nodeTimeoutMs: 50 });
+    const redlock = redlockOn(link.urls, { nodeTimeoutMs: 100 });
     const lease = await redlock.acquire('unreachable', 5000);
     link.partition(Array.from({ length: Math.floor(count / 2) + 1 }, (_, i) => i));
     const error = await redlock.extend(lease).catch((e: unknown) => e);

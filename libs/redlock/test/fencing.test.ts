@@ -28,8 +28,8 @@ describe('fencing tokens', () => {
     const link2 = await cluster.nodes.link('trap-holder-2');
     // Both clients' wall clocks are far behind, so only the quorum logic can keep tokens increasing.
     const behind = () => Object.assign(new TestClock(), { wallOffsetMicros: -4e15 });
-    const holder1 = redlockOn(link1.urls, { clock: behind(), nodeTimeoutMs: 50 });
-    const holder2 = redlockOn(link2.urls, { clock: behind(), nodeTimeoutMs: 50 });
+    const holder1 = redlockOn(link1.urls, { clock: behind(), nodeTimeoutMs: 100 });
+    const holder2 = redlockOn(link2.urls, { clock: behind(), nodeTimeoutMs: 100 });
     link1.partition([3, 4]);
     const first = await holder1.acquire('trap', 1000);
     expect(first.fence).toBe(8);

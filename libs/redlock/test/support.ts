@@ -17,9 +17,12 @@ export function useNodes(count: number): { readonly nodes: RedisNodes } {
 
 const opened: Redlock[] = [];
 
-/** A Redlock on `urls` (fast retries for tests unless overridden); closed after the file. */
+/**
+ * A Redlock on `urls`, closed after the file. Fast retries, and a per-node timeout
+ * generous enough for a loaded 2-core CI machine, unless a test overrides them.
+ */
 export function redlockOn(urls: readonly string[], settings: Partial<RedlockSettings> = {}): Redlock {
-  const redlock = new Redlock(urls, { retryDelayMs: 20, retryJitterMs: 20, ...settings });
+  const redlock = new Redlock(urls, { retryDelayMs: 20, retryJitterMs: 20, nodeTimeoutMs: 250, ...settings });
   opened.push(redlock);
   return redlock;
 }

@@ -14,8 +14,8 @@ describe.each([3, 5])('watchdog with %i nodes', (count) => {
     const redlock = redlockOn(cluster.nodes.urls, { abortMarginMs: 50 });
     let extensions = 0;
     redlock.on('extended', () => extensions++);
-    const result = await redlock.using('long-run', 300, async (signal) => {
-      await sleep(1000);
+    const result = await redlock.using('long-run', 600, async (signal) => {
+      await sleep(1500);
       expect(signal.aborted).toBe(false);
       return 'done';
     });
@@ -23,11 +23,11 @@ describe.each([3, 5])('watchdog with %i nodes', (count) => {
     expect(extensions).toBeGreaterThanOrEqual(3);
     // Released: another holder gets it at once.
     const other = redlockOn(cluster.nodes.urls, { retryCount: 0 });
-    await other.release(await other.acquire('long-run', 300));
+    await other.release(await other.acquire('long-run', 600));
   });
 
   it('the majority paused: aborts before the validity ends, saying why, with per-node causes', async () => {
-    const redlock = redlockOn(cluster.nodes.urls, { nodeTimeoutMs: 50, abortMarginMs: 100 });
+    const redlock = redlockOn(cluster.nodes.urls, { nodeTimeoutMs: 100, abortMarginMs: 100 });
     const aborts: { validityLeftMs: number }[] = [];
     redlock.on('aborted', (event) => aborts.push(event));
     const paused = cluster.nodes.nodes.slice(0, majority);
@@ -49,7 +49,7 @@ describe.each([3, 5])('watchdog with %i nodes', (count) => {
 
   it('a partition leaving the holder a minority: abort fires while validity is left (measured)', async () => {
     const link = await cluster.nodes.link(`holder-${count}`);
-    const redlock = redlockOn(link.urls, { nodeTimeoutMs: 50, abortMarginMs: 100 });
+    const redlock = redlockOn(link.urls, { nodeTimeoutMs: 100, abortMarginMs: 100 });
     const aborts: { validityLeftMs: number }[] = [];
     redlock.on('aborted', (event) => aborts.push(event));
     let cutAt = 0;
@@ -74,7 +74,7 @@ describe.each([3, 5])('watchdog with %i nodes', (count) => {
     const redlock = redlockOn(cluster.nodes.urls, { abortMarginMs: 50 });
     const node = cluster.nodes.node(count - 1);
     const lock = resourceKeys('tickwarden', 'restart-during-hold').lock;
-    const outcome = await redlock.using('restart-during-hold', 300, async (signal, lease) => {
+    const outcome = await redlock.using('restart-during-hold', 600, async (signal, lease) => {
       await node.restart({ keepData: false });
       await sleep(800);
       return { aborted: signal.aborted, onRestarted: await inspect(node.url, (c) => c.get(lock)), value: lease.value };
@@ -85,16 +85,16 @@ describe.each([3, 5])('watchdog with %i nodes', (count) => {
 
   it('caps the hold at maxHoldMs', async () => {
     const redlock = redlockOn(cluster.nodes.urls, { maxHoldMs: 250, abortMarginMs: 50 });
-    const reason = await redlock.using('capped', 300, (signal) => abortedWith(signal));
+    const reason = await redlock.using('capped', 600, (signal) => abortedWith(signal));
     expect(reason).toBeInstanceOf(HoldLimitReachedError);
   });
 
   it('returns the routine error as is, and still releases', async () => {
     const redlock = redlockOn(cluster.nodes.urls, { abortMarginMs: 50 });
     const failure = new Error('job failed');
-    await expect(redlock.using('throws', 300, async () => Promise.reject(failure))).rejects.toBe(failure);
+    await expect(redlock.using('throws', 600, async () => Promise.reject(failure))).rejects.toBe(failure);
     const other = redlockOn(cluster.nodes.urls, { retryCount: 0 });
-    await other.release(await other.acquire('throws', 300));
+    await other.release(await other.acquire('throws', 600));
   });
 
   it('leaves no timer behind, also when an extension is in flight as the routine ends', async () => {
