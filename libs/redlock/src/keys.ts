@@ -3,12 +3,12 @@
  * share the hash tag `{resource}`, so each script call stays in one slot when a
  * node is a Redis Cluster.
  */
-export function resourceKeys(prefix: string, resource: string) {
+export function resourceKeys(prefix: string, resource: string, claim?: string) {
   const base = `${prefix}:{${resource}}`;
   return {
     lock: `${base}:lock`,
     fence: `${base}:fence`,
-    claim: (claim: string | undefined) => `${base}:claim:${claim ?? ''}`,
+    claim: `${base}:claim:${claim ?? ''}`,
     waiters: `${base}:waiters`,
   };
 }

@@ -6,77 +6,73 @@ import type { LuaScript } from './scripts.ts';
 /** One node's outcome of one script call, its reply decoded once. */
 export type NodeReply<T> = { node: LockNode; ok: true; reply: T } | { node: LockNode; ok: false; error: Error };
 
-/** Runs a script on one node, settling within `timeoutMs` (a late reply is dropped, never applied to the result). */
-export function callNode<T>(
-  node: LockNode,
-  script: LuaScript,
-  keys: readonly string[],
-  args: readonly string[],
-  decode: (raw: unknown) => T,
-  timeoutMs: number,
-  clock: Clock,
-): Promise<NodeReply<T>> {
-  return new Promise((resolve) => {
-    const timer = clock.setTimeout(() => resolve({ node, ok: false, error: new NodeTimeoutError(timeoutMs) }), timeoutMs);
-    node.run(script, keys, args, timeoutMs).then(
-      (raw) => {
-        clock.clearTimeout(timer);
-        try {
-          resolve({ node, ok: true, reply: decode(raw) });
-        } catch (error) {
-          resolve({ node, ok: false, error: error as Error });
-        }
-      },
-      (error: unknown) => {
-        clock.clearTimeout(timer);
-        resolve({ node, ok: false, error: error instanceof Error ? error : new Error(String(error)) });
-      },
-    );
-  });
+/** One script call on every node, in parallel. */
+export interface RoundSpec<T> {
+  script: LuaScript;
+  keys: readonly string[];
+  args: readonly string[];
+  decode: (raw: unknown) => T;
+  timeoutMs: number;
+  /** Called with each reply as it arrives; returning true settles the round early (the outcome cannot change). */
+  decided?: (reply: NodeReply<T>) => boolean;
 }
 
 /**
- * Resolves with the replies gathered so far as soon as `decided(replies)` says
- * the outcome cannot change, or when every node has answered or timed out.
- * Stragglers keep running; their replies are not waited for.
+ * Runs one round and resolves with the replies gathered when it is decided,
+ * when every node answered, or at the timeout (one timer for the round: nodes
+ * still silent then get a NodeTimeoutError). Later replies are ignored.
  */
-export function gather<T>(calls: readonly Promise<NodeReply<T>>[], decided: (replies: readonly NodeReply<T>[]) => boolean): Promise<NodeReply<T>[]> {
+export function runRound<T>(nodes: readonly LockNode[], clock: Clock, spec: RoundSpec<T>): Promise<NodeReply<T>[]> {
+  const { script, keys, args, decode, timeoutMs, decided } = spec;
   return new Promise((resolve) => {
     const replies: NodeReply<T>[] = [];
-    let done = false;
-    for (const call of calls) {
-      void call.then((reply) => {
-        if (done) return;
-        replies.push(reply);
-        if (replies.length === calls.length || decided(replies)) {
-          done = true;
-          resolve(replies.slice());
-        }
-      });
+    let settled = false;
+    const settle = (): void => {
+      settled = true;
+      clock.clearTimeout(timer);
+      resolve(replies);
+    };
+    const timer = clock.setTimeout(() => {
+      if (settled) return;
+      const error = new NodeTimeoutError(timeoutMs);
+      for (const node of nodes) if (!replies.some((r) => r.node === node)) replies.push({ node, ok: false, error });
+      settle();
+    }, timeoutMs);
+    const accept = (reply: NodeReply<T>): void => {
+      if (settled) return;
+      replies.push(reply);
+      if ((decided?.(reply) ?? false) || replies.length === nodes.length) settle();
+    };
+    for (const node of nodes) {
+      node.run(script, keys, args, timeoutMs).then(
+        (raw) => {
+          let reply: NodeReply<T>;
+          try {
+            reply = { node, ok: true, reply: decode(raw) };
+          } catch (error) {
+            reply = { node, ok: false, error: error as Error };
+          }
+          accept(reply);
+        },
+        (error: unknown) => accept({ node, ok: false, error: error instanceof Error ? error : new Error(String(error)) }),
+      );
     }
-    if (calls.length === 0) resolve([]);
   });
 }
 
-/** Counts of one resource's votes across the replies so far. */
-export class Tally<V extends string> {
-  /** Per node id: its vote, or the error it answered with. */
-  readonly votes = new Map<string, V | Error>();
-
-  constructor(replies: readonly NodeReply<readonly V[]>[], index: number) {
-    for (const r of replies) this.votes.set(r.node.id, r.ok ? (r.reply[index] as V) : r.error);
+/** Per node id, the vote of resource `index` (or the node's error), for the nodes whose vote is not in `wanted`. */
+export function causesExcept<V extends string>(replies: readonly NodeReply<readonly V[]>[], index: number, wanted: readonly V[]): Map<string, V | Error> {
+  const causes = new Map<string, V | Error>();
+  for (const r of replies) {
+    const vote = r.ok ? (r.reply[index] as V) : r.error;
+    if (vote instanceof Error || !wanted.includes(vote)) causes.set(r.node.id, vote);
   }
+  return causes;
+}
 
-  count(...wanted: V[]): number {
-    let count = 0;
-    for (const vote of this.votes.values()) if (!(vote instanceof Error) && wanted.includes(vote)) count++;
-    return count;
-  }
-
-  /** Per node id, why it did not vote one of `wanted` (its error or its vote). */
-  causesExcept(...wanted: V[]): Map<string, V | Error> {
-    const causes = new Map<string, V | Error>();
-    for (const [node, vote] of this.votes) if (vote instanceof Error || !wanted.includes(vote)) causes.set(node, vote);
-    return causes;
-  }
+/** How many nodes voted one of `wanted` for resource `index`. */
+export function countVotes<V extends string>(replies: readonly NodeReply<readonly V[]>[], index: number, ...wanted: V[]): number {
+  let count = 0;
+  for (const r of replies) if (r.ok && wanted.includes(r.reply[index] as V)) count++;
+  return count;
 }

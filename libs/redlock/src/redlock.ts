@@ -14,8 +14,8 @@ import { resourceKeys } from './keys.ts';
 import type { AcquireRequest, BatchResult, Lease, ReleaseResult } from './lease.ts';
 import { LeaseWatchdog } from './lease-watchdog.ts';
 import { IoredisLockNode, type LockNode } from './lock-node.ts';
-import { callNode, gather, Tally, type NodeReply } from './node-calls.ts';
-import { decodeAcquire, decodeExtend, decodeRelease, scripts, type AcquireVote, type ExtendVote, type ReleaseVote } from './scripts.ts';
+import { causesExcept, countVotes, runRound, type NodeReply } from './node-calls.ts';
+import { decodeAcquire, decodeExtend, decodeRelease, scripts, type ReleaseVote } from './scripts.ts';
 import { checkTtl, driftMs, resolveSettings, validateCallSettings, type CallSettings, type RedlockSettings } from './settings.ts';
 
 /** A node as the constructor accepts it: a client, a URL, or a custom {@link LockNode}. */
@@ -70,6 +70,7 @@ export class Redlock extends EventEmitter<RedlockEvents> {
   }
 
   #callSettings(overrides: Partial<CallSettings>): CallSettings {
+    if (Object.keys(overrides).length === 0) return this.settings;
     const defined = Object.fromEntries(Object.entries(overrides).filter(([, v]) => v !== undefined));
     const merged = { ...this.settings, ...defined };
     if (Object.keys(defined).length > 0) validateCallSettings(merged);
@@ -85,6 +86,7 @@ export class Redlock extends EventEmitter<RedlockEvents> {
   }
 
   #emitNodeErrors(replies: readonly NodeReply<unknown>[], operation: 'acquire' | 'extend' | 'release'): void {
+    if (this.listenerCount('nodeError') === 0) return;
     for (const r of replies) if (!r.ok) this.emit('nodeError', { node: r.node.id, operation, error: r.error });
   }
 
@@ -136,49 +138,56 @@ export class Redlock extends EventEmitter<RedlockEvents> {
     const { clock, keyPrefix, quorum } = this.settings;
     const n = this.nodes.length;
     const proposal = this.#nextProposal();
+    // Only an acquire that will retry leaves a waiter mark, and only its first attempt yields to one.
+    const yields = s.yieldToWaiters && willRetry;
+    const waiterMarkMs = yields ? Math.ceil(s.retryDelayMs + s.retryJitterMs) + s.nodeTimeoutMs : 0;
     const keys: string[] = [];
-    const waiterMarkMs = s.yieldToWaiters && willRetry ? Math.ceil(s.retryDelayMs + s.retryJitterMs) + s.nodeTimeoutMs : 0;
-    const args = [String(ttlMs), String(s.claimRetentionMs), String(waiterMarkMs), s.yieldToWaiters && attempt === 1 ? '1' : '0'];
+    const args = [String(ttlMs), String(s.claimRetentionMs), String(waiterMarkMs), yields && attempt === 1 ? '1' : '0'];
     for (const { request } of open) {
-      const k = resourceKeys(keyPrefix, request.resource);
-      keys.push(k.lock, k.fence, k.claim(request.claim), k.waiters);
+      const k = resourceKeys(keyPrefix, request.resource, request.claim);
+      keys.push(k.lock, k.fence, k.claim, k.waiters);
       args.push(request.value, String(proposal), request.claim === undefined ? '0' : '1');
     }
-    const decode = (raw: unknown): AcquireVote[] => {
-      const { votes, maxFence } = decodeAcquire(raw, open.length);
-      this.#fenceFloor = Math.max(this.#fenceFloor, maxFence);
-      return votes;
-    };
+    const acquired = new Array<number>(open.length).fill(0);
+    let answered = 0;
     const start = clock.now();
-    const calls = this.nodes.map((node) => callNode(node, scripts.acquire, keys, args, decode, s.nodeTimeoutMs, clock));
-    const replies = await gather(calls, (sofar) =>
-      open.every((_, i) => {
-        const acquired = new Tally<AcquireVote>(sofar, i).count('acquired');
-        return acquired >= quorum || acquired + (n - sofar.length) < quorum;
-      }),
-    );
+    const replies = await runRound(this.nodes, clock, {
+      script: scripts.acquire,
+      keys,
+      args,
+      timeoutMs: s.nodeTimeoutMs,
+      decode: (raw) => {
+        const { votes, maxFence } = decodeAcquire(raw, open.length);
+        if (maxFence > this.#fenceFloor) this.#fenceFloor = maxFence;
+        return votes;
+      },
+      decided: (reply) => {
+        answered++;
+        if (reply.ok) reply.reply.forEach((vote, i) => vote === 'acquired' && (acquired[i] = (acquired[i] ?? 0) + 1));
+        return acquired.every((count) => count >= quorum || count + (n - answered) < quorum);
+      },
+    });
     const end = clock.now();
     this.#emitNodeErrors(replies, 'acquire');
+    // Keys were set no earlier than `start`: they outlive `start + ttl - drift` on any node whose clock drifts within bounds.
+    const validUntil = start + ttlMs - driftMs(ttlMs, s.driftFactor);
+    const validity = validUntil - end;
 
     const failed: Contender[] = [];
     let staleOnly = true;
     open.forEach((c, i) => {
-      const t = new Tally<AcquireVote>(replies, i);
-      c.lastCauses = t.causesExcept('acquired') as Map<string, NodeCause>;
-      // Keys were set no earlier than `start`: they outlive `start + ttl - drift` on any node whose clock drifts within bounds.
-      const validUntil = start + ttlMs - driftMs(ttlMs, s.driftFactor);
-      const validity = validUntil - end;
-      if (t.count('acquired') >= quorum && validity > s.minValidityMs) {
-        const lease: Lease = { resource: c.request.resource, value: c.request.value, fence: proposal, ttlMs, validUntil, claim: c.request.claim };
-        c.result = { resource: lease.resource, ok: true, lease };
-        this.emit('acquired', { resource: lease.resource, fence: proposal, attempts: attempt, elapsedMs: end - acquireStarted, validityMs: validity });
+      const { request } = c;
+      if (countVotes(replies, i, 'acquired') >= quorum && validity > s.minValidityMs) {
+        c.result = { resource: request.resource, ok: true, lease: { resource: request.resource, value: request.value, fence: proposal, ttlMs, validUntil, claim: request.claim } };
+        if (this.listenerCount('acquired') > 0) this.emit('acquired', { resource: request.resource, fence: proposal, attempts: attempt, elapsedMs: end - acquireStarted, validityMs: validity });
         return;
       }
       failed.push(c);
-      if (c.request.claim !== undefined && t.count('claimed') > n - quorum) {
-        c.result = { resource: c.request.resource, ok: false, error: new ClaimAlreadyGrantedError(c.request.resource, c.request.claim, c.lastCauses) };
+      c.lastCauses = causesExcept(replies, i, ['acquired']) as Map<string, NodeCause>;
+      if (request.claim !== undefined && countVotes(replies, i, 'claimed') > n - quorum) {
+        c.result = { resource: request.resource, ok: false, error: new ClaimAlreadyGrantedError(request.resource, request.claim, c.lastCauses) };
       }
-      if (!(t.count('stale') > 0 && t.count('acquired', 'stale') >= quorum)) staleOnly = false;
+      if (!(countVotes(replies, i, 'stale') > 0 && countVotes(replies, i, 'acquired', 'stale') >= quorum)) staleOnly = false;
     });
     if (failed.length > 0) await this.#releaseValues(failed.map((c) => c.request), true, s);
     return { staleOnly: failed.length > 0 && staleOnly };
@@ -242,36 +251,42 @@ export class Redlock extends EventEmitter<RedlockEvents> {
       keys.push(k.lock, k.fence);
       args.push(lease.value, String(lease.fence));
     }
-    const decode = (raw: unknown): ExtendVote[] => decodeExtend(raw, live.length);
-    const calls = this.nodes.map((node) => callNode(node, scripts.extend, keys, args, decode, s.nodeTimeoutMs, clock));
-    const replies = await gather(calls, (sofar) =>
-      live.every((_, j) => {
-        const good = new Tally<ExtendVote>(sofar, j).count('extended', 'reestablished');
-        return good >= quorum || good + (n - sofar.length) < quorum;
-      }),
-    );
+    const good = new Array<number>(live.length).fill(0);
+    let answered = 0;
+    const replies = await runRound(this.nodes, clock, {
+      script: scripts.extend,
+      keys,
+      args,
+      timeoutMs: s.nodeTimeoutMs,
+      decode: (raw) => decodeExtend(raw, live.length),
+      decided: (reply) => {
+        answered++;
+        if (reply.ok) reply.reply.forEach((vote, j) => (vote === 'extended' || vote === 'reestablished') && (good[j] = (good[j] ?? 0) + 1));
+        return good.every((count) => count >= quorum || count + (n - answered) < quorum);
+      },
+    });
     const end = clock.now();
     this.#emitNodeErrors(replies, 'extend');
     live.forEach((i, j) => {
       const lease = leases[i] as Lease;
-      const t = new Tally<ExtendVote>(replies, j);
-      const causes = t.causesExcept('extended', 'reestablished') as Map<string, NodeCause>;
       const ttl = ttlOf(lease);
-
       let error: RedlockError | undefined;
-      if (t.count('taken', 'gone') >= quorum) error = new LeaseLostError(lease.resource, 'a majority reports the value gone or held by another', causes);
-      else if (t.count('extended', 'reestablished') < quorum) error = new QuorumUnavailableError(lease.resource, 'extend', causes, quorum);
+      const causes = () => causesExcept(replies, j, ['extended', 'reestablished']) as Map<string, NodeCause>;
+      if (countVotes(replies, j, 'taken', 'gone') >= quorum) error = new LeaseLostError(lease.resource, 'a majority reports the value gone or held by another', causes());
+      else if (countVotes(replies, j, 'extended', 'reestablished') < quorum) error = new QuorumUnavailableError(lease.resource, 'extend', causes(), quorum);
       else if (end >= lease.validUntil) error = new LeaseExpiredError(lease.resource, 'extend', end - lease.validUntil);
       if (error) {
         results[i] = { resource: lease.resource, ok: false, error };
         this.emit('extensionFailed', { resource: lease.resource, elapsedMs: end - start, error });
         return;
       }
-      const reestablishedOn = [...t.votes].filter(([, v]) => v === 'reestablished').map(([node]) => node);
       // Extending never shortens: keep the later of the old and the new validity.
       const validUntil = Math.max(lease.validUntil, start + ttl - driftMs(ttl, s.driftFactor));
       results[i] = { resource: lease.resource, ok: true, lease: { ...lease, ttlMs: ttl, validUntil } };
-      this.emit('extended', { resource: lease.resource, elapsedMs: end - start, validityMs: validUntil - end, reestablishedOn });
+      if (this.listenerCount('extended') > 0) {
+        const reestablishedOn = replies.filter((r) => r.ok && r.reply[j] === 'reestablished').map((r) => r.node.id);
+        this.emit('extended', { resource: lease.resource, elapsedMs: end - start, validityMs: validUntil - end, reestablishedOn });
+      }
     });
     return results;
   }
@@ -291,12 +306,17 @@ export class Redlock extends EventEmitter<RedlockEvents> {
     const keys: string[] = [];
     const args = [dropClaims ? '1' : '0'];
     for (const lease of leases) {
-      const k = resourceKeys(keyPrefix, lease.resource);
-      keys.push(k.lock, k.claim(lease.claim));
+      const k = resourceKeys(keyPrefix, lease.resource, lease.claim);
+      keys.push(k.lock, k.claim);
       args.push(lease.value);
     }
-    const decode = (raw: unknown): ReleaseVote[] => decodeRelease(raw, leases.length);
-    const replies = await Promise.all(this.nodes.map((node) => callNode(node, scripts.release, keys, args, decode, s.nodeTimeoutMs, clock)));
+    const replies = await runRound(this.nodes, clock, {
+      script: scripts.release,
+      keys,
+      args,
+      timeoutMs: s.nodeTimeoutMs,
+      decode: (raw): ReleaseVote[] => decodeRelease(raw, leases.length),
+    });
     this.#emitNodeErrors(replies, 'release');
     return leases.map((lease, i) => {
       const result: ReleaseResult = { resource: lease.resource, released: [], failed: new Map() };

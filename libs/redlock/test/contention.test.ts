@@ -33,4 +33,17 @@ describe('20 contenders on one resource', () => {
     expect(exhausted).toBe(0);
     expect(wins.every((w) => w > 0)).toBe(true);
   });
+
+  it('a waiter mark never fails an acquire that will not retry (retryCount 0 gets a free lock)', async () => {
+    const holder = redlockOn(cluster.nodes.urls);
+    const waiter = redlockOn(cluster.nodes.urls, { retryDelayMs: 200, retryJitterMs: 100 });
+    const lease = await holder.acquire('marked', 5000);
+    const waiting = waiter.acquire('marked', 1000); // finds it taken, leaves a mark, retries later
+    await sleep(20);
+    await holder.release(lease);
+    const once = redlockOn(cluster.nodes.urls, { retryCount: 0 });
+    const got = await once.acquire('marked', 1000);
+    await once.release(got);
+    await waiter.release(await waiting);
+  });
 });

@@ -15,12 +15,14 @@
     ARGV[1]     ttl, ms
     ARGV[2]     claim retention, ms
     ARGV[3]     waiter mark, ms: left when the lock is taken (0 = leave none: no retry follows)
-    ARGV[4]     '1' if this is a first attempt, which yields to a waiter mark
+    ARGV[4]     '1' if this is the first attempt of an acquire that will retry: it yields to a waiter mark
     for resource i: ARGV[3i+2] lease value, ARGV[3i+3] proposed fencing token
                     (decimal string), ARGV[3i+4] '1' to check and record the claim
-  Returns a flat array, two entries per resource: code, fence (decimal string, after the call)
+  Returns a flat array, two entries per resource: code, fence (decimal string after
+  the call; '0' when the fence was not read: TAKEN, CLAIMED, QUEUED)
     1  ACQUIRED  the lock is ours (new, or refreshed because it held our value);
-                 fence = proposal; claim recorded; waiter mark dropped
+                 fence = proposal; claim recorded (a waiter mark is left to expire:
+                 other waiters keep their turn)
     0  TAKEN     another value holds the lock (a waiter mark is left)
    -1  CLAIMED   the claim is recorded for another value
    -2  STALE     the proposal is not above the stored fence
@@ -34,9 +36,9 @@ local out = {}
 for i = 1, #KEYS / 4 do
   local lock, fence, claim, waiters = KEYS[4 * i - 3], KEYS[4 * i - 2], KEYS[4 * i - 1], KEYS[4 * i]
   local value, proposal, withClaim = ARGV[3 * i + 2], ARGV[3 * i + 3], ARGV[3 * i + 4] == '1'
-  local current = redis.call('GET', fence) or '0'
   local holder = redis.call('GET', lock)
   local code
+  local current
   if withClaim and (redis.call('GET', claim) or value) ~= value then
     code = -1
   elseif holder and holder ~= value then
@@ -46,19 +48,21 @@ for i = 1, #KEYS / 4 do
     end
   elseif not holder and firstAttempt and redis.call('EXISTS', waiters) == 1 then
     code = -4
-  elseif tonumber(proposal) <= tonumber(current) then
-    code = -2
   else
-    redis.call('SET', lock, value, 'PX', ttl)
-    redis.call('SET', fence, proposal)
-    redis.call('DEL', waiters)
-    if withClaim then
-      redis.call('SET', claim, value, 'PX', retention)
+    current = redis.call('GET', fence) or '0'
+    if tonumber(proposal) <= tonumber(current) then
+      code = -2
+    else
+      redis.call('SET', lock, value, 'PX', ttl)
+      redis.call('SET', fence, proposal)
+      if withClaim then
+        redis.call('SET', claim, value, 'PX', retention)
+      end
+      current = proposal
+      code = 1
     end
-    current = proposal
-    code = 1
   end
   out[2 * i - 1] = code
-  out[2 * i] = current
+  out[2 * i] = current or '0'
 end
 return out
