@@ -572,7 +572,7 @@ function table(run: RunResult): string {
     '',
     `Targets (tickwarden, ${run.nodes} nodes):`,
     '',
-    ...run.targets.map((t) => `- ${t.met ? 'MET' : 'MISSED'}: ${t.name}: ${t.value} (target ${t.target})`),
+    ...run.targets.map((t) => (t.target === 'none' ? `- INFO: ${t.name}: ${t.value}` : `- ${t.met ? 'MET' : 'MISSED'}: ${t.name}: ${t.value} (target ${t.target})`)),
     '',
   ];
   return lines.join('\n');

@@ -27,7 +27,10 @@ export class ContainerRedisNode implements RedisNode {
     this.#options = options;
   }
 
+  readonly tls = undefined;
+
   static async start(options: RedisNodeOptions): Promise<ContainerRedisNode> {
+    if (options.tls) throw new Error('the container driver has no TLS option; use the process driver');
     const node = new ContainerRedisNode(await freePort(), options);
     await node.#create();
     return node;

@@ -1,19 +1,23 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { freePort, LOOPBACK } from './free-port.ts';
 import { reaper } from './reaper.ts';
-import { adminCommand, parseInfo, redisServerArgs } from './redis-admin.ts';
+import { adminCommand, makeTlsFiles, parseInfo, redisServerArgs } from './redis-admin.ts';
 import type { RedisNode, RedisNodeOptions } from './redis-node.ts';
 import { ping, sleep, waitUntil } from './wait.ts';
 
 const START_ATTEMPTS = 5;
+/** Files a restart-empty keeps: the node's TLS material (its data is everything else). */
+const TLS_FILE = /\.(crt|key|csr|ext|srl)$/;
 
 /** A `redis-server` child process (the binary on PATH) in its own temporary directory. */
 export class ProcessRedisNode implements RedisNode {
   readonly host = LOOPBACK;
   #port = 0;
+  #tlsPort = 0;
+  #tlsFiles: { ca: string; cert: string; key: string } | undefined;
   #child: ChildProcess | undefined;
   #exited: Promise<void> = Promise.resolve();
   readonly #dir: string;
@@ -28,9 +32,11 @@ export class ProcessRedisNode implements RedisNode {
   /** Starts a node on a free loopback port, retrying on another port if the first was taken meanwhile. */
   static async start(options: RedisNodeOptions): Promise<ProcessRedisNode> {
     const node = new ProcessRedisNode(options);
+    if (options.tls) node.#tlsFiles = makeTlsFiles(node.#dir);
     let lastError: unknown;
     for (let attempt = 0; attempt < START_ATTEMPTS; attempt++) {
       node.#port = await freePort();
+      if (options.tls) node.#tlsPort = await freePort();
       try {
         await node.#spawn();
         return node;
@@ -52,6 +58,11 @@ export class ProcessRedisNode implements RedisNode {
     const auth = this.#options.password ? `:${encodeURIComponent(this.#options.password)}@` : '';
     return `redis://${auth}${LOOPBACK}:${this.#port}`;
   }
+  get tls(): { url: string; ca: string } | undefined {
+    if (!this.#tlsFiles) return undefined;
+    const auth = this.#options.password ? `:${encodeURIComponent(this.#options.password)}@` : '';
+    return { url: `rediss://${auth}${LOOPBACK}:${this.#tlsPort}`, ca: readFileSync(this.#tlsFiles.ca, 'utf8') };
+  }
   /** PID of the running redis-server, for tests that check it is gone. */
   get pid(): number | undefined {
     return this.#child?.pid;
@@ -64,7 +75,10 @@ export class ProcessRedisNode implements RedisNode {
   async #spawn(): Promise<void> {
     const { aof, password, extraArgs } = this.#options;
     const logFile = path.join(this.#dir, 'redis.log');
-    const args = [...redisServerArgs(this.#port, this.#dir, aof, password, extraArgs), '--logfile', logFile];
+    const tls = this.#tlsFiles
+      ? ['--tls-port', String(this.#tlsPort), '--tls-cert-file', this.#tlsFiles.cert, '--tls-key-file', this.#tlsFiles.key, '--tls-ca-cert-file', this.#tlsFiles.ca, '--tls-auth-clients', 'no']
+      : [];
+    const args = [...redisServerArgs(this.#port, this.#dir, aof, password, extraArgs), ...tls, '--logfile', logFile];
     const child = spawn('redis-server', args, { stdio: 'ignore' });
     this.#child = child;
     let exitCode: number | null | undefined;
@@ -133,8 +147,7 @@ export class ProcessRedisNode implements RedisNode {
   async restart({ keepData }: { keepData: boolean }): Promise<void> {
     await this.#killChild();
     if (!keepData) {
-      rmSync(this.#dir, { recursive: true, force: true });
-      mkdirSync(this.#dir, { recursive: true });
+      for (const entry of readdirSync(this.#dir)) if (!TLS_FILE.test(entry)) rmSync(path.join(this.#dir, entry), { recursive: true, force: true });
     }
     await this.#spawn();
   }

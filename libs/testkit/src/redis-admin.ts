@@ -1,3 +1,6 @@
+import { execFileSync } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
+import path from 'node:path';
 import { Redis } from 'ioredis';
 import { LOOPBACK } from './free-port.ts';
 
@@ -43,6 +46,17 @@ export function parseInfo(text: string): Record<string, string> {
     if (colon > 0 && !line.startsWith('#')) fields[line.slice(0, colon)] = line.slice(colon + 1);
   }
   return fields;
+}
+
+/** Writes a self-signed CA and a server certificate for 127.0.0.1 into `dir` (openssl CLI); returns the paths. */
+export function makeTlsFiles(dir: string): { ca: string; cert: string; key: string } {
+  const file = (name: string) => path.join(dir, name);
+  const run = (args: string[]) => execFileSync('openssl', args, { stdio: 'ignore' });
+  run(['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '2', '-subj', '/CN=tickwarden-test-ca', '-keyout', file('ca.key'), '-out', file('ca.crt')]);
+  run(['req', '-newkey', 'rsa:2048', '-nodes', '-subj', '/CN=127.0.0.1', '-keyout', file('server.key'), '-out', file('server.csr')]);
+  writeFileSync(file('san.ext'), 'subjectAltName=IP:127.0.0.1\n');
+  run(['x509', '-req', '-in', file('server.csr'), '-CA', file('ca.crt'), '-CAkey', file('ca.key'), '-CAcreateserial', '-days', '2', '-extfile', file('san.ext'), '-out', file('server.crt')]);
+  return { ca: file('ca.crt'), cert: file('server.crt'), key: file('server.key') };
 }
 
 /** The argv every driver gives redis-server, so both drivers behave the same. */

@@ -7,6 +7,8 @@ export interface RedisNodeOptions {
   aof: boolean;
   /** `requirepass` for the default user; default none. */
   password: string | undefined;
+  /** Also listen with TLS on a second port (process driver only); see `tls` on the node. Default false. */
+  tls: boolean;
   /** Extra `redis-server` arguments, e.g. `['--maxmemory', '10mb']`. Default none. */
   extraArgs: readonly string[];
 }
@@ -19,6 +21,8 @@ export interface RedisNode {
   readonly port: number;
   /** `redis://[:password@]127.0.0.1:<port>`: a direct URL, not through a fault proxy. */
   readonly url: string;
+  /** With the `tls` option: `rediss://` URL of the TLS port and the CA certificate (PEM) that signed the server's. */
+  readonly tls: { url: string; ca: string } | undefined;
   /** SIGKILL (or `docker kill`): no shutdown, no final AOF rewrite. */
   kill(): Promise<void>;
   /** SIGSTOP (or `docker pause`): the socket stays open but nothing is answered. */

@@ -124,8 +124,8 @@ export function defaultDriver(): RedisDriver {
 
 /** Starts `count` independent Redis nodes on free loopback ports. Call `close()` when done (the reaper covers crashes). */
 export async function startRedisNodes(options: StartRedisNodesOptions = {}): Promise<RedisNodes> {
-  const { count = 1, driver = defaultDriver(), aof = true, password, extraArgs = [] } = options;
-  const nodeOptions: RedisNodeOptions = { aof, password, extraArgs };
+  const { count = 1, driver = defaultDriver(), aof = true, password, tls = false, extraArgs = [] } = options;
+  const nodeOptions: RedisNodeOptions = { aof, password, tls, extraArgs };
   const start = driver === 'container' ? ContainerRedisNode.start : ProcessRedisNode.start;
   const results = await Promise.allSettled(Array.from({ length: count }, () => start(nodeOptions)));
   const nodes = results.flatMap((result) => (result.status === 'fulfilled' ? [result.value] : []));
