@@ -1,0 +1,233 @@
+import { leaseResource, queueName, tickClaim, tickJobId, type TickJobData } from '@tickwarden/contracts';
+import { ClaimAlreadyGrantedError, LockTakenError, systemClock, type Clock, type Lease, type Redlock, type RedlockError } from '@tickwarden/redlock';
+import { Queue } from 'bullmq';
+import type { Redis } from 'ioredis';
+import type { Logger } from 'pino';
+import type { Schedule } from './schedule.ts';
+import { TickHeap, type PendingTick } from './tick-heap.ts';
+import { TickPlanner } from './tick-planner.ts';
+
+/** What happened to one tick on this replica. One name per outcome, in logs and metrics alike. */
+export type TickOutcome = 'enqueued' | 'lost-race' | 'skipped-overlap' | 'skipped-paused' | 'missed' | 'lock-unavailable' | 'enqueue-failed';
+
+/** Ticks at most this late (event-loop stalls, GC pauses, a slow contest) are still contested. Later ones follow `catchUp`. */
+export const LATE_TICK_WINDOW_MS = 10_000;
+
+export interface SchedulerOptions {
+  replicaId: string;
+  redlock: Redlock;
+  /** The queue Redis (BullMQ). */
+  queueConnection: Redis;
+  logger: Logger;
+  /** Monotonic and wall time, timers (default the process clock); tests skew it. */
+  clock?: Clock;
+  /** Longest single timer wait, ms (default 30 000): waits are recomputed, so a wall-clock jump is noticed within it. */
+  maxWaitMs?: number;
+  /** Told about every tick outcome (metrics). */
+  onOutcome?: (outcome: TickOutcome, schedule: Schedule, tickMs: number, lagMs: number) => void;
+}
+
+/** Contest settings for ticks: quick retries for split votes among replicas; no waiter marks (all contenders fire once). */
+const CONTEST = Object.freeze({ retryCount: 4, retryDelayMs: 15, retryJitterMs: 30, yieldToWaiters: false });
+
+/**
+ * One scheduler replica: evaluates every schedule, and for each due tick
+ * contests its lease (claim-once on the tick) with the other replicas; the
+ * winner enqueues the tick's job into BullMQ.
+ */
+export class Scheduler {
+  readonly #options: Required<Omit<SchedulerOptions, 'onOutcome'>> & Pick<SchedulerOptions, 'onOutcome'>;
+  readonly #planners = new Map<string, TickPlanner>();
+  readonly #heap = new TickHeap();
+  readonly #queues = new Map<string, Queue>();
+  readonly #inFlight = new Set<Promise<void>>();
+  #timer: unknown;
+  #running = false;
+  #lastWake: { wall: number; mono: number } | undefined;
+
+  constructor(options: SchedulerOptions) {
+    this.#options = { clock: systemClock, maxWaitMs: 30_000, ...options };
+  }
+
+  #wallNow(): number {
+    return Math.floor(this.#options.clock.wallMicros() / 1000);
+  }
+
+  /** Replaces the schedules: removed ones stop firing, added or changed ones start at their next tick (or catch up). */
+  setSchedules(schedules: readonly Schedule[]): void {
+    const now = this.#wallNow();
+    const incoming = new Map(schedules.map((schedule) => [schedule.id, schedule]));
+    for (const [id, planner] of this.#planners) {
+      const next = incoming.get(id);
+      if (!next || JSON.stringify(next) !== JSON.stringify(planner.schedule)) {
+        this.#planners.delete(id);
+        this.#heap.removeSchedule(id);
+      }
+    }
+    for (const schedule of schedules) {
+      if (this.#planners.has(schedule.id)) continue;
+      const planner = new TickPlanner(schedule);
+      this.#planners.set(schedule.id, planner);
+      // A tick missed while no replica ran fires once if it lies inside the catch-up window (claims keep it single).
+      const missed = schedule.catchUpMs > 0 ? planner.latestWithin(now, schedule.catchUpMs) : undefined;
+      const first = missed ?? planner.next(now);
+      if (first !== undefined) this.#heap.push({ scheduleId: schedule.id, tickMs: first, dueMs: planner.dueMs(first) });
+    }
+    if (this.#running) this.#arm();
+  }
+
+  start(): void {
+    this.#running = true;
+    this.#arm();
+  }
+
+  /** Stops contesting new ticks and waits for contests and enqueues in flight; closes the queues. */
+  async stop(): Promise<void> {
+    this.#running = false;
+    this.#options.clock.clearTimeout(this.#timer);
+    while (this.#inFlight.size > 0) await Promise.allSettled([...this.#inFlight]);
+    await Promise.all([...this.#queues.values()].map((queue) => queue.close()));
+    this.#queues.clear();
+  }
+
+  #arm(): void {
+    const { clock, maxWaitMs } = this.#options;
+    clock.clearTimeout(this.#timer);
+    if (!this.#running) return;
+    const top = this.#heap.peek();
+    const wait = top ? Math.min(Math.max(top.dueMs - this.#wallNow(), 0), maxWaitMs) : maxWaitMs;
+    this.#timer = clock.setTimeout(() => this.#wake(), wait);
+  }
+
+  #wake(): void {
+    const { clock, logger } = this.#options;
+    const wall = this.#wallNow();
+    const mono = clock.now();
+    if (this.#lastWake) {
+      const skew = wall - this.#lastWake.wall - (mono - this.#lastWake.mono);
+      if (Math.abs(skew) > 1000) logger.warn({ jumpMs: Math.round(skew) }, 'wall clock jumped: ticks are planned on wall time, claims keep each tick single');
+    }
+    this.#lastWake = { wall, mono };
+    const due: PendingTick[] = [];
+    for (let top = this.#heap.peek(); top && top.dueMs <= wall; top = this.#heap.peek()) {
+      const tick = this.#heap.pop() as PendingTick;
+      due.push(tick);
+      const planner = this.#planners.get(tick.scheduleId);
+      const next = planner?.next(tick.tickMs);
+      if (planner && next !== undefined) this.#heap.push({ scheduleId: tick.scheduleId, tickMs: next, dueMs: planner.dueMs(next) });
+    }
+    if (due.length > 0) {
+      const contest = this.#contest(this.#lateTicksFiltered(due, wall)).catch((error: unknown) => logger.error({ err: error }, 'tick contest failed'));
+      this.#inFlight.add(contest);
+      void contest.finally(() => this.#inFlight.delete(contest));
+    }
+    this.#arm();
+  }
+
+  /** Keeps ticks within the late window; of older ones, at most the latest inside `catchUp` per schedule. The rest are missed. */
+  #lateTicksFiltered(due: PendingTick[], now: number): PendingTick[] {
+    const kept: PendingTick[] = [];
+    const stale = new Map<string, PendingTick[]>();
+    for (const tick of due) {
+      if (now - tick.dueMs <= LATE_TICK_WINDOW_MS) kept.push(tick);
+      else stale.set(tick.scheduleId, [...(stale.get(tick.scheduleId) ?? []), tick]);
+    }
+    for (const [scheduleId, ticks] of stale) {
+      const schedule = this.#planners.get(scheduleId)?.schedule;
+      if (!schedule) continue;
+      const hasFresh = kept.some((tick) => tick.scheduleId === scheduleId);
+      const latest = ticks.at(-1) as PendingTick;
+      const catchUp = !hasFresh && now - latest.tickMs <= schedule.catchUpMs ? latest : undefined;
+      if (catchUp) kept.push(catchUp);
+      for (const tick of ticks) if (tick !== catchUp) this.#record('missed', schedule, tick.tickMs, now - tick.tickMs);
+    }
+    return kept;
+  }
+
+  async #contest(due: PendingTick[]): Promise<void> {
+    const { redlock } = this.#options;
+    const contested: { tick: PendingTick; schedule: Schedule }[] = [];
+    for (const tick of due) {
+      const schedule = this.#planners.get(tick.scheduleId)?.schedule;
+      if (!schedule) continue;
+      if (schedule.paused) this.#record('skipped-paused', schedule, tick.tickMs, this.#wallNow() - tick.tickMs);
+      else contested.push({ tick, schedule });
+    }
+    // One batch call per lock node for all ticks due now (one per distinct lease TTL).
+    const byTtl = Map.groupBy(contested, (entry) => entry.schedule.leaseTtlMs);
+    await Promise.all(
+      [...byTtl].map(async ([ttlMs, entries]) => {
+        const requests = entries.map(({ tick, schedule }) => ({ resource: leaseResource(schedule.id, schedule.overlap, tick.tickMs), claim: tickClaim(tick.tickMs) }));
+        const results = await redlock.acquireBatch(requests, ttlMs, CONTEST);
+        await Promise.all(
+          results.map((result, i) => {
+            const { tick, schedule } = entries[i] as (typeof entries)[number];
+            if (result.ok) return this.#enqueue(schedule, tick, result.lease);
+            this.#record(this.#lostOutcome(result.error), schedule, tick.tickMs, this.#wallNow() - tick.tickMs, result.error);
+            return undefined;
+          }),
+        );
+      }),
+    );
+  }
+
+  #lostOutcome(error: RedlockError): TickOutcome {
+    if (error instanceof ClaimAlreadyGrantedError) return 'lost-race';
+    // Claims are checked first on every node, so "taken" without "claimed" is a previous run's lease.
+    if (error instanceof LockTakenError) return [...error.nodeCauses.values()].includes('claimed') ? 'lost-race' : 'skipped-overlap';
+    return 'lock-unavailable';
+  }
+
+  #queue(name: string): Queue {
+    let queue = this.#queues.get(name);
+    if (!queue) {
+      queue = new Queue(queueName(name), { connection: this.#options.queueConnection });
+      this.#queues.set(name, queue);
+    }
+    return queue;
+  }
+
+  async #enqueue(schedule: Schedule, tick: PendingTick, lease: Lease): Promise<void> {
+    const { replicaId, redlock } = this.#options;
+    const now = this.#wallNow();
+    const data: TickJobData = {
+      version: 1,
+      schedule: schedule.id,
+      tickMs: tick.tickMs,
+      dueMs: tick.dueMs,
+      payload: schedule.payload ?? null,
+      overlap: schedule.overlap,
+      lease: { resource: lease.resource, value: lease.value, fence: lease.fence, ttlMs: lease.ttlMs },
+      startDeadlineMs: schedule.startDeadlineMs ?? null,
+      maxRuntimeMs: schedule.maxRuntimeMs ?? null,
+      enqueuedBy: replicaId,
+      enqueuedAtMs: now,
+    };
+    const jobId = tickJobId(schedule.id, tick.tickMs);
+    try {
+      // Adding an existing job id is a no-op in BullMQ, so a retried add cannot duplicate the tick.
+      await this.#queue(schedule.queue).add(schedule.id, data, {
+        jobId,
+        delay: Math.max(0, tick.dueMs - now),
+        attempts: schedule.attempts,
+        backoff: { type: schedule.backoff.type, delay: schedule.backoff.delayMs },
+        removeOnComplete: { age: 86_400, count: 10_000 },
+        removeOnFail: { age: 7 * 86_400 },
+      });
+      this.#record('enqueued', schedule, tick.tickMs, this.#wallNow() - tick.tickMs, undefined, { jobId, fence: lease.fence });
+    } catch (error) {
+      // The claim stays granted (no other replica may fire this tick), so the tick is lost: say so loudly.
+      await redlock.release(lease);
+      this.#record('enqueue-failed', schedule, tick.tickMs, this.#wallNow() - tick.tickMs, error as Error, { jobId });
+    }
+  }
+
+  #record(outcome: TickOutcome, schedule: Schedule, tickMs: number, lagMs: number, error?: Error, extra: Record<string, unknown> = {}): void {
+    const { logger, replicaId, onOutcome } = this.#options;
+    onOutcome?.(outcome, schedule, tickMs, lagMs);
+    const fields = { replica: replicaId, schedule: schedule.id, tick: new Date(tickMs).toISOString(), outcome, lagMs, ...extra };
+    if (outcome === 'enqueued') logger.info(fields, 'tick enqueued');
+    else if (outcome === 'missed' || outcome === 'enqueue-failed' || outcome === 'lock-unavailable') logger.warn({ ...fields, err: error }, `tick ${outcome}`);
+    else logger.debug(fields, `tick ${outcome}`);
+  }
+}

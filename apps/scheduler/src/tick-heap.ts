@@ -1,0 +1,59 @@
+/** A tick waiting to be contested. */
+export interface PendingTick {
+  scheduleId: string;
+  tickMs: number;
+  /** Tick plus jitter: when to contest it. */
+  dueMs: number;
+}
+
+/** Min-heap of pending ticks by `dueMs`: the one timing structure for all schedules. */
+export class TickHeap {
+  readonly #items: PendingTick[] = [];
+
+  get size(): number {
+    return this.#items.length;
+  }
+
+  peek(): PendingTick | undefined {
+    return this.#items[0];
+  }
+
+  push(item: PendingTick): void {
+    const items = this.#items;
+    items.push(item);
+    for (let i = items.length - 1; i > 0; ) {
+      const parent = (i - 1) >> 1;
+      if ((items[parent] as PendingTick).dueMs <= item.dueMs) break;
+      items[i] = items[parent] as PendingTick;
+      items[parent] = item;
+      i = parent;
+    }
+  }
+
+  pop(): PendingTick | undefined {
+    const items = this.#items;
+    const top = items[0];
+    const last = items.pop();
+    if (items.length > 0 && last) {
+      items[0] = last;
+      for (let i = 0; ; ) {
+        const left = 2 * i + 1;
+        const right = left + 1;
+        let smallest = i;
+        if (left < items.length && (items[left] as PendingTick).dueMs < (items[smallest] as PendingTick).dueMs) smallest = left;
+        if (right < items.length && (items[right] as PendingTick).dueMs < (items[smallest] as PendingTick).dueMs) smallest = right;
+        if (smallest === i) break;
+        [items[i], items[smallest]] = [items[smallest] as PendingTick, items[i] as PendingTick];
+        i = smallest;
+      }
+    }
+    return top;
+  }
+
+  /** Removes every pending tick of a schedule (it was removed or changed). */
+  removeSchedule(scheduleId: string): void {
+    const kept = this.#items.filter((item) => item.scheduleId !== scheduleId);
+    this.#items.length = 0;
+    for (const item of kept) this.push(item);
+  }
+}

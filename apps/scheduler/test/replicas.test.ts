@@ -1,0 +1,118 @@
+import { startRedisNodes, type RedisNodes } from '@tickwarden/testkit';
+import { Redlock, systemClock, type Clock } from '@tickwarden/redlock';
+import { Redis } from 'ioredis';
+import { pino } from 'pino';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Scheduler, type Schedule, type TickOutcome } from '../src/index.ts';
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+function everySecond(id: string): Schedule {
+  return {
+    id,
+    cron: '* * * * * *',
+    timezone: 'UTC',
+    overlap: 'allow',
+    leaseTtlMs: 5000,
+    jitterMs: 0,
+    catchUpMs: 0,
+    startDeadlineMs: undefined,
+    maxRuntimeMs: undefined,
+    attempts: 1,
+    backoff: { type: 'fixed', delayMs: 0 },
+    paused: false,
+    queue: 'default',
+    payload: { id },
+  };
+}
+
+/** A clock whose wall time is shifted by `offsetMs` (the replica's clock is skewed). */
+function skewedClock(offsetMs: number): Clock {
+  return { ...systemClock, wallMicros: () => systemClock.wallMicros() + offsetMs * 1000 };
+}
+
+interface Replica {
+  scheduler: Scheduler;
+  redlock: Redlock;
+  queue: Redis;
+}
+
+describe('replicated schedulers', () => {
+  let locks: RedisNodes;
+  let queueRedis: RedisNodes;
+  const outcomes: { replica: string; outcome: TickOutcome; schedule: string; tickMs: number }[] = [];
+
+  beforeAll(async () => {
+    [locks, queueRedis] = await Promise.all([startRedisNodes({ count: 5, aof: false }), startRedisNodes({ count: 1, aof: false })]);
+  });
+  afterAll(async () => {
+    await Promise.all([locks.close(), queueRedis.close()]);
+  });
+
+  function startReplica(name: string, schedules: Schedule[], clock: Clock = systemClock): Replica {
+    const redlock = new Redlock(locks.urls, { clock, nodeTimeoutMs: 250 });
+    const queue = new Redis(queueRedis.urls[0] ?? '', { maxRetriesPerRequest: null });
+    const scheduler = new Scheduler({
+      replicaId: name,
+      redlock,
+      queueConnection: queue,
+      clock,
+      logger: pino({ level: 'silent' }),
+      onOutcome: (outcome, schedule, tickMs) => outcomes.push({ replica: name, outcome, schedule: schedule.id, tickMs }),
+    });
+    scheduler.setSchedules(schedules);
+    scheduler.start();
+    return { scheduler, redlock, queue };
+  }
+
+  async function stopReplica({ scheduler, redlock, queue }: Replica): Promise<void> {
+    await scheduler.stop();
+    await redlock.close();
+    queue.disconnect();
+  }
+
+  /** Ticks in [from, to) of `schedule`, each with how many replicas enqueued it. */
+  function enqueuedPerTick(schedule: string, from: number, to: number): Map<number, number> {
+    const counts = new Map<number, number>();
+    for (let tick = Math.ceil(from / 1000) * 1000; tick < to; tick += 1000) counts.set(tick, 0);
+    for (const o of outcomes) if (o.schedule === schedule && o.outcome === 'enqueued' && counts.has(o.tickMs)) counts.set(o.tickMs, (counts.get(o.tickMs) ?? 0) + 1);
+    return counts;
+  }
+
+  it('three replicas, clocks skewed by +-500 ms: every per-second tick is enqueued exactly once', async () => {
+    const schedules = ['team-a/one', 'team-a/two', 'team-b/three'].map(everySecond);
+    const replicas = [startReplica('r0', schedules, skewedClock(-500)), startReplica('r1', schedules), startReplica('r2', schedules, skewedClock(500))];
+    const from = Date.now() + 1500;
+    await sleep(8000);
+    const to = Date.now() - 1500;
+    await Promise.all(replicas.map(stopReplica));
+    for (const schedule of schedules) {
+      const counts = enqueuedPerTick(schedule.id, from, to);
+      expect(counts.size).toBeGreaterThanOrEqual(4);
+      expect([...counts.values()].every((n) => n === 1), `${schedule.id}: ${JSON.stringify([...counts])}`).toBe(true);
+    }
+    // Every tick is also exactly one BullMQ job.
+    const jobs = await new Redis(queueRedis.urls[0] ?? '').keys('bull:tickwarden-default:team-a/one@*');
+    expect(new Set(jobs).size).toBe(jobs.length);
+  });
+
+  it('with the majority of lock nodes down nothing is enqueued; when they return, ticks are enqueued again', async () => {
+    const schedule = everySecond('team-c/majority');
+    const down = locks.nodes.slice(0, 3);
+    for (const node of down) await node.kill();
+    const replicas = [startReplica('m0', [schedule]), startReplica('m1', [schedule])];
+    const downFrom = Date.now();
+    await sleep(3000);
+    const downTo = Date.now();
+    for (const node of down) await node.restart({ keepData: false });
+    await sleep(3500);
+    const upTo = Date.now() - 1200;
+    await Promise.all(replicas.map(stopReplica));
+    const whileDown = outcomes.filter((o) => o.schedule === schedule.id && o.tickMs >= downFrom && o.tickMs < downTo);
+    expect(whileDown.filter((o) => o.outcome === 'enqueued')).toEqual([]);
+    expect(whileDown.some((o) => o.outcome === 'lock-unavailable')).toBe(true);
+    const recovered = [...enqueuedPerTick(schedule.id, upTo - 1500, upTo).values()];
+    expect(recovered.length).toBeGreaterThan(0);
+    expect(recovered.every((n) => n === 1)).toBe(true);
+  });
+});

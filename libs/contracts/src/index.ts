@@ -1,0 +1,11 @@
+export {
+  InvalidTickJobError,
+  leaseResource,
+  parseTickJob,
+  queueName,
+  tickClaim,
+  tickJobId,
+  type Overlap,
+  type TickJobData,
+  type TickLease,
+} from './tick-job.ts';

@@ -1,0 +1,74 @@
+import { z } from 'zod';
+
+/** How a schedule treats a tick whose previous run still holds the schedule's lease. */
+export type Overlap = 'skip' | 'allow' | 'cancel-previous';
+
+/** The BullMQ queue of a schedule's `queue` setting. */
+export function queueName(queue: string): string {
+  return `tickwarden-${queue}`;
+}
+
+/**
+ * The lease resource a tick's run holds. `allow` gives every tick its own
+ * lease (runs may overlap); otherwise all runs of a schedule share one, so a
+ * run in progress blocks the next tick (`skip`) or is revoked by it (`cancel-previous`).
+ */
+export function leaseResource(scheduleId: string, overlap: Overlap, tickMs: number): string {
+  return overlap === 'allow' ? `run:${scheduleId}@${tickMs}` : `run:${scheduleId}`;
+}
+
+/** The claim id a tick is contested with: granted once, so a tick never fires twice. */
+export function tickClaim(tickMs: number): string {
+  return `tick:${tickMs}`;
+}
+
+/** BullMQ job id of a tick, `<team>/<name>@<epoch ms>`: deterministic, no `:` (BullMQ's rule), never all digits. */
+export function tickJobId(scheduleId: string, tickMs: number): string {
+  return `${scheduleId}@${tickMs}`;
+}
+
+const leaseSchema = z.strictObject({
+  resource: z.string().min(1),
+  value: z.string().regex(/^[0-9a-f]{40}$/),
+  fence: z.number().int().positive(),
+  ttlMs: z.number().int().positive(),
+});
+
+const tickJobSchema = z.strictObject({
+  version: z.literal(1),
+  schedule: z.string().regex(/^[a-z0-9-]+\/[a-z0-9-]+$/),
+  tickMs: z.number().int().nonnegative(),
+  /** When the run is due: the tick plus the schedule's deterministic jitter. */
+  dueMs: z.number().int().nonnegative(),
+  payload: z.unknown(),
+  overlap: z.enum(['skip', 'allow', 'cancel-previous']),
+  /** The lease the winning replica was granted for this tick; the worker takes it over by value. */
+  lease: leaseSchema,
+  startDeadlineMs: z.number().int().positive().nullable(),
+  maxRuntimeMs: z.number().int().positive().nullable(),
+  enqueuedBy: z.string().min(1),
+  enqueuedAtMs: z.number().int().nonnegative(),
+});
+
+/** The data of the BullMQ job a scheduler enqueues for one tick of one schedule. */
+export type TickJobData = z.infer<typeof tickJobSchema>;
+export type TickLease = z.infer<typeof leaseSchema>;
+
+/** The job data failed validation; `field` names the first bad field. */
+export class InvalidTickJobError extends Error {
+  readonly code = 'INVALID_TICK_JOB';
+  readonly field: string;
+  constructor(field: string, problem: string) {
+    super(`invalid tick job data at "${field}": ${problem}`);
+    this.name = 'InvalidTickJobError';
+    this.field = field;
+  }
+}
+
+/** Validates job data read from the queue (a worker must not act on a malformed job). */
+export function parseTickJob(data: unknown): TickJobData {
+  const result = tickJobSchema.safeParse(data);
+  if (result.success) return result.data;
+  const issue = result.error.issues[0];
+  throw new InvalidTickJobError(issue?.path.join('.') || '(root)', issue?.message ?? 'invalid');
+}
