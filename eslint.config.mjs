@@ -41,6 +41,8 @@ export default [
         },
       ],
       '@typescript-eslint/no-unused-vars': ['error', { ignoreRestSiblings: true, argsIgnorePattern: '^_' }],
+      // A variable read by a callback before its one assignment (e.g. a reload handler) must stay `let`.
+      'prefer-const': ['error', { ignoreReadBeforeAssign: true }],
     },
   },
   {

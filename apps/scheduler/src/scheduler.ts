@@ -204,21 +204,32 @@ export class Scheduler {
       enqueuedAtMs: now,
     };
     const jobId = tickJobId(schedule.id, tick.tickMs);
-    try {
-      // Adding an existing job id is a no-op in BullMQ, so a retried add cannot duplicate the tick.
-      await this.#queue(schedule.queue).add(schedule.id, data, {
-        jobId,
-        delay: Math.max(0, tick.dueMs - now),
-        attempts: schedule.attempts,
-        backoff: { type: schedule.backoff.type, delay: schedule.backoff.delayMs },
-        removeOnComplete: { age: 86_400, count: 10_000 },
-        removeOnFail: { age: 7 * 86_400 },
-      });
-      this.#record('enqueued', schedule, tick.tickMs, this.#wallNow() - tick.tickMs, undefined, { jobId, fence: lease.fence });
-    } catch (error) {
-      // The claim stays granted (no other replica may fire this tick), so the tick is lost: say so loudly.
-      await redlock.release(lease);
-      this.#record('enqueue-failed', schedule, tick.tickMs, this.#wallNow() - tick.tickMs, error as Error, { jobId });
+    const options = {
+      jobId,
+      delay: Math.max(0, tick.dueMs - now),
+      attempts: schedule.attempts,
+      backoff: { type: schedule.backoff.type, delay: schedule.backoff.delayMs },
+      removeOnComplete: { age: 86_400, count: 10_000 },
+      removeOnFail: { age: 7 * 86_400 },
+    };
+    // Retry while the lease is surely valid: adding an existing job id is a no-op in BullMQ, so a retry cannot duplicate the tick.
+    const giveUpAt = this.#options.clock.now() + lease.ttlMs / 2;
+    for (let attempt = 0; ; attempt++) {
+      try {
+        await this.#queue(schedule.queue).add(schedule.id, data, options);
+        this.#record('enqueued', schedule, tick.tickMs, this.#wallNow() - tick.tickMs, undefined, { jobId, fence: lease.fence });
+        return;
+      } catch (error) {
+        const pause = Math.min(100 * 2 ** attempt, 2000);
+        if (this.#options.clock.now() + pause < giveUpAt) {
+          await new Promise((resolve) => this.#options.clock.setTimeout(() => resolve(undefined), pause));
+          continue;
+        }
+        // The claim stays granted (no other replica may fire this tick), so the tick is lost: say so loudly.
+        await redlock.release(lease);
+        this.#record('enqueue-failed', schedule, tick.tickMs, this.#wallNow() - tick.tickMs, error as Error, { jobId });
+        return;
+      }
     }
   }
 

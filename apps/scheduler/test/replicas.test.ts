@@ -4,26 +4,12 @@ import { Redis } from 'ioredis';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Scheduler, type Schedule, type TickOutcome } from '../src/index.ts';
+import { scheduleFixture } from './support.ts';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 function everySecond(id: string): Schedule {
-  return {
-    id,
-    cron: '* * * * * *',
-    timezone: 'UTC',
-    overlap: 'allow',
-    leaseTtlMs: 5000,
-    jitterMs: 0,
-    catchUpMs: 0,
-    startDeadlineMs: undefined,
-    maxRuntimeMs: undefined,
-    attempts: 1,
-    backoff: { type: 'fixed', delayMs: 0 },
-    paused: false,
-    queue: 'default',
-    payload: { id },
-  };
+  return scheduleFixture({ id, cron: '* * * * * *', overlap: 'allow', leaseTtlMs: 5000, payload: { id } });
 }
 
 /** A clock whose wall time is shifted by `offsetMs` (the replica's clock is skewed). */

@@ -354,6 +354,23 @@ export class Redlock extends EventEmitter<RedlockEvents> {
     }
   }
 
+  /**
+   * Which nodes answer a (no-op) script call within `nodeTimeoutMs`, and whether
+   * they make a quorum: for readiness probes.
+   */
+  async probe(): Promise<{ quorum: boolean; reachable: string[]; unreachable: Map<string, Error> }> {
+    const replies = await runRound(this.nodes, this.settings.clock, {
+      script: scripts.release,
+      keys: [],
+      args: ['0'],
+      timeoutMs: this.settings.nodeTimeoutMs,
+      decode: (raw) => raw,
+    });
+    const reachable = replies.filter((r) => r.ok).map((r) => r.node.id);
+    const unreachable = new Map(replies.flatMap((r) => (r.ok ? [] : [[r.node.id, r.error] as const])));
+    return { quorum: reachable.length >= this.quorum, reachable, unreachable };
+  }
+
   /** Closes the clients the library opened from URLs. */
   async close(): Promise<void> {
     await Promise.all(this.nodes.map((node) => node.close()));

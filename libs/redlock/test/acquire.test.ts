@@ -131,6 +131,20 @@ describe('node failures with 5 nodes', () => {
     }
   });
 
+  it('probe() tells which nodes answer and whether they make a quorum', async () => {
+    const redlock = redlockOn(cluster.nodes.urls, { nodeTimeoutMs: 100 });
+    expect((await redlock.probe()).quorum).toBe(true);
+    const paused = cluster.nodes.nodes.slice(0, 3);
+    for (const node of paused) await node.pause();
+    try {
+      const probe = await redlock.probe();
+      expect(probe.quorum).toBe(false);
+      expect([...probe.unreachable.keys()].sort()).toEqual(paused.map((n) => n.id).sort());
+    } finally {
+      for (const node of paused) await node.resume();
+    }
+  });
+
   it('emits per-node errors as events and prints nothing', async () => {
     const redlock = redlockOn(cluster.nodes.urls, { nodeTimeoutMs: 100 });
     const errors: string[] = [];

@@ -1,0 +1,101 @@
+// The scheduler process: reads its environment and config, then runs one replica until SIGTERM.
+import { formatConfigError, loadConfig, parseSchedulerEnv, redactUrl } from '@tickwarden/config';
+import { Redlock } from '@tickwarden/redlock';
+import { Redis } from 'ioredis';
+import { pino } from 'pino';
+import { ConfigWatcher } from './config-watcher.ts';
+import { startHttpServer } from './http-server.ts';
+import { SchedulerMetrics } from './metrics.ts';
+import { Scheduler } from './scheduler.ts';
+
+/** Longest drain on SIGTERM before exiting anyway, ms (inside Kubernetes' default 30 s grace). */
+const DRAIN_TIMEOUT_MS = 20_000;
+const CONFIG_POLL_MS = 2_000;
+
+async function main(): Promise<number> {
+  const env = parseSchedulerEnv(process.env);
+  if (!env.ok) {
+    for (const error of env.errors) process.stderr.write(`${error.variable}: ${error.message}\n`);
+    return 2;
+  }
+  const { configPath, lockNodes, lockQuorum, queueRedis, replicaId, httpPort, logLevel } = env.value;
+  const logger = pino({ level: logLevel, base: { replica: replicaId } });
+  const metrics = new SchedulerMetrics();
+  let scheduler: Scheduler | undefined;
+  const watcher = new ConfigWatcher(configPath, CONFIG_POLL_MS, async () => {
+    const reloaded = await loadConfig(configPath);
+    if (!reloaded.ok) {
+      metrics.configReloads.inc({ result: 'invalid' });
+      for (const error of reloaded.errors) logger.error({ configError: error }, formatConfigError(error));
+      logger.error({ errors: reloaded.errors.length }, 'config reload rejected: keeping the last good config');
+      return;
+    }
+    scheduler?.setSchedules(reloaded.config.schedules);
+    metrics.configReloads.inc({ result: 'applied' });
+    logger.info({ schedules: reloaded.config.schedules.length }, 'config reloaded');
+  });
+  // The baseline is taken before the first load, so a change made meanwhile is reloaded, never missed.
+  await watcher.start();
+  const loaded = await loadConfig(configPath);
+  if (!loaded.ok) {
+    watcher.stop();
+    for (const error of loaded.errors) logger.error({ configError: error }, formatConfigError(error));
+    logger.fatal({ errors: loaded.errors.length }, 'invalid config: not starting');
+    return 2;
+  }
+
+  const redlock = new Redlock(lockNodes, { quorum: lockQuorum });
+  metrics.observe(redlock);
+  redlock.on('nodeError', ({ node, operation, error }) => logger.debug({ node, operation, err: error }, 'lock node error'));
+  // Fail fast while the queue Redis is down (the enqueue retries), instead of queueing commands in memory.
+  const queueConnection = new Redis(queueRedis, { maxRetriesPerRequest: 1, enableOfflineQueue: false });
+  queueConnection.on('error', (error) => logger.debug({ err: error }, 'queue redis error'));
+  scheduler = new Scheduler({
+    replicaId,
+    redlock,
+    queueConnection,
+    logger: logger.child({ component: 'scheduler' }),
+    onOutcome: (outcome, _schedule, _tick, lagMs) => metrics.recordTick(outcome, lagMs),
+  });
+  scheduler.setSchedules(loaded.config.schedules);
+  scheduler.start();
+  logger.info({ schedules: loaded.config.schedules.length, files: loaded.config.files, lockNodes: lockNodes.map(redactUrl), quorum: redlock.quorum }, 'scheduler started');
+
+
+  const server = await startHttpServer(httpPort, metrics.registry, async () => {
+    const reasons: string[] = [];
+    const probe = await redlock.probe();
+    if (!probe.quorum) reasons.push(`lock quorum unreachable (${probe.reachable.length} of ${redlock.nodes.length} answer, ${redlock.quorum} needed)`);
+    if ((await queueConnection.ping().catch(() => 'down')) !== 'PONG') reasons.push('queue redis unreachable');
+    return reasons;
+  });
+  logger.info({ port: httpPort }, 'http listening');
+
+  await new Promise<void>((resolve) => {
+    process.once('SIGTERM', () => resolve());
+    process.once('SIGINT', () => resolve());
+  });
+  logger.info('stopping: no new ticks; finishing in-flight enqueues');
+  const forced = setTimeout(() => {
+    logger.error('drain timed out: exiting');
+    process.exit(1);
+  }, DRAIN_TIMEOUT_MS).unref();
+  watcher.stop();
+  await scheduler.stop();
+  server.close();
+  await redlock.close();
+  queueConnection.disconnect();
+  clearTimeout(forced);
+  logger.info('stopped');
+  return 0;
+}
+
+main().then(
+  (code) => {
+    process.exitCode = code;
+  },
+  (error: unknown) => {
+    process.stderr.write(`scheduler failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+    process.exitCode = 1;
+  },
+);

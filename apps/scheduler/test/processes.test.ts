@@ -1,0 +1,137 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { freePort, ManagedProcess, sleep, startRedisNodes, type RedisNodes } from '@tickwarden/testkit';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+const MAIN = fileURLToPath(new URL('../src/main.ts', import.meta.url));
+
+const CONFIG = `team: e2e
+schedules:
+  - name: alpha
+    cron: "* * * * * *"
+    handler: { kind: command, argv: ["true"] }
+    overlap: allow
+    leaseTtl: 2s
+  - name: beta
+    cron: "* * * * * *"
+    handler: { kind: command, argv: ["true"] }
+    overlap: allow
+    leaseTtl: 2s
+`;
+
+describe('scheduler replicas as OS processes', () => {
+  let locks: RedisNodes;
+  let queue: RedisNodes;
+  let dir: string;
+  const replicas: ManagedProcess[] = [];
+
+  beforeAll(async () => {
+    [locks, queue] = await Promise.all([startRedisNodes({ count: 5, aof: false }), startRedisNodes({ count: 1, aof: false })]);
+    dir = mkdtempSync(path.join(tmpdir(), 'tickwarden-scheduler-e2e-'));
+    writeFileSync(path.join(dir, 'e2e.yaml'), CONFIG);
+  });
+  afterAll(async () => {
+    await Promise.all(replicas.map((replica) => replica.stop('SIGKILL')));
+    await Promise.all([locks.close(), queue.close()]);
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  const ports = new Map<string, number>();
+
+  async function startReplica(name: string): Promise<ManagedProcess> {
+    const port = await freePort();
+    ports.set(name, port);
+    const replica = ManagedProcess.start({
+      name,
+      command: process.execPath,
+      args: ['--conditions=@tickwarden/source', MAIN],
+      env: {
+        TICKWARDEN_CONFIG: dir,
+        TICKWARDEN_LOCK_NODES: locks.urls.join(','),
+        TICKWARDEN_QUEUE_REDIS: queue.urls[0],
+        TICKWARDEN_REPLICA_ID: name,
+        TICKWARDEN_HTTP_PORT: String(port),
+        LOG_LEVEL: 'info',
+      },
+    });
+    replicas.push(replica);
+    await replica.waitForLine((line) => line.includes('scheduler started'), 'start');
+    return replica;
+  }
+
+  /** Per schedule and tick, how many replicas logged "tick enqueued". */
+  function enqueued(): Map<string, number> {
+    const counts = new Map<string, number>();
+    for (const replica of replicas)
+      for (const record of replica.records)
+        if (record['outcome'] === 'enqueued') {
+          const key = `${String(record['schedule'])} ${String(record['tick'])}`;
+          counts.set(key, (counts.get(key) ?? 0) + 1);
+        }
+    return counts;
+  }
+
+  it('SIGKILL of one replica and SIGSTOP of another past the lease TTL: every tick enqueued exactly once; SIGTERM drains', async () => {
+    const [r0, r1] = [await startReplica('p0'), await startReplica('p1'), await startReplica('p2')];
+    const from = Date.now() + 1000;
+    await sleep(3000);
+    const base = `http://127.0.0.1:${ports.get('p2')}`;
+    expect((await fetch(`${base}/healthz`)).status).toBe(200);
+    expect((await fetch(`${base}/readyz`)).status).toBe(200);
+    expect(await (await fetch(`${base}/metrics`)).text()).toMatch(/tickwarden_ticks_total\{outcome="(enqueued|lost-race)"\} [1-9]/);
+    r0?.signal('SIGKILL');
+    await sleep(2000);
+    r1?.signal('SIGSTOP');
+    await sleep(3500); // longer than the 2 s lease TTL
+    r1?.signal('SIGCONT');
+    await sleep(3000);
+    const to = Date.now() - 1500;
+    const exits = await Promise.all(replicas.slice(1).map((replica) => replica.stop('SIGTERM')));
+    expect(exits.map((exit) => exit.code)).toEqual([0, 0]);
+
+    const counts = enqueued();
+    for (const schedule of ['e2e/alpha', 'e2e/beta']) {
+      for (let tick = Math.ceil(from / 1000) * 1000; tick < to; tick += 1000) {
+        const key = `${schedule} ${new Date(tick).toISOString()}`;
+        expect(counts.get(key), key).toBe(1);
+      }
+    }
+    expect([...counts.values()].every((n) => n === 1)).toBe(true);
+  });
+
+  it('an invalid config makes the process exit non-zero with every error named', async () => {
+    const bad = mkdtempSync(path.join(tmpdir(), 'tickwarden-bad-config-'));
+    writeFileSync(path.join(bad, 'broken.yaml'), 'team: e2e\nschedules:\n  - name: x\n    cron: "61 * * * *"\n    handler: { kind: nope }\n');
+    const replica = ManagedProcess.start({
+      name: 'bad',
+      command: process.execPath,
+      args: ['--conditions=@tickwarden/source', MAIN],
+      env: { TICKWARDEN_CONFIG: bad, TICKWARDEN_LOCK_NODES: locks.urls.join(','), TICKWARDEN_QUEUE_REDIS: queue.urls[0], LOG_LEVEL: 'info' },
+    });
+    const exit = await replica.exited;
+    rmSync(bad, { recursive: true, force: true });
+    expect(exit.code).toBe(2);
+    const output = replica.lines.join('\n');
+    expect(output).toContain('broken.yaml:4');
+    expect(output).toContain('broken.yaml:5');
+  });
+
+  it('hot reload: an added schedule starts, a bad file is rejected and the last good config keeps firing', async () => {
+    const replica = await startReplica('reload');
+    writeFileSync(path.join(dir, 'late.yaml'), 'team: late\nschedules:\n  - name: gamma\n    cron: "* * * * * *"\n    handler: { kind: command, argv: ["true"] }\n    overlap: allow\n    leaseTtl: 2s\n');
+    await replica.waitForLine((line) => line.includes('config reloaded'), 'reload');
+    await replica.waitForLine((line) => line.includes('"schedule":"late/gamma"') && line.includes('"outcome":"enqueued"'), 'gamma enqueued');
+    writeFileSync(path.join(dir, 'late.yaml'), 'team: late\nschedules:\n  - name: gamma\n    cron: "not a cron"\n');
+    await replica.waitForLine((line) => line.includes('config reload rejected'), 'rejection');
+    const rejectedAt = replica.lines.length;
+    await sleep(2500);
+    const after = replica.lines.slice(rejectedAt).join('\n');
+    expect(after).toContain('"schedule":"late/gamma"');
+    expect(replica.lines.some((line) => line.includes('late.yaml:4') && line.includes('cron'))).toBe(true);
+    rmSync(path.join(dir, 'late.yaml'));
+    await replica.waitForLine((line) => line.split('config reloaded').length > 1 && line.includes('"schedules":2'), 'removal applied');
+    expect((await replica.stop()).code).toBe(0);
+  });
+});

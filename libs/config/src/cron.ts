@@ -1,0 +1,43 @@
+import { Cron } from 'croner';
+
+/** True for a time zone `Intl` knows (IANA names such as `Europe/Berlin`, `UTC`, `Etc/GMT+1`). */
+export function isTimeZone(name: string): boolean {
+  // Offsets such as `+01:00` are not IANA names (and croner reads them differently).
+  if (name === '' || /^[+-]/.test(name)) return false;
+  try {
+    new Intl.DateTimeFormat('en-US', { timeZone: name });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** croner's nicknames (it also knows `@reboot`, which is no schedule). */
+const NICKNAMES = ['@yearly', '@annually', '@monthly', '@weekly', '@daily', '@midnight', '@hourly'];
+
+/**
+ * Checks a cron expression the way the scheduler will run it: 5 fields, or 6 with seconds first
+ * (croner syntax, including nicknames such as `@daily`), evaluated in `timezone`. Returns why it
+ * is invalid, or `undefined` when it is fine. An expression that can never fire (`0 0 31 2 *`) is
+ * invalid too.
+ */
+export function cronProblem(pattern: string, timezone: string): string | undefined {
+  const trimmed = pattern.trim();
+  if (trimmed.startsWith('@')) {
+    if (!NICKNAMES.includes(trimmed.toLowerCase())) return `unknown nickname ${JSON.stringify(trimmed)}; expected one of ${NICKNAMES.join(', ')}`;
+  } else {
+    const fields = trimmed === '' ? 0 : trimmed.split(/\s+/).length;
+    if (fields !== 5 && fields !== 6) return `expected 5 fields (minute hour day-of-month month day-of-week) or 6 with seconds first, got ${fields}`;
+  }
+  let job: Cron | undefined;
+  try {
+    // croner writes its defaults into the options object it is given: always a fresh literal.
+    job = new Cron(pattern, { timezone, paused: true, mode: '5-or-6-parts' });
+    if (job.nextRun() === null) return 'it never fires (no date matches it)';
+    return undefined;
+  } catch (error) {
+    return (error instanceof Error ? error.message : String(error)).replace(/^CronPattern: /, '');
+  } finally {
+    job?.stop();
+  }
+}

@@ -1,0 +1,55 @@
+const UNITS = [
+  ['d', 86_400_000],
+  ['h', 3_600_000],
+  ['m', 60_000],
+  ['s', 1_000],
+  ['ms', 1],
+] as const;
+
+/**
+ * Each unit at most once, largest first: `1d`, `2h`, `10m`, `30s`, `500ms`, `1h30m`, `1.5s`.
+ * (`m` cannot swallow the `m` of `ms`: the regex backtracks when no `s` group can follow.)
+ */
+const DURATION = /^(?:(\d+(?:\.\d+)?)d)?(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s)?(?:(\d+(?:\.\d+)?)ms)?$/;
+
+/**
+ * Parses a duration such as `500ms`, `30s`, `10m`, `2h`, `1d` or a combination with each unit
+ * at most once, largest first (`1h30m`, `2m30s`); a component may have a decimal fraction
+ * (`1.5s`) as long as the total is a whole number of milliseconds. Returns milliseconds, or
+ * `undefined` for anything else (an empty string, a bare number, a negative value, spaces,
+ * unknown or upper-case units, a total beyond `Number.MAX_SAFE_INTEGER`).
+ */
+export function parseDuration(text: string): number | undefined {
+  if (text === '') return undefined;
+  const match = DURATION.exec(text);
+  if (match === null) return undefined;
+  let total = 0;
+  for (const [index, [, unitMs]] of UNITS.entries()) {
+    const component = match[index + 1];
+    if (component === undefined) continue;
+    const [whole = '', fraction = ''] = component.split('.');
+    total += Number(whole) * unitMs;
+    if (fraction !== '') {
+      const fractionMs = (Number(fraction) * unitMs) / 10 ** fraction.length;
+      if (!Number.isInteger(fractionMs)) return undefined;
+      total += fractionMs;
+    }
+  }
+  return Number.isSafeInteger(total) ? total : undefined;
+}
+
+/** Formats milliseconds with the largest units first: `90000` -> `1m30s`, `0` -> `0s`. */
+export function formatDuration(ms: number): string {
+  if (!Number.isSafeInteger(ms) || ms < 0) throw new RangeError(`not a duration in milliseconds: ${ms}`);
+  if (ms === 0) return '0s';
+  let rest = ms;
+  let text = '';
+  for (const [unit, unitMs] of UNITS) {
+    const count = Math.floor(rest / unitMs);
+    if (count > 0) {
+      text += `${count}${unit}`;
+      rest -= count * unitMs;
+    }
+  }
+  return text;
+}

@@ -1,0 +1,200 @@
+import { hostname } from 'node:os';
+import { redactUrl } from './redact.ts';
+import { QUEUE_PATTERN } from './schema.ts';
+
+/** pino's levels. */
+export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+export type LogLevel = (typeof LOG_LEVELS)[number];
+
+export interface EnvError {
+  variable: string;
+  message: string;
+}
+
+export type EnvResult<T> = { ok: true; value: T } | { ok: false; errors: EnvError[] };
+
+interface CommonEnv {
+  /** `TICKWARDEN_CONFIG`: a YAML file or a directory of them (not checked for existence here). */
+  configPath: string;
+  /** `TICKWARDEN_LOCK_NODES`: the Redlock masters' URLs, trimmed, in the order given. */
+  lockNodes: string[];
+  /** `TICKWARDEN_LOCK_QUORUM`; `undefined` means a majority of `lockNodes`. */
+  lockQuorum: number | undefined;
+  /** `TICKWARDEN_QUEUE_REDIS`: the BullMQ Redis. */
+  queueRedis: string;
+  /** `TICKWARDEN_HTTP_PORT` (health and metrics); 0 picks a free port. */
+  httpPort: number;
+  /** `LOG_LEVEL`. */
+  logLevel: LogLevel;
+}
+
+export interface SchedulerEnv extends CommonEnv {
+  /** `TICKWARDEN_REPLICA_ID`, default `os.hostname()` (the pod name on Kubernetes). */
+  replicaId: string;
+}
+
+export interface WorkerEnv extends CommonEnv {
+  /** `TICKWARDEN_WORKER_CONCURRENCY`: jobs run at once, default 10. */
+  concurrency: number;
+  /** `TICKWARDEN_QUEUES`: the queues to consume; `undefined` means every queue of the configuration. */
+  queues: string[] | undefined;
+}
+
+type Env = Readonly<Record<string, string | undefined>>;
+
+/**
+ * Reads the scheduler's environment. Reports every problem at once; no message contains a URL's
+ * password. Empty and blank values count as unset; values are trimmed.
+ */
+export function parseSchedulerEnv(env: Env): EnvResult<SchedulerEnv> {
+  const reader = new EnvReader(env);
+  const common = readCommon(reader, 8080);
+  const replicaId = reader.get('TICKWARDEN_REPLICA_ID') ?? hostname();
+  if (!/^[^\s\p{Cc}]+$/u.test(replicaId)) {
+    reader.fail(
+      'TICKWARDEN_REPLICA_ID',
+      replicaId === '' ? 'is not set and os.hostname() is empty: set it to a name unique among the replicas' : `expected a name without spaces or control characters, got ${quote(replicaId)}`,
+    );
+  }
+  return reader.result(() => ({ ...common(), replicaId }));
+}
+
+/** Reads the worker's environment, like `parseSchedulerEnv`. */
+export function parseWorkerEnv(env: Env): EnvResult<WorkerEnv> {
+  const reader = new EnvReader(env);
+  const common = readCommon(reader, 8081);
+  const concurrency = reader.integer('TICKWARDEN_WORKER_CONCURRENCY', 10, 1, Number.MAX_SAFE_INTEGER, 'an integer of at least 1');
+  const queues = readQueues(reader);
+  return reader.result(() => ({ ...common(), concurrency, queues }));
+}
+
+function readCommon(reader: EnvReader, defaultPort: number): () => CommonEnv {
+  const configPath = reader.required('TICKWARDEN_CONFIG', 'the path of a YAML file or of a directory of YAML files');
+  const { lockNodes, lockQuorum } = readLock(reader);
+  const queueRedisText = reader.required('TICKWARDEN_QUEUE_REDIS', 'a redis:// or rediss:// URL of the BullMQ Redis');
+  if (queueRedisText !== undefined) {
+    const problem = redisUrlProblem(queueRedisText);
+    if (problem !== undefined) reader.fail('TICKWARDEN_QUEUE_REDIS', `${problem}, got ${quote(queueRedisText)}`);
+  }
+  const httpPort = reader.integer('TICKWARDEN_HTTP_PORT', defaultPort, 0, 65_535, 'a port number from 0 to 65535');
+  const logLevelText = reader.get('LOG_LEVEL') ?? 'info';
+  const logLevel = LOG_LEVELS.find((level) => level === logLevelText);
+  if (logLevel === undefined) reader.fail('LOG_LEVEL', `expected one of ${LOG_LEVELS.join(', ')}, got ${quote(logLevelText)}`);
+  // only called when there is no error, so every value is set
+  return () => ({ configPath: configPath ?? '', lockNodes, lockQuorum, queueRedis: queueRedisText ?? '', httpPort, logLevel: logLevel ?? 'info' });
+}
+
+const LOCK_NODES = 'TICKWARDEN_LOCK_NODES';
+const LOCK_QUORUM = 'TICKWARDEN_LOCK_QUORUM';
+
+function readLock(reader: EnvReader): { lockNodes: string[]; lockQuorum: number | undefined } {
+  const text = reader.required(LOCK_NODES, 'a comma-separated list of redis:// or rediss:// URLs of independent Redis masters, e.g. redis://lock-0:6379,redis://lock-1:6379,redis://lock-2:6379');
+  const lockNodes = text === undefined ? [] : text.split(',').map((entry) => entry.trim());
+  let nodesValid = text !== undefined;
+  const servers = new Map<string, number>();
+  for (const [index, entry] of lockNodes.entries()) {
+    const problem = redisUrlProblem(entry);
+    if (problem !== undefined) {
+      reader.fail(LOCK_NODES, `entry ${index + 1} ${entry === '' ? 'is empty' : `(${quote(entry)})`}: ${problem}`);
+      nodesValid = false;
+      continue;
+    }
+    const url = new URL(entry);
+    const server = `${url.hostname.toLowerCase()}:${url.port === '' ? '6379' : url.port}`;
+    const first = servers.get(server);
+    if (first !== undefined) {
+      reader.fail(LOCK_NODES, `entries ${first + 1} and ${index + 1} are the same Redis server (${server}): the lock masters must be independent`);
+      nodesValid = false;
+    } else servers.set(server, index);
+  }
+
+  const count = lockNodes.length;
+  const quorumText = reader.get(LOCK_QUORUM);
+  let lockQuorum: number | undefined;
+  if (quorumText !== undefined) {
+    const quorum = /^\d+$/.test(quorumText) ? Number(quorumText) : undefined;
+    if (quorum === undefined) reader.fail(LOCK_QUORUM, `expected an integer, got ${quote(quorumText)}`);
+    else if (nodesValid && (quorum <= count / 2 || quorum > count)) {
+      reader.fail(LOCK_QUORUM, `expected an integer greater than half the ${count} lock nodes and at most ${count} (${Math.floor(count / 2) + 1} to ${count}), got ${quorum}`);
+    } else lockQuorum = quorum;
+  } else if (nodesValid && count % 2 === 0) {
+    const majority = count / 2 + 1;
+    reader.fail(
+      LOCK_NODES,
+      `${count} lock nodes is an even count: a majority is ${majority}, so it survives ${count - majority} failed node${count - majority === 1 ? '' : 's'}, no more than ${count - 1} nodes would; use an odd count, or set ${LOCK_QUORUM} explicitly (${majority} to ${count})`,
+    );
+  }
+  return { lockNodes, lockQuorum };
+}
+
+function readQueues(reader: EnvReader): string[] | undefined {
+  const text = reader.get('TICKWARDEN_QUEUES');
+  if (text === undefined) return undefined;
+  const queues: string[] = [];
+  for (const [index, entry] of text.split(',').map((item) => item.trim()).entries()) {
+    if (!QUEUE_PATTERN.test(entry)) {
+      const what = entry === '' ? 'is empty' : `is ${quote(entry)}`;
+      reader.fail('TICKWARDEN_QUEUES', `entry ${index + 1} ${what}: expected queue names of 1-63 lower-case letters, digits and "-", starting with a letter or digit`);
+    } else if (!queues.includes(entry)) queues.push(entry);
+  }
+  return queues;
+}
+
+/** Why `text` is not a usable Redis URL (without echoing it), or `undefined`. */
+function redisUrlProblem(text: string): string | undefined {
+  let url: URL;
+  try {
+    url = new URL(text);
+  } catch {
+    return /^rediss?:\/\//.test(text)
+      ? 'not a valid URL (percent-encode any / ? # or @ in the user name and password)'
+      : 'expected a redis:// or rediss:// URL such as redis://host:6379 or rediss://host:6380/0';
+  }
+  if (url.protocol !== 'redis:' && url.protocol !== 'rediss:') return 'expected a redis:// or rediss:// URL such as redis://host:6379 or rediss://host:6380/0';
+  if (url.hostname === '') return 'expected a host name after the scheme';
+  if (!/^(\/\d*)?$/.test(url.pathname)) return 'expected nothing or a database number (/0) after the host and port';
+  return undefined;
+}
+
+/** A value echoed in a message: quoted, any URL password masked. */
+const quote = (value: string): string => JSON.stringify(redactUrl(value));
+
+class EnvReader {
+  readonly #env: Env;
+  readonly #errors: EnvError[] = [];
+
+  constructor(env: Env) {
+    this.#env = env;
+  }
+
+  /** The trimmed value, `undefined` when unset, empty or blank. */
+  get(variable: string): string | undefined {
+    const value = this.#env[variable]?.trim();
+    return value === undefined || value === '' ? undefined : value;
+  }
+
+  required(variable: string, what: string): string | undefined {
+    const value = this.get(variable);
+    if (value === undefined) this.fail(variable, `is required: ${what}`);
+    return value;
+  }
+
+  integer(variable: string, fallback: number, min: number, max: number, what: string): number {
+    const text = this.get(variable);
+    if (text === undefined) return fallback;
+    const value = /^\d+$/.test(text) ? Number(text) : Number.NaN;
+    if (!(value >= min && value <= max)) {
+      this.fail(variable, `expected ${what}, got ${quote(text)}`);
+      return fallback;
+    }
+    return value;
+  }
+
+  fail(variable: string, message: string): void {
+    this.#errors.push({ variable, message });
+  }
+
+  result<T>(value: () => T): EnvResult<T> {
+    return this.#errors.length > 0 ? { ok: false, errors: [...this.#errors] } : { ok: true, value: value() };
+  }
+}

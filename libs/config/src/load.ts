@@ -1,0 +1,68 @@
+import { readFile, readdir, stat } from 'node:fs/promises';
+import { join } from 'node:path';
+import { sortErrors } from './errors.ts';
+import type { ConfigError, ConfigResult } from './types.ts';
+import { validateConfigTexts, type ConfigText } from './validate.ts';
+
+const YAML_FILE = /\.ya?ml$/;
+
+/**
+ * Loads and validates the configuration at `path`: one YAML file, or a directory whose `*.yaml` and
+ * `*.yml` files (one per team) form one configuration. In a directory only regular files directly
+ * inside it count (a symlink to a file is followed); dotfiles and directories are ignored, which
+ * skips the `..data` and `..2024_01_01_...` entries of a Kubernetes ConfigMap volume while reading
+ * its `team.yaml -> ..data/team.yaml` links. Files are read in name order. Every error of every
+ * file is reported; unreadable files and an empty directory are errors at line 1, column 1.
+ */
+export async function loadConfig(path: string): Promise<ConfigResult> {
+  let files: string[];
+  try {
+    const stats = await stat(path);
+    if (stats.isDirectory()) files = await yamlFilesIn(path);
+    else if (stats.isFile()) files = [path];
+    else return failure([fileError(path, 'expected a YAML file or a directory of YAML files')]);
+  } catch (error) {
+    return failure([fileError(path, `cannot read the configuration: ${reason(error)}`)]);
+  }
+  if (files.length === 0) return failure([fileError(path, 'no *.yaml or *.yml files in this directory')]);
+
+  const texts: ConfigText[] = [];
+  const readErrors: ConfigError[] = [];
+  for (const file of files) {
+    try {
+      texts.push({ file, text: await readFile(file, 'utf8') });
+    } catch (error) {
+      readErrors.push(fileError(file, `cannot read the file: ${reason(error)}`));
+    }
+  }
+  const result = validateConfigTexts(texts);
+  if (readErrors.length === 0) return result;
+  return failure(sortErrors([...readErrors, ...(result.ok ? [] : result.errors)], files));
+}
+
+async function yamlFilesIn(directory: string): Promise<string[]> {
+  const entries = await readdir(directory, { withFileTypes: true });
+  const files: string[] = [];
+  for (const entry of entries.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))) {
+    if (entry.name.startsWith('.') || !YAML_FILE.test(entry.name)) continue;
+    const file = join(directory, entry.name);
+    if (entry.isFile()) files.push(file);
+    else if (entry.isSymbolicLink()) {
+      // follow it; a link to a directory is skipped, a dangling link is reported when read
+      const target = await stat(file).catch(() => undefined);
+      if (target === undefined || target.isFile()) files.push(file);
+    }
+  }
+  return files;
+}
+
+const failure = (errors: ConfigError[]): ConfigResult => ({ ok: false, errors });
+
+const fileError = (file: string, message: string): ConfigError => ({ file, line: 1, column: 1, path: [], message });
+
+function reason(error: unknown): string {
+  const code = typeof error === 'object' && error !== null && 'code' in error ? String(error.code) : undefined;
+  if (code === 'ENOENT') return 'no such file or directory';
+  if (code === 'EACCES') return 'permission denied';
+  return error instanceof Error ? error.message : String(error);
+}

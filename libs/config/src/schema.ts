@@ -1,0 +1,216 @@
+import * as z from 'zod';
+import { isTimeZone } from './cron.ts';
+import { formatDuration, parseDuration } from './duration.ts';
+import { describeValue } from './errors.ts';
+
+/**
+ * The zod schema of one team file. Every message says what was expected; a message of the form
+ * `expected X, got Y` becomes `missing required key "k" (expected X)` when the key is absent
+ * (see `issueMessage` in validate.ts). Durations come out in milliseconds; the cron expression
+ * and duplicate names are checked after the schema (they need the time zone and other schedules).
+ */
+
+/** DNS label: 1-63 lower-case letters, digits and `-`, starting and ending with a letter or digit. */
+export const NAME_PATTERN = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/;
+export const QUEUE_PATTERN = /^[a-z0-9][a-z0-9-]{0,62}$/;
+/** The longest duration accepted anywhere: timers cannot wait longer than 2^31-1 ms (~24.8 days). */
+export const MAX_DURATION_MS = 24 * 86_400_000;
+
+const HEADER_NAME = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
+const IDENTIFIER = /^[A-Za-z_$][\w$]*$/;
+
+interface IssueInput {
+  readonly input?: unknown;
+}
+
+/** The error function of a schema: `expected <what>` (plus `, got <value>` when there is a value). */
+export function expecting(what: string): (issue: IssueInput) => string {
+  return (issue) => (issue.input === undefined ? `expected ${what}` : `expected ${what}, got ${describeValue(issue.input)}`);
+}
+
+const DURATION_EXAMPLE = 'a duration like 30s, 10m, 2h';
+
+function duration(min: number): z.ZodPipe<z.ZodString, z.ZodTransform<number, string>> {
+  const atLeast = min === 0 ? '' : min === 1 ? 'a duration greater than 0s' : `a duration of at least ${formatDuration(min)}`;
+  return z
+    .string({
+      error: (issue) =>
+        typeof issue.input === 'number'
+          ? `expected ${DURATION_EXAMPLE}, got ${describeValue(issue.input)} (a duration needs a unit, e.g. ${issue.input}s)`
+          : expecting(DURATION_EXAMPLE)(issue),
+    })
+    .transform((text, ctx) => {
+      const ms = parseDuration(text);
+      let message: string | undefined;
+      if (ms === undefined) {
+        message = `expected ${DURATION_EXAMPLE}, got ${describeValue(text)}`;
+        if (/^\s*-/.test(text)) message += ' (a duration cannot be negative)';
+      } else if (ms < min) message = `expected ${atLeast}, got ${describeValue(text)}`;
+      else if (ms > MAX_DURATION_MS) message = `expected a duration of at most ${formatDuration(MAX_DURATION_MS)}, got ${describeValue(text)}`;
+      if (message === undefined && ms !== undefined) return ms;
+      ctx.addIssue({ code: 'custom', message, input: text });
+      return z.NEVER;
+    });
+}
+
+const dnsName = (what: string, example: string): z.ZodString =>
+  z
+    .string({ error: expecting(`a ${what} like ${example}`) })
+    .regex(NAME_PATTERN, { error: expecting(`a ${what} of 1-63 lower-case letters, digits and "-", starting and ending with a letter or digit`) });
+
+const stringMap = (what: string, keyWhat: string, keyPattern: RegExp): z.ZodRecord<z.ZodString, z.ZodString> =>
+  z.record(z.string().regex(keyPattern, { error: expecting(keyWhat) }), z.string({ error: expecting('a string value (quote numbers and booleans)') }), {
+    error: expecting(`a mapping of ${what} to string values`),
+  });
+
+const isHttpUrl = (text: string): boolean => {
+  try {
+    const url = new URL(text);
+    return (url.protocol === 'http:' || url.protocol === 'https:') && url.host !== '';
+  } catch {
+    return false;
+  }
+};
+
+export const HTTP_METHODS = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'] as const;
+
+const httpHandler = z.strictObject({
+  kind: z.literal('http'),
+  url: z.string({ error: expecting('an http(s) URL string') }).refine(isHttpUrl, { error: expecting('an http:// or https:// URL') }),
+  method: z.enum(HTTP_METHODS, { error: expecting(`one of ${HTTP_METHODS.join(', ')}`) }).default('POST'),
+  headers: stringMap('header names', "a header name (letters, digits and !#$%&'*+-.^_`|~)", HEADER_NAME)
+    .refine((headers) => Object.values(headers).every((value) => !/[\r\n\0]/.test(value)), {
+      error: 'expected header values without line breaks or NUL characters',
+    })
+    .default({}),
+  timeout: duration(1).default(30_000),
+});
+
+const commandHandler = z.strictObject({
+  kind: z.literal('command'),
+  argv: z
+    .array(z.string({ error: expecting('a string argument') }), { error: expecting('a list of strings: the program and its arguments') })
+    .min(1, { error: 'expected a non-empty list of strings: the program and its arguments' })
+    .refine((argv) => argv[0] !== '', { error: 'expected the program (the first argv entry) to be a non-empty string', path: [0] }),
+  cwd: z
+    .string({ error: expecting('a directory path string') })
+    .min(1, { error: 'expected a non-empty directory path' })
+    .optional(),
+  env: stringMap('environment variable names', 'an environment variable name (no "=")', /^[^=\0]+$/).default({}),
+  killGrace: duration(0).default(10_000),
+});
+
+const moduleHandler = z.strictObject({
+  kind: z.literal('module'),
+  path: z.string({ error: expecting('a module path string') }).min(1, { error: 'expected a non-empty module path' }),
+  export: z
+    .string({ error: expecting('an export name string') })
+    .regex(IDENTIFIER, { error: expecting('an export name (a JavaScript identifier such as default or run)') })
+    .default('default'),
+  killGrace: duration(0).default(10_000),
+});
+
+export const HANDLER_KINDS = ['http', 'command', 'module'] as const;
+
+const handler = z.discriminatedUnion('kind', [httpHandler, commandHandler, moduleHandler], {
+  error: (issue) =>
+    issue.code === 'invalid_union'
+      ? // the discriminator: `input` is the handler mapping, not the value of `kind`
+        expecting(`a handler kind: one of ${HANDLER_KINDS.join(', ')}`)({ input: kindOf(issue.input) })
+      : expecting(`a handler mapping with a kind (${HANDLER_KINDS.join(', ')})`)(issue),
+});
+
+function kindOf(input: unknown): unknown {
+  return typeof input === 'object' && input !== null && !Array.isArray(input) ? (input as Record<string, unknown>)['kind'] : input;
+}
+
+/** Any JSON value: no `.inf`/`.nan`, no binary or other tagged types. */
+const jsonValue = z.unknown().superRefine((value, ctx) => {
+  const ancestors = new Set<unknown>(); // a YAML alias can make a list contain itself: `a: &a [*a]`
+  const visit = (node: unknown, path: (string | number)[]): void => {
+    if (node === null || typeof node === 'string' || typeof node === 'boolean') return;
+    if (typeof node === 'number') {
+      if (!Number.isFinite(node)) ctx.addIssue({ code: 'custom', path, input: node, message: `expected a JSON value, got ${describeValue(node)}` });
+      return;
+    }
+    const plain = typeof node === 'object' && (Array.isArray(node) || [Object.prototype, null].includes(Object.getPrototypeOf(node)));
+    if (!plain) {
+      ctx.addIssue({ code: 'custom', path, input: node, message: `expected a JSON value (string, number, boolean, null, list or mapping), got ${describeValue(node)}` });
+      return;
+    }
+    if (ancestors.has(node)) {
+      ctx.addIssue({ code: 'custom', path, input: node, message: 'expected a JSON value, got a list or mapping that contains itself (through a YAML alias)' });
+      return;
+    }
+    ancestors.add(node);
+    for (const [key, item] of Array.isArray(node) ? node.entries() : Object.entries(node)) visit(item, [...path, key]);
+    ancestors.delete(node);
+  };
+  visit(value, []);
+});
+
+export const OVERLAP_VALUES = ['skip', 'allow', 'cancel-previous'] as const;
+export const BACKOFF_TYPES = ['fixed', 'exponential'] as const;
+
+const backoff = z.strictObject(
+  {
+    type: z.enum(BACKOFF_TYPES, { error: expecting(`a backoff type: one of ${BACKOFF_TYPES.join(', ')}`) }).default('fixed'),
+    delay: duration(0).default(0),
+  },
+  { error: expecting('a backoff mapping like { type: exponential, delay: 1s }') },
+);
+
+const schedule = z.strictObject(
+  {
+    name: dnsName('schedule name', 'nightly-report'),
+    cron: z.string({ error: expecting('a cron expression string like "0 2 * * *"') }),
+    timezone: z
+      .string({ error: expecting('an IANA time zone string like Europe/Berlin') })
+      .refine(isTimeZone, { error: expecting('an IANA time zone like Europe/Berlin or UTC') })
+      .default('UTC'),
+    handler,
+    payload: jsonValue.default(null),
+    overlap: z.enum(OVERLAP_VALUES, { error: expecting(`one of ${OVERLAP_VALUES.join(', ')}`) }).default('skip'),
+    leaseTtl: duration(1_000).default(30_000),
+    maxRuntime: duration(1).optional(),
+    startDeadline: duration(1).optional(),
+    catchUp: duration(0).default(0),
+    jitter: duration(0).default(0),
+    attempts: z
+      .number({ error: expecting('an integer of at least 1') })
+      .int({ error: expecting('an integer of at least 1') })
+      .min(1, { error: expecting('an integer of at least 1') })
+      .max(Number.MAX_SAFE_INTEGER, { error: expecting('an integer of at least 1') })
+      .default(1),
+    backoff: backoff.default({ type: 'fixed', delay: 0 }),
+    paused: z.boolean({ error: expecting('true or false') }).default(false),
+    queue: z
+      .string({ error: expecting('a queue name string') })
+      .regex(QUEUE_PATTERN, { error: expecting('a queue name of 1-63 lower-case letters, digits and "-", starting with a letter or digit') })
+      .default('default'),
+  },
+  { error: expecting('a schedule mapping with at least name, cron and handler') },
+);
+
+export const fileSchema = z.strictObject(
+  {
+    team: dnsName('team name', 'payments'),
+    schedules: z.array(schedule, { error: expecting('a list of schedules (it may be empty: [])') }),
+  },
+  { error: expecting('a mapping with the keys team and schedules') },
+);
+
+export type ParsedFile = z.output<typeof fileSchema>;
+export type ParsedSchedule = ParsedFile['schedules'][number];
+
+/** The keys each kind of mapping allows, for `unknown key` messages. */
+export const ALLOWED_KEYS = {
+  file: Object.keys(fileSchema.shape),
+  schedule: Object.keys(schedule.shape),
+  backoff: Object.keys(backoff.shape),
+  handler: {
+    http: Object.keys(httpHandler.shape),
+    command: Object.keys(commandHandler.shape),
+    module: Object.keys(moduleHandler.shape),
+  },
+} as const;

@@ -1,0 +1,57 @@
+/** What to do with a tick when the previous run of the same schedule is still going. */
+export type Overlap = 'skip' | 'allow' | 'cancel-previous';
+
+export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
+
+export type HandlerConfig =
+  | { kind: 'http'; url: string; method: HttpMethod; headers: Record<string, string>; timeoutMs: number }
+  | { kind: 'command'; argv: string[]; cwd: string | undefined; env: Record<string, string>; killGraceMs: number }
+  | { kind: 'module'; path: string; exportName: string; killGraceMs: number };
+
+export type BackoffType = 'fixed' | 'exponential';
+
+/** One validated schedule, every default applied and every duration in milliseconds. */
+export interface ScheduleConfig {
+  /** `${team}/${name}`, unique across all files. */
+  id: string;
+  team: string;
+  name: string;
+  /** The cron expression as written (5 fields, or 6 with seconds; croner syntax). */
+  cron: string;
+  /** IANA time zone the cron expression is evaluated in, as written (default `UTC`). */
+  timezone: string;
+  handler: HandlerConfig;
+  /** Any JSON value (default `null`). */
+  payload: unknown;
+  overlap: Overlap;
+  leaseTtlMs: number;
+  maxRuntimeMs: number | undefined;
+  startDeadlineMs: number | undefined;
+  catchUpMs: number;
+  jitterMs: number;
+  attempts: number;
+  backoff: { type: BackoffType; delayMs: number };
+  paused: boolean;
+  queue: string;
+  /** Where the schedule is defined: its file and the 1-based line of its list item. */
+  source: { file: string; line: number };
+}
+
+export interface TickwardenConfig {
+  /** Every schedule of every file, in file order and then in the order written. */
+  schedules: ScheduleConfig[];
+  /** The files read, in the order read (sorted by name for a directory). */
+  files: string[];
+}
+
+/** One problem in a configuration file; `line` and `column` are 1-based. */
+export interface ConfigError {
+  file: string;
+  line: number;
+  column: number;
+  /** The field path inside the file, e.g. `['schedules', 0, 'cron']`; empty for file-level problems. */
+  path: (string | number)[];
+  message: string;
+}
+
+export type ConfigResult = { ok: true; config: TickwardenConfig } | { ok: false; errors: ConfigError[] };

@@ -1,0 +1,315 @@
+import { LineCounter, isNode, isSeq, parseDocument, visit, type Document } from 'yaml';
+import type * as z from 'zod';
+import { cronProblem, isTimeZone } from './cron.ts';
+import { sortErrors } from './errors.ts';
+import { Locator } from './locate.ts';
+import { ALLOWED_KEYS, NAME_PATTERN, fileSchema, type ParsedFile, type ParsedSchedule } from './schema.ts';
+import type { ConfigError, ConfigResult, HandlerConfig, ScheduleConfig } from './types.ts';
+
+type Path = (string | number)[];
+
+/** One file's text, for validating without touching the disk. */
+export interface ConfigText {
+  file: string;
+  text: string;
+}
+
+/** Where a schedule identity is defined, for the duplicate checks. */
+interface Identity {
+  id: string;
+  file: string;
+  line: number;
+  column: number;
+  path: Path;
+}
+
+interface FileCheck {
+  errors: ConfigError[];
+  /** Empty unless the file has no errors. */
+  schedules: ScheduleConfig[];
+  /** Every `team/name` the file defines with a valid team and name, even when it has other errors. */
+  identities: Identity[];
+}
+
+/**
+ * Validates one file's content (for a reload that must not touch the disk). Reports the same errors
+ * as `loadConfig` for that file, except duplicates across files, which need the other files: use
+ * `validateConfigTexts` for a set of files.
+ */
+export function validateConfigText(text: string, file: string): ConfigResult {
+  return validateConfigTexts([{ file, text }]);
+}
+
+/**
+ * Validates a set of files as one configuration, exactly as `loadConfig` does once it has read
+ * them: every error of every file, plus `team/name` identities defined in more than one file.
+ */
+export function validateConfigTexts(inputs: readonly ConfigText[]): ConfigResult {
+  const files = inputs.map((input) => input.file);
+  const errors: ConfigError[] = [];
+  const schedules: ScheduleConfig[] = [];
+  const firstById = new Map<string, Identity>();
+  for (const input of inputs) {
+    const check = checkFile(input.text, input.file);
+    errors.push(...check.errors);
+    schedules.push(...check.schedules);
+    for (const identity of check.identities) {
+      const first = firstById.get(identity.id);
+      if (first === undefined) firstById.set(identity.id, identity);
+      else if (first.file !== identity.file) {
+        // (duplicates inside one file are reported by checkFile)
+        errors.push({
+          file: identity.file,
+          line: identity.line,
+          column: identity.column,
+          path: identity.path,
+          message: `duplicate schedule "${identity.id}": defined in ${first.file}:${first.line} and in ${identity.file}:${identity.line}; team/name must be unique across all files`,
+        });
+      }
+    }
+  }
+  if (errors.length > 0) return { ok: false, errors: sortErrors(errors, files) };
+  return { ok: true, config: { schedules, files } };
+}
+
+/** Loose view of a YAML mapping, for the checks that run on data the schema may have rejected. */
+type Loose = Record<string, unknown>;
+
+const isLoose = (value: unknown): value is Loose => typeof value === 'object' && value !== null && !Array.isArray(value);
+
+function checkFile(text: string, file: string): FileCheck {
+  const lines = new LineCounter();
+  const doc = parseDocument(text, {
+    lineCounter: lines,
+    prettyErrors: false, // positions come from the line counter; messages stay one line
+    merge: true, // `<<: *defaults` to share settings between schedules
+    stringKeys: true,
+    resolveKnownTags: false, // no !!binary, !!timestamp, !!set: JSON-like values only
+    uniqueKeys: true,
+    logLevel: 'error',
+  });
+  const locator = new Locator(doc, lines);
+  const errors: ConfigError[] = [];
+  const at = (path: Path, position: { line: number; column: number }, message: string): void => {
+    errors.push({ file, line: position.line, column: position.column, path, message });
+  };
+
+  for (const error of doc.errors) {
+    const unclosed = error.code === 'MISSING_CHAR' ? unclosedQuote(doc, error.pos[0]) : undefined;
+    if (unclosed === undefined) at([], locator.offsetPosition(error.pos[0]), `YAML syntax error: ${error.message}`);
+    // reported where the string starts, not at the end of the file where the parser gave up
+    else at([], locator.offsetPosition(unclosed.start), `YAML syntax error: missing closing ${unclosed.quote} for the string that starts here`);
+  }
+  // A warning is an unknown tag (`!foo`, `!!binary`): the value would silently become a string.
+  for (const warning of doc.warnings) at([], locator.offsetPosition(warning.pos[0]), `YAML: ${warning.message}`);
+  // After a syntax error the tree is a guess: schema errors on it would mostly be noise.
+  if (doc.errors.length > 0) return { errors, schedules: [], identities: [] };
+
+  let data: unknown;
+  try {
+    data = doc.toJS({ maxAliasCount: 100 });
+  } catch (error) {
+    aliasErrors(doc, locator, error, at);
+    return { errors, schedules: [], identities: [] };
+  }
+  if (data === null || data === undefined) {
+    at([], locator.position(undefined), 'the file is empty: expected a mapping with the keys team and schedules');
+    return { errors, schedules: [], identities: [] };
+  }
+
+  const parsed = fileSchema.safeParse(data, { reportInput: true });
+  if (!parsed.success) for (const issue of parsed.error.issues) mapIssue(issue, data, locator, at);
+
+  const identities = checkSchedules(data, file, locator, at);
+  const schedules = errors.length === 0 && parsed.success ? buildSchedules(parsed.data, file, locator) : [];
+  return { errors, schedules, identities };
+}
+
+/** Where the quoted scalar that runs into `offset` (an unclosed quote) starts, and its quote. */
+function unclosedQuote(doc: Document, offset: number): { start: number; quote: string } | undefined {
+  let found: { start: number; quote: string } | undefined;
+  visit(doc, {
+    Scalar(_key, node) {
+      const quote = node.type === 'QUOTE_DOUBLE' ? '"' : node.type === 'QUOTE_SINGLE' ? "'" : undefined;
+      if (quote !== undefined && node.range !== undefined && node.range !== null && node.range[1] === offset) found = { start: node.range[0], quote };
+    },
+  });
+  return found;
+}
+
+type At = (path: Path, position: { line: number; column: number }, message: string) => void;
+
+/** `toJS` failed: an alias without an anchor, or too many aliases (a resource exhaustion attempt). */
+function aliasErrors(doc: Document, locator: Locator, error: unknown, at: At): void {
+  let found = false;
+  visit(doc, {
+    Alias(_key, node) {
+      if (node.resolve(doc) === undefined) {
+        found = true;
+        at([], locator.position(node), `YAML alias *${node.source} has no anchor &${node.source} before it`);
+      }
+    },
+  });
+  if (!found) at([], locator.position(undefined), `YAML: ${error instanceof Error ? error.message : String(error)}`);
+}
+
+/** Turns one zod issue into errors located at the offending node. */
+function mapIssue(issue: z.core.$ZodIssue, data: unknown, locator: Locator, at: At): void {
+  const path = issue.path.filter((segment): segment is string | number => typeof segment !== 'symbol');
+
+  if (issue.code === 'unrecognized_keys') {
+    const allowed = allowedKeys(path, data);
+    for (const key of issue.keys) {
+      const located = locator.locate([...path, key]);
+      at([...path, key], locator.position(located.key ?? located.node), unknownKeyMessage(key, allowed));
+    }
+    return;
+  }
+
+  const located = locator.locate(path);
+  if (issue.code === 'invalid_key') {
+    // a record key (a header or environment variable name): point at the key
+    at(path, locator.position(located.key ?? located.node), issue.issues[0]?.message ?? issue.message);
+    return;
+  }
+
+  const last = path.at(-1);
+  const parent = getIn(data, path.slice(0, -1));
+  if (typeof last === 'string' && isLoose(parent) && !Object.hasOwn(parent, last)) {
+    // a missing required key: point at the mapping that lacks it
+    at(path, locator.position(located.node), `missing required key "${last}": ${issue.message}`);
+    return;
+  }
+  at(path, locator.position(located.node), issue.message);
+}
+
+function getIn(data: unknown, path: readonly (string | number)[]): unknown {
+  let value = data;
+  for (const segment of path) {
+    if (Array.isArray(value) && typeof segment === 'number') value = value[segment];
+    else if (isLoose(value) && typeof segment === 'string' && Object.hasOwn(value, segment)) value = value[segment];
+    else return undefined;
+  }
+  return value;
+}
+
+/** The keys the mapping at `path` allows, and how to call that mapping in a message. */
+function allowedKeys(path: readonly (string | number)[], data: unknown): { keys: readonly string[]; where: string } | undefined {
+  if (path.length === 0) return { keys: ALLOWED_KEYS.file, where: 'at the top level' };
+  if (path.length === 2 && path[0] === 'schedules') return { keys: ALLOWED_KEYS.schedule, where: 'in a schedule' };
+  if (path.length === 3 && path[0] === 'schedules' && path[2] === 'backoff') return { keys: ALLOWED_KEYS.backoff, where: 'in backoff' };
+  if (path.length === 3 && path[0] === 'schedules' && path[2] === 'handler') {
+    const kind = getIn(data, [...path, 'kind']);
+    if (kind === 'http' || kind === 'command' || kind === 'module') return { keys: ALLOWED_KEYS.handler[kind], where: `in ${kind === 'http' ? 'an' : 'a'} ${kind} handler` };
+  }
+  return undefined;
+}
+
+function unknownKeyMessage(key: string, allowed: { keys: readonly string[]; where: string } | undefined): string {
+  if (allowed === undefined) return `unknown key "${key}"`;
+  const suggestion = closest(key, allowed.keys);
+  if (suggestion !== undefined) return `unknown key "${key}" ${allowed.where}; did you mean "${suggestion}"?`;
+  return `unknown key "${key}" ${allowed.where}; expected one of ${allowed.keys.join(', ')}`;
+}
+
+/** The allowed key a typo most likely meant: same letters ignoring case and `-`/`_`, or at most 2 edits away. */
+function closest(key: string, candidates: readonly string[]): string | undefined {
+  const normal = (text: string): string => text.toLowerCase().replace(/[-_]/g, '');
+  let best: { candidate: string; distance: number } | undefined;
+  for (const candidate of candidates) {
+    const distance = normal(key) === normal(candidate) ? 0 : editDistance(key.toLowerCase(), candidate.toLowerCase());
+    if (distance <= Math.min(2, Math.floor(candidate.length / 3)) && (best === undefined || distance < best.distance)) best = { candidate, distance };
+  }
+  return best?.candidate;
+}
+
+function editDistance(a: string, b: string): number {
+  let previous = Array.from({ length: b.length + 1 }, (_, index) => index);
+  for (let i = 1; i <= a.length; i++) {
+    const current = [i];
+    for (let j = 1; j <= b.length; j++) {
+      current[j] = Math.min((previous[j] ?? 0) + 1, (current[j - 1] ?? 0) + 1, (previous[j - 1] ?? 0) + (a[i - 1] === b[j - 1] ? 0 : 1));
+    }
+    previous = current;
+  }
+  return previous[b.length] ?? 0;
+}
+
+/**
+ * The checks the schema cannot make, run on the loose data so they report even when other parts of
+ * the file are invalid: the cron expression in its time zone, and names unique within the file.
+ * Returns the identities the file defines, for the duplicate check across files.
+ */
+function checkSchedules(data: unknown, file: string, locator: Locator, at: At): Identity[] {
+  if (!isLoose(data) || !Array.isArray(data['schedules'])) return [];
+  const team = typeof data['team'] === 'string' && NAME_PATTERN.test(data['team']) ? data['team'] : undefined;
+  const identities: Identity[] = [];
+  const firstByName = new Map<string, Identity>();
+  for (const [index, schedule] of (data['schedules'] as unknown[]).entries()) {
+    if (!isLoose(schedule)) continue;
+    const { cron, timezone, name } = schedule;
+    if (typeof cron === 'string') {
+      // An invalid time zone is reported by the schema; the expression itself is still checked (in UTC).
+      const zone = typeof timezone === 'string' && isTimeZone(timezone) ? timezone : 'UTC';
+      const problem = cronProblem(cron, zone);
+      const path = ['schedules', index, 'cron'];
+      if (problem !== undefined) at(path, locator.position(locator.locate(path).node), `invalid cron expression ${JSON.stringify(cron)}: ${problem}`);
+    }
+    if (typeof name !== 'string' || !NAME_PATTERN.test(name)) continue;
+    const path = ['schedules', index, 'name'];
+    const { line, column } = locator.position(locator.locate(path).node);
+    const identity: Identity = { id: `${team ?? '?'}/${name}`, file, line, column, path };
+    const first = firstByName.get(name);
+    if (first !== undefined) {
+      at(path, { line, column }, `duplicate schedule name "${name}": already defined at line ${first.line} of this file; names must be unique within a team`);
+      continue;
+    }
+    firstByName.set(name, identity);
+    if (team !== undefined) identities.push(identity);
+  }
+  return identities;
+}
+
+function buildSchedules(parsed: ParsedFile, file: string, locator: Locator): ScheduleConfig[] {
+  const list = locator.locate(['schedules']).node;
+  return parsed.schedules.map((schedule, index) => {
+    // the list item as written (an alias `- *base` counts where it stands, not where its anchor is)
+    const item: unknown = isSeq(list) ? list.items[index] : undefined;
+    const line = locator.position(isNode(item) ? item : undefined).line;
+    return buildSchedule(parsed.team, schedule, { file, line });
+  });
+}
+
+function buildSchedule(team: string, schedule: ParsedSchedule, source: { file: string; line: number }): ScheduleConfig {
+  return {
+    id: `${team}/${schedule.name}`,
+    team,
+    name: schedule.name,
+    cron: schedule.cron,
+    timezone: schedule.timezone,
+    handler: buildHandler(schedule.handler),
+    payload: schedule.payload,
+    overlap: schedule.overlap,
+    leaseTtlMs: schedule.leaseTtl,
+    maxRuntimeMs: schedule.maxRuntime,
+    startDeadlineMs: schedule.startDeadline,
+    catchUpMs: schedule.catchUp,
+    jitterMs: schedule.jitter,
+    attempts: schedule.attempts,
+    backoff: { type: schedule.backoff.type, delayMs: schedule.backoff.delay },
+    paused: schedule.paused,
+    queue: schedule.queue,
+    source,
+  };
+}
+
+function buildHandler(handler: ParsedSchedule['handler']): HandlerConfig {
+  switch (handler.kind) {
+    case 'http':
+      return { kind: 'http', url: handler.url, method: handler.method, headers: handler.headers, timeoutMs: handler.timeout };
+    case 'command':
+      return { kind: 'command', argv: handler.argv, cwd: handler.cwd, env: handler.env, killGraceMs: handler.killGrace };
+    case 'module':
+      return { kind: 'module', path: handler.path, exportName: handler.export, killGraceMs: handler.killGrace };
+  }
+}

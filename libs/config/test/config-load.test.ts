@@ -1,0 +1,239 @@
+import { mkdir, symlink, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { formatConfigError, loadConfig, validateConfigText, type ScheduleConfig } from '../src/index.ts';
+import { configOf, minimalSchedule, tempDir, yaml } from './support.ts';
+
+describe('valid configurations', () => {
+  it('applies every default', () => {
+    const config = configOf(validateConfigText(yaml('team: payments', 'schedules:', ...minimalSchedule('nightly-report')), 'teams/payments.yaml'));
+    expect(config.files).toEqual(['teams/payments.yaml']);
+    expect(config.schedules).toStrictEqual([
+      {
+        id: 'payments/nightly-report',
+        team: 'payments',
+        name: 'nightly-report',
+        cron: '0 2 * * *',
+        timezone: 'UTC',
+        handler: { kind: 'module', path: './jobs/report.js', exportName: 'default', killGraceMs: 10_000 },
+        payload: null,
+        overlap: 'skip',
+        leaseTtlMs: 30_000,
+        maxRuntimeMs: undefined,
+        startDeadlineMs: undefined,
+        catchUpMs: 0,
+        jitterMs: 0,
+        attempts: 1,
+        backoff: { type: 'fixed', delayMs: 0 },
+        paused: false,
+        queue: 'default',
+        source: { file: 'teams/payments.yaml', line: 3 },
+      } satisfies ScheduleConfig,
+    ]);
+  });
+
+  it('applies the defaults of each handler kind', () => {
+    const text = yaml(
+      'team: payments',
+      'schedules:',
+      '  - { name: a, cron: "0 * * * *", handler: { kind: http, url: "https://example.com/hook" } }',
+      '  - { name: b, cron: "0 * * * *", handler: { kind: command, argv: [./run.sh] } }',
+      '  - { name: c, cron: "0 * * * *", handler: { kind: module, path: ./c.js } }',
+    );
+    const handlers = configOf(validateConfigText(text, 'p.yaml')).schedules.map((schedule) => schedule.handler);
+    expect(handlers).toStrictEqual([
+      { kind: 'http', url: 'https://example.com/hook', method: 'POST', headers: {}, timeoutMs: 30_000 },
+      { kind: 'command', argv: ['./run.sh'], cwd: undefined, env: {}, killGraceMs: 10_000 },
+      { kind: 'module', path: './c.js', exportName: 'default', killGraceMs: 10_000 },
+    ]);
+  });
+
+  it('reads every field, durations in milliseconds', () => {
+    const text = yaml(
+      'team: payments',
+      'schedules:',
+      '  - name: nightly-report',
+      '    cron: "0 2 * * *"',
+      '    timezone: Europe/Berlin',
+      '    handler:',
+      '      kind: http',
+      '      url: https://example.com/hook',
+      '      method: PUT',
+      '      headers: { X-Team: payments, "X-Count": "3" }',
+      '      timeout: 1m30s',
+      '    payload: { report: daily, limits: [1, 2.5, null, true], nested: { a: "b" } }',
+      '    overlap: cancel-previous',
+      '    leaseTtl: 45s',
+      '    maxRuntime: 10m',
+      '    startDeadline: 1m',
+      '    catchUp: 2h',
+      '    jitter: 1.5s',
+      '    attempts: 3',
+      '    backoff: { type: exponential, delay: 1s }',
+      '    paused: true',
+      '    queue: reports-eu',
+      '  - name: cleanup',
+      '    cron: "30 4 * * SUN"',
+      '    handler: { kind: command, argv: [node, cleanup.js, --dry-run], cwd: /srv/jobs, env: { MODE: fast }, killGrace: 0s }',
+      '  - name: digest',
+      '    cron: "@daily"',
+      '    handler: { kind: module, path: ./jobs/digest.js, export: sendDigest, killGrace: 5s }',
+    );
+    const [report, cleanup, digest] = configOf(validateConfigText(text, 'teams/payments.yaml')).schedules;
+    expect(report).toStrictEqual({
+      id: 'payments/nightly-report',
+      team: 'payments',
+      name: 'nightly-report',
+      cron: '0 2 * * *',
+      timezone: 'Europe/Berlin',
+      handler: { kind: 'http', url: 'https://example.com/hook', method: 'PUT', headers: { 'X-Team': 'payments', 'X-Count': '3' }, timeoutMs: 90_000 },
+      payload: { report: 'daily', limits: [1, 2.5, null, true], nested: { a: 'b' } },
+      overlap: 'cancel-previous',
+      leaseTtlMs: 45_000,
+      maxRuntimeMs: 600_000,
+      startDeadlineMs: 60_000,
+      catchUpMs: 7_200_000,
+      jitterMs: 1_500,
+      attempts: 3,
+      backoff: { type: 'exponential', delayMs: 1_000 },
+      paused: true,
+      queue: 'reports-eu',
+      source: { file: 'teams/payments.yaml', line: 3 },
+    } satisfies ScheduleConfig);
+    expect(cleanup?.handler).toStrictEqual({ kind: 'command', argv: ['node', 'cleanup.js', '--dry-run'], cwd: '/srv/jobs', env: { MODE: 'fast' }, killGraceMs: 0 });
+    expect(cleanup?.source.line).toBe(23);
+    expect(digest?.handler).toStrictEqual({ kind: 'module', path: './jobs/digest.js', exportName: 'sendDigest', killGraceMs: 5_000 });
+    expect(digest?.cron).toBe('@daily');
+  });
+
+  it('accepts a 6-field cron expression (seconds first) and an empty schedule list', () => {
+    const seconds = yaml('team: payments', 'schedules:', '  - name: every-5s', '    cron: "*/5 * * * * *"', '    handler: { kind: module, path: ./x.js }');
+    expect(configOf(validateConfigText(seconds, 'p.yaml')).schedules[0]?.cron).toBe('*/5 * * * * *');
+    expect(configOf(validateConfigText(yaml('team: payments', 'schedules: []'), 'p.yaml')).schedules).toEqual([]);
+  });
+
+  it('sets source.line to the line of each schedule item, whatever comes before it', () => {
+    const text = yaml(
+      '# payments team',
+      'team: payments',
+      '',
+      'schedules:',
+      '  # the nightly one',
+      '  - name: a',
+      '    cron: "0 2 * * *"',
+      '    handler: { kind: module, path: ./a.js }',
+      '',
+      '  - { name: b, cron: "0 3 * * *", handler: { kind: module, path: ./b.js } }',
+      '  -',
+      '    name: c',
+      '    cron: "0 4 * * *"',
+      '    handler: { kind: module, path: ./c.js }',
+    );
+    const lines = configOf(validateConfigText(text, 'p.yaml')).schedules.map((schedule) => [schedule.name, schedule.source.line]);
+    expect(lines).toEqual([
+      ['a', 6],
+      ['b', 10],
+      ['c', 12],
+    ]);
+  });
+
+  it('supports anchors and << merge keys for shared settings', () => {
+    const text = yaml(
+      'team: payments',
+      'schedules:',
+      '  - &hourly',
+      '    name: a',
+      '    cron: "0 * * * *"',
+      '    handler: { kind: module, path: ./a.js }',
+      '    attempts: 3',
+      '  - <<: *hourly',
+      '    name: b',
+      '    attempts: 5',
+    );
+    const schedules = configOf(validateConfigText(text, 'p.yaml')).schedules;
+    // source.line is where the schedule's mapping starts: its first key, after the `- &hourly` line
+    expect(schedules.map((schedule) => [schedule.id, schedule.cron, schedule.attempts, schedule.source.line])).toEqual([
+      ['payments/a', '0 * * * *', 3, 4],
+      ['payments/b', '0 * * * *', 5, 8],
+    ]);
+  });
+});
+
+describe('loadConfig', () => {
+  let dir: string;
+  let remove: () => Promise<void>;
+  beforeEach(async () => {
+    ({ dir, remove } = await tempDir());
+  });
+  afterEach(async () => {
+    await remove();
+  });
+
+  const team = (name: string, ...schedules: string[]): string => yaml(`team: ${name}`, 'schedules:', ...schedules.flatMap(minimalSchedule));
+
+  it('merges a directory of team files, in name order, ignoring dotfiles, other files and directories', async () => {
+    await writeFile(join(dir, 'payments.yaml'), team('payments', 'nightly-report', 'hourly-sync'));
+    await writeFile(join(dir, 'billing.yml'), team('billing', 'invoices'));
+    await writeFile(join(dir, 'payments-extra.yaml'), team('payments', 'weekly'));
+    await writeFile(join(dir, '.hidden.yaml'), 'not: [valid');
+    await writeFile(join(dir, 'README.md'), '# not config');
+    await mkdir(join(dir, 'nested.yaml'));
+    await writeFile(join(dir, 'nested.yaml', 'inner.yaml'), 'not: [valid');
+
+    const config = configOf(await loadConfig(dir));
+    expect(config.files).toEqual([join(dir, 'billing.yml'), join(dir, 'payments-extra.yaml'), join(dir, 'payments.yaml')]);
+    expect(config.schedules.map((schedule) => schedule.id)).toEqual(['billing/invoices', 'payments/weekly', 'payments/nightly-report', 'payments/hourly-sync']);
+    expect(config.schedules[3]?.source).toEqual({ file: join(dir, 'payments.yaml'), line: 8 });
+  });
+
+  it('reads a Kubernetes ConfigMap volume: the symlinked files, not the ..data directories', async () => {
+    const generation = join(dir, '..2024_05_01_12_00_00.123456789');
+    await mkdir(generation);
+    await writeFile(join(generation, 'payments.yaml'), team('payments', 'nightly-report'));
+    await writeFile(join(generation, 'billing.yaml'), team('billing', 'invoices'));
+    await symlink('..2024_05_01_12_00_00.123456789', join(dir, '..data'));
+    await symlink('..data/payments.yaml', join(dir, 'payments.yaml'));
+    await symlink('..data/billing.yaml', join(dir, 'billing.yaml'));
+
+    const config = configOf(await loadConfig(dir));
+    expect(config.files).toEqual([join(dir, 'billing.yaml'), join(dir, 'payments.yaml')]);
+    expect(config.schedules.map((schedule) => schedule.id)).toEqual(['billing/invoices', 'payments/nightly-report']);
+  });
+
+  it('loads a single file', async () => {
+    const file = join(dir, 'payments.conf');
+    await writeFile(file, team('payments', 'nightly-report'));
+    expect(configOf(await loadConfig(file)).schedules.map((schedule) => schedule.source)).toEqual([{ file, line: 3 }]);
+  });
+
+  it('reports every error of every file, a duplicate across files with both places', async () => {
+    await writeFile(join(dir, 'a.yaml'), team('payments', 'nightly-report'));
+    await writeFile(join(dir, 'b.yaml'), yaml('team: payments', 'schedules:', ...minimalSchedule('nightly-report'), '    attempts: 0'));
+    await writeFile(join(dir, 'c.yaml'), yaml('team: billing', 'schedules: [', ''));
+    const result = await loadConfig(dir);
+    expect(result.ok).toBe(false);
+    expect(result.ok ? [] : result.errors.map(formatConfigError)).toEqual([
+      `${join(dir, 'b.yaml')}:3:11: schedules[0].name: duplicate schedule "payments/nightly-report": defined in ${join(dir, 'a.yaml')}:3 and in ${join(dir, 'b.yaml')}:3; team/name must be unique across all files`,
+      `${join(dir, 'b.yaml')}:8:15: schedules[0].attempts: expected an integer of at least 1, got the number 0`,
+      `${join(dir, 'c.yaml')}:4:1: YAML syntax error: Flow sequence in block collection must be sufficiently indented and end with a ]`,
+    ]);
+  });
+
+  it('reports the same errors for a file as validateConfigText', async () => {
+    const text = yaml('team: payments', 'schedules:', '  - name: x', '    cron: "* * *"', '    handler: { kind: http }');
+    const file = join(dir, 'payments.yaml');
+    await writeFile(file, text);
+    expect(await loadConfig(file)).toEqual(validateConfigText(text, file));
+  });
+
+  it('reports a missing path, an empty directory and a dangling symlink', async () => {
+    const missing = join(dir, 'nope');
+    expect(await loadConfig(missing)).toEqual({ ok: false, errors: [{ file: missing, line: 1, column: 1, path: [], message: 'cannot read the configuration: no such file or directory' }] });
+    expect(await loadConfig(dir)).toEqual({ ok: false, errors: [{ file: dir, line: 1, column: 1, path: [], message: 'no *.yaml or *.yml files in this directory' }] });
+
+    await writeFile(join(dir, 'a.yaml'), team('payments', 'nightly-report'));
+    await symlink('..data/gone.yaml', join(dir, 'gone.yaml'));
+    const result = await loadConfig(dir);
+    expect(result.ok ? [] : result.errors.map(formatConfigError)).toEqual([`${join(dir, 'gone.yaml')}:1:1: cannot read the file: no such file or directory`]);
+  });
+});
