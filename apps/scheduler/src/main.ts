@@ -1,10 +1,9 @@
 // The scheduler process: reads its environment and config, then runs one replica until SIGTERM.
 import { formatConfigError, loadConfig, parseSchedulerEnv, redactUrl } from '@tickwarden/config';
 import { Redlock } from '@tickwarden/redlock';
+import { ConfigWatcher, startHttpServer } from '@tickwarden/runtime';
 import { Redis } from 'ioredis';
 import { pino } from 'pino';
-import { ConfigWatcher } from './config-watcher.ts';
-import { startHttpServer } from './http-server.ts';
 import { SchedulerMetrics } from './metrics.ts';
 import { Scheduler } from './scheduler.ts';
 
