@@ -51,7 +51,8 @@ export default [
     rules: { '@nx/enforce-module-boundaries': 'off' },
   },
   {
-    files: ['**/*.test.ts', '**/test/**/*.ts'],
+    // Tests and benchmarks may use the test kit.
+    files: ['**/*.test.ts', '**/test/**/*.ts', '**/bench/**/*.ts'],
     rules: {
       '@nx/enforce-module-boundaries': [
         'error',

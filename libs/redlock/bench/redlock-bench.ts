@@ -10,8 +10,6 @@ import { createHash, randomBytes } from 'node:crypto';
 import { mkdir, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
-// The bench needs real nodes like the tests do; bench/ is not matched by the test-file lint override.
-// eslint-disable-next-line @nx/enforce-module-boundaries
 import { startRedisNodes, type RedisNodes } from '@tickwarden/testkit';
 import { Redis, type RedisOptions } from 'ioredis';
 import { isNodeRedlockExecutionError, newNodeRedlock } from './node-redlock.ts';
