@@ -1,9 +1,10 @@
-import { leaseResource, queueName, tickClaim, tickJobId, type TickJobData } from '@tickwarden/contracts';
+import { leaseResource, tickClaim, tickJobId } from '@tickwarden/contracts';
 import { ClaimAlreadyGrantedError, LockTakenError, systemClock, type Clock, type Lease, type Redlock, type RedlockError } from '@tickwarden/redlock';
-import { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
+import { ControlState } from './control.ts';
 import type { Schedule } from './schedule.ts';
+import { TickEnqueuer } from './tick-enqueuer.ts';
 import { TickHeap, type PendingTick } from './tick-heap.ts';
 import { TickPlanner } from './tick-planner.ts';
 
@@ -39,7 +40,9 @@ export class Scheduler {
   readonly #options: Required<Omit<SchedulerOptions, 'onOutcome'>> & Pick<SchedulerOptions, 'onOutcome'>;
   readonly #planners = new Map<string, TickPlanner>();
   readonly #heap = new TickHeap();
-  readonly #queues = new Map<string, Queue>();
+  readonly #enqueuer: TickEnqueuer;
+  readonly #control: ControlState;
+  #paused = new Map<string, unknown>();
   readonly #inFlight = new Set<Promise<void>>();
   #timer: unknown;
   #running = false;
@@ -47,6 +50,8 @@ export class Scheduler {
 
   constructor(options: SchedulerOptions) {
     this.#options = { clock: systemClock, maxWaitMs: 30_000, ...options };
+    this.#enqueuer = new TickEnqueuer(options.queueConnection, this.#options.clock, options.replicaId);
+    this.#control = new ControlState(options.queueConnection);
   }
 
   #wallNow(): number {
@@ -86,8 +91,7 @@ export class Scheduler {
     this.#running = false;
     this.#options.clock.clearTimeout(this.#timer);
     while (this.#inFlight.size > 0) await Promise.allSettled([...this.#inFlight]);
-    await Promise.all([...this.#queues.values()].map((queue) => queue.close()));
-    this.#queues.clear();
+    await this.#enqueuer.close();
   }
 
   #arm(): void {
@@ -145,12 +149,17 @@ export class Scheduler {
   }
 
   async #contest(due: PendingTick[]): Promise<void> {
-    const { redlock } = this.#options;
+    const { redlock, logger } = this.#options;
+    // Paused schedules (tickwarden pause) live in the queue Redis; if it does not answer, the last known set holds.
+    this.#paused = await this.#control.paused().catch((error: unknown) => {
+      logger.warn({ err: error }, 'could not read paused schedules: using the last known set');
+      return this.#paused;
+    });
     const contested: { tick: PendingTick; schedule: Schedule }[] = [];
     for (const tick of due) {
       const schedule = this.#planners.get(tick.scheduleId)?.schedule;
       if (!schedule) continue;
-      if (schedule.paused) this.#record('skipped-paused', schedule, tick.tickMs, this.#wallNow() - tick.tickMs);
+      if (schedule.paused || this.#paused.has(schedule.id)) this.#record('skipped-paused', schedule, tick.tickMs, this.#wallNow() - tick.tickMs);
       else contested.push({ tick, schedule });
     }
     // One batch call per lock node for all ticks due now (one per distinct lease TTL).
@@ -178,64 +187,27 @@ export class Scheduler {
     return 'lock-unavailable';
   }
 
-  #queue(name: string): Queue {
-    let queue = this.#queues.get(name);
-    if (!queue) {
-      queue = new Queue(queueName(name), { connection: this.#options.queueConnection });
-      this.#queues.set(name, queue);
-    }
-    return queue;
-  }
-
   async #enqueue(schedule: Schedule, tick: PendingTick, lease: Lease): Promise<void> {
-    const { replicaId, redlock } = this.#options;
-    const now = this.#wallNow();
-    const data: TickJobData = {
-      version: 1,
-      schedule: schedule.id,
-      tickMs: tick.tickMs,
-      dueMs: tick.dueMs,
-      payload: schedule.payload ?? null,
-      overlap: schedule.overlap,
-      lease: { resource: lease.resource, value: lease.value, fence: lease.fence, ttlMs: lease.ttlMs },
-      startDeadlineMs: schedule.startDeadlineMs ?? null,
-      maxRuntimeMs: schedule.maxRuntimeMs ?? null,
-      enqueuedBy: replicaId,
-      enqueuedAtMs: now,
-    };
     const jobId = tickJobId(schedule.id, tick.tickMs);
-    const options = {
-      jobId,
-      delay: Math.max(0, tick.dueMs - now),
-      attempts: schedule.attempts,
-      backoff: { type: schedule.backoff.type, delay: schedule.backoff.delayMs },
-      removeOnComplete: { age: 86_400, count: 10_000 },
-      removeOnFail: { age: 7 * 86_400 },
-    };
-    // Retry while the lease is surely valid: adding an existing job id is a no-op in BullMQ, so a retry cannot duplicate the tick.
-    const giveUpAt = this.#options.clock.now() + lease.ttlMs / 2;
-    for (let attempt = 0; ; attempt++) {
-      try {
-        await this.#queue(schedule.queue).add(schedule.id, data, options);
-        this.#record('enqueued', schedule, tick.tickMs, this.#wallNow() - tick.tickMs, undefined, { jobId, fence: lease.fence });
-        return;
-      } catch (error) {
-        const pause = Math.min(100 * 2 ** attempt, 2000);
-        if (this.#options.clock.now() + pause < giveUpAt) {
-          await new Promise((resolve) => this.#options.clock.setTimeout(() => resolve(undefined), pause));
-          continue;
-        }
-        // The claim stays granted (no other replica may fire this tick), so the tick is lost: say so loudly.
-        await redlock.release(lease);
-        this.#record('enqueue-failed', schedule, tick.tickMs, this.#wallNow() - tick.tickMs, error as Error, { jobId });
-        return;
-      }
+    try {
+      await this.#enqueuer.enqueue(schedule, { tickMs: tick.tickMs, dueMs: tick.dueMs, jobId }, lease);
+    } catch (error) {
+      // The claim stays granted (no other replica may fire this tick), so the tick is lost: say so loudly.
+      await this.#options.redlock.release(lease);
+      this.#record('enqueue-failed', schedule, tick.tickMs, this.#wallNow() - tick.tickMs, error as Error, { jobId });
+      return;
     }
+    this.#record('enqueued', schedule, tick.tickMs, this.#wallNow() - tick.tickMs, undefined, { jobId, fence: lease.fence });
   }
 
-  #record(outcome: TickOutcome, schedule: Schedule, tickMs: number, lagMs: number, error?: Error, extra: Record<string, unknown> = {}): void {
+  #record(outcome: TickOutcome, schedule: Schedule, tickMs: number, lagMs: number, error?: Error, extra: { jobId?: string; fence?: number } = {}): void {
     const { logger, replicaId, onOutcome } = this.#options;
     onOutcome?.(outcome, schedule, tickMs, lagMs);
+    // The history `status` shows: outcomes that only the tick's winner can report, so each tick appears once.
+    if (outcome === 'enqueued' || outcome === 'enqueue-failed') {
+      const record = { tickMs, outcome, lagMs, fence: extra.fence, jobId: extra.jobId, replica: replicaId };
+      this.#control.record(schedule.id, record).catch((e: unknown) => logger.warn({ err: e }, 'could not record tick history'));
+    }
     const fields = { replica: replicaId, schedule: schedule.id, tick: new Date(tickMs).toISOString(), outcome, lagMs, ...extra };
     if (outcome === 'enqueued') logger.info(fields, 'tick enqueued');
     else if (outcome === 'missed' || outcome === 'enqueue-failed' || outcome === 'lock-unavailable') logger.warn({ ...fields, err: error }, `tick ${outcome}`);

@@ -1,6 +1,8 @@
 export {
   InvalidTickJobError,
   leaseResource,
+  manualClaim,
+  manualJobId,
   parseTickJob,
   queueName,
   tickClaim,

@@ -27,6 +27,16 @@ export function tickJobId(scheduleId: string, tickMs: number): string {
   return `${scheduleId}@${tickMs}`;
 }
 
+/** Claim id of a manual trigger (`tickwarden trigger`): its own namespace, so it never takes a cron tick's claim. */
+export function manualClaim(atMs: number): string {
+  return `manual:${atMs}`;
+}
+
+/** BullMQ job id of a manual trigger, `<team>/<name>@manual-<epoch ms>`. */
+export function manualJobId(scheduleId: string, atMs: number): string {
+  return `${scheduleId}@manual-${atMs}`;
+}
+
 const leaseSchema = z.strictObject({
   resource: z.string().min(1),
   value: z.string().regex(/^[0-9a-f]{40}$/),

@@ -1,0 +1,217 @@
+// `tickwarden`: validate config, preview ticks, pause/resume/trigger schedules and show their status.
+import { parseArgs } from 'node:util';
+import { formatConfigError, loadConfig, parseSchedulerEnv, type ScheduleConfig } from '@tickwarden/config';
+import { leaseResource, manualClaim, manualJobId, queueName } from '@tickwarden/contracts';
+import { Redlock, systemClock } from '@tickwarden/redlock';
+import { Queue } from 'bullmq';
+import { Redis } from 'ioredis';
+import { ControlState } from './control.ts';
+import { TickEnqueuer } from './tick-enqueuer.ts';
+import { TickPlanner } from './tick-planner.ts';
+
+const USAGE = `usage: tickwarden <command> [options]
+
+  validate PATH                  check config files as CI would (no Redis needed)
+  next PATH SCHEDULE [-n COUNT]  upcoming ticks of a schedule, in its time zone (default 5)
+  pause SCHEDULE [--note TEXT]   stop firing a schedule, on every replica
+  resume SCHEDULE                fire it again
+  trigger SCHEDULE               enqueue one run now (a lease and a job, like a tick)
+  status [SCHEDULE]              next ticks and recent runs with outcome, lag and fencing token
+
+SCHEDULE is team/name. pause, resume, trigger and status read TICKWARDEN_CONFIG,
+TICKWARDEN_QUEUE_REDIS and (trigger) TICKWARDEN_LOCK_NODES from the environment.
+`;
+
+/** A CLI usage error: printed with the usage, exit code 2. */
+class UsageError extends Error {}
+
+/** Prints `line` to stdout. */
+const say = (line: string) => process.stdout.write(`${line}\n`);
+
+/** A time in a zone, `2026-03-29 03:00:00 GMT+2`, as an operator reads it. */
+function inZone(ms: number, timeZone: string): string {
+  const parts = new Intl.DateTimeFormat('en-CA', {
+    timeZone,
+    year: 'numeric',
+    month: '2-digit',
+    day: '2-digit',
+    hour: '2-digit',
+    minute: '2-digit',
+    second: '2-digit',
+    hourCycle: 'h23',
+    timeZoneName: 'short',
+  }).formatToParts(new Date(ms));
+  const get = (type: string) => parts.find((p) => p.type === type)?.value ?? '';
+  return `${get('year')}-${get('month')}-${get('day')} ${get('hour')}:${get('minute')}:${get('second')} ${get('timeZoneName')}`;
+}
+
+async function schedulesAt(path: string): Promise<ScheduleConfig[]> {
+  const loaded = await loadConfig(path);
+  if (!loaded.ok) {
+    for (const error of loaded.errors) process.stderr.write(`${formatConfigError(error)}\n`);
+    throw new UsageError(`${path}: ${loaded.errors.length} config error(s)`);
+  }
+  return loaded.config.schedules;
+}
+
+function find(schedules: ScheduleConfig[], id: string): ScheduleConfig {
+  const schedule = schedules.find((s) => s.id === id);
+  if (!schedule) throw new UsageError(`no schedule "${id}" (known: ${schedules.map((s) => s.id).join(', ') || 'none'})`);
+  return schedule;
+}
+
+/** The environment the Redis commands need, with every problem at once. */
+function environment(): { configPath: string; queueRedis: string; lockNodes: string[]; lockQuorum: number | undefined } {
+  const env = parseSchedulerEnv(process.env);
+  if (!env.ok) throw new UsageError(env.errors.map((e) => `${e.variable}: ${e.message}`).join('\n'));
+  return env.value;
+}
+
+async function withQueueRedis<T>(url: string, use: (redis: Redis) => Promise<T>): Promise<T> {
+  const redis = new Redis(url, { maxRetriesPerRequest: 1, lazyConnect: true });
+  await redis.connect();
+  try {
+    return await use(redis);
+  } finally {
+    redis.disconnect();
+  }
+}
+
+async function validate(path: string): Promise<number> {
+  const loaded = await loadConfig(path);
+  if (!loaded.ok) {
+    for (const error of loaded.errors) process.stderr.write(`${formatConfigError(error)}\n`);
+    process.stderr.write(`${loaded.errors.length} error(s)\n`);
+    return 1;
+  }
+  say(`ok: ${loaded.config.schedules.length} schedule(s) in ${loaded.config.files.length} file(s)`);
+  return 0;
+}
+
+async function next(path: string, id: string, count: number): Promise<number> {
+  const schedule = find(await schedulesAt(path), id);
+  const planner = new TickPlanner(schedule);
+  let tick = planner.next(Date.now());
+  for (let i = 0; i < count && tick !== undefined; i++, tick = planner.next(tick)) say(inZone(tick, schedule.timezone));
+  return 0;
+}
+
+async function pause(id: string, note: string): Promise<number> {
+  const env = environment();
+  find(await schedulesAt(env.configPath), id);
+  await withQueueRedis(env.queueRedis, (redis) => new ControlState(redis).pause(id, { by: process.env['USER'] ?? 'cli', atMs: Date.now(), note }));
+  say(`paused ${id}`);
+  return 0;
+}
+
+async function resume(id: string): Promise<number> {
+  const env = environment();
+  const was = await withQueueRedis(env.queueRedis, (redis) => new ControlState(redis).resume(id));
+  say(was ? `resumed ${id}` : `${id} was not paused`);
+  return 0;
+}
+
+async function trigger(id: string): Promise<number> {
+  const env = environment();
+  const schedule = find(await schedulesAt(env.configPath), id);
+  const redlock = new Redlock(env.lockNodes, { quorum: env.lockQuorum });
+  try {
+    const now = Date.now();
+    const lease = await redlock.acquire(leaseResource(schedule.id, schedule.overlap, now), schedule.leaseTtlMs, { claim: manualClaim(now) });
+    const jobId = manualJobId(schedule.id, now);
+    await withQueueRedis(env.queueRedis, async (redis) => {
+      const enqueuer = new TickEnqueuer(redis, systemClock, 'cli');
+      try {
+        await enqueuer.enqueue(schedule, { tickMs: now, dueMs: now, jobId }, lease);
+      } finally {
+        await enqueuer.close();
+      }
+      await new ControlState(redis).record(schedule.id, { tickMs: now, outcome: 'triggered', lagMs: 0, fence: lease.fence, jobId, replica: 'cli' });
+    });
+    say(`triggered ${id}: job ${jobId}, fence ${lease.fence}`);
+    return 0;
+  } finally {
+    await redlock.close();
+  }
+}
+
+async function status(id: string | undefined): Promise<number> {
+  const env = environment();
+  const all = await schedulesAt(env.configPath);
+  const schedules = id ? [find(all, id)] : all;
+  await withQueueRedis(env.queueRedis, async (redis) => {
+    const control = new ControlState(redis);
+    const paused = await control.paused();
+    for (const schedule of schedules) {
+      const planner = new TickPlanner(schedule);
+      const pause = paused.get(schedule.id);
+      const state = schedule.paused ? 'paused (config)' : pause ? `paused by ${pause.by} at ${new Date(pause.atMs).toISOString()}${pause.note ? `: ${pause.note}` : ''}` : 'active';
+      say(`${schedule.id}  ${schedule.cron} (${schedule.timezone})  ${state}`);
+      const upcoming: string[] = [];
+      for (let tick = planner.next(Date.now()), i = 0; tick !== undefined && i < 3; tick = planner.next(tick), i++) upcoming.push(inZone(tick, schedule.timezone));
+      say(`  next: ${upcoming.join(', ') || 'none'}`);
+      const queue = new Queue(queueName(schedule.queue), { connection: redis });
+      try {
+        for (const run of await control.history(schedule.id, 5)) {
+          const job = run.jobId ? await queue.getJob(run.jobId) : undefined;
+          const state = job ? await job.getState() : run.outcome === 'enqueued' ? 'removed' : run.outcome;
+          say(`  ${new Date(run.tickMs).toISOString()}  ${run.outcome}  job ${state}  lag ${run.lagMs} ms  fence ${run.fence ?? '-'}  by ${run.replica}`);
+        }
+      } finally {
+        await queue.close();
+      }
+    }
+  });
+  return 0;
+}
+
+async function run(argv: string[]): Promise<number> {
+  const { values, positionals } = parseArgs({
+    args: argv,
+    allowPositionals: true,
+    strict: true,
+    options: { n: { type: 'string', short: 'n' }, note: { type: 'string' }, help: { type: 'boolean', short: 'h' } },
+  });
+  const [command, ...rest] = positionals;
+  const need = (count: number) => {
+    if (rest.length !== count) throw new UsageError(`${command} takes ${count} argument(s), got ${rest.length}`);
+    return rest as string[];
+  };
+  if (values.help || !command) {
+    say(USAGE);
+    return values.help ? 0 : 2;
+  }
+  switch (command) {
+    case 'validate':
+      return validate(need(1)[0] as string);
+    case 'next': {
+      const [path, id] = need(2) as [string, string];
+      const count = values.n === undefined ? 5 : Number(values.n);
+      if (!Number.isInteger(count) || count < 1) throw new UsageError(`-n must be a whole number >= 1, got "${values.n}"`);
+      return next(path, id, count);
+    }
+    case 'pause':
+      return pause(need(1)[0] as string, values.note ?? '');
+    case 'resume':
+      return resume(need(1)[0] as string);
+    case 'trigger':
+      return trigger(need(1)[0] as string);
+    case 'status':
+      if (rest.length > 1) throw new UsageError(`status takes at most 1 argument, got ${rest.length}`);
+      return status(rest[0]);
+    default:
+      throw new UsageError(`unknown command "${command}"`);
+  }
+}
+
+run(process.argv.slice(2)).then(
+  (code) => {
+    process.exitCode = code;
+  },
+  (error: unknown) => {
+    const usage = error instanceof UsageError || (error instanceof Error && 'code' in error && String(error.code).startsWith('ERR_PARSE_ARGS'));
+    process.stderr.write(`tickwarden: ${error instanceof Error ? error.message : String(error)}\n`);
+    if (usage) process.stderr.write(`\n${USAGE}`);
+    process.exitCode = usage ? 2 : 1;
+  },
+);
