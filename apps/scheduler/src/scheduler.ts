@@ -9,7 +9,15 @@ import { TickHeap, type PendingTick } from './tick-heap.ts';
 import { TickPlanner } from './tick-planner.ts';
 
 /** What happened to one tick on this replica. One name per outcome, in logs and metrics alike. */
-export type TickOutcome = 'enqueued' | 'lost-race' | 'skipped-overlap' | 'skipped-paused' | 'missed' | 'lock-unavailable' | 'enqueue-failed';
+export type TickOutcome =
+  | 'enqueued'
+  | 'recovered'
+  | 'lost-race'
+  | 'skipped-overlap'
+  | 'skipped-paused'
+  | 'missed'
+  | 'lock-unavailable'
+  | 'enqueue-failed';
 
 /** Ticks at most this late (event-loop stalls, GC pauses, a slow contest) are still contested. Later ones follow `catchUp`. */
 export const LATE_TICK_WINDOW_MS = 10_000;
@@ -28,6 +36,22 @@ export interface SchedulerOptions {
   onOutcome?: (outcome: TickOutcome, schedule: Schedule, tickMs: number, lagMs: number) => void;
 }
 
+/**
+ * A replica that lost a tick's claim checks this long after the tick that the
+ * winner's job exists; if not (the winner died between claim and enqueue), it
+ * enqueues the job itself under a fresh lease. Job ids make the add idempotent.
+ */
+export const ORPHAN_CHECK_DELAY_MS = 2000;
+
+/** A lost tick whose job must show up. */
+interface OrphanCheck {
+  schedule: Schedule;
+  tick: PendingTick;
+  jobId: string;
+  checkAtMs: number;
+  giveUpAtMs: number;
+}
+
 /** Contest settings for ticks: quick retries for split votes among replicas; no waiter marks (all contenders fire once). */
 const CONTEST = Object.freeze({ retryCount: 4, retryDelayMs: 15, retryJitterMs: 30, yieldToWaiters: false });
 
@@ -44,6 +68,7 @@ export class Scheduler {
   readonly #control: ControlState;
   #paused = new Map<string, unknown>();
   readonly #inFlight = new Set<Promise<void>>();
+  #orphanChecks: OrphanCheck[] = [];
   #timer: unknown;
   #running = false;
   #lastWake: { wall: number; mono: number } | undefined;
@@ -98,8 +123,8 @@ export class Scheduler {
     const { clock, maxWaitMs } = this.#options;
     clock.clearTimeout(this.#timer);
     if (!this.#running) return;
-    const top = this.#heap.peek();
-    const wait = top ? Math.min(Math.max(top.dueMs - this.#wallNow(), 0), maxWaitMs) : maxWaitMs;
+    const next = Math.min(this.#heap.peek()?.dueMs ?? Infinity, ...this.#orphanChecks.map((check) => check.checkAtMs));
+    const wait = Number.isFinite(next) ? Math.min(Math.max(next - this.#wallNow(), 0), maxWaitMs) : maxWaitMs;
     this.#timer = clock.setTimeout(() => this.#wake(), wait);
   }
 
@@ -120,12 +145,44 @@ export class Scheduler {
       const next = planner?.next(tick.tickMs);
       if (planner && next !== undefined) this.#heap.push({ scheduleId: tick.scheduleId, tickMs: next, dueMs: planner.dueMs(next) });
     }
-    if (due.length > 0) {
-      const contest = this.#contest(this.#lateTicksFiltered(due, wall)).catch((error: unknown) => logger.error({ err: error }, 'tick contest failed'));
-      this.#inFlight.add(contest);
-      void contest.finally(() => this.#inFlight.delete(contest));
+    if (due.length > 0) this.#track(this.#contest(this.#lateTicksFiltered(due, wall)), 'tick contest failed');
+    const checks = this.#orphanChecks.filter((check) => check.checkAtMs <= wall);
+    if (checks.length > 0) {
+      this.#orphanChecks = this.#orphanChecks.filter((check) => check.checkAtMs > wall);
+      this.#track(this.#checkOrphans(checks), 'orphan check failed');
     }
     this.#arm();
+  }
+
+  #track(work: Promise<void>, failure: string): void {
+    const tracked = work.catch((error: unknown) => this.#options.logger.error({ err: error }, failure));
+    this.#inFlight.add(tracked);
+    void tracked.finally(() => this.#inFlight.delete(tracked));
+  }
+
+  /** Enqueues, under a fresh lease, the jobs of lost ticks that never showed up (their winner died after the claim). */
+  async #checkOrphans(checks: OrphanCheck[]): Promise<void> {
+    const { redlock } = this.#options;
+    const missing = await this.#enqueuer.missing(checks.map(({ schedule, jobId }) => ({ queue: schedule.queue, jobId })));
+    const retry: OrphanCheck[] = [];
+    await Promise.all(
+      checks.map(async (check, i) => {
+        if (!missing[i]) return;
+        const { schedule, tick, jobId } = check;
+        try {
+          const lease = await redlock.acquire(leaseResource(schedule.id, schedule.overlap, tick.tickMs), schedule.leaseTtlMs, CONTEST);
+          await this.#enqueuer.enqueue(schedule, { tickMs: tick.tickMs, dueMs: tick.dueMs, jobId }, lease);
+          this.#record('recovered', schedule, tick.tickMs, this.#wallNow() - tick.tickMs, undefined, { jobId, fence: lease.fence });
+        } catch (error) {
+          // The dead winner's lease may still block (overlap skip): try again until it must have expired.
+          if (this.#wallNow() < check.giveUpAtMs) retry.push({ ...check, checkAtMs: this.#wallNow() + 1000 });
+          // Still taken after the dead winner's lease expired: a later run holds the schedule (overlap skip).
+          else this.#record(error instanceof LockTakenError ? 'skipped-overlap' : 'missed', schedule, tick.tickMs, this.#wallNow() - tick.tickMs, error as Error, { jobId });
+        }
+      }),
+    );
+    this.#orphanChecks.push(...retry);
+    if (this.#running) this.#arm();
   }
 
   /** Keeps ticks within the late window; of older ones, at most the latest inside `catchUp` per schedule. The rest are missed. */
@@ -172,12 +229,19 @@ export class Scheduler {
           results.map((result, i) => {
             const { tick, schedule } = entries[i] as (typeof entries)[number];
             if (result.ok) return this.#enqueue(schedule, tick, result.lease);
-            this.#record(this.#lostOutcome(result.error), schedule, tick.tickMs, this.#wallNow() - tick.tickMs, result.error);
+            const outcome = this.#lostOutcome(result.error);
+            this.#record(outcome, schedule, tick.tickMs, this.#wallNow() - tick.tickMs, result.error);
+            if (outcome === 'lost-race') {
+              const now = this.#wallNow();
+              const jobId = tickJobId(schedule.id, tick.tickMs);
+              this.#orphanChecks.push({ schedule, tick, jobId, checkAtMs: now + ORPHAN_CHECK_DELAY_MS, giveUpAtMs: now + ORPHAN_CHECK_DELAY_MS + schedule.leaseTtlMs + 1000 });
+            }
             return undefined;
           }),
         );
       }),
     );
+    if (this.#running) this.#arm();
   }
 
   #lostOutcome(error: RedlockError): TickOutcome {
@@ -204,12 +268,12 @@ export class Scheduler {
     const { logger, replicaId, onOutcome } = this.#options;
     onOutcome?.(outcome, schedule, tickMs, lagMs);
     // The history `status` shows: outcomes that only the tick's winner can report, so each tick appears once.
-    if (outcome === 'enqueued' || outcome === 'enqueue-failed') {
+    if (outcome === 'enqueued' || outcome === 'recovered' || outcome === 'enqueue-failed') {
       const record = { tickMs, outcome, lagMs, fence: extra.fence, jobId: extra.jobId, replica: replicaId };
       this.#control.record(schedule.id, record).catch((e: unknown) => logger.warn({ err: e }, 'could not record tick history'));
     }
     const fields = { replica: replicaId, schedule: schedule.id, tick: new Date(tickMs).toISOString(), outcome, lagMs, ...extra };
-    if (outcome === 'enqueued') logger.info(fields, 'tick enqueued');
+    if (outcome === 'enqueued' || outcome === 'recovered') logger.info(fields, `tick ${outcome}`);
     else if (outcome === 'missed' || outcome === 'enqueue-failed' || outcome === 'lock-unavailable') logger.warn({ ...fields, err: error }, `tick ${outcome}`);
     else logger.debug(fields, `tick ${outcome}`);
   }

@@ -64,6 +64,17 @@ export class TickEnqueuer {
     }
   }
 
+  /** For each run, whether its job is missing from its queue (one pipelined round trip). */
+  async missing(runs: readonly { queue: string; jobId: string }[]): Promise<boolean[]> {
+    if (runs.length === 0) return [];
+    const pipeline = this.#connection.pipeline(runs.map(({ queue, jobId }) => ['exists', this.#queue(queue).toKey(jobId)]));
+    const replies = (await pipeline.exec()) ?? [];
+    return replies.map(([error, exists]) => {
+      if (error) throw error;
+      return exists === 0;
+    });
+  }
+
   #queue(name: string): Queue {
     let queue = this.#queues.get(name);
     if (!queue) {

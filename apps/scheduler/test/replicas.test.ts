@@ -1,9 +1,11 @@
 import { startRedisNodes, type RedisNodes } from '@tickwarden/testkit';
 import { Redlock, systemClock, type Clock } from '@tickwarden/redlock';
+import { leaseResource, tickClaim, tickJobId } from '@tickwarden/contracts';
+import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Scheduler, type Schedule, type TickOutcome } from '../src/index.ts';
+import { ORPHAN_CHECK_DELAY_MS, Scheduler, type Schedule, type TickOutcome } from '../src/index.ts';
 import { scheduleFixture } from './support.ts';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -119,5 +121,22 @@ describe('replicated schedulers', () => {
     expect(at('team-d/catch-up').filter((o) => o.outcome === 'enqueued').map((o) => o.replica)).toEqual(['c1']);
     expect(at('team-d/catch-up').filter((o) => o.replica === 'c2').map((o) => o.outcome)).toEqual(['lost-race']);
     expect(at('team-d/no-catch-up').filter((o) => o.outcome === 'enqueued')).toEqual([]);
+  });
+
+  it('a winner that dies between claim and enqueue: another replica enqueues the tick once its job is missing', async () => {
+    const schedule = scheduleFixture({ id: 'team-e/orphan', cron: '* * * * * *', overlap: 'allow', leaseTtlMs: 2000 });
+    // Play the dead winner: claim the next tick (lease and claim granted) and never enqueue.
+    const tick = Math.ceil((Date.now() + 1500) / 1000) * 1000;
+    const deadWinner = new Redlock(locks.urls);
+    await deadWinner.acquire(leaseResource(schedule.id, 'allow', tick), 2000, { claim: tickClaim(tick) });
+    await deadWinner.close();
+    const replicas = [startReplica('o0', [schedule]), startReplica('o1', [schedule])];
+    await sleep(tick + ORPHAN_CHECK_DELAY_MS + 3500 - Date.now());
+    await Promise.all(replicas.map(stopReplica));
+    const forTick = outcomes.filter((o) => o.schedule === schedule.id && o.tickMs === tick);
+    expect(forTick.filter((o) => o.outcome === 'lost-race')).toHaveLength(2);
+    expect(forTick.filter((o) => o.outcome === 'recovered')).toHaveLength(1);
+    const job = await new Queue('tickwarden-default', { connection: new Redis(queueRedis.urls[0] ?? '', { maxRetriesPerRequest: null }) }).getJob(tickJobId(schedule.id, tick));
+    expect(job?.data.tickMs).toBe(tick);
   });
 });
