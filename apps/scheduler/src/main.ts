@@ -1,7 +1,7 @@
 // The scheduler process: reads its environment and config, then runs one replica until SIGTERM.
-import { formatConfigError, loadConfig, parseSchedulerEnv, redactUrl } from '@tickwarden/config';
+import { parseSchedulerEnv, redactUrl } from '@tickwarden/config';
 import { Redlock } from '@tickwarden/redlock';
-import { ConfigWatcher, startHttpServer } from '@tickwarden/runtime';
+import { startHttpServer, startLiveConfig } from '@tickwarden/runtime';
 import { Redis } from 'ioredis';
 import { pino } from 'pino';
 import { SchedulerMetrics } from './metrics.ts';
@@ -9,7 +9,6 @@ import { Scheduler } from './scheduler.ts';
 
 /** Longest drain on SIGTERM before exiting anyway, ms (inside Kubernetes' default 30 s grace). */
 const DRAIN_TIMEOUT_MS = 20_000;
-const CONFIG_POLL_MS = 2_000;
 
 async function main(): Promise<number> {
   const env = parseSchedulerEnv(process.env);
@@ -21,27 +20,13 @@ async function main(): Promise<number> {
   const logger = pino({ level: logLevel, base: { replica: replicaId } });
   const metrics = new SchedulerMetrics();
   let scheduler: Scheduler | undefined;
-  const watcher = new ConfigWatcher(configPath, CONFIG_POLL_MS, async () => {
-    const reloaded = await loadConfig(configPath);
-    if (!reloaded.ok) {
-      metrics.configReloads.inc({ result: 'invalid' });
-      for (const error of reloaded.errors) logger.error({ configError: error }, formatConfigError(error));
-      logger.error({ errors: reloaded.errors.length }, 'config reload rejected: keeping the last good config');
-      return;
-    }
-    scheduler?.setSchedules(reloaded.config.schedules);
-    metrics.configReloads.inc({ result: 'applied' });
-    logger.info({ schedules: reloaded.config.schedules.length }, 'config reloaded');
+  const live = await startLiveConfig({
+    path: configPath,
+    logger,
+    onReload: (config) => scheduler?.setSchedules(config.schedules),
+    onReloadResult: (result) => metrics.configReloads.inc({ result }),
   });
-  // The baseline is taken before the first load, so a change made meanwhile is reloaded, never missed.
-  await watcher.start();
-  const loaded = await loadConfig(configPath);
-  if (!loaded.ok) {
-    watcher.stop();
-    for (const error of loaded.errors) logger.error({ configError: error }, formatConfigError(error));
-    logger.fatal({ errors: loaded.errors.length }, 'invalid config: not starting');
-    return 2;
-  }
+  if (!live) return 2;
 
   const redlock = new Redlock(lockNodes, { quorum: lockQuorum });
   metrics.observe(redlock);
@@ -56,10 +41,9 @@ async function main(): Promise<number> {
     logger: logger.child({ component: 'scheduler' }),
     onOutcome: (outcome, _schedule, _tick, lagMs) => metrics.recordTick(outcome, lagMs),
   });
-  scheduler.setSchedules(loaded.config.schedules);
+  scheduler.setSchedules(live.config.schedules);
   scheduler.start();
-  logger.info({ schedules: loaded.config.schedules.length, files: loaded.config.files, lockNodes: lockNodes.map(redactUrl), quorum: redlock.quorum }, 'scheduler started');
-
+  logger.info({ schedules: live.config.schedules.length, files: live.config.files, lockNodes: lockNodes.map(redactUrl), quorum: redlock.quorum }, 'scheduler started');
 
   const server = await startHttpServer(httpPort, metrics.registry, async () => {
     const reasons: string[] = [];
@@ -79,7 +63,7 @@ async function main(): Promise<number> {
     logger.error('drain timed out: exiting');
     process.exit(1);
   }, DRAIN_TIMEOUT_MS).unref();
-  watcher.stop();
+  live.stop();
   await scheduler.stop();
   server.close();
   await redlock.close();

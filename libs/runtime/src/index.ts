@@ -1,2 +1,3 @@
 export { ConfigWatcher } from './config-watcher.ts';
 export { startHttpServer, type ReadinessCheck } from './http-server.ts';
+export { startLiveConfig, type LiveConfig, type LiveConfigOptions } from './live-config.ts';
