@@ -224,7 +224,8 @@ export class Scheduler {
     await Promise.all(
       [...byTtl].map(async ([ttlMs, entries]) => {
         const requests = entries.map(({ tick, schedule }) => ({ resource: leaseResource(schedule.id, schedule.overlap, tick.tickMs), claim: tickClaim(tick.tickMs) }));
-        const results = await redlock.acquireBatch(requests, ttlMs, CONTEST);
+        // A node runs the batch's scripts one after the other: give big batches time (10,000 ticks: 600 ms; leases last seconds).
+        const results = await redlock.acquireBatch(requests, ttlMs, { ...CONTEST, nodeTimeoutMs: 100 + Math.ceil(requests.length / 20) });
         await Promise.all(
           results.map((result, i) => {
             const { tick, schedule } = entries[i] as (typeof entries)[number];

@@ -107,6 +107,7 @@ export class Redlock extends EventEmitter<RedlockEvents> {
     checkTtl(ttlMs);
     const { signal, ...overrides } = options;
     const s = this.#callSettings(overrides);
+    if (requests.length > s.maxBatchSize) return this.#inChunks(requests, s.maxBatchSize, (chunk) => this.acquireBatch(chunk, ttlMs, options));
     const contenders: Contender[] = requests.map((request) => ({
       request: { ...request, value: request.value ?? this.#newValue() },
       lastCauses: new Map(),
@@ -231,6 +232,7 @@ export class Redlock extends EventEmitter<RedlockEvents> {
   /** Extends many leases with one script call per node. */
   async extendBatch(leases: readonly Lease[], ttlMs?: number, overrides: Partial<CallSettings> = {}): Promise<BatchResult<Lease>[]> {
     const s = this.#callSettings(overrides);
+    if (leases.length > s.maxBatchSize) return this.#inChunks(leases, s.maxBatchSize, (chunk) => this.extendBatch(chunk, ttlMs, overrides));
     const { clock, keyPrefix, quorum } = this.settings;
     const n = this.nodes.length;
     const start = clock.now();
@@ -298,7 +300,15 @@ export class Redlock extends EventEmitter<RedlockEvents> {
   }
 
   releaseBatch(leases: readonly Lease[], overrides: Partial<CallSettings> = {}): Promise<ReleaseResult[]> {
-    return this.#releaseValues(leases, false, this.#callSettings(overrides));
+    const s = this.#callSettings(overrides);
+    if (leases.length > s.maxBatchSize) return this.#inChunks(leases, s.maxBatchSize, (chunk) => this.releaseBatch(chunk, overrides));
+    return this.#releaseValues(leases, false, s);
+  }
+
+  /** Runs `call` on chunks of at most `size` items in parallel; results in input order. */
+  async #inChunks<I, R>(items: readonly I[], size: number, call: (chunk: readonly I[]) => Promise<R[]>): Promise<R[]> {
+    const chunks = Array.from({ length: Math.ceil(items.length / size) }, (_, i) => items.slice(i * size, (i + 1) * size));
+    return (await Promise.all(chunks.map(call))).flat();
   }
 
   async #releaseValues(leases: readonly { resource: string; value: string; claim?: string | undefined }[], dropClaims: boolean, s: CallSettings): Promise<ReleaseResult[]> {

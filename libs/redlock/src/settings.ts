@@ -25,6 +25,11 @@ export interface CallSettings {
   claimRetentionMs: number;
   /** Extensions set the key again on nodes that lost it (restarted empty) while the lease is valid. Default true. */
   reestablish: boolean;
+  /**
+   * Batch calls send at most this many resources per script call per node; larger
+   * batches are split (keeps each script short, so a node stays responsive). Default 2000.
+   */
+  maxBatchSize: number;
   /** Watchdog: extend every `ttl * extendRatio`. Default 1/3. */
   extendRatio: number;
   /** Watchdog: abort the routine this long before the lease's validity ends, ms. Default 200. */
@@ -57,6 +62,7 @@ export const DEFAULT_SETTINGS: Readonly<RedlockSettings> = Object.freeze({
   yieldToWaiters: true,
   claimRetentionMs: 86_400_000,
   reestablish: true,
+  maxBatchSize: 2000,
   extendRatio: 1 / 3,
   abortMarginMs: 200,
   maxHoldMs: 0,
@@ -76,6 +82,7 @@ const CALL_CHECKS: Check[] = [
   ['claimRetentionMs', (v: number) => Number.isInteger(v) && v > 0, 'an integer number of ms above 0'],
   ['reestablish', (v: unknown) => typeof v === 'boolean', 'a boolean'],
   ['yieldToWaiters', (v: unknown) => typeof v === 'boolean', 'a boolean'],
+  ['maxBatchSize', (v: number) => Number.isInteger(v) && v >= 1, 'an integer >= 1'],
   ['extendRatio', (v: number) => Number.isFinite(v) && v > 0 && v < 1, 'a number in (0, 1)'],
   ['abortMarginMs', finiteAtLeast(0), 'a finite number of ms >= 0'],
   ['maxHoldMs', finiteAtLeast(0), 'a finite number of ms >= 0 (0 = no cap)'],

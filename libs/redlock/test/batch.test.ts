@@ -35,6 +35,17 @@ describe.each([3, 5])('batch calls with %i nodes', (count) => {
     expect([...calls.values()]).toEqual(Array(count).fill(3));
   });
 
+  it('splits a batch above maxBatchSize into script calls of at most that many resources', async () => {
+    const redlock = redlockOn(cluster.nodes.urls, { nodeTimeoutMs: 2000 });
+    const calls = countCalls(redlock);
+    const requests = Array.from({ length: 10_000 }, (_, i) => ({ resource: `big-${i}`, claim: 'tick-2' }));
+    const results = await redlock.acquireBatch(requests, 10_000);
+    expect(results.map((r) => r.resource)).toEqual(requests.map((r) => r.resource));
+    expect(results.every((r) => r.ok)).toBe(true);
+    expect([...calls.values()]).toEqual(Array(count).fill(5));
+    await redlock.releaseBatch(results.flatMap((r) => (r.ok ? [r.lease] : [])));
+  });
+
   it('reports a result per resource: some won, some taken, some already claimed', async () => {
     const other = redlockOn(cluster.nodes.urls);
     const held = await other.acquire('mixed-taken', 5000);

@@ -51,6 +51,7 @@ describe('settings', () => {
     ['claimRetentionMs', 0],
     ['reestablish', 'yes'],
     ['extendRatio', 1],
+    ['maxBatchSize', 0],
     ['abortMarginMs', -1],
     ['maxHoldMs', Number.POSITIVE_INFINITY],
     ['keyPrefix', 'a{b}'],
