@@ -1,0 +1,42 @@
+import type { Logger } from 'pino';
+
+/** What every handler receives for one attempt of one tick's job. */
+export interface RunContext {
+  /** `team/name`. */
+  schedule: string;
+  /** The tick, epoch ms. */
+  tickMs: number;
+  /** The fencing token of this attempt's lease grant: strictly greater than any earlier attempt's. */
+  fence: number;
+  /** The BullMQ job id (`<team>/<name>@<tick epoch ms>`): the same for every attempt of the tick, an idempotency key. */
+  jobId: string;
+  /** 1 for the first start, then 2, 3, ... (retries and stalled re-runs). */
+  attempt: number;
+  /** The schedule's payload, any JSON value. */
+  payload: unknown;
+  /** Aborts when the run must stop: lease lost, max runtime, worker shutdown, job cancelled. */
+  signal: AbortSignal;
+  /** A child logger carrying the run's fields (worker, schedule, tick, jobId, fence, attempt). */
+  logger: Logger;
+}
+
+/** What a successful handler reports for the run's log line (status code, exit code, ...). */
+export type RunDetails = Record<string, unknown>;
+
+/** A handler failure: `details` go to the log line next to the message. */
+export class HandlerError extends Error {
+  readonly details: RunDetails;
+  constructor(message: string, details: RunDetails = {}, options?: ErrorOptions) {
+    super(message, options);
+    this.name = 'HandlerError';
+    this.details = details;
+  }
+}
+
+export const tickIso = (context: Pick<RunContext, 'tickMs'>): string => new Date(context.tickMs).toISOString();
+
+/** A promise that resolves when `signal` aborts (at once if it already has). */
+export function whenAborted(signal: AbortSignal): Promise<void> {
+  if (signal.aborted) return Promise.resolve();
+  return new Promise((resolve) => signal.addEventListener('abort', () => resolve(), { once: true }));
+}

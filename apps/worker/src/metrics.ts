@@ -1,0 +1,53 @@
+import type { Redlock } from '@tickwarden/redlock';
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+
+/** What happened to one attempt of one tick's job on this worker. One name per outcome, in logs and metrics alike. */
+export const RUN_OUTCOMES = ['succeeded', 'failed', 'aborted-lease-lost', 'aborted-timeout', 'skipped-overlap', 'missed-deadline'] as const;
+export type RunOutcome = (typeof RUN_OUTCOMES)[number];
+
+/** The worker's Prometheus metrics, on their own registry. */
+export class WorkerMetrics {
+  readonly registry = new Registry();
+  readonly runs = new Counter({ name: 'tickwarden_worker_runs_total', help: 'Job attempts by outcome', labelNames: ['outcome'] as const, registers: [this.registry] });
+  readonly runDuration = new Histogram({
+    name: 'tickwarden_worker_run_duration_seconds',
+    help: 'Duration of job attempts that ran a handler, from the job start to its end, by outcome',
+    labelNames: ['outcome'] as const,
+    buckets: [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600],
+    registers: [this.registry],
+  });
+  readonly activeRuns = new Gauge({ name: 'tickwarden_worker_active_runs', help: 'Job attempts running now (lease held)', registers: [this.registry] });
+  readonly leaseExtension = new Histogram({
+    name: 'tickwarden_worker_lease_extension_seconds',
+    help: 'Latency of successful lease extensions by the watchdog',
+    buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5],
+    registers: [this.registry],
+  });
+  readonly leaseExtensionFailures = new Counter({ name: 'tickwarden_worker_lease_extension_failures_total', help: 'Lease extensions that failed', registers: [this.registry] });
+  readonly abortValidityLeft = new Histogram({
+    name: 'tickwarden_worker_lease_abort_validity_left_seconds',
+    help: 'Lease validity left when the watchdog aborted a run (must stay above 0)',
+    buckets: [0, 0.05, 0.1, 0.2, 0.3, 0.5, 1, 2, 5, 10],
+    registers: [this.registry],
+  });
+  readonly lockNodeErrors = new Counter({ name: 'tickwarden_lock_node_errors_total', help: 'Errors and timeouts per lock node', labelNames: ['node', 'operation'] as const, registers: [this.registry] });
+  readonly configReloads = new Counter({ name: 'tickwarden_config_reloads_total', help: 'Config reloads by result', labelNames: ['result'] as const, registers: [this.registry] });
+
+  constructor() {
+    collectDefaultMetrics({ register: this.registry });
+    for (const outcome of RUN_OUTCOMES) this.runs.inc({ outcome }, 0);
+  }
+
+  recordRun(outcome: RunOutcome, durationMs: number | undefined): void {
+    this.runs.inc({ outcome });
+    if (durationMs !== undefined) this.runDuration.observe({ outcome }, durationMs / 1000);
+  }
+
+  /** Feeds the lease library's hooks into the metrics. */
+  observe(redlock: Redlock): void {
+    redlock.on('extended', ({ elapsedMs }) => this.leaseExtension.observe(elapsedMs / 1000));
+    redlock.on('extensionFailed', () => this.leaseExtensionFailures.inc());
+    redlock.on('aborted', ({ validityLeftMs }) => this.abortValidityLeft.observe(validityLeftMs / 1000));
+    redlock.on('nodeError', ({ node, operation }) => this.lockNodeErrors.inc({ node, operation }));
+  }
+}

@@ -1,0 +1,251 @@
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { ScheduleConfig } from '@tickwarden/config';
+import { leaseResource } from '@tickwarden/contracts';
+import { Redlock, resourceKeys } from '@tickwarden/redlock';
+import { freePort, ManagedProcess, sleep, startRedisNodes, waitUntil, type RedisNodes } from '@tickwarden/testkit';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { enqueueTick, groupAlive, nodeCommand, scheduleFixture, settledJob } from './support.ts';
+
+const MAIN = fileURLToPath(new URL('../src/main.ts', import.meta.url));
+const FIXTURE = fileURLToPath(new URL('./fixtures/worker-process.ts', import.meta.url));
+
+describe('worker as an OS process', () => {
+  let locks: RedisNodes;
+  let queueNodes: RedisNodes;
+  let connection: Redis;
+  let scheduler: Redlock;
+  const dir = mkdtempSync(path.join(tmpdir(), 'tickwarden-worker-proc-'));
+  const configDir = path.join(dir, 'config');
+  mkdirSync(configDir);
+  const processes: ManagedProcess[] = [];
+
+  beforeAll(async () => {
+    [locks, queueNodes] = await Promise.all([startRedisNodes({ count: 5, aof: false }), startRedisNodes({ count: 1, aof: false })]);
+    connection = new Redis(queueNodes.urls[0] as string, { maxRetriesPerRequest: null });
+    scheduler = new Redlock(locks.urls, { nodeTimeoutMs: 500 });
+  });
+  afterAll(async () => {
+    await Promise.all(processes.map((p) => p.stop('SIGKILL')));
+    connection.disconnect();
+    await scheduler.close();
+    await Promise.all([locks.close(), queueNodes.close()]);
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  const file = (name: string) => path.join(dir, name);
+  const lines = (name: string) => (existsSync(file(name)) ? readFileSync(file(name), 'utf8').trim().split('\n') : []);
+  /** A command that appends "start <fence> <ms> <pid>", waits `ms`, then appends "end <fence> <ms>". */
+  const recordedSleep = (name: string, ms: number) =>
+    nodeCommand(
+      `const fs = require('node:fs'); const f = ${JSON.stringify(file(name))}; const fence = process.env.TICKWARDEN_FENCE;
+       fs.appendFileSync(f, ['start', fence, Date.now(), process.pid].join(' ') + '\\n');
+       setTimeout(() => fs.appendFileSync(f, ['end', fence, Date.now()].join(' ') + '\\n'), ${ms});`,
+      { killGraceMs: 1000 },
+    );
+
+  /** Writes one team file (JSON is YAML): the schedules as the config file format spells them. */
+  function writeTeam(name: string, schedules: { name: string; handler: Record<string, unknown>; leaseTtl?: string; queue: string }[]): void {
+    writeFileSync(path.join(configDir, `${name}.yaml`), JSON.stringify({ team: name, schedules: schedules.map((s) => ({ cron: '0 0 1 1 *', leaseTtl: '2s', ...s })) }));
+  }
+  const commandYaml = (schedule: ScheduleConfig) => {
+    const handler = schedule.handler as Extract<ScheduleConfig['handler'], { kind: 'command' }>;
+    return { kind: 'command', argv: handler.argv, killGrace: `${handler.killGraceMs}ms` };
+  };
+
+  async function startWorker(name: string, env: Record<string, string> = {}): Promise<{ worker: ManagedProcess; port: number }> {
+    const port = await freePort();
+    const worker = ManagedProcess.start({
+      name,
+      command: process.execPath,
+      args: ['--conditions=@tickwarden/source', MAIN],
+      env: {
+        TICKWARDEN_CONFIG: configDir,
+        TICKWARDEN_LOCK_NODES: locks.urls.join(','),
+        TICKWARDEN_QUEUE_REDIS: queueNodes.urls[0],
+        TICKWARDEN_HTTP_PORT: String(port),
+        LOG_LEVEL: 'info',
+        ...env,
+      },
+    });
+    processes.push(worker);
+    await worker.waitForLine((line) => line.includes('"http listening"'), 'start');
+    return { worker, port };
+  }
+
+  const runStarted = (worker: ManagedProcess, jobId: string) => worker.waitForLine((line) => line.includes('"run started"') && line.includes(`"jobId":"${jobId}"`), `run of ${jobId} started`);
+
+  it('SIGTERM: a running command job finishes within the grace, then the process exits 0; probes and metrics answer before', async () => {
+    const schedule = scheduleFixture('graceful/job', recordedSleep('graceful.txt', 1500), { queue: 'graceful', leaseTtlMs: 2000 });
+    writeTeam('graceful', [{ name: 'job', handler: commandYaml(schedule), queue: 'graceful' }]);
+    const { worker, port } = await startWorker('graceful', { TICKWARDEN_SHUTDOWN_GRACE: '10s' });
+    const base = `http://127.0.0.1:${port}`;
+    expect((await fetch(`${base}/healthz`)).status).toBe(200);
+    expect((await fetch(`${base}/readyz`)).status).toBe(200);
+    const paused = [0, 1, 2].map((i) => locks.node(i));
+    await Promise.all(paused.map((node) => node.pause()));
+    try {
+      const notReady = await fetch(`${base}/readyz`);
+      expect(notReady.status).toBe(503);
+      expect(await notReady.text()).toContain('lock quorum unreachable (2 of 5 answer, 3 needed)');
+    } finally {
+      await Promise.all(paused.map((node) => node.resume()));
+    }
+
+    const { jobId } = await enqueueTick(scheduler, connection, schedule);
+    await runStarted(worker, jobId);
+    const metrics = await (await fetch(`${base}/metrics`)).text();
+    expect(metrics).toMatch(/tickwarden_worker_active_runs 1/);
+    expect(metrics).toMatch(/tickwarden_worker_runs_total\{outcome="skipped-overlap"\} 0/);
+    const exit = await worker.stop('SIGTERM', 15_000);
+    expect(exit.code).toBe(0);
+    expect(lines('graceful.txt').map((line) => line.split(' ')[0])).toEqual(['start', 'end']);
+    const job = await settledJob(connection, 'graceful', jobId);
+    expect(await job.getState()).toBe('completed');
+    const records = worker.records;
+    const finished = records.findIndex((r) => r['outcome'] === 'succeeded' && r['jobId'] === jobId);
+    expect(finished).toBeGreaterThan(-1);
+    expect(finished).toBeLessThan(records.findIndex((r) => r['msg'] === 'stopped'));
+  });
+
+  it('SIGTERM past the grace: the run is aborted (its process group is gone), its lease released, the process exits 0', async () => {
+    const schedule = scheduleFixture('impatient/job', recordedSleep('impatient.txt', 30_000), { queue: 'impatient', leaseTtlMs: 2000 });
+    writeTeam('impatient', [{ name: 'job', handler: commandYaml(schedule), queue: 'impatient' }]);
+    const { worker, port } = await startWorker('impatient', { TICKWARDEN_SHUTDOWN_GRACE: '500ms', TICKWARDEN_QUEUES: 'impatient' });
+    const { jobId, lease } = await enqueueTick(scheduler, connection, schedule);
+    await runStarted(worker, jobId);
+    await waitUntil(() => lines('impatient.txt').length > 0, 'the command to start');
+    const metrics = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+    expect(metrics).toMatch(/tickwarden_worker_active_runs 1/);
+    const pid = Number(lines('impatient.txt')[0]?.split(' ')[3]);
+    const at = performance.now();
+    const exit = await worker.stop('SIGTERM', 15_000);
+    expect(exit.code).toBe(0);
+    expect(performance.now() - at).toBeLessThan(5000);
+    expect(groupAlive(pid)).toBe(false);
+    const job = await settledJob(connection, 'impatient', jobId);
+    expect(await job.getState()).toBe('failed');
+    expect(job.failedReason).toBe('aborted: the worker is shutting down');
+    await scheduler.release(await scheduler.acquire(lease.resource, 1000, { retryCount: 0 }));
+  });
+
+  it('an invalid environment or config exits 2 naming every error', async () => {
+    const noEnv = ManagedProcess.start({
+      name: 'no-env',
+      command: process.execPath,
+      args: ['--conditions=@tickwarden/source', MAIN],
+      env: { TICKWARDEN_CONFIG: '', TICKWARDEN_LOCK_NODES: '', TICKWARDEN_QUEUE_REDIS: '', TICKWARDEN_SHUTDOWN_GRACE: 'soon' },
+    });
+    expect((await noEnv.exited).code).toBe(2);
+    const stderr = noEnv.lines.join('\n');
+    for (const variable of ['TICKWARDEN_CONFIG', 'TICKWARDEN_LOCK_NODES', 'TICKWARDEN_QUEUE_REDIS', 'TICKWARDEN_SHUTDOWN_GRACE']) expect(stderr).toContain(`${variable}:`);
+
+    const bad = path.join(dir, 'bad');
+    mkdirSync(bad);
+    writeFileSync(path.join(bad, 'broken.yaml'), 'team: e2e\nschedules:\n  - name: x\n    cron: "61 * * * *"\n    handler: { kind: nope }\n');
+    const badConfig = ManagedProcess.start({
+      name: 'bad-config',
+      command: process.execPath,
+      args: ['--conditions=@tickwarden/source', MAIN],
+      env: { TICKWARDEN_CONFIG: bad, TICKWARDEN_LOCK_NODES: locks.urls.join(','), TICKWARDEN_QUEUE_REDIS: queueNodes.urls[0] },
+    });
+    expect((await badConfig.exited).code).toBe(2);
+    const output = badConfig.lines.join('\n');
+    expect(output).toContain('broken.yaml:4');
+    expect(output).toContain('broken.yaml:5');
+  });
+
+  it('hot reload: an added schedule (a module handler, relative to its file) runs on a newly consumed queue; a bad reload is rejected and the last good config keeps running', async () => {
+    const first = scheduleFixture('reload/first', nodeCommand(''), { queue: 'reload' });
+    writeTeam('reload', [{ name: 'first', handler: commandYaml(first), queue: 'reload' }]);
+    // TICKWARDEN_QUEUES unset: every queue of the config, including ones a reload adds.
+    const { worker } = await startWorker('reload');
+    expect(worker.records.some((r) => r['msg'] === 'consuming queue' && r['queue'] === 'reload-new')).toBe(false);
+    // The added schedule runs a module, found relative to its config file.
+    mkdirSync(path.join(configDir, 'jobs'), { recursive: true });
+    writeFileSync(path.join(configDir, 'jobs', 'added.mjs'), "export async function run(ctx) { ctx.logger.info('module ran', { fence: ctx.fence, attempt: ctx.attempt }); }\n");
+    const added = scheduleFixture('reload/added', { kind: 'module', path: './jobs/added.mjs', exportName: 'run', killGraceMs: 1000 }, { queue: 'reload-new' });
+    writeTeam('reload', [
+      { name: 'first', handler: commandYaml(first), queue: 'reload' },
+      { name: 'added', handler: { kind: 'module', path: './jobs/added.mjs', export: 'run' }, queue: 'reload-new' },
+    ]);
+    await worker.waitForLine((line) => line.includes('"config reloaded"'), 'reload');
+    expect(worker.records.some((r) => r['msg'] === 'consuming queue' && r['queue'] === 'reload-new')).toBe(true);
+    const one = await enqueueTick(scheduler, connection, added);
+    const ran = await settledJob(connection, 'reload-new', one.jobId);
+    expect(ran.returnvalue).toMatchObject({ outcome: 'succeeded' });
+    expect(worker.records.find((r) => r['msg'] === 'module ran')).toMatchObject({ stream: 'log', jobId: one.jobId, fence: ran.returnvalue.fence, attempt: 1, schedule: 'reload/added' });
+    writeFileSync(path.join(configDir, 'reload.yaml'), 'team: reload\nschedules:\n  - name: added\n    cron: "not a cron"\n');
+    await worker.waitForLine((line) => line.includes('config reload rejected'), 'rejection');
+    const two = await enqueueTick(scheduler, connection, added, { tickMs: one.data.tickMs + 1000 });
+    expect((await settledJob(connection, 'reload-new', two.jobId)).returnvalue).toMatchObject({ outcome: 'succeeded' });
+    expect((await worker.stop()).code).toBe(0);
+    rmSync(path.join(configDir, 'reload.yaml'));
+  });
+
+  it('a worker SIGKILLed mid-run: the job re-runs on another worker only after the lease expired, with a greater fence, never overlapping', async () => {
+    const ttl = 3000;
+    const schedule = scheduleFixture('crash/job', recordedSleep('crash.txt', 3000), { queue: 'crash', leaseTtlMs: ttl });
+    const start = (id: string) =>
+      ManagedProcess.start({
+        name: id,
+        command: process.execPath,
+        args: ['--conditions=@tickwarden/source', FIXTURE],
+        env: {
+          FIXTURE_WORKER_ID: id,
+          FIXTURE_LOCK_NODES: locks.urls.join(','),
+          FIXTURE_QUEUE_REDIS: queueNodes.urls[0],
+          FIXTURE_SCHEDULES: JSON.stringify([schedule]),
+          // BullMQ re-delivers a dead worker's job within ~1.6 s: before its 3 s lease (extended every 1 s) can have lapsed
+          FIXTURE_LOCK_DURATION_MS: '1000',
+          FIXTURE_STALLED_INTERVAL_MS: '300',
+        },
+      });
+    const workers = [start('crash-a'), start('crash-b')];
+    processes.push(...workers);
+    await Promise.all(workers.map((w) => w.waitForLine((line) => line.includes('fixture worker started'), 'start')));
+    const { jobId, lease } = await enqueueTick(scheduler, connection, schedule);
+    await waitUntil(() => workers.some((w) => w.lines.some((line) => line.includes('"run started"'))), 'a run to start');
+    const victim = workers.find((w) => w.lines.some((line) => line.includes('"run started"'))) as ManagedProcess;
+    const survivor = workers.find((w) => w !== victim) as ManagedProcess;
+    await waitUntil(() => lines('crash.txt').length > 0, 'the command to start');
+    await sleep(300);
+    // The pod dies: the worker and its command's process group, at once.
+    const commandPgid = Number(lines('crash.txt')[0]?.split(' ')[3]);
+    const key = resourceKeys('tickwarden', leaseResource(schedule.id, 'skip', 0)).lock;
+    const pttls = await Promise.all(
+      locks.urls.map(async (url) => {
+        const client = new Redis(url, { maxRetriesPerRequest: 0 });
+        try {
+          return Number(await client.pttl(key));
+        } finally {
+          client.disconnect();
+        }
+      }),
+    );
+    const killedAt = Date.now();
+    victim.signal('SIGKILL');
+    process.kill(-commandPgid, 'SIGKILL');
+    const job = await settledJob(connection, 'crash', jobId, 20_000);
+    expect(await job.getState()).toBe('completed');
+    expect(job.stalledCounter).toBe(1);
+
+    const entries = lines('crash.txt').map((line) => line.split(' '));
+    expect(entries.map(([kind]) => kind)).toEqual(['start', 'start', 'end']);
+    const [first, second, end] = entries as [string[], string[], string[]];
+    expect(Number(first[1])).toBeGreaterThan(lease.fence);
+    expect(Number(second[1])).toBeGreaterThan(Number(first[1]));
+    expect(end[1]).toBe(second[1]);
+    // The lease lapsed on a majority only when the third-shortest key expired.
+    const lapsedAt = killedAt + ([...pttls].sort((a, b) => a - b)[2] as number);
+    expect(Number(second[2])).toBeGreaterThanOrEqual(lapsedAt - 25);
+    const rerun = survivor.records.find((r) => r['msg'] === 'run started');
+    expect(rerun).toMatchObject({ firstStart: false, worker: survivor.name });
+    // BullMQ handed the job over while the lease was still alive: the survivor waited for it.
+    expect(job.processedOn).toBeLessThan(lapsedAt);
+    expect((await survivor.stop()).code).toBe(0);
+  });
+});

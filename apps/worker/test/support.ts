@@ -1,0 +1,146 @@
+import { Writable } from 'node:stream';
+import type { HandlerConfig, ScheduleConfig } from '@tickwarden/config';
+import { leaseResource, queueName, tickClaim, tickJobId, type TickJobData } from '@tickwarden/contracts';
+import type { Lease, Redlock } from '@tickwarden/redlock';
+import { waitUntil } from '@tickwarden/testkit';
+import { Job, Queue } from 'bullmq';
+import type { Redis } from 'ioredis';
+import { pino, type Logger } from 'pino';
+import type { RunContext } from '../src/index.ts';
+
+/** A pino logger whose records (parsed) are kept in memory. */
+export function captureLogger(base: Record<string, unknown> = { worker: 'test-worker' }): { logger: Logger; records: Record<string, unknown>[] } {
+  const records: Record<string, unknown>[] = [];
+  const stream = new Writable({
+    write(chunk: Buffer, _encoding, callback) {
+      for (const line of chunk.toString('utf8').split('\n')) if (line.trim() !== '') records.push(JSON.parse(line) as Record<string, unknown>);
+      callback();
+    },
+  });
+  return { logger: pino({ level: 'debug', base }, stream), records };
+}
+
+/** A handler's context for direct handler tests. */
+export function runContext(signal: AbortSignal, logger: Logger, overrides: Partial<RunContext> = {}): RunContext {
+  return {
+    schedule: 'team-a/job',
+    tickMs: Date.UTC(2030, 0, 1, 12, 0, 0),
+    fence: 1_700_000_000_000_001,
+    jobId: 'team-a/job@1893499200000',
+    attempt: 1,
+    payload: { hello: 'world' },
+    signal,
+    logger,
+    ...overrides,
+  };
+}
+
+/** A schedule with the config's defaults; tests override what they exercise. */
+export function scheduleFixture(id: string, handler: HandlerConfig, overrides: Partial<ScheduleConfig> = {}): ScheduleConfig {
+  const [team = 'team', name = 'job'] = id.split('/');
+  return {
+    id,
+    team,
+    name,
+    cron: '* * * * * *',
+    timezone: 'UTC',
+    handler,
+    payload: { from: id },
+    overlap: 'skip',
+    leaseTtlMs: 1000,
+    maxRuntimeMs: undefined,
+    startDeadlineMs: undefined,
+    catchUpMs: 0,
+    jitterMs: 0,
+    attempts: 1,
+    backoff: { type: 'fixed', delayMs: 0 },
+    paused: false,
+    queue: 'default',
+    source: { file: '/etc/tickwarden/teams.yaml', line: 1 },
+    ...overrides,
+  };
+}
+
+/** A command handler running `node -e script`. */
+export function nodeCommand(script: string, extra: Partial<Extract<HandlerConfig, { kind: 'command' }>> = {}): HandlerConfig {
+  return { kind: 'command', argv: [process.execPath, '-e', script], cwd: undefined, env: {}, killGraceMs: 500, ...extra };
+}
+
+/**
+ * Enqueues a tick's job the way a scheduler replica does: wins the tick's
+ * lease (claim-once on the tick) with `@tickwarden/redlock`, then adds the
+ * job with the lease in its data and the schedule's attempts and backoff.
+ */
+export async function enqueueTick(
+  redlock: Redlock,
+  connection: Redis,
+  schedule: ScheduleConfig,
+  options: { tickMs?: number; dueMs?: number; delayMs?: number; data?: Partial<TickJobData> } = {},
+): Promise<{ jobId: string; lease: Lease; data: TickJobData }> {
+  const tickMs = options.tickMs ?? Date.now();
+  const lease = await redlock.acquire(leaseResource(schedule.id, schedule.overlap, tickMs), schedule.leaseTtlMs, { claim: tickClaim(tickMs), retryCount: 0 });
+  const data: TickJobData = {
+    version: 1,
+    schedule: schedule.id,
+    tickMs,
+    dueMs: options.dueMs ?? tickMs,
+    payload: schedule.payload ?? null,
+    overlap: schedule.overlap,
+    lease: { resource: lease.resource, value: lease.value, fence: lease.fence, ttlMs: lease.ttlMs },
+    startDeadlineMs: schedule.startDeadlineMs ?? null,
+    maxRuntimeMs: schedule.maxRuntimeMs ?? null,
+    enqueuedBy: 'test-scheduler',
+    enqueuedAtMs: Date.now(),
+    ...options.data,
+  };
+  const jobId = tickJobId(schedule.id, tickMs);
+  const queue = new Queue(queueName(schedule.queue), { connection });
+  try {
+    await queue.add(schedule.id, data, {
+      jobId,
+      delay: options.delayMs ?? 0,
+      attempts: schedule.attempts,
+      backoff: { type: schedule.backoff.type, delay: schedule.backoff.delayMs },
+      removeOnComplete: { age: 86_400, count: 10_000 },
+      removeOnFail: { age: 7 * 86_400 },
+    });
+  } finally {
+    await queue.close();
+  }
+  return { jobId, lease, data };
+}
+
+/** Waits until the job is completed or failed and returns it. */
+export async function settledJob(connection: Redis, queue: string, jobId: string, timeoutMs = 20_000): Promise<Job> {
+  const q = new Queue(queueName(queue), { connection });
+  try {
+    await waitUntil(
+      async () => {
+        const state = await q.getJobState(jobId);
+        return state === 'completed' || state === 'failed';
+      },
+      `job ${jobId} settled`,
+      { timeoutMs, intervalMs: 50 },
+    );
+    // Read after it settled: a job read earlier lacks the final fields.
+    return (await Job.fromId(q, jobId)) as Job;
+  } finally {
+    await q.close();
+  }
+}
+
+/** True while any process of the group exists. */
+export function groupAlive(pgid: number): boolean {
+  try {
+    process.kill(-pgid, 0);
+    return true;
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ESRCH') return false;
+    throw error;
+  }
+}
+
+/** Records of one run-end log line per outcome (the records that carry `outcome`). */
+export function outcomes(records: readonly Record<string, unknown>[], jobId?: string): Record<string, unknown>[] {
+  return records.filter((record) => typeof record['outcome'] === 'string' && (jobId === undefined || record['jobId'] === jobId));
+}

@@ -1,0 +1,305 @@
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import type { ScheduleConfig } from '@tickwarden/config';
+import { leaseResource, queueName, type TickJobData } from '@tickwarden/contracts';
+import { Redlock, resourceKeys, type RedlockEvents } from '@tickwarden/redlock';
+import { sleep, startRedisNodes, waitUntil, type RedisNodes } from '@tickwarden/testkit';
+import { Queue, type Job } from 'bullmq';
+import { Redis } from 'ioredis';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { JobRunner, WorkerMetrics, WorkerService } from '../src/index.ts';
+import { captureLogger, enqueueTick, groupAlive, nodeCommand, outcomes, scheduleFixture, settledJob } from './support.ts';
+
+describe('worker: jobs under the lease, against real Redis', () => {
+  let locks: RedisNodes;
+  let queueNodes: RedisNodes;
+  let connection: Redis;
+  let scheduler: Redlock;
+  const dir = mkdtempSync(path.join(tmpdir(), 'tickwarden-worker-'));
+  const services: WorkerService[] = [];
+  const redlocks: Redlock[] = [];
+
+  beforeAll(async () => {
+    [locks, queueNodes] = await Promise.all([startRedisNodes({ count: 5, aof: false }), startRedisNodes({ count: 1, aof: false })]);
+    connection = new Redis(queueNodes.urls[0] as string, { maxRetriesPerRequest: null });
+    // Generous per-node timeouts for the test's own calls: other test files load the machine too.
+    scheduler = new Redlock(locks.urls, { nodeTimeoutMs: 500 });
+  });
+  afterEach(async () => {
+    await Promise.all(services.splice(0).map((service) => service.stop(1000)));
+    await Promise.all(redlocks.splice(0).map((redlock) => redlock.close()));
+  });
+  afterAll(async () => {
+    connection.disconnect();
+    await scheduler.close();
+    await Promise.all([locks.close(), queueNodes.close()]);
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  function startWorker(schedules: ScheduleConfig[], options: { concurrency?: number } = {}) {
+    const { logger, records } = captureLogger();
+    const redlock = new Redlock(locks.urls);
+    redlocks.push(redlock);
+    const events = { aborted: [] as RedlockEvents['aborted'][0][], extended: [] as RedlockEvents['extended'][0][] };
+    redlock.on('aborted', (event) => events.aborted.push(event));
+    redlock.on('extended', (event) => events.extended.push(event));
+    const metrics = new WorkerMetrics();
+    metrics.observe(redlock);
+    const service = new WorkerService({
+      workerId: 'test-worker',
+      queueRedis: queueNodes.urls[0] as string,
+      redlock,
+      logger,
+      config: { schedules, files: [] },
+      concurrency: options.concurrency ?? 2,
+      metrics,
+    });
+    service.start();
+    services.push(service);
+    return { service, records, events, metrics, redlock };
+  }
+
+  const file = (name: string) => path.join(dir, name);
+  const lines = (name: string) => (existsSync(file(name)) ? readFileSync(file(name), 'utf8').trim().split('\n') : []);
+  /** Appends "<fence> <attempt> <start ms>" to a file, then runs `rest`. */
+  const recording = (name: string, rest: string) =>
+    nodeCommand(`require('node:fs').appendFileSync(${JSON.stringify(file(name))}, [process.env.TICKWARDEN_FENCE, process.env.TICKWARDEN_ATTEMPT, Date.now(), process.pid].join(' ') + '\\n'); ${rest}`);
+  /** A lease held by nobody now: a fresh acquire gets it at once (well inside the 1 s TTL an unreleased lease would still have). */
+  async function leaseIsFree(resource: string): Promise<boolean> {
+    try {
+      await scheduler.release(await scheduler.acquire(resource, 1000, { retryCount: 1, retryDelayMs: 50, retryJitterMs: 0 }));
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  it('takes the lease over from the scheduler, runs the handler with a greater fence, logs the run fields, releases the lease', async () => {
+    const schedule = scheduleFixture('team-a/ok', recording('ok.txt', ''), { queue: 'q-ok' });
+    const { records, metrics } = startWorker([schedule]);
+    const { jobId, lease } = await enqueueTick(scheduler, connection, schedule);
+    const job = await settledJob(connection, 'q-ok', jobId);
+    expect(await job.getState()).toBe('completed');
+    const [fence, attempt] = (lines('ok.txt')[0] ?? '').split(' ');
+    expect(job.returnvalue).toMatchObject({ outcome: 'succeeded', fence: Number(fence) });
+    expect(Number(fence)).toBeGreaterThan(lease.fence);
+    expect(attempt).toBe('1');
+    const [done] = outcomes(records, jobId);
+    expect(done).toMatchObject({ worker: 'test-worker', schedule: 'team-a/ok', tick: new Date((job.data as TickJobData).tickMs).toISOString(), jobId, fence: Number(fence), attempt: 1, outcome: 'succeeded', exitCode: 0 });
+    expect(typeof done?.['durationMs']).toBe('number');
+    // the payload only at debug
+    expect(records.filter((r) => 'payload' in r).every((r) => r['level'] === 20)).toBe(true);
+    expect(await leaseIsFree(lease.resource)).toBe(true);
+    const text = await metrics.registry.metrics();
+    expect(text).toMatch(/tickwarden_worker_runs_total\{outcome="succeeded"\} 1/);
+    expect(text).toMatch(/tickwarden_worker_run_duration_seconds_count\{outcome="succeeded"\} 1/);
+    expect(text).toMatch(/tickwarden_worker_active_runs 0/);
+  });
+
+  it('the majority of lock nodes paused during a run: the handler is aborted before the validity ends, the job fails as lease lost and is not retried', async () => {
+    const schedule = scheduleFixture('team-a/lost', recording('lost.txt', 'setInterval(() => {}, 1000)'), { queue: 'q-lost', attempts: 3, leaseTtlMs: 1000 });
+    const { records, events, metrics } = startWorker([schedule]);
+    const { jobId } = await enqueueTick(scheduler, connection, schedule);
+    await waitUntil(() => records.some((r) => r['msg'] === 'run started' && r['jobId'] === jobId), 'the run to start');
+    await sleep(200);
+    const paused = [0, 1, 2].map((i) => locks.node(i));
+    await Promise.all(paused.map((node) => node.pause()));
+    let job: Job;
+    try {
+      job = await settledJob(connection, 'q-lost', jobId);
+    } finally {
+      await Promise.all(paused.map((node) => node.resume()));
+    }
+    expect(await job.getState()).toBe('failed');
+    expect(job.attemptsMade).toBe(1);
+    expect(job.failedReason).toMatch(/^lease lost: /);
+    expect(events.aborted).toHaveLength(1);
+    expect(events.aborted[0]?.validityLeftMs).toBeGreaterThan(0);
+    expect(outcomes(records, jobId).map((r) => r['outcome'])).toEqual(['aborted-lease-lost']);
+    const pid = Number((lines('lost.txt')[0] ?? '').split(' ')[3]);
+    expect(groupAlive(pid)).toBe(false);
+    await sleep(500); // no retry shows up
+    expect(lines('lost.txt')).toHaveLength(1);
+    const text = await metrics.registry.metrics();
+    expect(text).toMatch(/tickwarden_worker_runs_total\{outcome="aborted-lease-lost"\} 1/);
+    expect(text).toMatch(/tickwarden_worker_lease_abort_validity_left_seconds_count 1/);
+  });
+
+  it('a lock node restarted empty during a long run: the run continues (the key is re-established) and succeeds', async () => {
+    const schedule = scheduleFixture('team-a/restart', nodeCommand('setTimeout(() => {}, 2500)'), { queue: 'q-restart', leaseTtlMs: 1000 });
+    const { records, events } = startWorker([schedule]);
+    const { jobId } = await enqueueTick(scheduler, connection, schedule);
+    await waitUntil(() => records.some((r) => r['msg'] === 'run started' && r['jobId'] === jobId), 'the run to start');
+    const key = resourceKeys('tickwarden', leaseResource(schedule.id, 'skip', 0)).lock;
+    const holds = async (index: number) => {
+      const client = new Redis(locks.node(index).url, { maxRetriesPerRequest: 0, lazyConnect: true });
+      try {
+        await client.connect();
+        return (await client.get(key)) !== null;
+      } finally {
+        client.disconnect();
+      }
+    };
+    await sleep(300);
+    for (const index of [3, 4]) {
+      await locks.node(index).restart({ keepData: false });
+      // the next extensions put the key back on the restarted node
+      await waitUntil(() => holds(index), `node ${index} to hold the lease again`, { timeoutMs: 1500, intervalMs: 50 });
+    }
+    const job = await settledJob(connection, 'q-restart', jobId);
+    expect(await job.getState()).toBe('completed');
+    expect(job.returnvalue).toMatchObject({ outcome: 'succeeded' });
+    expect(events.aborted).toHaveLength(0);
+  });
+
+  it('maxRuntime: each attempt is aborted as timed out and retried per attempts; the fences of successive attempts strictly increase', async () => {
+    const schedule = scheduleFixture('team-a/slow', recording('slow.txt', 'setInterval(() => {}, 1000)'), {
+      queue: 'q-slow',
+      attempts: 3,
+      backoff: { type: 'fixed', delayMs: 100 },
+      maxRuntimeMs: 400,
+    });
+    const { records } = startWorker([schedule]);
+    const { jobId, lease } = await enqueueTick(scheduler, connection, schedule);
+    const job = await settledJob(connection, 'q-slow', jobId);
+    expect(await job.getState()).toBe('failed');
+    expect(job.attemptsMade).toBe(3);
+    expect(job.failedReason).toBe('timed out after 400 ms (maxRuntime)');
+    expect(outcomes(records, jobId).map((r) => r['outcome'])).toEqual(['aborted-timeout', 'aborted-timeout', 'aborted-timeout']);
+    const runs = lines('slow.txt').map((line) => line.split(' ').map(Number));
+    expect(runs.map(([, attempt]) => attempt)).toEqual([1, 2, 3]);
+    const fences = [lease.fence, ...runs.map(([fence]) => fence as number)];
+    for (let i = 1; i < fences.length; i++) expect(fences[i]).toBeGreaterThan(fences[i - 1] as number);
+    for (const [, , , pid] of runs) expect(groupAlive(pid as number)).toBe(false);
+    expect(await leaseIsFree(lease.resource)).toBe(true);
+  });
+
+  it('a failed attempt is retried after its backoff and the retry can succeed', async () => {
+    const schedule = scheduleFixture('team-a/flaky', recording('flaky.txt', 'process.exit(process.env.TICKWARDEN_ATTEMPT === "1" ? 1 : 0)'), {
+      queue: 'q-flaky',
+      attempts: 2,
+      backoff: { type: 'fixed', delayMs: 200 },
+    });
+    const { records } = startWorker([schedule]);
+    const { jobId } = await enqueueTick(scheduler, connection, schedule);
+    const job = await settledJob(connection, 'q-flaky', jobId);
+    expect(await job.getState()).toBe('completed');
+    expect(outcomes(records, jobId).map((r) => [r['outcome'], r['attempt']])).toEqual([
+      ['failed', 1],
+      ['succeeded', 2],
+    ]);
+    const [first, second] = lines('flaky.txt').map((line) => line.split(' ').map(Number));
+    expect(second?.[0]).toBeGreaterThan(first?.[0] as number);
+    expect((second?.[2] as number) - (first?.[2] as number)).toBeGreaterThanOrEqual(200);
+  });
+
+  it('overlap skip seen from the worker: a second job of the schedule starting while the first runs is skipped', async () => {
+    const schedule = scheduleFixture('team-a/overlap', recording('overlap.txt', 'setTimeout(() => {}, 2000)'), { queue: 'q-overlap', leaseTtlMs: 1000 });
+    // Both ticks were won while the schedule was free; their jobs waited in the queue past the lease TTL (no worker yet).
+    const first = await enqueueTick(scheduler, connection, schedule);
+    await sleep(1100);
+    const second = await enqueueTick(scheduler, connection, schedule, { tickMs: first.data.tickMs + 1000, delayMs: 2500 });
+    await sleep(1100);
+    const { records } = startWorker([schedule], { concurrency: 2 });
+    const [a, b] = await Promise.all([settledJob(connection, 'q-overlap', first.jobId), settledJob(connection, 'q-overlap', second.jobId)]);
+    expect(a.returnvalue).toMatchObject({ outcome: 'succeeded' });
+    expect(b.returnvalue).toEqual({ outcome: 'skipped-overlap' });
+    expect(await b.getState()).toBe('completed');
+    expect(lines('overlap.txt')).toHaveLength(1);
+    const skipped = outcomes(records, second.jobId)[0];
+    expect(skipped).toMatchObject({ outcome: 'skipped-overlap', schedule: 'team-a/overlap' });
+    // it was skipped while the first ran
+    expect(Number(skipped?.['time'])).toBeLessThan(Number(outcomes(records, first.jobId)[0]?.['time']));
+  });
+
+  it('a job started after its start deadline does not run (missed-deadline) and frees the schedule', async () => {
+    const schedule = scheduleFixture('team-a/late', recording('late.txt', ''), { queue: 'q-late', startDeadlineMs: 1000 });
+    const { records } = startWorker([schedule]);
+    const tickMs = Date.now() - 5000;
+    const { jobId, lease } = await enqueueTick(scheduler, connection, schedule, { tickMs, dueMs: tickMs });
+    const job = await settledJob(connection, 'q-late', jobId);
+    expect(job.returnvalue).toEqual({ outcome: 'missed-deadline' });
+    expect(outcomes(records, jobId)[0]).toMatchObject({ outcome: 'missed-deadline', startDeadlineMs: 1000 });
+    expect(lines('late.txt')).toHaveLength(0);
+    expect(await leaseIsFree(lease.resource)).toBe(true);
+  });
+
+  it('a job of a schedule missing from the config, or with invalid data, fails without retry', async () => {
+    const known = scheduleFixture('team-a/known', nodeCommand(''), { queue: 'q-bad' });
+    const { records } = startWorker([known]);
+    const unknown = scheduleFixture('team-a/unknown', nodeCommand(''), { queue: 'q-bad', attempts: 3 });
+    const { jobId, lease } = await enqueueTick(scheduler, connection, unknown);
+    const job = await settledJob(connection, 'q-bad', jobId);
+    expect(await job.getState()).toBe('failed');
+    expect(job.attemptsMade).toBe(1);
+    expect(job.failedReason).toBe('schedule "team-a/unknown" is not in this worker\'s configuration');
+    expect(await leaseIsFree(lease.resource)).toBe(true);
+
+    const queue = new Queue(queueName('q-bad'), { connection });
+    await queue.add('garbage', { version: 1, schedule: 'NOT VALID' }, { jobId: 'garbage-1', attempts: 3 });
+    await queue.close();
+    const bad = await settledJob(connection, 'q-bad', 'garbage-1');
+    expect(await bad.getState()).toBe('failed');
+    expect(bad.attemptsMade).toBe(1);
+    expect(bad.failedReason).toMatch(/^invalid tick job data: /);
+    expect(outcomes(records, 'garbage-1')[0]).toMatchObject({ outcome: 'failed' });
+  });
+
+  describe('a later start (retry or stalled re-run) never takes over a possibly-alive previous attempt', () => {
+    const schedule = scheduleFixture('team-a/rerun', recording('rerun.txt', ''), { queue: 'q-rerun', leaseTtlMs: 1000 });
+    function runner() {
+      const { logger, records } = captureLogger();
+      const redlock = new Redlock(locks.urls);
+      redlocks.push(redlock);
+      return { runner: new JobRunner({ redlock, logger, schedule: (id) => (id === schedule.id ? schedule : undefined) }), records };
+    }
+    const laterStart = (data: TickJobData) => ({ id: `${data.schedule}@${data.tickMs}`, data, attemptsStarted: 1, stalledCounter: 1 }) as unknown as Job;
+    const jobData = (tickMs: number, lease: { resource: string; value: string; fence: number; ttlMs: number }): TickJobData => ({
+      version: 1,
+      schedule: schedule.id,
+      tickMs,
+      dueMs: tickMs,
+      payload: null,
+      overlap: 'skip',
+      lease,
+      startDeadlineMs: null,
+      maxRuntimeMs: null,
+      enqueuedBy: 'test',
+      enqueuedAtMs: tickMs,
+    });
+
+    it('waits for the previous lease to lapse, then runs with a fresh value and a greater fence', async () => {
+      const { runner: r } = runner();
+      const resource = leaseResource(schedule.id, 'skip', 1);
+      // The previous attempt's worker died holding the lease (never extended, never released).
+      const previous = await scheduler.acquire(resource, 1000, { retryCount: 0 });
+      const from = Date.now();
+      const result = await r.processJob(laterStart(jobData(Date.now(), { resource, value: previous.value, fence: previous.fence, ttlMs: 1000 })), undefined, undefined);
+      expect(result.outcome).toBe('succeeded');
+      expect(result.fence).toBeGreaterThan(previous.fence);
+      const [, , startedAt] = (lines('rerun.txt').at(-1) ?? '').split(' ').map(Number);
+      expect((startedAt as number) - from).toBeGreaterThanOrEqual(900);
+    });
+
+    it('skips when the previous holder is still alive (it keeps extending) after the TTL plus a second', async () => {
+      const { runner: r } = runner();
+      const resource = leaseResource(schedule.id, 'skip', 2);
+      const before = lines('rerun.txt').length;
+      let value = '';
+      let fence = 0;
+      const alive = scheduler.using(resource, 1000, async (_signal, lease) => {
+        value = lease.value;
+        fence = lease.fence;
+        await sleep(3500);
+      }, { nodeTimeoutMs: 100 });
+      await waitUntil(() => value !== '', 'the holder');
+      const from = performance.now();
+      const result = await r.processJob(laterStart(jobData(Date.now(), { resource, value, fence, ttlMs: 1000 })), undefined, undefined);
+      expect(result.outcome).toBe('skipped-overlap');
+      expect(performance.now() - from).toBeGreaterThanOrEqual(2000);
+      expect(lines('rerun.txt')).toHaveLength(before);
+      await alive;
+    });
+  });
+});
