@@ -1,7 +1,7 @@
 // The scheduler process: reads its environment and config, then runs one replica until SIGTERM.
 import { parseSchedulerEnv, redactUrl } from '@tickwarden/config';
 import { Redlock } from '@tickwarden/redlock';
-import { startHttpServer, startLiveConfig } from '@tickwarden/runtime';
+import { runMain, startHttpServer, startLiveConfig, untilStopSignal } from '@tickwarden/runtime';
 import { Redis } from 'ioredis';
 import { pino } from 'pino';
 import { SchedulerMetrics } from './metrics.ts';
@@ -54,10 +54,7 @@ async function main(): Promise<number> {
   });
   logger.info({ port: httpPort }, 'http listening');
 
-  await new Promise<void>((resolve) => {
-    process.once('SIGTERM', () => resolve());
-    process.once('SIGINT', () => resolve());
-  });
+  await untilStopSignal();
   logger.info('stopping: no new ticks; finishing in-flight enqueues');
   const forced = setTimeout(() => {
     logger.error('drain timed out: exiting');
@@ -73,12 +70,4 @@ async function main(): Promise<number> {
   return 0;
 }
 
-main().then(
-  (code) => {
-    process.exitCode = code;
-  },
-  (error: unknown) => {
-    process.stderr.write(`scheduler failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
-    process.exitCode = 1;
-  },
-);
+runMain('scheduler', main);

@@ -90,7 +90,7 @@ export class JobRunner {
     const tick = new Date(data.tickMs).toISOString();
     const firstStart = job.attemptsStarted <= 1 && job.stalledCounter === 0;
     const jobLog = logger.child({ schedule: data.schedule, tick, jobId, attempt });
-    const scheduledLease = this.#scheduledLease(data);
+    const scheduledLease = data.lease;
 
     const now = (this.#options.now ?? Date.now)();
     if (firstStart && data.startDeadlineMs !== null && now - data.dueMs > data.startDeadlineMs) {
@@ -181,11 +181,6 @@ export class JobRunner {
     }
     this.#record('succeeded', data, job, runLog, started, { ...details }, 'run succeeded');
     return { outcome: 'succeeded', fence: lease.fence, details: details ?? {} };
-  }
-
-  /** The scheduler's grant, as a lease to release by value (only resource and value are used). */
-  #scheduledLease(data: TickJobData): Lease {
-    return { resource: data.lease.resource, value: data.lease.value, fence: data.lease.fence, ttlMs: data.lease.ttlMs, validUntil: 0, claim: undefined };
   }
 
   /**

@@ -1,35 +1,22 @@
 // The worker process: reads its environment and config, then runs tick jobs until SIGTERM.
 import { hostname } from 'node:os';
-import { formatDuration, parseDuration, parseWorkerEnv, redactUrl, type EnvError } from '@tickwarden/config';
+import { formatDuration, parseWorkerEnv, redactUrl } from '@tickwarden/config';
 import { Redlock } from '@tickwarden/redlock';
-import { startHttpServer, startLiveConfig } from '@tickwarden/runtime';
+import { runMain, startHttpServer, startLiveConfig, untilStopSignal } from '@tickwarden/runtime';
 import { pino } from 'pino';
 import { WorkerMetrics } from './metrics.ts';
 import { WorkerService } from './worker-service.ts';
 
-/** Default of `TICKWARDEN_SHUTDOWN_GRACE`: how long running jobs may finish after SIGTERM (inside Kubernetes' default 30 s). */
-const DEFAULT_SHUTDOWN_GRACE_MS = 20_000;
 /** After the grace, aborted handlers get their kill grace plus this before the process exits anyway. */
 const EXIT_SLACK_MS = 5_000;
 
-function parseGrace(text: string | undefined): { ok: true; value: number } | { ok: false; error: EnvError } {
-  const trimmed = text?.trim();
-  if (trimmed === undefined || trimmed === '') return { ok: true, value: DEFAULT_SHUTDOWN_GRACE_MS };
-  const value = parseDuration(trimmed);
-  if (value === undefined) return { ok: false, error: { variable: 'TICKWARDEN_SHUTDOWN_GRACE', message: `expected a duration such as 20s or 1m30s, got ${JSON.stringify(trimmed)}` } };
-  return { ok: true, value };
-}
-
 async function main(): Promise<number> {
   const env = parseWorkerEnv(process.env);
-  const grace = parseGrace(process.env['TICKWARDEN_SHUTDOWN_GRACE']);
-  if (!env.ok || !grace.ok) {
-    const errors = [...(env.ok ? [] : env.errors), ...(grace.ok ? [] : [grace.error])];
-    for (const error of errors) process.stderr.write(`${error.variable}: ${error.message}\n`);
+  if (!env.ok) {
+    for (const error of env.errors) process.stderr.write(`${error.variable}: ${error.message}\n`);
     return 2;
   }
-  const graceMs = grace.value;
-  const { configPath, lockNodes, lockQuorum, queueRedis, httpPort, logLevel, concurrency, queues } = env.value;
+  const { configPath, lockNodes, lockQuorum, queueRedis, httpPort, logLevel, concurrency, queues, shutdownGraceMs: graceMs } = env.value;
   const workerId = `${hostname()}-${process.pid}`;
   const logger = pino({ level: logLevel, base: { worker: workerId } });
   const metrics = new WorkerMetrics();
@@ -63,10 +50,7 @@ async function main(): Promise<number> {
   });
   logger.info({ port: httpPort }, 'http listening');
 
-  await new Promise<void>((resolve) => {
-    process.once('SIGTERM', () => resolve());
-    process.once('SIGINT', () => resolve());
-  });
+  await untilStopSignal();
   const killGraceMs = Math.max(0, ...running.config.schedules.map((schedule) => ('killGraceMs' in schedule.handler ? schedule.handler.killGraceMs : 0)));
   const forced = setTimeout(() => {
     logger.error('shutdown timed out: exiting');
@@ -81,12 +65,4 @@ async function main(): Promise<number> {
   return 0;
 }
 
-main().then(
-  (code) => {
-    process.exitCode = code;
-  },
-  (error: unknown) => {
-    process.stderr.write(`worker failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
-    process.exitCode = 1;
-  },
-);
+runMain('worker', main);

@@ -1,4 +1,5 @@
 import { hostname } from 'node:os';
+import { parseDuration } from './duration.ts';
 import { redactUrl } from './redact.ts';
 import { QUEUE_PATTERN } from './schema.ts';
 
@@ -38,6 +39,8 @@ export interface WorkerEnv extends CommonEnv {
   concurrency: number;
   /** `TICKWARDEN_QUEUES`: the queues to consume; `undefined` means every queue of the configuration. */
   queues: string[] | undefined;
+  /** `TICKWARDEN_SHUTDOWN_GRACE`: how long running jobs may finish after SIGTERM, ms; default 20 s (inside Kubernetes' 30 s). */
+  shutdownGraceMs: number;
 }
 
 type Env = Readonly<Record<string, string | undefined>>;
@@ -65,7 +68,10 @@ export function parseWorkerEnv(env: Env): EnvResult<WorkerEnv> {
   const common = readCommon(reader, 8081);
   const concurrency = reader.integer('TICKWARDEN_WORKER_CONCURRENCY', 10, 1, Number.MAX_SAFE_INTEGER, 'an integer of at least 1');
   const queues = readQueues(reader);
-  return reader.result(() => ({ ...common(), concurrency, queues }));
+  const graceText = reader.get('TICKWARDEN_SHUTDOWN_GRACE');
+  const shutdownGraceMs = graceText === undefined ? 20_000 : parseDuration(graceText);
+  if (shutdownGraceMs === undefined) reader.fail('TICKWARDEN_SHUTDOWN_GRACE', `expected a duration such as 20s or 1m30s, got ${quote(graceText ?? '')}`);
+  return reader.result(() => ({ ...common(), concurrency, queues, shutdownGraceMs: shutdownGraceMs ?? 20_000 }));
 }
 
 function readCommon(reader: EnvReader, defaultPort: number): () => CommonEnv {

@@ -158,7 +158,14 @@ describe('parseWorkerEnv', () => {
       logLevel: 'info',
       concurrency: 10,
       queues: undefined,
+      shutdownGraceMs: 20_000,
     });
+  });
+
+  it('reads the shutdown grace as a duration and rejects a malformed one with the others', () => {
+    expect(valueOf(parseWorkerEnv({ ...base, TICKWARDEN_SHUTDOWN_GRACE: '1m30s' })).shutdownGraceMs).toBe(90_000);
+    const errors = errorsOf(parseWorkerEnv({ ...base, TICKWARDEN_SHUTDOWN_GRACE: 'soon', TICKWARDEN_WORKER_CONCURRENCY: '0' }));
+    expect(errors.map((e) => e.variable).sort()).toEqual(['TICKWARDEN_SHUTDOWN_GRACE', 'TICKWARDEN_WORKER_CONCURRENCY']);
   });
 
   it('reads the concurrency and the queues (deduplicated)', () => {

@@ -294,12 +294,13 @@ export class Redlock extends EventEmitter<RedlockEvents> {
   }
 
   /** Releases a lease: one best-effort compare-and-delete on every node, in parallel. Never throws, never retries. */
-  async release(lease: Lease, overrides: Partial<CallSettings> = {}): Promise<ReleaseResult> {
+  async release(lease: Pick<Lease, 'resource' | 'value'>, overrides: Partial<CallSettings> = {}): Promise<ReleaseResult> {
     const [result] = await this.releaseBatch([lease], overrides);
     return result as ReleaseResult;
   }
 
-  releaseBatch(leases: readonly Lease[], overrides: Partial<CallSettings> = {}): Promise<ReleaseResult[]> {
+  /** Releases leases by resource and value (a lease known only from a job's data is enough). */
+  releaseBatch(leases: readonly Pick<Lease, 'resource' | 'value'>[], overrides: Partial<CallSettings> = {}): Promise<ReleaseResult[]> {
     const s = this.#callSettings(overrides);
     if (leases.length > s.maxBatchSize) return this.#inChunks(leases, s.maxBatchSize, (chunk) => this.releaseBatch(chunk, overrides));
     return this.#releaseValues(leases, false, s);
