@@ -1,5 +1,5 @@
 import { leaseResource, tickClaim, tickJobId } from '@tickwarden/contracts';
-import { ClaimAlreadyGrantedError, LockTakenError, systemClock, type Clock, type Lease, type Redlock, type RedlockError } from '@tickwarden/redlock';
+import { ClaimAlreadyGrantedError, LockTakenError, RedlockError, systemClock, type Clock, type Lease, type Redlock } from '@tickwarden/redlock';
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import { ControlState } from './control.ts';
@@ -231,6 +231,7 @@ export class Scheduler {
             const { tick, schedule } = entries[i] as (typeof entries)[number];
             if (result.ok) return this.#enqueue(schedule, tick, result.lease);
             const outcome = this.#lostOutcome(result.error);
+            if (outcome === 'skipped-overlap' && schedule.overlap === 'cancel-previous') return this.#cancelPrevious(schedule, tick);
             this.#record(outcome, schedule, tick.tickMs, this.#wallNow() - tick.tickMs, result.error);
             if (outcome === 'lost-race') {
               const now = this.#wallNow();
@@ -243,6 +244,28 @@ export class Scheduler {
       }),
     );
     if (this.#running) this.#arm();
+  }
+
+  /**
+   * overlap cancel-previous: revoke the running run's lease (its watchdog aborts
+   * it at its next extension), win the tick's claim, and enqueue the new run due
+   * one lease TTL later - the revoked lease can stay valid that long after its
+   * last extension, and two runs never overlap.
+   */
+  async #cancelPrevious(schedule: Schedule, tick: PendingTick): Promise<void> {
+    const { redlock, logger } = this.#options;
+    const resource = leaseResource(schedule.id, schedule.overlap, tick.tickMs);
+    const claim = tickClaim(tick.tickMs);
+    try {
+      await redlock.revoke(resource, { claim });
+      const lease = await redlock.acquire(resource, schedule.leaseTtlMs, { ...CONTEST, claim });
+      logger.info({ replica: this.#options.replicaId, schedule: schedule.id, tick: new Date(tick.tickMs).toISOString() }, 'previous run revoked (cancel-previous)');
+      const dueMs = Math.max(tick.dueMs, this.#wallNow() + schedule.leaseTtlMs);
+      await this.#enqueue(schedule, { ...tick, dueMs }, lease);
+    } catch (error) {
+      const outcome = error instanceof RedlockError ? this.#lostOutcome(error) : 'lock-unavailable';
+      this.#record(outcome, schedule, tick.tickMs, this.#wallNow() - tick.tickMs, error as Error);
+    }
   }
 
   #lostOutcome(error: RedlockError): TickOutcome {

@@ -1,5 +1,5 @@
 import { startRedisNodes, type RedisNodes } from '@tickwarden/testkit';
-import { Redlock, systemClock, type Clock } from '@tickwarden/redlock';
+import { LeaseLostError, Redlock, systemClock, type Clock } from '@tickwarden/redlock';
 import { leaseResource, tickClaim, tickJobId } from '@tickwarden/contracts';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
@@ -138,5 +138,29 @@ describe('replicated schedulers', () => {
     expect(forTick.filter((o) => o.outcome === 'recovered')).toHaveLength(1);
     const job = await new Queue('tickwarden-default', { connection: new Redis(queueRedis.urls[0] ?? '', { maxRetriesPerRequest: null }) }).getJob(tickJobId(schedule.id, tick));
     expect(job?.data.tickMs).toBe(tick);
+  });
+
+  it('overlap cancel-previous: the running run is revoked (its watchdog aborts it) and the tick runs one lease TTL later', async () => {
+    const schedule = scheduleFixture({ id: 'team-f/cancel', cron: '* * * * * *', overlap: 'cancel-previous', leaseTtlMs: 1500 });
+    // A run of the schedule that would go on for a long time, under its lease's watchdog.
+    const running = new Redlock(locks.urls, { abortMarginMs: 100 });
+    const runStarted = Date.now();
+    const abort = running.using(leaseResource(schedule.id, 'cancel-previous', 0), 1500, (signal) => new Promise<unknown>((resolve) => signal.addEventListener('abort', () => resolve(signal.reason), { once: true })));
+    const replicas = [startReplica('x0', [schedule]), startReplica('x1', [schedule])];
+    const reason = await abort;
+    const abortedAt = Date.now();
+    await sleep(1200);
+    await Promise.all(replicas.map(stopReplica));
+    await running.close();
+    expect(reason).toBeInstanceOf(LeaseLostError);
+    expect(abortedAt - runStarted).toBeLessThan(3000);
+    const enqueued = outcomes.filter((o) => o.schedule === schedule.id && o.outcome === 'enqueued' && o.tickMs >= runStarted);
+    expect(enqueued.length).toBeGreaterThan(0);
+    const first = enqueued[0] as (typeof enqueued)[number];
+    expect(enqueued.filter((o) => o.tickMs === first.tickMs)).toHaveLength(1);
+    const connection = new Redis(queueRedis.urls[0] ?? '', { maxRetriesPerRequest: null });
+    const job = await new Queue('tickwarden-default', { connection }).getJob(tickJobId(schedule.id, first.tickMs));
+    expect((job?.data.dueMs ?? 0) - first.tickMs).toBeGreaterThanOrEqual(1400);
+    connection.disconnect();
   });
 });

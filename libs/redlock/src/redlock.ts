@@ -7,6 +7,7 @@ import {
   LeaseLostError,
   LockTakenError,
   QuorumUnavailableError,
+  InvalidSettingsError,
   type NodeCause,
   type RedlockError,
 } from './errors.ts';
@@ -15,7 +16,7 @@ import type { AcquireRequest, BatchResult, Lease, ReleaseResult } from './lease.
 import { LeaseWatchdog } from './lease-watchdog.ts';
 import { IoredisLockNode, type LockNode } from './lock-node.ts';
 import { causesExcept, countVotes, runRound, type NodeReply } from './node-calls.ts';
-import { decodeAcquire, decodeExtend, decodeRelease, scripts, type ReleaseVote } from './scripts.ts';
+import { decodeAcquire, decodeExtend, decodeRelease, decodeRevoke, scripts, type ReleaseVote } from './scripts.ts';
 import { checkTtl, driftMs, resolveSettings, validateCallSettings, type CallSettings, type RedlockSettings } from './settings.ts';
 
 /** A node as the constructor accepts it: a client, a URL, or a custom {@link LockNode}. */
@@ -32,7 +33,7 @@ export interface AcquireOptions extends Partial<CallSettings> {
 /** Hooks for logs and metrics: the library itself prints nothing. */
 export interface RedlockEvents {
   /** A node failed or timed out during an operation. */
-  nodeError: [{ node: string; operation: 'acquire' | 'extend' | 'release'; error: Error }];
+  nodeError: [{ node: string; operation: 'acquire' | 'extend' | 'release' | 'revoke'; error: Error }];
   acquired: [{ resource: string; fence: number; attempts: number; elapsedMs: number; validityMs: number }];
   extended: [{ resource: string; elapsedMs: number; validityMs: number; reestablishedOn: string[] }];
   extensionFailed: [{ resource: string; elapsedMs: number; error: RedlockError }];
@@ -85,7 +86,7 @@ export class Redlock extends EventEmitter<RedlockEvents> {
     return Math.max(this.settings.clock.wallMicros(), this.#fenceFloor + 1);
   }
 
-  #emitNodeErrors(replies: readonly NodeReply<unknown>[], operation: 'acquire' | 'extend' | 'release'): void {
+  #emitNodeErrors(replies: readonly NodeReply<unknown>[], operation: 'acquire' | 'extend' | 'release' | 'revoke'): void {
     if (this.listenerCount('nodeError') === 0) return;
     for (const r of replies) if (!r.ok) this.emit('nodeError', { node: r.node.id, operation, error: r.error });
   }
@@ -108,6 +109,8 @@ export class Redlock extends EventEmitter<RedlockEvents> {
     const { signal, ...overrides } = options;
     const s = this.#callSettings(overrides);
     if (requests.length > s.maxBatchSize) return this.#inChunks(requests, s.maxBatchSize, (chunk) => this.acquireBatch(chunk, ttlMs, options));
+    // The claim key without a claim id is the one `revoke` checks when it has none: it must never be written.
+    if (requests.some((r) => r.claim === '')) throw new InvalidSettingsError('claim', 'a claim id must not be empty');
     const contenders: Contender[] = requests.map((request) => ({
       request: { ...request, value: request.value ?? this.#newValue() },
       lastCauses: new Map(),
@@ -304,6 +307,34 @@ export class Redlock extends EventEmitter<RedlockEvents> {
     const s = this.#callSettings(overrides);
     if (leases.length > s.maxBatchSize) return this.#inChunks(leases, s.maxBatchSize, (chunk) => this.releaseBatch(chunk, overrides));
     return this.#releaseValues(leases, false, s);
+  }
+
+  /**
+   * Takes `resource` away from its holder, whoever it is (overlap cancel-previous):
+   * deletes the lock on every node and raises the fence above any granted token,
+   * so the holder can neither extend nor re-establish it - its watchdog aborts
+   * it at its next extension. Its validity may still run for up to one TTL from
+   * its last extension: a new holder must not start before that. With a
+   * `claim`, nodes where that claim is already granted are left alone (a late
+   * revoker must not take the claim winner's lease). Throws
+   * QuorumUnavailableError unless a quorum answered.
+   */
+  async revoke(resource: string, options: Partial<CallSettings> & { claim?: string | undefined } = {}): Promise<void> {
+    const { claim, ...overrides } = options;
+    const s = this.#callSettings(overrides);
+    const { clock, keyPrefix, quorum } = this.settings;
+    const k = resourceKeys(keyPrefix, resource, claim);
+    const replies = await runRound(this.nodes, clock, {
+      script: scripts.revoke,
+      keys: [k.lock, k.fence, k.claim],
+      args: [String(this.#nextProposal())],
+      timeoutMs: s.nodeTimeoutMs,
+      decode: (raw) => decodeRevoke(raw, 1),
+    });
+    this.#emitNodeErrors(replies, 'revoke');
+    if (replies.filter((r) => r.ok).length < quorum) {
+      throw new QuorumUnavailableError(resource, 'revoke', causesExcept(replies, 0, ['revoked', 'free', 'claimed']) as Map<string, NodeCause>, quorum);
+    }
   }
 
   /** Runs `call` on chunks of at most `size` items in parallel; results in input order. */

@@ -17,16 +17,19 @@ export const scripts = Object.freeze({
   acquire: load('acquire'),
   extend: load('extend'),
   release: load('release'),
+  revoke: load('revoke'),
 });
 
 /** A node's answer for one resource, decoded from the scripts' integer codes (the one place they are mapped). */
 export type AcquireVote = 'acquired' | 'taken' | 'claimed' | 'stale' | 'queued';
 export type ExtendVote = 'extended' | 'reestablished' | 'taken' | 'gone';
 export type ReleaseVote = 'released' | 'not-held';
+export type RevokeVote = 'revoked' | 'free' | 'claimed';
 
 const ACQUIRE_CODES: Readonly<Record<number, AcquireVote>> = { 1: 'acquired', 0: 'taken', [-1]: 'claimed', [-2]: 'stale', [-4]: 'queued' };
 const EXTEND_CODES: Readonly<Record<number, ExtendVote>> = { 1: 'extended', 2: 'reestablished', 0: 'taken', [-3]: 'gone' };
 const RELEASE_CODES: Readonly<Record<number, ReleaseVote>> = { 1: 'released', 0: 'not-held' };
+const REVOKE_CODES: Readonly<Record<number, RevokeVote>> = { 1: 'revoked', 0: 'free', 2: 'claimed' };
 
 function decode<T>(table: Readonly<Record<number, T>>, code: unknown, script: string): T {
   const vote = table[Number(code)];
@@ -51,4 +54,8 @@ export function decodeExtend(reply: unknown, count: number): ExtendVote[] {
 
 export function decodeRelease(reply: unknown, count: number): ReleaseVote[] {
   return Array.from({ length: count }, (_, i) => decode(RELEASE_CODES, (reply as unknown[])[i], 'release'));
+}
+
+export function decodeRevoke(reply: unknown, count: number): RevokeVote[] {
+  return Array.from({ length: count }, (_, i) => decode(REVOKE_CODES, (reply as unknown[])[i], 'revoke'));
 }

@@ -88,3 +88,36 @@ describe.each([3, 5])('extend with %i nodes', (count) => {
     await redlock.release(lease);
   });
 });
+
+describe('revoke', () => {
+  const cluster = useNodes(3);
+
+  it('takes a lease away: the holder watchdog aborts as lease lost, and the next grant has a greater fence', async () => {
+    const holder = redlockOn(cluster.nodes.urls, { abortMarginMs: 50 });
+    // A clock far ahead: its token is above anything the revoker would propose from its own clock.
+    const ahead = Object.assign(new TestClock(), { wallOffsetMicros: 3_600_000_000 });
+    const aheadHolder = redlockOn(cluster.nodes.urls, { clock: ahead, abortMarginMs: 50 });
+    for (const [name, redlock] of [['revoked', holder], ['revoked-ahead', aheadHolder]] as const) {
+      const revoker = redlockOn(cluster.nodes.urls);
+      let fence = 0;
+      const reason = await redlock.using(name, 600, async (signal, lease) => {
+        fence = lease.fence;
+        await revoker.revoke(name);
+        return new Promise((resolve) => signal.addEventListener('abort', () => resolve(signal.reason), { once: true }));
+      });
+      expect(reason).toBeInstanceOf(LeaseLostError);
+      const next = await revoker.acquire(name, 1000);
+      expect(next.fence).toBeGreaterThan(fence);
+      await revoker.release(next);
+    }
+  });
+
+  it('a revocation for a claim leaves the lease of that claim\'s winner alone', async () => {
+    const winner = redlockOn(cluster.nodes.urls);
+    const lease = await winner.acquire('claimed-revoke', 5000, { claim: 'tick-1' });
+    await redlockOn(cluster.nodes.urls).revoke('claimed-revoke', { claim: 'tick-1' });
+    await expect(winner.extend(lease)).resolves.toMatchObject({ value: lease.value });
+    await redlockOn(cluster.nodes.urls).revoke('claimed-revoke', { claim: 'tick-2' });
+    await expect(winner.extend(lease)).rejects.toBeInstanceOf(LeaseLostError);
+  });
+});
