@@ -56,6 +56,17 @@ interface OrphanCheck {
 const CONTEST = Object.freeze({ retryCount: 4, retryDelayMs: 15, retryJitterMs: 30, yieldToWaiters: false });
 
 /**
+ * Per-node timeout of a tick contest: a tenth of the lease TTL (100 ms to 2 s),
+ * plus time for big batches, which a node runs one script after the other.
+ * A generous timeout costs little: the contest settles as soon as a quorum
+ * answered, so only a hung node is waited for; a too-short one turns a loaded
+ * node into a missed tick (`lock-unavailable`) and a retry that loads it more.
+ */
+export function contestNodeTimeoutMs(leaseTtlMs: number, batchSize: number): number {
+  return Math.min(Math.max(leaseTtlMs / 10, 100), 2000) + Math.ceil(batchSize / 20);
+}
+
+/**
  * One scheduler replica: evaluates every schedule, and for each due tick
  * contests its lease (claim-once on the tick) with the other replicas; the
  * winner enqueues the tick's job into BullMQ.
@@ -170,7 +181,7 @@ export class Scheduler {
         if (!missing[i]) return;
         const { schedule, tick, jobId } = check;
         try {
-          const lease = await redlock.acquire(leaseResource(schedule.id, schedule.overlap, tick.tickMs), schedule.leaseTtlMs, CONTEST);
+          const lease = await redlock.acquire(leaseResource(schedule.id, schedule.overlap, tick.tickMs), schedule.leaseTtlMs, { ...CONTEST, nodeTimeoutMs: contestNodeTimeoutMs(schedule.leaseTtlMs, 1) });
           await this.#enqueuer.enqueue(schedule, { tickMs: tick.tickMs, dueMs: tick.dueMs, jobId }, lease);
           this.#record('recovered', schedule, tick.tickMs, this.#wallNow() - tick.tickMs, undefined, { jobId, fence: lease.fence });
         } catch (error) {
@@ -224,8 +235,7 @@ export class Scheduler {
     await Promise.all(
       [...byTtl].map(async ([ttlMs, entries]) => {
         const requests = entries.map(({ tick, schedule }) => ({ resource: leaseResource(schedule.id, schedule.overlap, tick.tickMs), claim: tickClaim(tick.tickMs) }));
-        // A node runs the batch's scripts one after the other: give big batches time (10,000 ticks: 600 ms; leases last seconds).
-        const results = await redlock.acquireBatch(requests, ttlMs, { ...CONTEST, nodeTimeoutMs: 100 + Math.ceil(requests.length / 20) });
+        const results = await redlock.acquireBatch(requests, ttlMs, { ...CONTEST, nodeTimeoutMs: contestNodeTimeoutMs(ttlMs, requests.length) });
         await Promise.all(
           results.map((result, i) => {
             const { tick, schedule } = entries[i] as (typeof entries)[number];
@@ -257,8 +267,9 @@ export class Scheduler {
     const resource = leaseResource(schedule.id, schedule.overlap, tick.tickMs);
     const claim = tickClaim(tick.tickMs);
     try {
-      await redlock.revoke(resource, { claim });
-      const lease = await redlock.acquire(resource, schedule.leaseTtlMs, { ...CONTEST, claim });
+      const nodeTimeoutMs = contestNodeTimeoutMs(schedule.leaseTtlMs, 1);
+      await redlock.revoke(resource, { claim, nodeTimeoutMs });
+      const lease = await redlock.acquire(resource, schedule.leaseTtlMs, { ...CONTEST, claim, nodeTimeoutMs });
       logger.info({ replica: this.#options.replicaId, schedule: schedule.id, tick: new Date(tick.tickMs).toISOString() }, 'previous run revoked (cancel-previous)');
       const dueMs = Math.max(tick.dueMs, this.#wallNow() + schedule.leaseTtlMs);
       await this.#enqueue(schedule, { ...tick, dueMs }, lease);
