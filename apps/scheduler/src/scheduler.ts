@@ -236,10 +236,12 @@ export class Scheduler {
       [...byTtl].map(async ([ttlMs, entries]) => {
         const requests = entries.map(({ tick, schedule }) => ({ resource: leaseResource(schedule.id, schedule.overlap, tick.tickMs), claim: tickClaim(tick.tickMs) }));
         const results = await redlock.acquireBatch(requests, ttlMs, { ...CONTEST, nodeTimeoutMs: contestNodeTimeoutMs(ttlMs, requests.length) });
-        await Promise.all(
-          results.map((result, i) => {
+        const won = results.flatMap((result, i) => (result.ok ? [{ ...(entries[i] as (typeof entries)[number]), lease: result.lease }] : []));
+        await Promise.all([
+          this.#enqueueWon(won),
+          ...results.map((result, i) => {
             const { tick, schedule } = entries[i] as (typeof entries)[number];
-            if (result.ok) return this.#enqueue(schedule, tick, result.lease);
+            if (result.ok) return undefined;
             const outcome = this.#lostOutcome(result.error);
             if (outcome === 'skipped-overlap' && schedule.overlap === 'cancel-previous') return this.#cancelPrevious(schedule, tick);
             this.#record(outcome, schedule, tick.tickMs, this.#wallNow() - tick.tickMs, result.error);
@@ -250,10 +252,29 @@ export class Scheduler {
             }
             return undefined;
           }),
-        );
+        ]);
       }),
     );
     if (this.#running) this.#arm();
+  }
+
+  /** Enqueues the runs of won ticks in one bulk per queue; a tick that cannot be enqueued is lost, loudly. */
+  async #enqueueWon(won: { tick: PendingTick; schedule: Schedule; lease: Lease }[]): Promise<void> {
+    if (won.length === 0) return;
+    const runs = won.map(({ tick, schedule, lease }) => ({ schedule, lease, run: { tickMs: tick.tickMs, dueMs: tick.dueMs, jobId: tickJobId(schedule.id, tick.tickMs) } }));
+    const errors = await this.#enqueuer.enqueueMany(runs);
+    await Promise.all(
+      runs.map(async ({ schedule, lease, run }, i) => {
+        const error = errors[i];
+        if (!error) {
+          this.#record('enqueued', schedule, run.tickMs, this.#wallNow() - run.tickMs, undefined, { jobId: run.jobId, fence: lease.fence });
+          return;
+        }
+        // The claim stays granted (no other replica may fire this tick, but one will recover it if its job never shows up).
+        await this.#options.redlock.release(lease);
+        this.#record('enqueue-failed', schedule, run.tickMs, this.#wallNow() - run.tickMs, error, { jobId: run.jobId });
+      }),
+    );
   }
 
   /**

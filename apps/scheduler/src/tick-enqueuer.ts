@@ -24,11 +24,44 @@ export class TickEnqueuer {
     this.#replicaId = replicaId;
   }
 
-  /**
-   * Adds the run's job, retrying while the lease is surely valid (half its TTL).
-   * Adding an existing job id is a no-op in BullMQ, so a retry cannot duplicate the run.
-   */
+  /** Adds one run's job; throws when it could not be added while the lease was surely valid. */
   async enqueue(schedule: Schedule, run: RunRequest, lease: Lease): Promise<void> {
+    const [error] = await this.enqueueMany([{ schedule, run, lease }]);
+    if (error) throw error;
+  }
+
+  /**
+   * Adds the jobs of many won runs, one `addBulk` round trip per queue, retrying
+   * while every lease is surely valid (half the shortest TTL). Adding an existing
+   * job id is a no-op in BullMQ, so a retry cannot duplicate a run. Resolves with
+   * one entry per run: undefined when added, or the last error.
+   */
+  async enqueueMany(runs: readonly { schedule: Schedule; run: RunRequest; lease: Lease }[]): Promise<(Error | undefined)[]> {
+    const outcome = new Array<Error | undefined>(runs.length);
+    const byQueue = Map.groupBy(runs.map((entry, index) => ({ ...entry, index })), (entry) => entry.schedule.queue);
+    await Promise.all(
+      [...byQueue].map(async ([queue, entries]) => {
+        const jobs = entries.map(({ schedule, run, lease }) => this.#job(schedule, run, lease));
+        const giveUpAt = this.#clock.now() + Math.min(...entries.map((entry) => entry.lease.ttlMs)) / 2;
+        for (let attempt = 0; ; attempt++) {
+          try {
+            await this.#queue(queue).addBulk(jobs);
+            return;
+          } catch (error) {
+            const pause = Math.min(100 * 2 ** attempt, 2000);
+            if (this.#clock.now() + pause >= giveUpAt) {
+              for (const entry of entries) outcome[entry.index] = error as Error;
+              return;
+            }
+            await new Promise((resolve) => this.#clock.setTimeout(() => resolve(undefined), pause));
+          }
+        }
+      }),
+    );
+    return outcome;
+  }
+
+  #job(schedule: Schedule, run: RunRequest, lease: Lease) {
     const now = Math.floor(this.#clock.wallMicros() / 1000);
     const data: TickJobData = {
       version: 1,
@@ -43,7 +76,7 @@ export class TickEnqueuer {
       enqueuedBy: this.#replicaId,
       enqueuedAtMs: now,
     };
-    const options = {
+    const opts = {
       jobId: run.jobId,
       delay: Math.max(0, run.dueMs - now),
       attempts: schedule.attempts,
@@ -51,17 +84,7 @@ export class TickEnqueuer {
       removeOnComplete: { age: 86_400, count: 10_000 },
       removeOnFail: { age: 7 * 86_400 },
     };
-    const giveUpAt = this.#clock.now() + lease.ttlMs / 2;
-    for (let attempt = 0; ; attempt++) {
-      try {
-        await this.#queue(schedule.queue).add(schedule.id, data, options);
-        return;
-      } catch (error) {
-        const pause = Math.min(100 * 2 ** attempt, 2000);
-        if (this.#clock.now() + pause >= giveUpAt) throw error;
-        await new Promise((resolve) => this.#clock.setTimeout(() => resolve(undefined), pause));
-      }
-    }
+    return { name: schedule.id, data, opts };
   }
 
   /** For each run, whether its job is missing from its queue (one pipelined round trip). */

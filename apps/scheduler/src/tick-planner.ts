@@ -8,23 +8,34 @@ import type { Schedule } from './schedule.ts';
  * would take 800 MB with one each. Entries are few (distinct patterns) and
  * never change meaning, so the cache is never pruned.
  */
-const crons = new Map<string, Cron>();
+const crons = new Map<string, SharedCron>();
 
-function cronFor(pattern: string, timezone: string): Cron {
+/**
+ * A parsed pattern and its last answer: schedules sharing a pattern ask for
+ * the tick after the same instant one after the other, so one remembered
+ * answer saves the rest of them croner's search.
+ */
+interface SharedCron {
+  cron: Cron;
+  lastAfterMs: number;
+  lastNextMs: number | undefined;
+}
+
+function cronFor(pattern: string, timezone: string): SharedCron {
   const key = `${timezone} ${pattern}`;
-  let cron = crons.get(key);
-  if (!cron) {
+  let shared = crons.get(key);
+  if (!shared) {
     // croner mutates the options object it is given: always a fresh literal. Paused: it never starts a timer.
-    cron = new Cron(pattern, { timezone, paused: true });
-    crons.set(key, cron);
+    shared = { cron: new Cron(pattern, { timezone, paused: true }), lastAfterMs: Number.NaN, lastNextMs: undefined };
+    crons.set(key, shared);
   }
-  return cron;
+  return shared;
 }
 
 /** Schedule maths, apart from timers: croner as a pure calculator. Ticks are epoch milliseconds. */
 export class TickPlanner {
   readonly schedule: Schedule;
-  readonly #cron: Cron;
+  readonly #cron: SharedCron;
 
   constructor(schedule: Schedule) {
     this.schedule = schedule;
@@ -33,7 +44,12 @@ export class TickPlanner {
 
   /** The first tick strictly after `afterMs`, or undefined when the pattern has no more. */
   next(afterMs: number): number | undefined {
-    return this.#cron.nextRun(new Date(afterMs))?.getTime();
+    const shared = this.#cron;
+    if (shared.lastAfterMs !== afterMs) {
+      shared.lastNextMs = shared.cron.nextRun(new Date(afterMs))?.getTime();
+      shared.lastAfterMs = afterMs;
+    }
+    return shared.lastNextMs;
   }
 
   /** The latest tick at or before `atMs` within `windowMs`, or undefined. */

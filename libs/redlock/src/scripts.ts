@@ -9,7 +9,8 @@ export interface LuaScript {
 }
 
 function load(name: string): LuaScript {
-  const source = readFileSync(new URL(`./scripts/${name}.lua`, import.meta.url), 'utf8');
+  // From the package root, so the same path works from src/ (sources) and from dist/ (the build): the .lua files stay in src/.
+  const source = readFileSync(new URL(`../src/scripts/${name}.lua`, import.meta.url), 'utf8');
   return Object.freeze({ name, source, sha: createHash('sha1').update(source).digest('hex') });
 }
 
