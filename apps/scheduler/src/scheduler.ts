@@ -37,9 +37,11 @@ export interface SchedulerOptions {
 }
 
 /**
- * A replica that lost a tick's claim checks this long after the tick that the
- * winner's job exists; if not (the winner died between claim and enqueue), it
- * enqueues the job itself under a fresh lease. Job ids make the add idempotent.
+ * A replica that lost a tick's claim checks, this long after the tick (at least;
+ * half the lease TTL plus a second when that is longer: the winner's own enqueue
+ * retries that long), that the winner's job exists; if not (the winner died
+ * between claim and enqueue), it enqueues the job itself under a fresh lease.
+ * Job ids make the add idempotent.
  */
 export const ORPHAN_CHECK_DELAY_MS = 2000;
 
@@ -175,23 +177,27 @@ export class Scheduler {
   async #checkOrphans(checks: OrphanCheck[]): Promise<void> {
     const { redlock } = this.#options;
     const missing = await this.#enqueuer.missing(checks.map(({ schedule, jobId }) => ({ queue: schedule.queue, jobId })));
+    const orphans = checks.filter((_, i) => missing[i]);
     const retry: OrphanCheck[] = [];
-    await Promise.all(
-      checks.map(async (check, i) => {
-        if (!missing[i]) return;
-        const { schedule, tick, jobId } = check;
-        try {
-          const lease = await redlock.acquire(leaseResource(schedule.id, schedule.overlap, tick.tickMs), schedule.leaseTtlMs, { ...CONTEST, nodeTimeoutMs: contestNodeTimeoutMs(schedule.leaseTtlMs, 1) });
-          await this.#enqueuer.enqueue(schedule, { tickMs: tick.tickMs, dueMs: tick.dueMs, jobId }, lease);
-          this.#record('recovered', schedule, tick.tickMs, this.#wallNow() - tick.tickMs, undefined, { jobId, fence: lease.fence });
-        } catch (error) {
-          // The dead winner's lease may still block (overlap skip): try again until it must have expired.
-          if (this.#wallNow() < check.giveUpAtMs) retry.push({ ...check, checkAtMs: this.#wallNow() + 1000 });
-          // Still taken after the dead winner's lease expired: a later run holds the schedule (overlap skip).
-          else this.#record(error instanceof LockTakenError ? 'skipped-overlap' : 'missed', schedule, tick.tickMs, this.#wallNow() - tick.tickMs, error as Error, { jobId });
-        }
-      }),
-    );
+    // One batch per lease TTL, like a contest: an orphan wave must not become thousands of single calls.
+    for (const [ttlMs, group] of Map.groupBy(orphans, (check) => check.schedule.leaseTtlMs)) {
+      const requests = group.map(({ schedule, tick }) => ({ resource: leaseResource(schedule.id, schedule.overlap, tick.tickMs) }));
+      const results = await redlock.acquireBatch(requests, ttlMs, { ...CONTEST, nodeTimeoutMs: contestNodeTimeoutMs(ttlMs, requests.length) });
+      const won = results.flatMap((result, i) => (result.ok ? [{ ...(group[i] as OrphanCheck), lease: result.lease }] : []));
+      const errors = await this.#enqueuer.enqueueMany(won.map(({ schedule, tick, jobId, lease }) => ({ schedule, lease, run: { tickMs: tick.tickMs, dueMs: tick.dueMs, jobId } })));
+      won.forEach(({ schedule, tick, jobId, lease }, i) => {
+        if (errors[i]) retry.push({ ...(won[i] as OrphanCheck), checkAtMs: this.#wallNow() + 1000 });
+        else this.#record('recovered', schedule, tick.tickMs, this.#wallNow() - tick.tickMs, undefined, { jobId, fence: lease.fence });
+      });
+      results.forEach((result, i) => {
+        if (result.ok) return;
+        const check = group[i] as OrphanCheck;
+        // The dead winner's lease may still block: try again until it must have expired.
+        if (this.#wallNow() < check.giveUpAtMs) retry.push({ ...check, checkAtMs: this.#wallNow() + 1000 });
+        // Still taken after that: a later run holds the schedule (overlap skip).
+        else this.#record(result.error instanceof LockTakenError ? 'skipped-overlap' : 'missed', check.schedule, check.tick.tickMs, this.#wallNow() - check.tick.tickMs, result.error, { jobId: check.jobId });
+      });
+    }
     this.#orphanChecks.push(...retry);
     if (this.#running) this.#arm();
   }
@@ -248,7 +254,9 @@ export class Scheduler {
             if (outcome === 'lost-race') {
               const now = this.#wallNow();
               const jobId = tickJobId(schedule.id, tick.tickMs);
-              this.#orphanChecks.push({ schedule, tick, jobId, checkAtMs: now + ORPHAN_CHECK_DELAY_MS, giveUpAtMs: now + ORPHAN_CHECK_DELAY_MS + schedule.leaseTtlMs + 1000 });
+              // A live winner retries its enqueue for half the lease TTL: look only after that, so a slow winner is not doubled.
+              const checkAtMs = now + Math.max(ORPHAN_CHECK_DELAY_MS, schedule.leaseTtlMs / 2 + 1000);
+              this.#orphanChecks.push({ schedule, tick, jobId, checkAtMs, giveUpAtMs: checkAtMs + schedule.leaseTtlMs + 1000 });
             }
             return undefined;
           }),
