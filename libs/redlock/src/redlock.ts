@@ -16,7 +16,7 @@ import type { AcquireRequest, BatchResult, Lease, ReleaseResult } from './lease.
 import { LeaseWatchdog } from './lease-watchdog.ts';
 import { IoredisLockNode, type LockNode } from './lock-node.ts';
 import { causesExcept, countVotes, runRound, type NodeReply } from './node-calls.ts';
-import { decodeAcquire, decodeExtend, decodeRelease, decodeRevoke, scripts, type ReleaseVote } from './scripts.ts';
+import { decodeAcquire, decodeExtend, decodeRelease, decodeRevoke, scripts, type AcquireVote, type ReleaseVote } from './scripts.ts';
 import { checkTtl, driftMs, resolveSettings, validateCallSettings, type CallSettings, type RedlockSettings } from './settings.ts';
 
 /** A node as the constructor accepts it: a client, a URL, or a custom {@link LockNode}. */
@@ -153,6 +153,7 @@ export class Redlock extends EventEmitter<RedlockEvents> {
       args.push(request.value, String(proposal), request.claim === undefined ? '0' : '1');
     }
     const acquired = new Array<number>(open.length).fill(0);
+    const claimHoldersOf = new WeakMap<readonly AcquireVote[], (string | undefined)[]>();
     let answered = 0;
     const start = clock.now();
     const replies = await runRound(this.nodes, clock, {
@@ -161,8 +162,9 @@ export class Redlock extends EventEmitter<RedlockEvents> {
       args,
       timeoutMs: s.nodeTimeoutMs,
       decode: (raw) => {
-        const { votes, maxFence } = decodeAcquire(raw, open.length);
+        const { votes, maxFence, claimHolders } = decodeAcquire(raw, open.length);
         if (maxFence > this.#fenceFloor) this.#fenceFloor = maxFence;
+        claimHoldersOf.set(votes, claimHolders);
         return votes;
       },
       decided: (reply) => {
@@ -188,13 +190,23 @@ export class Redlock extends EventEmitter<RedlockEvents> {
       }
       failed.push(c);
       c.lastCauses = causesExcept(replies, i, ['acquired']) as Map<string, NodeCause>;
-      if (request.claim !== undefined && countVotes(replies, i, 'claimed') > n - quorum) {
+      // Granted = one other value holds the claim on a quorum. Claims split among contenders of a failed round are released: retry.
+      if (request.claim !== undefined && this.#claimGrantedElsewhere(replies, i, claimHoldersOf)) {
         c.result = { resource: request.resource, ok: false, error: new ClaimAlreadyGrantedError(request.resource, request.claim, c.lastCauses) };
       }
       if (!(countVotes(replies, i, 'stale') > 0 && countVotes(replies, i, 'acquired', 'stale') >= quorum)) staleOnly = false;
     });
     if (failed.length > 0) await this.#releaseValues(failed.map((c) => c.request), true, s);
     return { staleOnly: failed.length > 0 && staleOnly };
+  }
+
+  #claimGrantedElsewhere(replies: readonly NodeReply<readonly AcquireVote[]>[], index: number, claimHoldersOf: WeakMap<readonly AcquireVote[], (string | undefined)[]>): boolean {
+    const perHolder = new Map<string, number>();
+    for (const r of replies) {
+      const holder = r.ok && r.reply[index] === 'claimed' ? claimHoldersOf.get(r.reply)?.[index] : undefined;
+      if (holder !== undefined) perHolder.set(holder, (perHolder.get(holder) ?? 0) + 1);
+    }
+    return [...perHolder.values()].some((count) => count >= this.quorum);
   }
 
   #acquireFailure(c: Contender, attempts: number): RedlockError {

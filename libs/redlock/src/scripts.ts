@@ -38,15 +38,21 @@ function decode<T>(table: Readonly<Record<number, T>>, code: unknown, script: st
   return vote;
 }
 
-/** Decodes acquire.lua's flat reply: one vote per resource, and the highest fence the node reported. */
-export function decodeAcquire(reply: unknown, count: number): { votes: AcquireVote[]; maxFence: number } {
+/**
+ * Decodes acquire.lua's flat reply: one vote per resource, the highest fence the
+ * node reported, and for `claimed` votes the lease value holding the claim.
+ */
+export function decodeAcquire(reply: unknown, count: number): { votes: AcquireVote[]; maxFence: number; claimHolders: (string | undefined)[] } {
   const flat = reply as unknown[];
   let maxFence = 0;
+  const claimHolders: (string | undefined)[] = [];
   const votes = Array.from({ length: count }, (_, i) => {
-    maxFence = Math.max(maxFence, Number(flat[2 * i + 1]));
-    return decode(ACQUIRE_CODES, flat[2 * i], 'acquire');
+    const vote = decode(ACQUIRE_CODES, flat[2 * i], 'acquire');
+    if (vote === 'claimed') claimHolders[i] = String(flat[2 * i + 1]);
+    else maxFence = Math.max(maxFence, Number(flat[2 * i + 1]));
+    return vote;
   });
-  return { votes, maxFence };
+  return { votes, maxFence, claimHolders };
 }
 
 export function decodeExtend(reply: unknown, count: number): ExtendVote[] {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { ClaimAlreadyGrantedError, LockTakenError } from '../src/index.ts';
-import { redlockOn, sleep, useNodes } from './support.ts';
+import { ClaimAlreadyGrantedError, LockTakenError, resourceKeys } from '../src/index.ts';
+import { inspect, redlockOn, sleep, useNodes } from './support.ts';
 
 describe.each([1, 3, 5])('claim-once with %i node(s)', (count) => {
   const cluster = useNodes(count);
@@ -49,5 +49,29 @@ describe.each([1, 3, 5])('claim-once with %i node(s)', (count) => {
     await expect(blocked.acquire('schedule-4', 1000, { claim: 'tick-9' })).rejects.toBeInstanceOf(LockTakenError);
     await holder.release(lease);
     await blocked.release(await blocked.acquire('schedule-4', 1000, { claim: 'tick-9' }));
+  });
+});
+
+describe('claims split among contenders (5 nodes)', () => {
+  const cluster = useNodes(5);
+  const claimKey = resourceKeys('tickwarden', 'split', 'tick-1').claim;
+  const setClaims = (values: (string | null)[]) =>
+    Promise.all(cluster.nodes.urls.map((url, i) => inspect(url, (c) => (values[i] ? c.set(claimKey, values[i] as string, 'PX', 60_000) : c.del(claimKey)))));
+
+  it('a claim recorded by different contenders, none on a quorum, is not "already granted": the acquire keeps trying', async () => {
+    // Two contenders of the same round each got two nodes (they would release them): no winner.
+    await setClaims(['a'.repeat(40), 'a'.repeat(40), 'b'.repeat(40), 'b'.repeat(40), null]);
+    const redlock = redlockOn(cluster.nodes.urls, { retryCount: 0 });
+    const error = await redlock.acquire('split', 1000, { claim: 'tick-1' }).catch((e: unknown) => e);
+    expect(error).not.toBeInstanceOf(ClaimAlreadyGrantedError);
+    expect(error).toBeInstanceOf(LockTakenError);
+    await setClaims([null, null, null, null, null]);
+    await redlock.release(await redlock.acquire('split', 1000, { claim: 'tick-1' }));
+  });
+
+  it('one value holding the claim on a quorum is "already granted"', async () => {
+    await setClaims(['c'.repeat(40), 'c'.repeat(40), 'c'.repeat(40), null, null]);
+    await expect(redlockOn(cluster.nodes.urls).acquire('split', 1000, { claim: 'tick-1' })).rejects.toBeInstanceOf(ClaimAlreadyGrantedError);
+    await setClaims([null, null, null, null, null]);
   });
 });

@@ -18,8 +18,10 @@
     ARGV[4]     '1' if this is the first attempt of an acquire that will retry: it yields to a waiter mark
     for resource i: ARGV[3i+2] lease value, ARGV[3i+3] proposed fencing token
                     (decimal string), ARGV[3i+4] '1' to check and record the claim
-  Returns a flat array, two entries per resource: code, fence (decimal string after
-  the call; '0' when the fence was not read: TAKEN, CLAIMED, QUEUED)
+  Returns a flat array, two entries per resource: code, then the fence (decimal
+  string after the call; '0' when not read: TAKEN, QUEUED) - or, for CLAIMED, the
+  lease value the claim is recorded for (so the client can tell one winner holding
+  a majority from a split among contenders)
     1  ACQUIRED  the lock is ours (new, or refreshed because it held our value);
                  fence = proposal; claim recorded (a waiter mark is left to expire:
                  other waiters keep their turn)
@@ -39,8 +41,10 @@ for i = 1, #KEYS / 4 do
   local holder = redis.call('GET', lock)
   local code
   local current
-  if withClaim and (redis.call('GET', claim) or value) ~= value then
+  local claimHolder = withClaim and redis.call('GET', claim)
+  if claimHolder and claimHolder ~= value then
     code = -1
+    current = claimHolder
   elseif holder and holder ~= value then
     code = 0
     if waiterMark > 0 then
