@@ -56,7 +56,7 @@ describe('claims split among contenders (5 nodes)', () => {
   const cluster = useNodes(5);
   const claimKey = resourceKeys('tickwarden', 'split', 'tick-1').claim;
   const setClaims = (values: (string | null)[]) =>
-    Promise.all(cluster.nodes.urls.map((url, i) => inspect(url, (c) => (values[i] ? c.set(claimKey, values[i] as string, 'PX', 60_000) : c.del(claimKey)))));
+    Promise.all(cluster.nodes.urls.map((url, i) => inspect(url, async (c) => (values[i] ? await c.set(claimKey, values[i] as string, 'PX', 60_000) : await c.del(claimKey)))));
 
   it('a claim recorded by different contenders, none on a quorum, is not "already granted": the acquire keeps trying', async () => {
     // Two contenders of the same round each got two nodes (they would release them): no winner.
