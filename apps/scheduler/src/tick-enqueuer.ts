@@ -81,7 +81,9 @@ export class TickEnqueuer {
       delay: Math.max(0, run.dueMs - now),
       attempts: schedule.attempts,
       backoff: { type: schedule.backoff.type, delay: schedule.backoff.delayMs },
-      removeOnComplete: { age: 86_400, count: 10_000 },
+      // Kept by age only, and longer than any replica may look for it (orphan check and its retries:
+      // under 2 lease TTLs + 2 s): a job id removed sooner could be added again - a second run.
+      removeOnComplete: { age: Math.ceil((2 * schedule.leaseTtlMs + 60_000) / 1000) },
       removeOnFail: { age: 7 * 86_400 },
     };
     return { name: schedule.id, data, opts };
