@@ -1,10 +1,10 @@
 import type { Redlock } from '@tickwarden/redlock';
-import { Counter, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { ProcessMetrics } from '@tickwarden/runtime';
+import { Counter, Histogram } from 'prom-client';
 import type { TickOutcome } from './scheduler.ts';
 
 /** The scheduler's Prometheus metrics, on their own registry. */
-export class SchedulerMetrics {
-  readonly registry = new Registry();
+export class SchedulerMetrics extends ProcessMetrics {
   readonly ticks = new Counter({ name: 'tickwarden_ticks_total', help: 'Ticks by outcome on this replica', labelNames: ['outcome'] as const, registers: [this.registry] });
   readonly tickLag = new Histogram({
     name: 'tickwarden_tick_enqueue_lag_seconds',
@@ -18,12 +18,6 @@ export class SchedulerMetrics {
     buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1],
     registers: [this.registry],
   });
-  readonly lockNodeErrors = new Counter({ name: 'tickwarden_lock_node_errors_total', help: 'Errors and timeouts per lock node', labelNames: ['node', 'operation'] as const, registers: [this.registry] });
-  readonly configReloads = new Counter({ name: 'tickwarden_config_reloads_total', help: 'Config reloads by result', labelNames: ['result'] as const, registers: [this.registry] });
-
-  constructor() {
-    collectDefaultMetrics({ register: this.registry });
-  }
 
   recordTick(outcome: TickOutcome, lagMs: number): void {
     this.ticks.inc({ outcome });
@@ -33,6 +27,6 @@ export class SchedulerMetrics {
   /** Feeds the lease library's hooks into the metrics. */
   observe(redlock: Redlock): void {
     redlock.on('acquired', ({ elapsedMs }) => this.leaseAcquire.observe(elapsedMs / 1000));
-    redlock.on('nodeError', ({ node, operation }) => this.lockNodeErrors.inc({ node, operation }));
+    this.observeLockNodes(redlock);
   }
 }

@@ -1,13 +1,13 @@
 import type { Redlock } from '@tickwarden/redlock';
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { ProcessMetrics } from '@tickwarden/runtime';
+import { Counter, Gauge, Histogram } from 'prom-client';
 
 /** What happened to one attempt of one tick's job on this worker. One name per outcome, in logs and metrics alike. */
 export const RUN_OUTCOMES = ['succeeded', 'failed', 'aborted-lease-lost', 'aborted-timeout', 'skipped-overlap', 'missed-deadline'] as const;
 export type RunOutcome = (typeof RUN_OUTCOMES)[number];
 
 /** The worker's Prometheus metrics, on their own registry. */
-export class WorkerMetrics {
-  readonly registry = new Registry();
+export class WorkerMetrics extends ProcessMetrics {
   readonly runs = new Counter({ name: 'tickwarden_worker_runs_total', help: 'Job attempts by outcome', labelNames: ['outcome'] as const, registers: [this.registry] });
   readonly runDuration = new Histogram({
     name: 'tickwarden_worker_run_duration_seconds',
@@ -30,11 +30,9 @@ export class WorkerMetrics {
     buckets: [0, 0.05, 0.1, 0.2, 0.3, 0.5, 1, 2, 5, 10],
     registers: [this.registry],
   });
-  readonly lockNodeErrors = new Counter({ name: 'tickwarden_lock_node_errors_total', help: 'Errors and timeouts per lock node', labelNames: ['node', 'operation'] as const, registers: [this.registry] });
-  readonly configReloads = new Counter({ name: 'tickwarden_config_reloads_total', help: 'Config reloads by result', labelNames: ['result'] as const, registers: [this.registry] });
 
   constructor() {
-    collectDefaultMetrics({ register: this.registry });
+    super();
     for (const outcome of RUN_OUTCOMES) this.runs.inc({ outcome }, 0);
   }
 
@@ -48,6 +46,6 @@ export class WorkerMetrics {
     redlock.on('extended', ({ elapsedMs }) => this.leaseExtension.observe(elapsedMs / 1000));
     redlock.on('extensionFailed', () => this.leaseExtensionFailures.inc());
     redlock.on('aborted', ({ validityLeftMs }) => this.abortValidityLeft.observe(validityLeftMs / 1000));
-    redlock.on('nodeError', ({ node, operation }) => this.lockNodeErrors.inc({ node, operation }));
+    this.observeLockNodes(redlock);
   }
 }

@@ -2,3 +2,4 @@ export { ConfigWatcher } from './config-watcher.ts';
 export { startHttpServer, type ReadinessCheck } from './http-server.ts';
 export { startLiveConfig, type LiveConfig, type LiveConfigOptions } from './live-config.ts';
 export { runMain, untilStopSignal } from './process-main.ts';
+export { ProcessMetrics } from './process-metrics.ts';
