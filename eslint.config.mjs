@@ -2,7 +2,8 @@ import nx from '@nx/eslint-plugin';
 
 /**
  * Module boundaries: apps may use libs; libs may use libs; the test kit may use libs;
- * nothing imports an app, and libs import the test kit only from their tests
+ * tooling (the end-to-end suite, the deploy checks: they run the apps as processes) may use
+ * libs and the test kit; nothing imports an app, and libs import the test kit only from their tests
  * (test files are checked with the `scope:test` view below).
  */
 export default [
@@ -26,6 +27,7 @@ export default [
             { sourceTag: 'scope:app', onlyDependOnLibsWithTags: ['scope:lib'] },
             { sourceTag: 'scope:lib', onlyDependOnLibsWithTags: ['scope:lib'] },
             { sourceTag: 'scope:testkit', onlyDependOnLibsWithTags: ['scope:lib'] },
+            { sourceTag: 'scope:tooling', onlyDependOnLibsWithTags: ['scope:lib', 'scope:testkit'] },
           ],
         },
       ],
@@ -62,6 +64,7 @@ export default [
             { sourceTag: 'scope:app', onlyDependOnLibsWithTags: ['scope:lib', 'scope:testkit'] },
             { sourceTag: 'scope:lib', onlyDependOnLibsWithTags: ['scope:lib', 'scope:testkit'] },
             { sourceTag: 'scope:testkit', onlyDependOnLibsWithTags: ['scope:lib'] },
+            { sourceTag: 'scope:tooling', onlyDependOnLibsWithTags: ['scope:lib', 'scope:testkit'] },
           ],
         },
       ],
