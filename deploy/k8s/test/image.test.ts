@@ -1,0 +1,176 @@
+import { chmodSync, copyFileSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { freePort, reaper, startRedisNodes, waitUntil, type RedisNodes } from '@tickwarden/testkit';
+import { afterAll, describe, expect, it } from 'vitest';
+import { dockerEngineAnswers, mustRun, runCommand } from './support/commands.ts';
+import { BASE_DIR, DOCKERFILE, REPO_ROOT } from './support/paths.ts';
+
+const REQUIRED = process.env['TICKWARDEN_REQUIRE_DOCKER'] === '1';
+const DOCKER = await dockerEngineAnswers();
+if (!DOCKER && !REQUIRED) {
+  const lines = [
+    'NO DOCKER ENGINE: the image check (build deploy/docker/Dockerfile, run the scheduler',
+    'read-only against local Redis, docker stop) is SKIPPED. Start dockerd to run it; CI sets',
+    'TICKWARDEN_REQUIRE_DOCKER=1 once its engine is up, which turns this skip into a failure.',
+  ];
+  const rule = '!'.repeat(96);
+  console.warn(['', rule, ...lines.map((line) => `!!! ${line.padEnd(88)} !!!`), rule, ''].join('\n'));
+}
+
+const IMAGE_USER = '10001:10001';
+const CONFIG_MOUNT = '/etc/tickwarden/schedules';
+
+describe('the image build context (no Docker needed)', () => {
+  const allowed = readFileSync(path.join(REPO_ROOT, '.dockerignore'), 'utf8')
+    .split('\n')
+    .filter((line) => line.startsWith('!'))
+    .map((line) => line.slice(1));
+  const workspaces = ['apps', 'libs', 'deploy'].flatMap((parent) =>
+    readdirSync(path.join(REPO_ROOT, parent), { withFileTypes: true })
+      .filter((entry) => entry.isDirectory() && readdirSync(path.join(REPO_ROOT, parent, entry.name)).includes('package.json'))
+      .map((entry) => {
+        const dir = `${parent}/${entry.name}`;
+        const manifest = JSON.parse(readFileSync(path.join(REPO_ROOT, dir, 'package.json'), 'utf8')) as { name: string; dependencies?: Record<string, string> };
+        return { dir, name: manifest.name, dependencies: Object.keys(manifest.dependencies ?? {}) };
+      }),
+  );
+
+  it('lets in every workspace\'s package.json (npm ci checks the lockfile against all of them)', () => {
+    expect(workspaces.length).toBeGreaterThan(5);
+    for (const { dir } of workspaces) expect(allowed).toContain(`${dir}/package.json`);
+  });
+
+  it('lets in the sources of the apps and of every workspace package they depend on, at run time', () => {
+    const byName = new Map(workspaces.map((workspace) => [workspace.name, workspace]));
+    const needed = new Set<string>();
+    const visit = (name: string): void => {
+      const workspace = byName.get(name);
+      if (!workspace || needed.has(workspace.dir)) return;
+      needed.add(workspace.dir);
+      workspace.dependencies.forEach(visit);
+    };
+    ['@tickwarden/scheduler', '@tickwarden/worker'].forEach(visit);
+    expect([...needed].sort()).toEqual(['apps/scheduler', 'apps/worker', 'libs/config', 'libs/contracts', 'libs/redlock', 'libs/runtime']);
+    for (const dir of needed) expect(allowed).toContain(`${dir}/src`);
+  });
+
+  it('defaults to the official Node 24 slim image and runs as a numeric non-root user', () => {
+    const dockerfile = readFileSync(DOCKERFILE, 'utf8');
+    expect(dockerfile).toMatch(/^ARG NODE_IMAGE=node:24-slim$/m);
+    expect(dockerfile).toMatch(new RegExp(`^USER ${IMAGE_USER}$`, 'm'));
+  });
+});
+
+describe('the image, built and run (Docker)', () => {
+  const tag = `tickwarden-deploy-check:${process.pid}`;
+  const name = `tickwarden-deploy-check-${process.pid}`;
+  const cleanups: (() => Promise<unknown>)[] = [];
+  afterAll(async () => {
+    for (const cleanup of cleanups.reverse()) await cleanup().catch(() => undefined);
+  });
+
+  it.skipIf(!DOCKER && !REQUIRED)(
+    'builds on a Node 24 base; the scheduler runs read-only as 10001, gets ready, logs JSON, and drains on docker stop',
+    async () => {
+      if (!DOCKER) throw new Error('TICKWARDEN_REQUIRE_DOCKER=1, but no Docker engine answers `docker info`');
+      await buildImage(tag, cleanups);
+      const [locks, queue] = await startRedis(cleanups);
+      const configDir = copySchedules(cleanups);
+      const port = await freePort();
+      const env = {
+        TICKWARDEN_CONFIG: CONFIG_MOUNT,
+        TICKWARDEN_LOCK_NODES: locks.urls.join(','),
+        TICKWARDEN_QUEUE_REDIS: queue.urls[0] ?? '',
+        TICKWARDEN_HTTP_PORT: String(port),
+        TICKWARDEN_REPLICA_ID: 'image-check',
+      };
+      const run = ['--network', 'host', '--read-only', '--tmpfs', '/tmp', '--user', IMAGE_USER, '--cap-drop', 'ALL', '--security-opt', 'no-new-privileges', '-v', `${configDir}:${CONFIG_MOUNT}:ro`];
+      const envArgs = Object.entries(env).flatMap(([key, value]) => ['-e', `${key}=${value}`]);
+
+      const id = (await mustRun('docker', ['run', '-d', '--name', name, ...run, ...envArgs, tag])).trim();
+      reaper.watchContainer(id);
+      cleanups.push(() => mustRun('docker', ['rm', '-f', name]));
+      await waitReady(name, port);
+      expect(await (await fetch(`http://127.0.0.1:${port}/metrics`)).text()).toContain('# TYPE tickwarden_ticks_total counter');
+
+      // The CLI of the README's `kubectl exec` commands, in the same image and sandbox.
+      const cli = (...args: string[]): Promise<string> => mustRun('docker', ['run', '--rm', ...run, ...envArgs, '--entrypoint', 'tickwarden', tag, ...args]);
+      expect(await cli('validate', CONFIG_MOUNT)).toContain('ok: 4 schedule(s) in 2 file(s)');
+      expect(await cli('status', 'payments/nightly-settlement')).toMatch(/payments\/nightly-settlement .*active/);
+
+      await mustRun('docker', ['stop', '-t', '30', name], { timeoutMs: 60_000 });
+      const state = JSON.parse(await mustRun('docker', ['inspect', '--format', '{{json .State}}', name])) as { ExitCode: number; OOMKilled: boolean };
+      const { stdout, stderr } = await runCommand('docker', ['logs', name]);
+      const records = jsonLines(stdout, stderr);
+      const messages = records.map((record) => record['msg']);
+      expect(records.find((record) => record['msg'] === 'scheduler started')).toMatchObject({ replica: 'image-check', schedules: 4, quorum: 3 });
+      // SIGTERM reached node (PID 1): it drained and exited 0, well before docker's SIGKILL at 30 s (exit 137).
+      expect(messages).toEqual(expect.arrayContaining(['stopping: no new ticks; finishing in-flight enqueues', 'stopped']));
+      expect(state).toMatchObject({ ExitCode: 0, OOMKilled: false });
+    },
+    300_000,
+  );
+});
+
+/** Builds the image on the local Node base (CI's, or one made now), both stages tagged so that both are removed. */
+async function buildImage(tag: string, cleanups: (() => Promise<unknown>)[]): Promise<void> {
+  const base = process.env['TICKWARDEN_NODE_BASE_IMAGE'] || (await buildBaseImage());
+  const build = ['build', '--network', 'host', '--force-rm', '--quiet', '--build-arg', `NODE_IMAGE=${base}`, '--file', DOCKERFILE];
+  cleanups.push(() => runCommand('docker', ['rmi', '--force', tag, `${tag}-deps`]));
+  await mustRun('docker', [...build, '--target', 'deps', '--tag', `${tag}-deps`, REPO_ROOT], { timeoutMs: 240_000 });
+  await mustRun('docker', [...build, '--tag', tag, REPO_ROOT], { timeoutMs: 240_000 });
+}
+
+/** scripts/build-node-base-image.sh with this Node 24 first on PATH (it packs the `node` on PATH). */
+async function buildBaseImage(): Promise<string> {
+  const env = { ...process.env, PATH: `${path.dirname(process.execPath)}${path.delimiter}${process.env['PATH'] ?? ''}` };
+  return (await mustRun('bash', [path.join(REPO_ROOT, 'scripts/build-node-base-image.sh')], { env })).trim();
+}
+
+/** Five lock nodes and a queue Redis on loopback, with passwords, as in the cluster. */
+async function startRedis(cleanups: (() => Promise<unknown>)[]): Promise<[RedisNodes, RedisNodes]> {
+  const nodes = await Promise.all([startRedisNodes({ count: 5, aof: false, password: 'lock-pw' }), startRedisNodes({ count: 1, aof: false, password: 'queue-pw' })]);
+  cleanups.push(() => Promise.all(nodes.map((set) => set.close())));
+  return nodes;
+}
+
+/** The team files of the base, readable by the image's user, as the ConfigMap volume would be. */
+function copySchedules(cleanups: (() => Promise<unknown>)[]): string {
+  const dir = mkdtempSync(path.join(tmpdir(), 'tickwarden-image-schedules-'));
+  reaper.watchDir(dir);
+  cleanups.push(async () => rmSync(dir, { recursive: true, force: true }));
+  for (const file of readdirSync(path.join(BASE_DIR, 'schedules'))) {
+    copyFileSync(path.join(BASE_DIR, 'schedules', file), path.join(dir, file));
+    chmodSync(path.join(dir, file), 0o644);
+  }
+  chmodSync(dir, 0o755);
+  return dir;
+}
+
+/** Waits for /readyz 200; fails at once, with the logs, if the container stops. */
+async function waitReady(name: string, port: number): Promise<void> {
+  await waitUntil(
+    async () => {
+      const running = (await runCommand('docker', ['inspect', '--format', '{{.State.Running}}', name])).stdout.trim();
+      if (running !== 'true') {
+        const logs = await runCommand('docker', ['logs', name]);
+        throw new Error(`the scheduler container stopped before it was ready:\n${logs.stdout}\n${logs.stderr}`);
+      }
+      return (await fetch(`http://127.0.0.1:${port}/readyz`).catch(() => undefined))?.status === 200;
+    },
+    'the scheduler container to answer /readyz with 200',
+    { timeoutMs: 60_000, intervalMs: 250 },
+  );
+}
+
+/** Every stdout line as a pino record; a line that is not one fails the test, naming it. */
+function jsonLines(stdout: string, stderr: string): Record<string, unknown>[] {
+  const lines = stdout.split('\n').filter((line) => line.trim() !== '');
+  expect(lines.length, `no stdout; stderr: ${stderr}`).toBeGreaterThan(2);
+  return lines.map((line) => {
+    const record = JSON.parse(line) as Record<string, unknown>;
+    expect(record, line).toMatchObject({ level: expect.any(Number), time: expect.any(Number), msg: expect.any(String) });
+    return record;
+  });
+}

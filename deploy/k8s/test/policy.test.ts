@@ -1,0 +1,284 @@
+import { readdirSync, readFileSync } from 'node:fs';
+import path from 'node:path';
+import { validateConfigText } from '@tickwarden/config';
+import type { IContainer } from 'kubernetes-models/v1/Container';
+import type { IEnvVar } from 'kubernetes-models/v1/EnvVar';
+import { describe, expect, it } from 'vitest';
+import { clone, component, mainContainer, workloads, type KubeObject, type Workload } from './support/objects.ts';
+import { BASE_DIR, DOCKERFILE, OVERLAYS, overlayDir } from './support/paths.ts';
+import * as policies from './support/policies.ts';
+import { render } from './support/render.ts';
+
+const rendered = new Map(OVERLAYS.map((overlay) => [overlay, render(overlayDir(overlay))]));
+const prod = rendered.get('prod') ?? [];
+
+describe.each(OVERLAYS)('overlays/%s', (overlay) => {
+  it.each(Object.keys(policies.POLICIES))('satisfies %s', (name) => {
+    expect(policies.POLICIES[name]?.(rendered.get(overlay) ?? [])).toEqual([]);
+  });
+});
+
+/** The prod render with one change: what a negative test feeds to a policy. */
+function mutated(change: (objects: KubeObject[]) => void): KubeObject[] {
+  const objects = clone(prod);
+  change(objects);
+  return objects;
+}
+
+function only(objects: readonly KubeObject[], componentName: string): Workload {
+  const [workload] = component(objects, componentName);
+  if (!workload) throw new Error(`no ${componentName} in the render`);
+  return workload;
+}
+
+const container = (objects: readonly KubeObject[], componentName: string): IContainer => mainContainer(only(objects, componentName));
+const envOf = (objects: readonly KubeObject[], componentName: string): IEnvVar[] => (container(objects, componentName).env ??= []);
+const setEnv = (objects: readonly KubeObject[], componentName: string, name: string, value: string): void => {
+  const variable = envOf(objects, componentName).find((candidate) => candidate.name === name);
+  if (variable) variable.value = value;
+  else envOf(objects, componentName).push({ name, value });
+};
+
+describe('each policy catches what it is for (fed a mutated prod render)', () => {
+  it('probes: a container without a readiness probe', () => {
+    const objects = mutated((o) => delete container(o, 'lock-node').readinessProbe);
+    expect(policies.probes(objects)).toEqual(['StatefulSet/tickwarden-lock container redis: no readinessProbe']);
+  });
+
+  it('resources: a container without a memory limit', () => {
+    const objects = mutated((o) => delete container(o, 'worker').resources?.limits?.['memory']);
+    expect(policies.resources(objects)).toEqual(['Deployment/tickwarden-worker container worker: no memory limit']);
+  });
+
+  it('securityContext: a writable root filesystem and an added capability', () => {
+    const objects = mutated((o) => {
+      const context = (container(o, 'scheduler').securityContext ??= {});
+      context.readOnlyRootFilesystem = false;
+      context.capabilities = { drop: ['ALL'], add: ['NET_ADMIN'] };
+    });
+    expect(policies.securityContext(objects)).toEqual([
+      'Deployment/tickwarden-scheduler container scheduler: readOnlyRootFilesystem is not true',
+      'Deployment/tickwarden-scheduler container scheduler: adds capabilities',
+    ]);
+  });
+
+  it('securityContext: root allowed when neither pod nor container says runAsNonRoot', () => {
+    const objects = mutated((o) => {
+      delete container(o, 'queue').securityContext?.runAsNonRoot;
+      delete only(o, 'queue').pod.securityContext?.runAsNonRoot;
+    });
+    expect(policies.securityContext(objects)).toEqual(['StatefulSet/tickwarden-queue-redis container redis: runAsNonRoot is not true']);
+  });
+
+  it('pinnedImages: an image on latest', () => {
+    const objects = mutated((o) => (container(o, 'queue').image = 'redis:latest'));
+    expect(policies.pinnedImages(objects)).toEqual(['StatefulSet/tickwarden-queue-redis container redis: image "redis:latest" is not pinned to a tag']);
+  });
+
+  it('podHygiene: service links left on, and a worker pod without a reaper', () => {
+    const objects = mutated((o) => {
+      only(o, 'worker').pod.enableServiceLinks = true;
+      delete only(o, 'worker').pod.shareProcessNamespace;
+    });
+    expect(policies.podHygiene(objects)).toEqual([
+      'Deployment/tickwarden-worker: enableServiceLinks is not false',
+      'Deployment/tickwarden-worker: shareProcessNamespace is not true (node would be PID 1 and leave command leftovers unreaped)',
+    ]);
+  });
+
+  it('appEnvironment: a variable the app does not read (the scheduler-only replica id on the worker)', () => {
+    const objects = mutated((o) => setEnv(o, 'worker', 'TICKWARDEN_REPLICA_ID', 'w-1'));
+    expect(policies.appEnvironment(objects)).toEqual([expect.stringMatching(/^worker: sets TICKWARDEN_REPLICA_ID, which the worker does not read \(it reads .*TICKWARDEN_SHUTDOWN_GRACE/)]);
+  });
+
+  it('appEnvironment: a password variable defined after the URL that references it stays unexpanded', () => {
+    const objects = mutated((o) => {
+      const env = envOf(o, 'scheduler');
+      const index = env.findIndex((variable) => variable.name === 'LOCK_REDIS_PASSWORD');
+      const [password] = env.splice(index, 1);
+      if (password) env.push(password);
+    });
+    const problems = policies.appEnvironment(objects);
+    expect(problems[0]).toBe('container scheduler: TICKWARDEN_LOCK_NODES references $(LOCK_REDIS_PASSWORD), which is not defined before it: Kubernetes leaves it unexpanded');
+  });
+
+  it('appEnvironment: a value the app rejects, reported by its own parser', () => {
+    const objects = mutated((o) => setEnv(o, 'worker', 'TICKWARDEN_WORKER_CONCURRENCY', '0'));
+    expect(policies.appEnvironment(objects)).toEqual(['worker: TICKWARDEN_WORKER_CONCURRENCY: expected an integer of at least 1, got "0"']);
+  });
+
+  it('appEnvironment: a Secret that is neither rendered nor documented', () => {
+    const objects = mutated((o) => {
+      const variable = envOf(o, 'scheduler').find((candidate) => candidate.name === 'QUEUE_REDIS_PASSWORD');
+      if (variable?.valueFrom?.secretKeyRef) variable.valueFrom.secretKeyRef.name = 'tickwarden-queue';
+    });
+    expect(policies.appEnvironment(objects)[0]).toBe('container scheduler: QUEUE_REDIS_PASSWORD reads Secret tickwarden-queue/queue-password, which is neither rendered nor a documented external Secret');
+  });
+
+  it('appProbes: the app listening on another port than its probes', () => {
+    const objects = mutated((o) => setEnv(o, 'scheduler', 'TICKWARDEN_HTTP_PORT', '9090'));
+    expect(policies.appProbes(objects)).toEqual([
+      'scheduler: livenessProbe port 8080 is not TICKWARDEN_HTTP_PORT 9090',
+      'scheduler: readinessProbe port 8080 is not TICKWARDEN_HTTP_PORT 9090',
+      'scheduler: no prometheus.io/scrape annotations for port 9090 (and no ServiceMonitor)',
+    ]);
+  });
+
+  it('schedulerAvailability: one replica, and no PodDisruptionBudget', () => {
+    const oneReplica = mutated((o) => ((only(o, 'scheduler').object['spec'] as { replicas: number }).replicas = 1));
+    expect(policies.schedulerAvailability(oneReplica)[0]).toBe('scheduler: 1 replica(s); at least 2, so a tick never depends on one pod');
+    const noBudget = prod.filter((object) => !(object.kind === 'PodDisruptionBudget' && object.metadata.name === 'tickwarden-scheduler'));
+    expect(policies.schedulerAvailability(noBudget)).toEqual(['scheduler: no PodDisruptionBudget selects its pods']);
+  });
+
+  it('lockNodes: an even count, no anti-affinity, AOF without fsync always', () => {
+    const objects = mutated((o) => {
+      const lock = only(o, 'lock-node');
+      (lock.object['spec'] as { replicas: number }).replicas = 4;
+      delete lock.pod.affinity;
+      const args = container(o, 'lock-node').args ?? [];
+      args[args.indexOf('--appendfsync') + 1] = 'everysec';
+    });
+    expect(policies.lockNodes(objects)).toEqual([
+      'lock nodes: 4; an odd count of at least 3 (a majority survives the most failures per node)',
+      'StatefulSet/tickwarden-lock: no required pod anti-affinity on kubernetes.io/hostname against its own pods',
+      'StatefulSet/tickwarden-lock: not --appendonly yes --appendfsync always',
+      expect.stringMatching(/^scheduler: TICKWARDEN_LOCK_NODES names .*; the lock nodes are tickwarden-lock-0.tickwarden-lock, .*tickwarden-lock-3.tickwarden-lock$/),
+      expect.stringMatching(/^worker: TICKWARDEN_LOCK_NODES names/),
+    ]);
+  });
+
+  it('lockNodes: seven lock nodes while the apps still name five', () => {
+    const objects = mutated((o) => ((only(o, 'lock-node').object['spec'] as { replicas: number }).replicas = 7));
+    expect(policies.lockNodes(objects)).toHaveLength(2);
+  });
+
+  it('lockNodes: no lock nodes in the render while the apps still point at in-cluster ones', () => {
+    const objects = prod.filter((object) => object.metadata.name !== 'tickwarden-lock');
+    expect(policies.lockNodes(objects)).toEqual([
+      'scheduler: no lock nodes are rendered, yet TICKWARDEN_LOCK_NODES is not read from a Secret',
+      'worker: no lock nodes are rendered, yet TICKWARDEN_LOCK_NODES is not read from a Secret',
+    ]);
+  });
+
+  it('queueRedis: an evicting queue Redis', () => {
+    const objects = mutated((o) => {
+      const args = container(o, 'queue').args ?? [];
+      args[args.indexOf('--maxmemory-policy') + 1] = 'allkeys-lru';
+    });
+    expect(policies.queueRedis(objects)).toEqual(['StatefulSet/tickwarden-queue-redis: not --maxmemory-policy noeviction (BullMQ requires it)']);
+  });
+
+  it('redisMemory: a data cap above the memory limit (OOM kill before noeviction)', () => {
+    const objects = mutated((o) => {
+      const args = container(o, 'lock-node').args ?? [];
+      args[args.indexOf('--maxmemory') + 1] = '2gb';
+    });
+    expect(policies.redisMemory(objects)).toEqual(['StatefulSet/tickwarden-lock: --maxmemory must be set and at most 80% of the memory limit']);
+    expect([policies.byteSize('768mb'), policies.byteSize('1Gi'), policies.byteSize('10x')]).toEqual([768e6, 2 ** 30, Number.NaN]);
+  });
+
+  it('redisNetworkPolicy: a rule admitting every pod, and no policy at all', () => {
+    const openRule = mutated((o) => {
+      const policy = o.find((object) => object.kind === 'NetworkPolicy');
+      const [rule] = (policy?.['spec'] as { ingress: { from: unknown[] }[] }).ingress;
+      if (rule) rule.from = [{ podSelector: {} }];
+    });
+    expect(policies.redisNetworkPolicy(openRule)).toContain('NetworkPolicy/tickwarden-redis rule 0: admits StatefulSet/tickwarden-lock');
+    const none = prod.filter((object) => object.kind !== 'NetworkPolicy');
+    expect(policies.redisNetworkPolicy(none)).toEqual([
+      'StatefulSet/tickwarden-lock: no ingress NetworkPolicy selects its pods',
+      'StatefulSet/tickwarden-queue-redis: no ingress NetworkPolicy selects its pods',
+    ]);
+  });
+
+  it('schedules: an invalid team file, reported as the scheduler reports it', () => {
+    const objects = mutated((o) => {
+      const configMap = o.find((object) => object.metadata.name === 'tickwarden-schedules-reporting');
+      const data = configMap?.['data'] as Record<string, string>;
+      data['reporting.yaml'] = (data['reporting.yaml'] ?? '').replace('cron: "0 * * * *"', 'cron: "61 * * * *"');
+    });
+    expect(policies.schedules(objects)).toEqual([expect.stringMatching(/^\/etc\/tickwarden\/schedules\/reporting\.yaml:\d+:\d+: schedules\[0\]\.cron: invalid cron expression "61 \* \* \* \*"/)]);
+  });
+
+  it('schedules: a subPath mount, which would never see an update', () => {
+    const objects = mutated((o) => {
+      const mount = container(o, 'worker').volumeMounts?.find((candidate) => candidate.name === 'schedules');
+      if (mount) mount.subPath = 'payments.yaml';
+    });
+    expect(policies.schedules(objects)).toEqual(['worker: the schedules are mounted with a subPath, which never sees ConfigMap updates']);
+  });
+
+  it('gracePeriods: a grace below the longest leaseTtl, and one below the worker drain', () => {
+    const objects = mutated((o) => {
+      only(o, 'scheduler').pod.terminationGracePeriodSeconds = 30;
+      // drain: 50 s shutdown grace + no killGrace (the example schedules are all http) + 5 s slack
+      setEnv(o, 'worker', 'TICKWARDEN_SHUTDOWN_GRACE', '50s');
+      only(o, 'worker').pod.terminationGracePeriodSeconds = 50;
+    });
+    expect(policies.gracePeriods(objects)).toEqual([
+      'scheduler: terminationGracePeriodSeconds 30 is not above the longest leaseTtl (45 s)',
+      'worker: terminationGracePeriodSeconds 50 is not above its drain (55 s)',
+    ]);
+  });
+});
+
+describe('per overlay', () => {
+  it('prod: the worker is scaled by a CPU HPA that owns its replica count', () => {
+    const hpa = prod.find((object) => object.kind === 'HorizontalPodAutoscaler');
+    expect(hpa?.['spec']).toMatchObject({
+      scaleTargetRef: { kind: 'Deployment', name: 'tickwarden-worker' },
+      metrics: [{ type: 'Resource', resource: { name: 'cpu' } }],
+    });
+    expect(only(prod, 'worker').replicas).toBeUndefined();
+    expect(only(prod, 'scheduler').replicas).toBe(3);
+  });
+
+  it('dev: no HPA, and the throwaway Secret is generated', () => {
+    const dev = rendered.get('dev') ?? [];
+    expect(dev.some((object) => object.kind === 'HorizontalPodAutoscaler')).toBe(false);
+    expect(dev.find((object) => object.kind === 'Secret')?.metadata.name).toMatch(/^tickwarden-redis-/);
+  });
+
+  it('managed-redis: no Redis pods or their policy; both apps read the URLs from the managed Secret', () => {
+    const managed = rendered.get('managed-redis') ?? [];
+    expect(workloads(managed).map((workload) => workload.name)).toEqual(['tickwarden-scheduler', 'tickwarden-worker']);
+    expect(managed.some((object) => object.kind === 'NetworkPolicy')).toBe(false);
+    for (const app of policies.APP_COMPONENTS) {
+      const secretKeys = envOf(managed, app).flatMap((variable) => (variable.valueFrom?.secretKeyRef ? [`${variable.name}<-${variable.valueFrom.secretKeyRef.name}/${variable.valueFrom.secretKeyRef.key}`] : []));
+      expect(secretKeys.sort()).toEqual(['TICKWARDEN_LOCK_NODES<-tickwarden-managed-redis/lock-nodes', 'TICKWARDEN_QUEUE_REDIS<-tickwarden-managed-redis/queue-redis']);
+    }
+  });
+});
+
+describe('schedules', () => {
+  const scheduleFiles = readdirSync(path.join(BASE_DIR, 'schedules')).filter((file) => /\.ya?ml$/.test(file));
+
+  it('every team file under base/schedules is in a ConfigMap, one ConfigMap per team', () => {
+    const configMaps = prod.filter((object) => object.metadata.name.startsWith('tickwarden-schedules-'));
+    const projected = configMaps.flatMap((configMap) =>
+      Object.entries(configMap['data'] as Record<string, string>).map(([file, text]) => {
+        const result = validateConfigText(text, file);
+        const teams = result.ok ? [...new Set(result.config.schedules.map((schedule) => schedule.id.split('/')[0]))] : ['(invalid)'];
+        return { file, configMap: configMap.metadata.name, teams };
+      }),
+    );
+    expect(projected.map((entry) => entry.file).sort()).toEqual(scheduleFiles.sort());
+    for (const entry of projected) expect(entry.teams.map((team) => `tickwarden-schedules-${team}`)).toEqual([entry.configMap]);
+  });
+
+  it('the projected files are the files on disk, byte for byte', () => {
+    const { files } = policies.mountedSchedules(prod, 'scheduler');
+    for (const file of scheduleFiles) {
+      expect(files.find((candidate) => candidate.file.endsWith(`/${file}`))?.text).toBe(readFileSync(path.join(BASE_DIR, 'schedules', file), 'utf8'));
+    }
+  });
+});
+
+it('the app pods run as the image\'s user', () => {
+  const user = /^USER (\d+):(\d+)$/m.exec(readFileSync(DOCKERFILE, 'utf8'));
+  expect(user?.[1]).toBeDefined();
+  for (const app of policies.APP_COMPONENTS) {
+    expect(only(prod, app).pod.securityContext).toMatchObject({ runAsUser: Number(user?.[1]), runAsGroup: Number(user?.[2]) });
+  }
+});

@@ -1,0 +1,395 @@
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { formatConfigError, validateConfigTexts, type ConfigText, type TickwardenConfig } from '@tickwarden/config';
+import type { IContainer } from 'kubernetes-models/v1/Container';
+import type { IProbe } from 'kubernetes-models/v1/Probe';
+import { APP_ENV_PARSERS, resolveEnv, variablesRead, type EnvSources, type ResolvedEnv } from './env.ts';
+import { component, flagValues, mainContainer, selects, workloads, type KubeObject, type LabelSelector, type Workload } from './objects.ts';
+import { REPO_ROOT } from './paths.ts';
+
+/** A policy: every violation it finds in a rendered overlay, one message each (none: it holds). */
+export type Policy = (objects: readonly KubeObject[]) => string[];
+
+export const APP_COMPONENTS = ['scheduler', 'worker'] as const;
+
+/**
+ * Secrets the overlays expect to be created out of band (README, "Apply" and "Managed Redis"),
+ * with stand-in values of the right shape.
+ */
+export const ENV_SOURCES: EnvSources = {
+  podName: 'tickwarden-scheduler-7d9c8b6f5-x2x7q',
+  externalSecrets: {
+    'tickwarden-redis/lock-password': '3f1c0e9a7b2d4c6e8f0a1b2c3d4e5f60',
+    'tickwarden-redis/queue-password': '9a8b7c6d5e4f30211f2e3d4c5b6a7980',
+    'tickwarden-managed-redis/lock-nodes': 'rediss://:pw@lock-a.example.net:6380,rediss://:pw@lock-b.example.net:6380,rediss://:pw@lock-c.example.net:6380',
+    'tickwarden-managed-redis/queue-redis': 'rediss://:pw@queue.example.net:6380',
+  },
+};
+
+// ---- containers ---------------------------------------------------------------------------
+
+const containersOf = (workload: Workload): IContainer[] => [...(workload.pod.initContainers ?? []), ...workload.pod.containers];
+const where = (workload: Workload, container: IContainer): string => `${workload.kind}/${workload.name} container ${container.name}`;
+const hasHandler = (probe: IProbe | undefined): boolean => Boolean(probe && (probe.httpGet ?? probe.exec ?? probe.tcpSocket ?? probe.grpc));
+
+/** Every (non-init) container has a liveness and a readiness probe with a handler. */
+export const probes: Policy = (objects) =>
+  workloads(objects).flatMap((workload) =>
+    workload.pod.containers.flatMap((container) =>
+      (['livenessProbe', 'readinessProbe'] as const).filter((probe) => !hasHandler(container[probe])).map((probe) => `${where(workload, container)}: no ${probe}`),
+    ),
+  );
+
+/** Every container requests and limits CPU and memory. */
+export const resources: Policy = (objects) =>
+  workloads(objects).flatMap((workload) =>
+    containersOf(workload).flatMap((container) =>
+      (['requests', 'limits'] as const).flatMap((kind) =>
+        ['cpu', 'memory'].filter((resource) => container.resources?.[kind]?.[resource] === undefined).map((resource) => `${where(workload, container)}: no ${resource} ${kind.slice(0, -1)}`),
+      ),
+    ),
+  );
+
+/** Non-root, no privilege escalation, read-only root filesystem, every capability dropped, RuntimeDefault seccomp. */
+export const securityContext: Policy = (objects) =>
+  workloads(objects).flatMap((workload) =>
+    containersOf(workload).flatMap((container) => {
+      const pod = workload.pod.securityContext ?? {};
+      const own = container.securityContext ?? {};
+      const at = where(workload, container);
+      const problems: string[] = [];
+      if ((own.runAsNonRoot ?? pod.runAsNonRoot) !== true) problems.push(`${at}: runAsNonRoot is not true`);
+      if ((own.runAsUser ?? pod.runAsUser) === 0) problems.push(`${at}: runs as UID 0`);
+      if (own.allowPrivilegeEscalation !== false) problems.push(`${at}: allowPrivilegeEscalation is not false`);
+      if (own.readOnlyRootFilesystem !== true) problems.push(`${at}: readOnlyRootFilesystem is not true`);
+      if (!own.capabilities?.drop?.includes('ALL')) problems.push(`${at}: capabilities do not drop ALL`);
+      if ((own.capabilities?.add ?? []).length > 0) problems.push(`${at}: adds capabilities`);
+      if ((own.seccompProfile ?? pod.seccompProfile)?.type !== 'RuntimeDefault') problems.push(`${at}: seccompProfile is not RuntimeDefault`);
+      return problems;
+    }),
+  );
+
+/** Images name a tag or digest, never `latest`. */
+export const pinnedImages: Policy = (objects) =>
+  workloads(objects).flatMap((workload) =>
+    containersOf(workload).flatMap((container) => {
+      const image = container.image ?? '';
+      const tag = image.includes('@') ? 'digest' : /:([^/:]+)$/.exec(image)?.[1];
+      return tag === undefined || tag === 'latest' ? [`${where(workload, container)}: image "${image}" is not pinned to a tag`] : [];
+    }),
+  );
+
+/**
+ * App pods get no service-link variables (they would land in the apps' and the command handlers'
+ * environment) and no API token; the worker's pod shares its process namespace, so that the
+ * pause container, not node, is PID 1 and reaps what command handlers leave behind.
+ */
+export const podHygiene: Policy = (objects) =>
+  APP_COMPONENTS.flatMap((name) => component(objects, name)).flatMap((workload) => [
+    ...(workload.pod.enableServiceLinks === false ? [] : [`${workload.kind}/${workload.name}: enableServiceLinks is not false`]),
+    ...(workload.pod.automountServiceAccountToken === false ? [] : [`${workload.kind}/${workload.name}: automountServiceAccountToken is not false`]),
+    ...(workload.podLabels['app.kubernetes.io/component'] !== 'worker' || workload.pod.shareProcessNamespace === true
+      ? []
+      : [`${workload.kind}/${workload.name}: shareProcessNamespace is not true (node would be PID 1 and leave command leftovers unreaped)`]),
+  ]);
+
+// ---- the apps -----------------------------------------------------------------------------
+
+/** Every app component is rendered exactly once. */
+function appWorkload(objects: readonly KubeObject[], name: string): Workload {
+  const found = component(objects, name);
+  if (found.length !== 1 || !found[0]) throw new Error(`expected one ${name} workload, found ${found.length}`);
+  return found[0];
+}
+
+const resolvedApp = (objects: readonly KubeObject[], name: string): ResolvedEnv => resolveEnv(mainContainer(appWorkload(objects, name)), objects, ENV_SOURCES);
+
+/**
+ * The app containers set only variables their app reads (plus Secret values used solely as
+ * `$(NAME)` inside those), every reference resolves, and the result passes the app's own parser.
+ */
+export const appEnvironment: Policy = (objects) =>
+  APP_COMPONENTS.flatMap((name) => {
+    const parse = APP_ENV_PARSERS[name];
+    if (!parse) throw new Error(`no env parser for ${name}`);
+    const read = variablesRead(parse);
+    const { env, problems, secretHelpers } = resolvedApp(objects, name);
+    const unread = Object.keys(env).filter((variable) => !read.has(variable) && !secretHelpers.has(variable));
+    const parsed = parse(env);
+    return [
+      ...problems,
+      ...unread.map((variable) => `${name}: sets ${variable}, which the ${name} does not read (it reads ${[...read].sort().join(', ')})`),
+      ...(parsed.ok ? [] : parsed.errors.map((error) => `${name}: ${error.variable}: ${error.message}`)),
+    ];
+  });
+
+/** Liveness on /healthz, readiness on /readyz, on the port the app listens on (TICKWARDEN_HTTP_PORT), scraped there. */
+export const appProbes: Policy = (objects) =>
+  APP_COMPONENTS.flatMap((name) => {
+    const workload = appWorkload(objects, name);
+    const container = mainContainer(workload);
+    const port = resolvedApp(objects, name).env['TICKWARDEN_HTTP_PORT'] ?? String(name === 'scheduler' ? 8080 : 8081);
+    const portOf = (probe: IProbe | undefined): string => {
+      const target = probe?.httpGet?.port;
+      const named = container.ports?.find((candidate) => candidate.name === target);
+      return String(named ? named.containerPort : target);
+    };
+    const problems: string[] = [];
+    for (const [probe, path] of [
+      ['livenessProbe', '/healthz'],
+      ['readinessProbe', '/readyz'],
+    ] as const) {
+      const handler = container[probe]?.httpGet;
+      if (handler?.path !== path) problems.push(`${name}: ${probe} is not an HTTP GET of ${path}`);
+      if (portOf(container[probe]) !== port) problems.push(`${name}: ${probe} port ${portOf(container[probe])} is not TICKWARDEN_HTTP_PORT ${port}`);
+    }
+    const annotations = workload.podAnnotations;
+    const monitored = objects.some((object) => object.kind === 'ServiceMonitor');
+    if (!monitored && (annotations['prometheus.io/scrape'] !== 'true' || annotations['prometheus.io/port'] !== port)) {
+      problems.push(`${name}: no prometheus.io/scrape annotations for port ${port} (and no ServiceMonitor)`);
+    }
+    return problems;
+  });
+
+/** At least two scheduler replicas, a PDB that selects them and lets one go at most, and rollouts that never go below the replica count. */
+export const schedulerAvailability: Policy = (objects) => {
+  const scheduler = appWorkload(objects, 'scheduler');
+  const replicas = scheduler.replicas ?? 1;
+  const problems: string[] = [];
+  if (replicas < 2) problems.push(`scheduler: ${replicas} replica(s); at least 2, so a tick never depends on one pod`);
+  const budgets = pdbsSelecting(objects, scheduler);
+  if (budgets.length === 0) problems.push('scheduler: no PodDisruptionBudget selects its pods');
+  for (const budget of budgets) {
+    // Percentages are not accepted: with 2-3 replicas their rounding decides everything.
+    const unavailable = typeof budget.maxUnavailable === 'number' ? budget.maxUnavailable : typeof budget.minAvailable === 'number' ? replicas - budget.minAvailable : Number.NaN;
+    if (!(unavailable >= 1 && unavailable < replicas)) {
+      problems.push(`scheduler: the PodDisruptionBudget must allow at least one and at most ${replicas - 1} replica(s) down, as a number (got ${JSON.stringify(budget)})`);
+    }
+  }
+  const rolling = (scheduler.object['spec'] as { strategy?: { type?: string; rollingUpdate?: { maxUnavailable?: number | string } } }).strategy;
+  if (rolling?.type !== 'RollingUpdate' || (rolling.rollingUpdate?.maxUnavailable ?? '25%') !== 0) {
+    problems.push('scheduler: rollouts must be RollingUpdate with maxUnavailable 0 (a new replica is ready before an old one stops)');
+  }
+  return problems;
+};
+
+function pdbsSelecting(objects: readonly KubeObject[], workload: Workload): { maxUnavailable?: number | string; minAvailable?: number | string }[] {
+  return objects
+    .filter((object) => object.kind === 'PodDisruptionBudget')
+    .map((object) => object['spec'] as { selector?: LabelSelector; maxUnavailable?: number | string; minAvailable?: number | string })
+    .filter((spec) => spec.selector !== undefined && selects(spec.selector, workload.podLabels))
+    .map(({ maxUnavailable, minAvailable }) => ({ maxUnavailable, minAvailable }));
+}
+
+// ---- Redis ----------------------------------------------------------------------------------
+
+/** `redis-server` flags of a Redis workload's container. */
+const redisFlags = (workload: Workload): Map<string, string> => {
+  const container = mainContainer(workload);
+  return flagValues([...(container.command ?? []), ...(container.args ?? [])]);
+};
+
+/**
+ * In-cluster lock nodes: an odd count of at least 3 masters, each with required anti-affinity
+ * per Kubernetes node, AOF fsynced on every write, no eviction, and exactly the nodes the apps'
+ * TICKWARDEN_LOCK_NODES names. Without in-cluster lock nodes the URLs must come from a Secret.
+ */
+export const lockNodes: Policy = (objects) => {
+  const sets = component(objects, 'lock-node');
+  const urls = APP_COMPONENTS.map((name) => ({ name, variable: mainContainer(appWorkload(objects, name)).env?.find((v) => v.name === 'TICKWARDEN_LOCK_NODES') }));
+  if (sets.length === 0) {
+    return urls.filter(({ variable }) => !variable?.valueFrom?.secretKeyRef).map(({ name }) => `${name}: no lock nodes are rendered, yet TICKWARDEN_LOCK_NODES is not read from a Secret`);
+  }
+  const problems: string[] = [];
+  const count = sets.reduce((sum, set) => sum + (set.replicas ?? 1), 0);
+  if (count < 3 || count % 2 === 0) problems.push(`lock nodes: ${count}; an odd count of at least 3 (a majority survives the most failures per node)`);
+  const hosts: string[] = [];
+  for (const set of sets) {
+    const at = `${set.kind}/${set.name}`;
+    if (set.kind !== 'StatefulSet') problems.push(`${at}: lock nodes need stable names and volumes: a StatefulSet`);
+    const spec = set.object['spec'] as { serviceName?: string };
+    const terms = set.pod.affinity?.podAntiAffinity?.requiredDuringSchedulingIgnoredDuringExecution ?? [];
+    if (!terms.some((term) => term.topologyKey === 'kubernetes.io/hostname' && term.labelSelector && selects(term.labelSelector as LabelSelector, set.podLabels))) {
+      problems.push(`${at}: no required pod anti-affinity on kubernetes.io/hostname against its own pods`);
+    }
+    const flags = redisFlags(set);
+    if (flags.get('appendonly') !== 'yes' || flags.get('appendfsync') !== 'always') problems.push(`${at}: not --appendonly yes --appendfsync always`);
+    if (flags.get('maxmemory-policy') !== 'noeviction') problems.push(`${at}: not --maxmemory-policy noeviction (an evicted key is a lost lease)`);
+    if (flags.has('replicaof') || flags.has('slaveof')) problems.push(`${at}: replicates; lock nodes must be independent masters`);
+    if (!(set.object['spec'] as { volumeClaimTemplates?: unknown[] }).volumeClaimTemplates?.length) problems.push(`${at}: no volumeClaimTemplates: the AOF would not outlive the pod`);
+    for (let index = 0; index < (set.replicas ?? 1); index++) hosts.push(`${set.name}-${index}.${spec.serviceName ?? ''}`);
+  }
+  for (const { name, variable } of urls) {
+    const named = (variable?.value ?? '').split(',').map((entry) => new URL(entry.trim().replace(/\$\([^)]*\)/g, 'x')).hostname);
+    if (named.sort().join(',') !== [...hosts].sort().join(',')) problems.push(`${name}: TICKWARDEN_LOCK_NODES names ${named.join(', ')}; the lock nodes are ${hosts.join(', ')}`);
+  }
+  return problems;
+};
+
+/** The queue Redis (when in the cluster) persists to a volume with AOF and never evicts (BullMQ requires noeviction). */
+export const queueRedis: Policy = (objects) =>
+  component(objects, 'queue').flatMap((workload) => {
+    const flags = redisFlags(workload);
+    const at = `${workload.kind}/${workload.name}`;
+    return [
+      ...(flags.get('appendonly') === 'yes' ? [] : [`${at}: no --appendonly yes`]),
+      ...(flags.get('maxmemory-policy') === 'noeviction' ? [] : [`${at}: not --maxmemory-policy noeviction (BullMQ requires it)`]),
+      ...((workload.object['spec'] as { volumeClaimTemplates?: unknown[] }).volumeClaimTemplates?.length ? [] : [`${at}: no volumeClaimTemplates`]),
+    ];
+  });
+
+const BYTES: Readonly<Record<string, number>> = { kb: 1e3, mb: 1e6, gb: 1e9, k: 1e3, m: 1e6, g: 1e9, ki: 2 ** 10, mi: 2 ** 20, gi: 2 ** 30 };
+
+/** `768mb` (redis-server) or `1Gi` (Kubernetes quantity) in bytes; NaN when not understood. */
+export function byteSize(text: string): number {
+  const match = /^(\d+)([a-z]*)$/i.exec(text.trim());
+  if (!match?.[1]) return Number.NaN;
+  const unit = (match[2] ?? '').toLowerCase();
+  return Number(match[1]) * (unit === '' || unit === 'b' ? 1 : (BYTES[unit] ?? Number.NaN));
+}
+
+/**
+ * Every Redis caps its data (--maxmemory) at most at 80% of its container's memory limit, so a
+ * full node refuses writes (noeviction) instead of being OOM-killed, which would cost a lock
+ * node its in-memory state and a restart.
+ */
+export const redisMemory: Policy = (objects) =>
+  [...component(objects, 'lock-node'), ...component(objects, 'queue')].flatMap((workload) => {
+    const maxmemory = byteSize(redisFlags(workload).get('maxmemory') ?? '');
+    const limit = byteSize(String(mainContainer(workload).resources?.limits?.['memory'] ?? ''));
+    return maxmemory > 0 && maxmemory <= 0.8 * limit ? [] : [`${workload.kind}/${workload.name}: --maxmemory must be set and at most 80% of the memory limit`];
+  });
+
+/**
+ * Every Redis pod is selected by an ingress NetworkPolicy whose every rule admits only pods of
+ * this namespace that are scheduler or worker pods (checked against every rendered pod template).
+ */
+export const redisNetworkPolicy: Policy = (objects) => {
+  const pods = workloads(objects);
+  const redis = [...component(objects, 'lock-node'), ...component(objects, 'queue')];
+  const isApp = (workload: Workload): boolean => (APP_COMPONENTS as readonly string[]).includes(workload.podLabels['app.kubernetes.io/component'] ?? '');
+  const policies = objects
+    .filter((object) => object.kind === 'NetworkPolicy')
+    .map((object) => ({ name: object.metadata.name, spec: object['spec'] as NetworkPolicySpec }))
+    .filter(({ spec }) => (spec.policyTypes ?? ['Ingress']).includes('Ingress'));
+  return redis.flatMap((target) => {
+    const at = `${target.kind}/${target.name}`;
+    const covering = policies.filter(({ spec }) => selects(spec.podSelector, target.podLabels));
+    if (covering.length === 0) return [`${at}: no ingress NetworkPolicy selects its pods`];
+    return covering.flatMap(({ name, spec }) =>
+      (spec.ingress ?? []).flatMap((rule, index) => {
+        const peers = rule.from ?? [];
+        if (peers.length === 0) return [`NetworkPolicy/${name} rule ${index}: admits every source`];
+        return peers.flatMap((peer) => {
+          if (peer.ipBlock || peer.namespaceSelector || !peer.podSelector) return [`NetworkPolicy/${name} rule ${index}: admits sources other than pods of this namespace`];
+          const selector = peer.podSelector;
+          return pods.filter((pod) => selects(selector, pod.podLabels) && !isApp(pod)).map((pod) => `NetworkPolicy/${name} rule ${index}: admits ${pod.kind}/${pod.name}`);
+        });
+      }),
+    );
+  });
+};
+
+interface NetworkPolicySpec {
+  podSelector: LabelSelector;
+  policyTypes?: string[];
+  ingress?: { from?: { podSelector?: LabelSelector; namespaceSelector?: LabelSelector; ipBlock?: unknown }[] }[];
+}
+
+// ---- schedules and shutdown ---------------------------------------------------------------------
+
+/** The files an app container sees at TICKWARDEN_CONFIG, from the rendered ConfigMaps. */
+export function mountedSchedules(objects: readonly KubeObject[], name: string): { files: ConfigText[]; problems: string[] } {
+  const workload = appWorkload(objects, name);
+  const container = mainContainer(workload);
+  const configPath = resolvedApp(objects, name).env['TICKWARDEN_CONFIG'] ?? '';
+  const mount = container.volumeMounts?.find((candidate) => candidate.mountPath === configPath);
+  if (!mount) return { files: [], problems: [`${name}: nothing is mounted at TICKWARDEN_CONFIG (${configPath})`] };
+  const problems: string[] = [];
+  // A subPath mount is never updated by the kubelet: no hot reload.
+  if (mount.subPath || mount.subPathExpr) problems.push(`${name}: the schedules are mounted with a subPath, which never sees ConfigMap updates`);
+  if (mount.readOnly !== true) problems.push(`${name}: the schedules mount is not read-only`);
+  const volume = workload.pod.volumes?.find((candidate) => candidate.name === mount.name);
+  const sources = volume?.projected?.sources?.map((source) => source.configMap?.name) ?? (volume?.configMap ? [volume.configMap.name] : []);
+  if (sources.length === 0) problems.push(`${name}: volume ${mount.name} is not made of ConfigMaps`);
+  const files: ConfigText[] = [];
+  for (const source of sources) {
+    const configMap = objects.find((object) => object.kind === 'ConfigMap' && object.metadata.name === source);
+    if (!configMap) {
+      problems.push(`${name}: ConfigMap ${String(source)} is not rendered`);
+      continue;
+    }
+    for (const [file, text] of Object.entries((configMap['data'] ?? {}) as Record<string, string>)) {
+      const full = path.posix.join(configPath, file);
+      if (files.some((existing) => existing.file === full)) problems.push(`${name}: two ConfigMaps project ${file} into one directory`);
+      files.push({ file: full, text });
+    }
+  }
+  return { files, problems };
+}
+
+/** The schedules as the apps would load them, or the errors the scheduler's own validation reports. */
+export function loadedSchedules(objects: readonly KubeObject[]): { config: TickwardenConfig | undefined; problems: string[] } {
+  const mounted = APP_COMPONENTS.map((name) => mountedSchedules(objects, name));
+  const problems = mounted.flatMap((mount) => mount.problems);
+  const [scheduler, worker] = mounted;
+  const contents = (files: ConfigText[] = []): string => JSON.stringify(files);
+  if (contents(scheduler?.files) !== contents(worker?.files)) problems.push('the scheduler and the worker do not mount the same schedules');
+  const result = validateConfigTexts(scheduler?.files ?? []);
+  if (!result.ok) return { config: undefined, problems: [...problems, ...result.errors.map(formatConfigError)] };
+  return { config: result.config, problems };
+}
+
+/** The schedules pass the scheduler's validation and are mounted where TICKWARDEN_CONFIG points, hot-reloadable. */
+export const schedules: Policy = (objects) => loadedSchedules(objects).problems;
+
+/** A `const NAME = 20_000;` of an app's main.ts: the drain timings live there, not in any export. */
+export function sourceConstantMs(file: string, name: string): number {
+  const text = readFileSync(path.join(REPO_ROOT, file), 'utf8');
+  const match = new RegExp(`const ${name} = ([\\d_]+);`).exec(text);
+  if (!match?.[1]) throw new Error(`${file}: no "const ${name} = <ms>;" (the grace period check reads it)`);
+  return Number(match[1].replaceAll('_', ''));
+}
+
+/**
+ * terminationGracePeriodSeconds of each app is above the longest leaseTtl of the schedules and
+ * above how long the app may take to exit after SIGTERM: the scheduler's forced exit
+ * (DRAIN_TIMEOUT_MS), the worker's TICKWARDEN_SHUTDOWN_GRACE + largest killGrace + EXIT_SLACK_MS.
+ */
+export const gracePeriods: Policy = (objects) => {
+  const { config } = loadedSchedules(objects);
+  if (!config) return ['the schedules do not load (see the schedules policy)'];
+  const maxLeaseTtlMs = Math.max(0, ...config.schedules.map((schedule) => schedule.leaseTtlMs));
+  const maxKillGraceMs = Math.max(0, ...config.schedules.map((schedule) => ('killGraceMs' in schedule.handler ? schedule.handler.killGraceMs : 0)));
+  const worker = APP_ENV_PARSERS['worker']?.(resolvedApp(objects, 'worker').env);
+  const shutdownGraceMs = worker?.ok ? (worker.value as { shutdownGraceMs: number }).shutdownGraceMs : Number.NaN;
+  const drainMs: Record<(typeof APP_COMPONENTS)[number], number> = {
+    scheduler: sourceConstantMs('apps/scheduler/src/main.ts', 'DRAIN_TIMEOUT_MS'),
+    worker: shutdownGraceMs + maxKillGraceMs + sourceConstantMs('apps/worker/src/main.ts', 'EXIT_SLACK_MS'),
+  };
+  return APP_COMPONENTS.flatMap((name) => {
+    const graceMs = (appWorkload(objects, name).pod.terminationGracePeriodSeconds ?? 30) * 1000;
+    return [
+      ...(graceMs > maxLeaseTtlMs ? [] : [`${name}: terminationGracePeriodSeconds ${graceMs / 1000} is not above the longest leaseTtl (${maxLeaseTtlMs / 1000} s)`]),
+      ...(graceMs > drainMs[name] ? [] : [`${name}: terminationGracePeriodSeconds ${graceMs / 1000} is not above its drain (${drainMs[name] / 1000} s)`]),
+    ];
+  });
+};
+
+/** Every policy, by name: each overlay must satisfy all of them. */
+export const POLICIES: Readonly<Record<string, Policy>> = {
+  probes,
+  resources,
+  securityContext,
+  pinnedImages,
+  podHygiene,
+  appEnvironment,
+  appProbes,
+  schedulerAvailability,
+  lockNodes,
+  queueRedis,
+  redisMemory,
+  redisNetworkPolicy,
+  schedules,
+  gracePeriods,
+};
