@@ -1,9 +1,13 @@
-export { runCommand, type CommandHandlerConfig } from './handlers/command.ts';
+export { CommandGuard, GUARD_READY_TIMEOUT_MS, GUARD_RESPAWN_DELAY_MS, hostMonotonicMs, type CommandGuardOptions } from './command-guard.ts';
+export { handlerStarted, markHandlerStarted, type HandlerStartedMark } from './handler-started.ts';
+export { LEASE_KILL_MARGIN_MS, runCommand, type CommandHandlerConfig, type CommandRunOptions } from './handlers/command.ts';
 export { HTTP_ERROR_BODY_LIMIT, runHttp, type HttpHandlerConfig } from './handlers/http.ts';
 export { runHandler } from './handlers/index.ts';
 export { resolveModulePath, runModule, type ModuleHandlerConfig } from './handlers/module.ts';
 export { DEFAULT_OUTPUT_LIMITS, OutputLog, type OutputLimits } from './handlers/output.ts';
-export { HandlerError, type RunContext, type RunDetails } from './handlers/types.ts';
+export { HandlerError, type LeaseValidity, type RunContext, type RunDetails } from './handlers/types.ts';
 export { JobRunner, RunAbortedError, TAKEOVER_SLACK_MS, type AbortKind, type JobRunnerOptions, type RunResult } from './job-runner.ts';
+export { LeaseValidityTracker } from './lease-validity-tracker.ts';
 export { RUN_OUTCOMES, WorkerMetrics, type RunOutcome } from './metrics.ts';
+export { RunLeaseValidity } from './run-lease-validity.ts';
 export { lockDurationFor, MIN_LOCK_DURATION_MS, WorkerService, type WorkerServiceOptions } from './worker-service.ts';

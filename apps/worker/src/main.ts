@@ -35,7 +35,16 @@ async function main(): Promise<number> {
   redlock.on('nodeError', ({ node, operation, error }) => logger.debug({ node, operation, err: error }, 'lock node error'));
   redlock.on('aborted', ({ resource, reason, validityLeftMs }) => logger.warn({ resource, code: reason.code, validityLeftMs: Math.round(validityLeftMs) }, 'lease watchdog aborted a run'));
   service = new WorkerService({ workerId, queueRedis, redlock, logger, config: live.config, queues, concurrency, metrics });
-  service.start();
+  try {
+    await service.start();
+  } catch (error) {
+    // Without a command guard no command may start: fail the start so the orchestrator retries it.
+    logger.error({ err: error }, 'cannot start: the command guard is not running');
+    live.stop();
+    await service.stop(0);
+    await redlock.close();
+    return 1;
+  }
   logger.info(
     { schedules: live.config.schedules.length, files: live.config.files, queues: service.queues, concurrency, lockNodes: lockNodes.map(redactUrl), quorum: redlock.quorum, queueRedis: redactUrl(queueRedis), shutdownGrace: formatDuration(graceMs) },
     'worker started',

@@ -3,7 +3,7 @@ import { ProcessMetrics } from '@tickwarden/runtime';
 import { Counter, Gauge, Histogram } from 'prom-client';
 
 /** What happened to one attempt of one tick's job on this worker. One name per outcome, in logs and metrics alike. */
-export const RUN_OUTCOMES = ['succeeded', 'failed', 'aborted-lease-lost', 'aborted-timeout', 'skipped-overlap', 'missed-deadline'] as const;
+export const RUN_OUTCOMES = ['succeeded', 'failed', 'aborted-lease-lost', 'aborted-timeout', 'aborted-shutdown', 'skipped-overlap', 'missed-deadline'] as const;
 export type RunOutcome = (typeof RUN_OUTCOMES)[number];
 
 /** The worker's Prometheus metrics, on their own registry. */
@@ -28,6 +28,16 @@ export class WorkerMetrics extends ProcessMetrics {
     name: 'tickwarden_worker_lease_abort_validity_left_seconds',
     help: 'Lease validity left when the watchdog aborted a run (must stay above 0)',
     buckets: [0, 0.05, 0.1, 0.2, 0.3, 0.5, 1, 2, 5, 10],
+    registers: [this.registry],
+  });
+  readonly commandGuardExits = new Counter({
+    name: 'tickwarden_worker_command_guard_exits_total',
+    help: 'Unexpected exits of the command guard process (each one is replaced)',
+    registers: [this.registry],
+  });
+  readonly commandGuardKills = new Counter({
+    name: 'tickwarden_worker_command_guard_kills_total',
+    help: 'Command process groups the guard SIGKILLed because their lease deadline passed without an extension (the worker was paused or stuck)',
     registers: [this.registry],
   });
 

@@ -1,12 +1,12 @@
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { sleep, waitUntil } from '@tickwarden/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { HandlerError, runCommand, runHttp, runModule, type RunContext } from '../src/index.ts';
-import { captureLogger, groupAlive, runContext } from './support.ts';
+import { CommandGuard, HandlerError, runCommand, runHttp, runModule, type RunContext } from '../src/index.ts';
+import { captureLogger, groupAlive, runContext, testLease } from './support.ts';
 
 const abortReason = () => new Error('stop now');
 
@@ -101,11 +101,16 @@ describe('http handler', () => {
 
 describe('command handler', () => {
   let dir: string;
+  const guard = new CommandGuard({ logger: captureLogger().logger });
   beforeAll(() => {
     dir = mkdtempSync(path.join(tmpdir(), 'tickwarden-command-'));
+    guard.start();
   });
-  afterAll(() => rmSync(dir, { recursive: true, force: true }));
-
+  afterAll(async () => {
+    await guard.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+  const guarded = { guard };
   const command = (script: string, killGraceMs = 300) => ({ kind: 'command' as const, argv: [process.execPath, '-e', script], cwd: dir, env: { EXTRA: 'yes' }, killGraceMs });
 
   it('runs without a shell: payload on stdin, the tick in TICKWARDEN_* variables, output logged line by line; exit 0 succeeds', async () => {
@@ -117,7 +122,7 @@ describe('command handler', () => {
         console.log(JSON.stringify({ input: JSON.parse(input), cwd: process.cwd(), vars: [e.TICKWARDEN_SCHEDULE, e.TICKWARDEN_TICK, e.TICKWARDEN_FENCE, e.TICKWARDEN_JOB_ID, e.TICKWARDEN_ATTEMPT, e.EXTRA] }));
         console.error('to stderr');
       });`;
-    const details = await runCommand(command(script), runContext(new AbortController().signal, logger, { attempt: 2 }));
+    const details = await runCommand(command(script), runContext(new AbortController().signal, logger, { attempt: 2 }), guarded);
     expect(details['exitCode']).toBe(0);
     const stdout = records.find((r) => r['stream'] === 'stdout');
     expect(JSON.parse(String(stdout?.['msg']))).toEqual({
@@ -130,17 +135,17 @@ describe('command handler', () => {
 
   it('a non-zero exit fails; a missing program fails to start', async () => {
     const { logger } = captureLogger();
-    const failed = await runCommand(command('process.exit(3)'), runContext(new AbortController().signal, logger)).catch((e: unknown) => e);
+    const failed = await runCommand(command('process.exit(3)'), runContext(new AbortController().signal, logger), guarded).catch((e: unknown) => e);
     expect((failed as HandlerError).message).toBe('command exited with code 3');
     expect((failed as HandlerError).details['exitCode']).toBe(3);
-    const missing = await runCommand({ ...command(''), argv: ['/nonexistent/tickwarden-nope'] }, runContext(new AbortController().signal, logger)).catch((e: unknown) => e);
+    const missing = await runCommand({ ...command(''), argv: ['/nonexistent/tickwarden-nope'] }, runContext(new AbortController().signal, logger), guarded).catch((e: unknown) => e);
     expect((missing as Error).message).toMatch(/^cannot start command "\/nonexistent\/tickwarden-nope": spawn .* ENOENT/);
   });
 
   it('caps output at 1,000 lines and 4 KiB per line, then one "truncated" line', async () => {
     const { logger, records } = captureLogger();
     const script = `process.stdout.write('y'.repeat(10000) + '\\n'); for (let i = 0; i < 1500; i++) process.stdout.write('line ' + i + '\\n');`;
-    await runCommand(command(script), runContext(new AbortController().signal, logger));
+    await runCommand(command(script), runContext(new AbortController().signal, logger), guarded);
     const lines = records.filter((r) => r['stream'] === 'stdout');
     expect(lines).toHaveLength(1001);
     expect(lines[0]?.['lineTruncated']).toBe(true);
@@ -160,7 +165,7 @@ describe('command handler', () => {
       setInterval(() => {}, 1000);`;
     const controller = new AbortController();
     const started = performance.now();
-    const call = runCommand(command(script, 400), runContext(controller.signal, logger)).catch((e: unknown) => e);
+    const call = runCommand(command(script, 400), runContext(controller.signal, logger), guarded).catch((e: unknown) => e);
     await waitUntil(() => records.some((r) => String(r['msg']).startsWith('pgid ')), 'the command to start');
     const [, pgid, , grandchild] = String(records.find((r) => String(r['msg']).startsWith('pgid '))?.['msg']).split(' ');
     expect(groupAlive(Number(pgid))).toBe(true);
@@ -177,7 +182,7 @@ describe('command handler', () => {
   it('a command that honours SIGTERM stops at once on abort', async () => {
     const { logger, records } = captureLogger();
     const controller = new AbortController();
-    const call = runCommand(command("console.log('pid ' + process.pid); setInterval(() => {}, 1000)", 10_000), runContext(controller.signal, logger)).catch((e: unknown) => e);
+    const call = runCommand(command("console.log('pid ' + process.pid); setInterval(() => {}, 1000)", 10_000), runContext(controller.signal, logger), guarded).catch((e: unknown) => e);
     await waitUntil(() => records.some((r) => String(r['msg']).startsWith('pid ')), 'the command to start');
     const pgid = Number(String(records.find((r) => String(r['msg']).startsWith('pid '))?.['msg']).slice(4));
     const at = performance.now();
@@ -193,11 +198,78 @@ describe('command handler', () => {
       const { spawn } = require('node:child_process');
       spawn(process.execPath, ['-e', 'setInterval(() => {}, 1000)'], { stdio: 'ignore' }).unref();
       console.log('pgid ' + process.pid);`;
-    const details = await runCommand(command(script), runContext(new AbortController().signal, logger));
+    const details = await runCommand(command(script), runContext(new AbortController().signal, logger), guarded);
     expect(details['exitCode']).toBe(0);
     const pgid = Number(String(records.find((r) => String(r['msg']).startsWith('pgid '))?.['msg']).slice(5));
     expect(groupAlive(pgid)).toBe(false);
     expect(records.some((r) => String(r['msg']).startsWith('command exited leaving processes'))).toBe(true);
+  });
+});
+
+describe('command handler: bound to the lease', () => {
+  let dir: string;
+  beforeAll(() => {
+    dir = mkdtempSync(path.join(tmpdir(), 'tickwarden-command-lease-'));
+  });
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+  const command = (script: string, killGraceMs: number) => ({ kind: 'command' as const, argv: [process.execPath, '-e', script], cwd: dir, env: {}, killGraceMs });
+  const heartbeats = (name: string) => readFileSync(path.join(dir, name), 'utf8').trim().split('\n').map(Number);
+  /** A command appending Date.now() to `name` every 20 ms and printing its pid; `ignoreTerm` makes it survive SIGTERM. */
+  const beating = (name: string, ignoreTerm: boolean) =>
+    `${ignoreTerm ? "process.on('SIGTERM', () => console.log('got SIGTERM'));" : ''}
+     const beat = () => require('node:fs').appendFileSync(${JSON.stringify(path.join(dir, name))}, Date.now() + '\\n');
+     console.log('pid ' + process.pid); beat(); setInterval(beat, 20);`;
+  // Never kills: these tests see the worker's own kills (command-guard.test.ts tests the guard's).
+  const passiveGuard = { ready: () => Promise.resolve(), watch: () => undefined, unwatch: () => undefined } as unknown as CommandGuard;
+  const pidOf = (records: Record<string, unknown>[]) => Number(String(records.find((r) => String(r['msg']).startsWith('pid '))?.['msg']).slice(4));
+
+  it('an aborted command that ignores SIGTERM is SIGKILLed before its lease validity ends, although its kill grace is longer', async () => {
+    const { logger, records } = captureLogger();
+    const controller = new AbortController();
+    const lease = testLease(1500);
+    const call = runCommand(command(beating('ignores-term.txt', true), 20_000), runContext(controller.signal, logger, { lease }), { guard: passiveGuard }).catch((e: unknown) => e);
+    await waitUntil(() => records.some((r) => String(r['msg']).startsWith('pid ')), 'the command to start');
+    // The lease's validity end on the wall clock the command writes its heartbeats with.
+    const validityEndsAt = Date.now() + lease.msLeft();
+    const reason = abortReason();
+    controller.abort(reason);
+    expect(await call).toBe(reason);
+    expect(records.some((r) => r['msg'] === 'got SIGTERM')).toBe(true);
+    expect(groupAlive(pidOf(records))).toBe(false);
+    expect(Math.max(...heartbeats('ignores-term.txt'))).toBeLessThan(validityEndsAt);
+  });
+
+  it('a command still running when its lease validity ends is SIGKILLed, abort or not; each extension moves that end', async () => {
+    const { logger, records } = captureLogger();
+    // Extended every 150 ms to 400 ms ahead: a 1.2 s command outlives the first validity end and still succeeds.
+    const extended = testLease(400);
+    const extender = setInterval(() => extended.extended(400), 150);
+    try {
+      const details = await runCommand(command('setTimeout(() => {}, 1200)', 60_000), runContext(new AbortController().signal, logger, { lease: extended }), { guard: passiveGuard });
+      expect(details['exitCode']).toBe(0);
+    } finally {
+      clearInterval(extender);
+    }
+    // Never extended: killed before the end of its validity, without an abort.
+    const lease = testLease(600);
+    const validityEndsAt = Date.now() + lease.msLeft();
+    const error = await runCommand(command(beating('not-extended.txt', true), 20_000), runContext(new AbortController().signal, logger, { lease }), { guard: passiveGuard }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(HandlerError);
+    expect((error as HandlerError).details['exitSignal']).toBe('SIGKILL');
+    expect(records.some((r) => r['msg'] === 'got SIGTERM')).toBe(false);
+    expect(groupAlive(pidOf(records))).toBe(false);
+    expect(Math.max(...heartbeats('not-extended.txt'))).toBeLessThan(validityEndsAt);
+  });
+
+  it('no command starts without a running guard: the run fails with COMMAND_GUARD_UNAVAILABLE and nothing is spawned', async () => {
+    const { logger } = captureLogger();
+    const idle = new CommandGuard({ logger, readyTimeoutMs: 200 });
+    const marker = path.join(dir, 'never.txt');
+    const error = await runCommand(command(`require('node:fs').writeFileSync(${JSON.stringify(marker)}, 'ran')`, 1000), runContext(new AbortController().signal, logger), { guard: idle }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(HandlerError);
+    expect((error as HandlerError).details['code']).toBe('COMMAND_GUARD_UNAVAILABLE');
+    await sleep(300);
+    expect(existsSync(marker)).toBe(false);
   });
 });
 

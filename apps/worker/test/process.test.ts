@@ -4,11 +4,11 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { ScheduleConfig } from '@tickwarden/config';
 import { leaseResource } from '@tickwarden/contracts';
-import { Redlock, resourceKeys } from '@tickwarden/redlock';
+import { Redlock, resourceKeys, type Lease } from '@tickwarden/redlock';
 import { freePort, ManagedProcess, sleep, startRedisNodes, waitUntil, type RedisNodes } from '@tickwarden/testkit';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { enqueueTick, groupAlive, nodeCommand, scheduleFixture, settledJob } from './support.ts';
+import { enqueueTick, groupAlive, nodeCommand, processRunning, runningMembers, scheduleFixture, settledJob } from './support.ts';
 
 const MAIN = fileURLToPath(new URL('../src/main.ts', import.meta.url));
 const FIXTURE = fileURLToPath(new URL('./fixtures/worker-process.ts', import.meta.url));
@@ -46,6 +46,16 @@ describe('worker as an OS process', () => {
        setTimeout(() => fs.appendFileSync(f, ['end', fence, Date.now()].join(' ') + '\\n'), ${ms});`,
       { killGraceMs: 1000 },
     );
+  /** A command that appends "pid <pid>", then its wall clock (ms) every 50 ms until killed. */
+  const heartbeat = (name: string) =>
+    nodeCommand(
+      `const fs = require('node:fs'); const f = ${JSON.stringify(file(name))};
+       fs.appendFileSync(f, 'pid ' + process.pid + '\\n');
+       setInterval(() => fs.appendFileSync(f, Date.now() + '\\n'), 50);`,
+      { killGraceMs: 1000 },
+    );
+  /** The pid of the command guard a worker process started. */
+  const guardPid = (worker: ManagedProcess) => Number(worker.records.find((r) => r['msg'] === 'command guard started')?.['guardPid']);
 
   /** Writes one team file (JSON is YAML): the schedules as the config file format spells them. */
   function writeTeam(name: string, schedules: { name: string; handler: Record<string, unknown>; leaseTtl?: string; queue: string }[]): void {
@@ -85,6 +95,10 @@ describe('worker as an OS process', () => {
     const base = `http://127.0.0.1:${port}`;
     expect((await fetch(`${base}/healthz`)).status).toBe(200);
     expect((await fetch(`${base}/readyz`)).status).toBe(200);
+    // The guard ran before anything else started.
+    const order = worker.records.map((r) => r['msg']);
+    expect(order.indexOf('command guard started')).toBeGreaterThan(-1);
+    expect(order.indexOf('command guard started')).toBeLessThan(order.indexOf('consuming queue'));
     const paused = [0, 1, 2].map((i) => locks.node(i));
     await Promise.all(paused.map((node) => node.pause()));
     try {
@@ -100,8 +114,11 @@ describe('worker as an OS process', () => {
     const metrics = await (await fetch(`${base}/metrics`)).text();
     expect(metrics).toMatch(/tickwarden_worker_active_runs 1/);
     expect(metrics).toMatch(/tickwarden_worker_runs_total\{outcome="skipped-overlap"\} 0/);
+    const guard = guardPid(worker);
+    expect(processRunning(guard)).toBe(true);
     const exit = await worker.stop('SIGTERM', 15_000);
     expect(exit.code).toBe(0);
+    expect(processRunning(guard)).toBe(false);
     expect(lines('graceful.txt').map((line) => line.split(' ')[0])).toEqual(['start', 'end']);
     const job = await settledJob(connection, 'graceful', jobId);
     expect(await job.getState()).toBe('completed');
@@ -129,6 +146,7 @@ describe('worker as an OS process', () => {
     const job = await settledJob(connection, 'impatient', jobId);
     expect(await job.getState()).toBe('failed');
     expect(job.failedReason).toBe('aborted: the worker is shutting down');
+    expect(worker.records.filter((r) => r['jobId'] === jobId && 'outcome' in r).map((r) => r['outcome'])).toEqual(['aborted-shutdown']);
     await scheduler.release(await scheduler.acquire(lease.resource, 1000, { retryCount: 0 }));
   });
 
@@ -186,7 +204,7 @@ describe('worker as an OS process', () => {
     rmSync(path.join(configDir, 'reload.yaml'));
   });
 
-  it('a worker SIGKILLed mid-run: the job re-runs on another worker only after the lease expired, with a greater fence, never overlapping', async () => {
+  it('a worker SIGKILLed mid-run: its guard kills the command at once; the job re-runs on another worker only after the lease expired, with a greater fence, never overlapping', async () => {
     const ttl = 3000;
     const schedule = scheduleFixture('crash/job', recordedSleep('crash.txt', 3000), { queue: 'crash', leaseTtlMs: ttl });
     const start = (id: string) =>
@@ -213,7 +231,7 @@ describe('worker as an OS process', () => {
     const survivor = workers.find((w) => w !== victim) as ManagedProcess;
     await waitUntil(() => lines('crash.txt').length > 0, 'the command to start');
     await sleep(300);
-    // The pod dies: the worker and its command's process group, at once.
+    // The worker process dies alone: its command's process group is left to the guard.
     const commandPgid = Number(lines('crash.txt')[0]?.split(' ')[3]);
     const key = resourceKeys('tickwarden', leaseResource(schedule.id, 'skip', 0)).lock;
     const pttls = await Promise.all(
@@ -226,9 +244,13 @@ describe('worker as an OS process', () => {
         }
       }),
     );
+    const victimGuard = guardPid(victim);
     const killedAt = Date.now();
     victim.signal('SIGKILL');
-    process.kill(-commandPgid, 'SIGKILL');
+    // Orphaned, a killed command may linger as a zombie until adopted and reaped: count running members only.
+    await waitUntil(() => runningMembers(commandPgid).length === 0, 'the guard to kill the command', { timeoutMs: 10_000, intervalMs: 10 });
+    expect(Date.now()).toBeLessThan(killedAt + ttl);
+    await waitUntil(() => !processRunning(victimGuard), 'the guard to exit after the worker');
     const job = await settledJob(connection, 'crash', jobId, 20_000);
     expect(await job.getState()).toBe('completed');
     expect(job.stalledCounter).toBe(1);
@@ -247,5 +269,35 @@ describe('worker as an OS process', () => {
     // BullMQ handed the job over while the lease was still alive: the survivor waited for it.
     expect(job.processedOn).toBeLessThan(lapsedAt);
     expect((await survivor.stop()).code).toBe(0);
+  });
+
+  it('a worker paused (SIGSTOP) past its lease: the guard kills the command before another run can take the lease; resumed, the run fails as lease lost', async () => {
+    const schedule = scheduleFixture('paused/job', heartbeat('paused.txt'), { queue: 'paused', leaseTtlMs: 2000 });
+    writeTeam('paused', [{ name: 'job', handler: commandYaml(schedule), leaseTtl: '2s', queue: 'paused' }]);
+    const { worker } = await startWorker('paused', { TICKWARDEN_QUEUES: 'paused' });
+    const { jobId, lease } = await enqueueTick(scheduler, connection, schedule);
+    await runStarted(worker, jobId);
+    await waitUntil(() => lines('paused.txt').length > 3, 'heartbeats');
+    const pgid = Number(lines('paused.txt')[0]?.split(' ')[1]);
+    const beats = () => lines('paused.txt').slice(1).map(Number);
+    worker.signal('SIGSTOP');
+    let second: Lease | undefined;
+    try {
+      // Another run of the schedule: granted once the paused worker's lease lapsed on a majority.
+      second = await scheduler.acquire(lease.resource, 2000, { retryCount: 200, retryDelayMs: 50, retryJitterMs: 0 });
+      const grantedBy = Date.now();
+      // The paused worker cannot reap it: a zombie at most, running nothing.
+      expect(runningMembers(pgid)).toEqual([]);
+      expect(Math.max(...beats())).toBeLessThan(grantedBy);
+      const count = beats().length;
+      await sleep(300);
+      expect(beats()).toHaveLength(count);
+    } finally {
+      worker.signal('SIGCONT');
+    }
+    await scheduler.release(second);
+    await worker.waitForLine((line) => line.includes('"outcome":"aborted-lease-lost"'), 'the run to fail as lease lost');
+    expect(worker.records.find((r) => r['code'] === 'COMMAND_GUARD_KILLED')).toMatchObject({ pgid });
+    expect((await worker.stop()).code).toBe(0);
   });
 });

@@ -1,3 +1,4 @@
+import { readdirSync, readFileSync } from 'node:fs';
 import { Writable } from 'node:stream';
 import type { HandlerConfig, ScheduleConfig } from '@tickwarden/config';
 import { leaseResource, queueName, tickClaim, tickJobId, type TickJobData } from '@tickwarden/contracts';
@@ -6,7 +7,7 @@ import { waitUntil } from '@tickwarden/testkit';
 import { Job, Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { pino, type Logger } from 'pino';
-import type { RunContext } from '../src/index.ts';
+import { RunLeaseValidity, type RunContext } from '../src/index.ts';
 
 /** A pino logger whose records (parsed) are kept in memory. */
 export function captureLogger(base: Record<string, unknown> = { worker: 'test-worker' }): { logger: Logger; records: Record<string, unknown>[] } {
@@ -20,7 +21,12 @@ export function captureLogger(base: Record<string, unknown> = { worker: 'test-wo
   return { logger: pino({ level: 'debug', base }, stream), records };
 }
 
-/** A handler's context for direct handler tests. */
+/** A lease validity a test drives on performance.now(): valid `validForMs` from now until `extend` moves it. */
+export function testLease(validForMs: number): RunLeaseValidity {
+  return new RunLeaseValidity(performance.now() + validForMs, () => performance.now());
+}
+
+/** A handler's context for direct handler tests (a lease valid for an hour unless overridden). */
 export function runContext(signal: AbortSignal, logger: Logger, overrides: Partial<RunContext> = {}): RunContext {
   return {
     schedule: 'team-a/job',
@@ -30,6 +36,7 @@ export function runContext(signal: AbortSignal, logger: Logger, overrides: Parti
     attempt: 1,
     payload: { hello: 'world' },
     signal,
+    lease: testLease(3_600_000),
     logger,
     ...overrides,
   };
@@ -137,6 +144,40 @@ export function groupAlive(pgid: number): boolean {
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code === 'ESRCH') return false;
     throw error;
+  }
+}
+
+/**
+ * Pids of the group's members that still run (zombies excluded), from /proc.
+ * A command whose worker was SIGKILLed is reparented, and a killed orphan may
+ * stay a zombie until whoever adopted it reaps it: `kill(-pgid, 0)` still
+ * finds a zombie, but a zombie runs no code.
+ */
+export function runningMembers(pgid: number): number[] {
+  const members: number[] = [];
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    let stat: string;
+    try {
+      stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+    } catch {
+      continue; // exited while we looked
+    }
+    // "pid (comm) state ppid pgrp ...": comm may hold spaces and parentheses.
+    const [state, , pgrp] = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    if (Number(pgrp) === pgid && state !== 'Z' && state !== 'X') members.push(Number(entry));
+  }
+  return members;
+}
+
+/** Whether a process runs (exists and is not a zombie). */
+export function processRunning(pid: number): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const state = stat.slice(stat.lastIndexOf(')') + 2).split(' ')[0];
+    return state !== 'Z' && state !== 'X';
+  } catch {
+    return false;
   }
 }
 

@@ -8,7 +8,7 @@ import { sleep, startRedisNodes, waitUntil, type RedisNodes } from '@tickwarden/
 import { Queue, type Job } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { JobRunner, WorkerMetrics, WorkerService } from '../src/index.ts';
+import { CommandGuard, JobRunner, WorkerMetrics, WorkerService } from '../src/index.ts';
 import { captureLogger, enqueueTick, groupAlive, nodeCommand, outcomes, scheduleFixture, settledJob } from './support.ts';
 
 describe('worker: jobs under the lease, against real Redis', () => {
@@ -37,7 +37,7 @@ describe('worker: jobs under the lease, against real Redis', () => {
     rmSync(dir, { recursive: true, force: true });
   });
 
-  function startWorker(schedules: ScheduleConfig[], options: { concurrency?: number } = {}) {
+  async function startWorker(schedules: ScheduleConfig[], options: { concurrency?: number } = {}) {
     const { logger, records } = captureLogger();
     const redlock = new Redlock(locks.urls);
     redlocks.push(redlock);
@@ -55,8 +55,8 @@ describe('worker: jobs under the lease, against real Redis', () => {
       concurrency: options.concurrency ?? 2,
       metrics,
     });
-    service.start();
     services.push(service);
+    await service.start();
     return { service, records, events, metrics, redlock };
   }
 
@@ -77,7 +77,7 @@ describe('worker: jobs under the lease, against real Redis', () => {
 
   it('takes the lease over from the scheduler, runs the handler with a greater fence, logs the run fields, releases the lease', async () => {
     const schedule = scheduleFixture('team-a/ok', recording('ok.txt', ''), { queue: 'q-ok' });
-    const { records, metrics } = startWorker([schedule]);
+    const { records, metrics } = await startWorker([schedule]);
     const { jobId, lease } = await enqueueTick(scheduler, connection, schedule);
     const job = await settledJob(connection, 'q-ok', jobId);
     expect(await job.getState()).toBe('completed');
@@ -85,6 +85,8 @@ describe('worker: jobs under the lease, against real Redis', () => {
     expect(job.returnvalue).toMatchObject({ outcome: 'succeeded', fence: Number(fence) });
     expect(Number(fence)).toBeGreaterThan(lease.fence);
     expect(attempt).toBe('1');
+    // Marked before the handler started: a later start reads it to know the start deadline no longer applies.
+    expect(job.progress).toEqual({ handlerStarted: true, attempt: 1, fence: Number(fence) });
     const [done] = outcomes(records, jobId);
     expect(done).toMatchObject({ worker: 'test-worker', schedule: 'team-a/ok', tick: new Date((job.data as TickJobData).tickMs).toISOString(), jobId, fence: Number(fence), attempt: 1, outcome: 'succeeded', exitCode: 0 });
     expect(typeof done?.['durationMs']).toBe('number');
@@ -99,7 +101,7 @@ describe('worker: jobs under the lease, against real Redis', () => {
 
   it('the majority of lock nodes paused during a run: the handler is aborted before the validity ends, the job fails as lease lost and is not retried', async () => {
     const schedule = scheduleFixture('team-a/lost', recording('lost.txt', 'setInterval(() => {}, 1000)'), { queue: 'q-lost', attempts: 3, leaseTtlMs: 1000 });
-    const { records, events, metrics } = startWorker([schedule]);
+    const { records, events, metrics } = await startWorker([schedule]);
     const { jobId } = await enqueueTick(scheduler, connection, schedule);
     await waitUntil(() => records.some((r) => r['msg'] === 'run started' && r['jobId'] === jobId), 'the run to start');
     await sleep(200);
@@ -128,7 +130,7 @@ describe('worker: jobs under the lease, against real Redis', () => {
 
   it('a lock node restarted empty during a long run: the run continues (the key is re-established) and succeeds', async () => {
     const schedule = scheduleFixture('team-a/restart', nodeCommand('setTimeout(() => {}, 2500)'), { queue: 'q-restart', leaseTtlMs: 1000 });
-    const { records, events } = startWorker([schedule]);
+    const { records, events } = await startWorker([schedule]);
     const { jobId } = await enqueueTick(scheduler, connection, schedule);
     await waitUntil(() => records.some((r) => r['msg'] === 'run started' && r['jobId'] === jobId), 'the run to start');
     const key = resourceKeys('tickwarden', leaseResource(schedule.id, 'skip', 0)).lock;
@@ -160,7 +162,7 @@ describe('worker: jobs under the lease, against real Redis', () => {
       backoff: { type: 'fixed', delayMs: 100 },
       maxRuntimeMs: 400,
     });
-    const { records } = startWorker([schedule]);
+    const { records } = await startWorker([schedule]);
     const { jobId, lease } = await enqueueTick(scheduler, connection, schedule);
     const job = await settledJob(connection, 'q-slow', jobId);
     expect(await job.getState()).toBe('failed');
@@ -181,7 +183,7 @@ describe('worker: jobs under the lease, against real Redis', () => {
       attempts: 2,
       backoff: { type: 'fixed', delayMs: 200 },
     });
-    const { records } = startWorker([schedule]);
+    const { records } = await startWorker([schedule]);
     const { jobId } = await enqueueTick(scheduler, connection, schedule);
     const job = await settledJob(connection, 'q-flaky', jobId);
     expect(await job.getState()).toBe('completed');
@@ -201,7 +203,7 @@ describe('worker: jobs under the lease, against real Redis', () => {
     await sleep(1100);
     const second = await enqueueTick(scheduler, connection, schedule, { tickMs: first.data.tickMs + 1000, delayMs: 2500 });
     await sleep(1100);
-    const { records } = startWorker([schedule], { concurrency: 2 });
+    const { records } = await startWorker([schedule], { concurrency: 2 });
     const [a, b] = await Promise.all([settledJob(connection, 'q-overlap', first.jobId), settledJob(connection, 'q-overlap', second.jobId)]);
     expect(a.returnvalue).toMatchObject({ outcome: 'succeeded' });
     expect(b.returnvalue).toEqual({ outcome: 'skipped-overlap' });
@@ -215,7 +217,7 @@ describe('worker: jobs under the lease, against real Redis', () => {
 
   it('a job started after its start deadline does not run (missed-deadline) and frees the schedule', async () => {
     const schedule = scheduleFixture('team-a/late', recording('late.txt', ''), { queue: 'q-late', startDeadlineMs: 1000 });
-    const { records } = startWorker([schedule]);
+    const { records } = await startWorker([schedule]);
     const tickMs = Date.now() - 5000;
     const { jobId, lease } = await enqueueTick(scheduler, connection, schedule, { tickMs, dueMs: tickMs });
     const job = await settledJob(connection, 'q-late', jobId);
@@ -227,7 +229,7 @@ describe('worker: jobs under the lease, against real Redis', () => {
 
   it('a job of a schedule missing from the config, or with invalid data, fails without retry', async () => {
     const known = scheduleFixture('team-a/known', nodeCommand(''), { queue: 'q-bad' });
-    const { records } = startWorker([known]);
+    const { records } = await startWorker([known]);
     const unknown = scheduleFixture('team-a/unknown', nodeCommand(''), { queue: 'q-bad', attempts: 3 });
     const { jobId, lease } = await enqueueTick(scheduler, connection, unknown);
     const job = await settledJob(connection, 'q-bad', jobId);
@@ -246,15 +248,83 @@ describe('worker: jobs under the lease, against real Redis', () => {
     expect(outcomes(records, 'garbage-1')[0]).toMatchObject({ outcome: 'failed' });
   });
 
+  it('shutdown past the grace: the run is aborted as aborted-shutdown, its lease released, and the retry runs on another worker', async () => {
+    const schedule = scheduleFixture('team-a/shutdown', recording('shutdown.txt', 'if (process.env.TICKWARDEN_ATTEMPT === "1") setInterval(() => {}, 1000)'), { queue: 'q-shutdown', attempts: 2 });
+    const first = await startWorker([schedule]);
+    const { jobId } = await enqueueTick(scheduler, connection, schedule);
+    await waitUntil(() => lines('shutdown.txt').length === 1, 'the first attempt\'s command');
+    await first.service.stop(100);
+    const [aborted] = outcomes(first.records, jobId);
+    expect(aborted).toMatchObject({ outcome: 'aborted-shutdown', reason: 'the worker is shutting down', attempt: 1 });
+    expect(await first.metrics.registry.metrics()).toMatch(/tickwarden_worker_runs_total\{outcome="aborted-shutdown"\} 1/);
+    expect(groupAlive(Number((lines('shutdown.txt')[0] ?? '').split(' ')[3]))).toBe(false);
+    const second = await startWorker([schedule]);
+    const job = await settledJob(connection, 'q-shutdown', jobId);
+    expect(job.returnvalue).toMatchObject({ outcome: 'succeeded' });
+    expect(outcomes(second.records, jobId)).toMatchObject([{ outcome: 'succeeded', attempt: 2 }]);
+    const [one, two] = lines('shutdown.txt').map((line) => Number(line.split(' ')[0]));
+    expect(two).toBeGreaterThan(one as number);
+  });
+
+  it('start deadline through BullMQ: a retry after a failed handler runs although late; a retry of an attempt that never reached its handler is dropped', async () => {
+    const backoff = { type: 'fixed' as const, delayMs: 1500 };
+    // Attempt 1's handler fails; attempt 2 starts 1.5 s later, past the 1 s deadline, and still runs.
+    const failing = scheduleFixture('team-a/late-retry', recording('late-retry.txt', 'process.exit(process.env.TICKWARDEN_ATTEMPT === "1" ? 1 : 0)'), { queue: 'q-deadline', attempts: 2, backoff, startDeadlineMs: 1000 });
+    // Attempt 1 cannot take its lease (the lock majority is paused); attempt 2 comes past the deadline and never runs.
+    const blocked = scheduleFixture('team-a/late-blocked', recording('late-blocked.txt', ''), { queue: 'q-deadline', attempts: 2, backoff, startDeadlineMs: 1000 });
+    const { records } = await startWorker([failing, blocked]);
+    const dropped = await enqueueTick(scheduler, connection, blocked, { delayMs: 300 });
+    const paused = [0, 1, 2].map((i) => locks.node(i));
+    await Promise.all(paused.map((node) => node.pause()));
+    try {
+      await waitUntil(() => outcomes(records, dropped.jobId).length === 1, 'the blocked job\'s first attempt to fail');
+    } finally {
+      await Promise.all(paused.map((node) => node.resume()));
+    }
+    const retried = await enqueueTick(scheduler, connection, failing);
+    const [ran, notRun] = await Promise.all([settledJob(connection, 'q-deadline', retried.jobId), settledJob(connection, 'q-deadline', dropped.jobId)]);
+    expect(outcomes(records, retried.jobId).map((r) => r['outcome'])).toEqual(['failed', 'succeeded']);
+    expect(ran.returnvalue).toMatchObject({ outcome: 'succeeded' });
+    expect(ran.progress).toMatchObject({ handlerStarted: true, attempt: 1 });
+    expect(outcomes(records, dropped.jobId).map((r) => r['outcome'])).toEqual(['failed', 'missed-deadline']);
+    expect(notRun.returnvalue).toEqual({ outcome: 'missed-deadline' });
+    expect(lines('late-blocked.txt')).toHaveLength(0);
+  });
+
+  it('a reload that raises the largest lease TTL replaces the queue worker: a running job finishes on the old one, new jobs get the longer BullMQ lock', async () => {
+    const short = scheduleFixture('team-a/short', recording('reload-short.txt', 'setTimeout(() => {}, 1500)'), { queue: 'q-reload', leaseTtlMs: 1000 });
+    const long = scheduleFixture('team-a/long', recording('reload-long.txt', 'setTimeout(() => {}, 1500)'), { queue: 'q-reload', leaseTtlMs: 45_000 });
+    const { service, records } = await startWorker([short]);
+    expect(service.lockDurationMs).toBe(30_000);
+    const running = await enqueueTick(scheduler, connection, short);
+    await waitUntil(() => lines('reload-short.txt').length === 1, 'the running job\'s command');
+    service.setConfig({ schedules: [short, long], files: [] });
+    expect(service.lockDurationMs).toBe(45_000);
+    expect(records.filter((r) => r['msg'] === 'consuming queue' && r['queue'] === 'q-reload').map((r) => r['lockDurationMs'])).toEqual([30_000, 45_000]);
+    const next = await enqueueTick(scheduler, connection, long);
+    await waitUntil(() => lines('reload-long.txt').length === 1, 'the new job\'s command');
+    const lockPttl = await connection.pttl(`bull:${queueName('q-reload')}:${next.jobId}:lock`);
+    expect(lockPttl).toBeGreaterThan(30_000);
+    const [old, fresh] = await Promise.all([settledJob(connection, 'q-reload', running.jobId), settledJob(connection, 'q-reload', next.jobId)]);
+    expect(old.returnvalue).toMatchObject({ outcome: 'succeeded' });
+    expect(fresh.returnvalue).toMatchObject({ outcome: 'succeeded' });
+    await waitUntil(() => records.some((r) => r['msg'] === 'replaced queue worker closed' && r['queue'] === 'q-reload'), 'the old queue worker to close');
+  });
+
   describe('a later start (retry or stalled re-run) never takes over a possibly-alive previous attempt', () => {
     const schedule = scheduleFixture('team-a/rerun', recording('rerun.txt', ''), { queue: 'q-rerun', leaseTtlMs: 1000 });
+    const guard = new CommandGuard({ logger: captureLogger().logger });
+    beforeAll(() => guard.start());
+    afterAll(() => guard.close());
     function runner() {
       const { logger, records } = captureLogger();
       const redlock = new Redlock(locks.urls);
       redlocks.push(redlock);
-      return { runner: new JobRunner({ redlock, logger, schedule: (id) => (id === schedule.id ? schedule : undefined) }), records };
+      return { runner: new JobRunner({ redlock, logger, guard, schedule: (id) => (id === schedule.id ? schedule : undefined) }), records };
     }
-    const laterStart = (data: TickJobData) => ({ id: `${data.schedule}@${data.tickMs}`, data, attemptsStarted: 1, stalledCounter: 1 }) as unknown as Job;
+    /** A stalled re-run as BullMQ hands it over (`progress` as the earlier attempt left it). */
+    const laterStart = (data: TickJobData, progress: unknown = 0) =>
+      ({ id: `${data.schedule}@${data.tickMs}`, data, attemptsStarted: 2, stalledCounter: 1, progress, updateProgress: () => Promise.resolve() }) as unknown as Job;
     const jobData = (tickMs: number, lease: { resource: string; value: string; fence: number; ttlMs: number }): TickJobData => ({
       version: 1,
       schedule: schedule.id,
@@ -300,6 +370,26 @@ describe('worker: jobs under the lease, against real Redis', () => {
       expect(performance.now() - from).toBeGreaterThanOrEqual(2000);
       expect(lines('rerun.txt')).toHaveLength(before);
       await alive;
+    });
+
+    it('past the start deadline: a re-run whose handler never started is dropped (missed-deadline) without releasing the previous lease; one whose handler started runs', async () => {
+      const { runner: r, records } = runner();
+      const before = lines('rerun.txt').length;
+      const dueMs = Date.now() - 5000;
+      const late = (resource: string, value: string, fence: number): TickJobData => ({ ...jobData(dueMs, { resource, value, fence, ttlMs: 1000 }), startDeadlineMs: 1000 });
+      // The previous attempt died holding the lease (or is stalled but alive): its lease must stay.
+      const resource = leaseResource(schedule.id, 'skip', dueMs);
+      const previous = await scheduler.acquire(resource, 1000, { retryCount: 0 });
+      const dropped = await r.processJob(laterStart(late(resource, previous.value, previous.fence)), undefined, undefined);
+      expect(dropped).toEqual({ outcome: 'missed-deadline' });
+      expect(outcomes(records).at(-1)).toMatchObject({ outcome: 'missed-deadline', firstStart: false, startDeadlineMs: 1000 });
+      expect(lines('rerun.txt')).toHaveLength(before);
+      expect(await leaseIsFree(resource)).toBe(false);
+      // The earlier attempt's handler had started: the run started in time; this attempt continues it once that lease lapsed.
+      const continued = await r.processJob(laterStart(late(resource, previous.value, previous.fence), { handlerStarted: true, attempt: 1, fence: previous.fence }), undefined, undefined);
+      expect(continued.outcome).toBe('succeeded');
+      expect(continued.fence).toBeGreaterThan(previous.fence);
+      expect(lines('rerun.txt')).toHaveLength(before + 1);
     });
   });
 });

@@ -1,10 +1,25 @@
 import { spawn } from 'node:child_process';
 import type { HandlerConfig } from '@tickwarden/config';
+import type { CommandGuard } from '../command-guard.ts';
 import { DEFAULT_OUTPUT_LIMITS, OutputLog, type OutputLimits } from './output.ts';
 import { HandlerError, tickIso, type RunContext, type RunDetails } from './types.ts';
 
 export type CommandHandlerConfig = Extract<HandlerConfig, { kind: 'command' }>;
 
+/** What a command run needs besides its config and context. */
+export interface CommandRunOptions {
+  /** The worker's guard: it stops the command's group if this process dies or stalls. */
+  guard: CommandGuard;
+  limits?: OutputLimits | undefined;
+}
+
+/**
+ * A command's group is SIGKILLed this long before its lease's validity ends, by
+ * the worker and by the guard alike, ms. It covers the guard's timer lateness
+ * and the kill's delivery; the lease watchdog aborts (SIGTERM) 200 ms before
+ * the end, so a lease-lost abort leaves a command about 100 ms for SIGTERM.
+ */
+export const LEASE_KILL_MARGIN_MS = 100;
 /** How often the process group is polled once the command exited or was signalled, ms. */
 const GROUP_POLL_MS = 20;
 /** After SIGKILL, how long to wait for the group to vanish before giving up (zombies nobody reaps), ms. */
@@ -15,12 +30,17 @@ const AFTER_KILL_WAIT_MS = 2000;
  * payload as JSON on stdin, the tick in `TICKWARDEN_*` variables, stdout and
  * stderr logged line by line (capped). Exit code 0 is success. When
  * `context.signal` aborts, the whole group gets SIGTERM, then SIGKILL after
- * `killGraceMs`. Processes the command leaves behind in its group when it
+ * `killGraceMs` - or earlier, at the end of the lease's validity: the group is
+ * SIGKILLed {@link LEASE_KILL_MARGIN_MS} before it, here and by the guard,
+ * whatever happens. Processes the command leaves behind in its group when it
  * exits are stopped the same way: the run ends only once its group is gone.
  */
-export async function runCommand(config: CommandHandlerConfig, context: RunContext, limits: OutputLimits = DEFAULT_OUTPUT_LIMITS): Promise<RunDetails> {
+export async function runCommand(config: CommandHandlerConfig, context: RunContext, options: CommandRunOptions): Promise<RunDetails> {
   const [program, ...args] = config.argv;
   if (program === undefined) throw new HandlerError('command has an empty argv');
+  const { guard, limits = DEFAULT_OUTPUT_LIMITS } = options;
+  // No command starts that the guard could not stop if this worker died or stalled.
+  await guard.ready(context.signal);
   const started = performance.now();
   const child = spawn(program, args, {
     cwd: config.cwd,
@@ -40,13 +60,21 @@ export async function runCommand(config: CommandHandlerConfig, context: RunConte
     child.once('exit', (code, signal) => resolve({ code, signal }));
     child.once('error', (error) => resolve({ error }));
   });
+  const group = child.pid === undefined ? undefined : new ProcessGroup(child.pid, config.killGraceMs);
+  // Told in the same tick as the spawn: the pipe holds the line even if this process is SIGKILLed right after.
+  const followLease = (): void => {
+    if (!group) return;
+    const killInMs = context.lease.msLeft() - LEASE_KILL_MARGIN_MS;
+    group.killIn(killInMs);
+    guard.watch(group.pgid, killInMs);
+  };
+  followLease();
+  const stopFollowing = context.lease.onExtended(followLease);
   const output = new OutputLog(context, limits);
   const streamsDone = Promise.all([output.follow(child.stdout, 'stdout'), output.follow(child.stderr, 'stderr')]);
   child.stdin.on('error', () => undefined); // EPIPE when the command does not read its input
   child.stdin.end(JSON.stringify(context.payload ?? null));
 
-  const pgid = child.pid;
-  const group = pgid === undefined ? undefined : new ProcessGroup(pgid, config.killGraceMs);
   const onAbort = (): void => group?.stop();
   context.signal.addEventListener('abort', onAbort, { once: true });
   if (context.signal.aborted) onAbort();
@@ -55,14 +83,16 @@ export async function runCommand(config: CommandHandlerConfig, context: RunConte
     result = await exited;
     if (group) {
       if (group.alive()) {
-        if (!context.signal.aborted) context.logger.warn({ pgid }, 'command exited leaving processes in its group: stopping them');
+        if (!context.signal.aborted) context.logger.warn({ pgid: group.pgid }, 'command exited leaving processes in its group: stopping them');
         group.stop();
       }
       await group.gone();
     }
   } finally {
+    stopFollowing();
     context.signal.removeEventListener('abort', onAbort);
     group?.dispose();
+    if (group) guard.unwatch(group.pgid);
   }
   // Everything holding the pipes is gone (unless something left the group): give the streams a moment to drain.
   await Promise.race([streamsDone, new Promise((resolve) => setTimeout(resolve, 200).unref())]);
@@ -77,22 +107,27 @@ export async function runCommand(config: CommandHandlerConfig, context: RunConte
   throw new HandlerError(`command was killed by ${result.signal ?? 'a signal'}`, { exitSignal: result.signal });
 }
 
-/** A command's process group: signalled as a whole, SIGTERM then SIGKILL after the grace. */
+/**
+ * A command's process group, signalled as a whole: `stop` sends SIGTERM, then
+ * SIGKILL after the grace; `killIn` sets a SIGKILL deadline that holds whether
+ * or not the group was stopped (the lease's validity end).
+ */
 class ProcessGroup {
-  readonly #pgid: number;
+  readonly pgid: number;
   readonly #graceMs: number;
-  #killTimer: NodeJS.Timeout | undefined;
+  #graceTimer: NodeJS.Timeout | undefined;
+  #deadlineTimer: NodeJS.Timeout | undefined;
   #killedAt: number | undefined;
   #stopping = false;
 
   constructor(pgid: number, graceMs: number) {
-    this.#pgid = pgid;
+    this.pgid = pgid;
     this.#graceMs = graceMs;
   }
 
   #signal(signal: NodeJS.Signals | 0): boolean {
     try {
-      process.kill(-this.#pgid, signal);
+      process.kill(-this.pgid, signal);
       return true;
     } catch (error) {
       // EPERM: it exists but is not ours to signal (it cannot be ours then: treat as alive).
@@ -109,11 +144,18 @@ class ProcessGroup {
     if (this.#stopping) return;
     this.#stopping = true;
     this.#signal('SIGTERM');
-    this.#killTimer = setTimeout(() => this.kill(), this.#graceMs);
+    this.#graceTimer = setTimeout(() => this.kill(), this.#graceMs);
+  }
+
+  /** SIGKILL `ms` from now (at once if not above 0), replacing the previous deadline. */
+  killIn(ms: number): void {
+    if (this.#killedAt !== undefined) return;
+    clearTimeout(this.#deadlineTimer);
+    this.#deadlineTimer = setTimeout(() => this.kill(), Math.max(0, ms));
   }
 
   kill(): void {
-    clearTimeout(this.#killTimer);
+    this.dispose();
     this.#killedAt ??= performance.now();
     this.#signal('SIGKILL');
   }
@@ -127,6 +169,7 @@ class ProcessGroup {
   }
 
   dispose(): void {
-    clearTimeout(this.#killTimer);
+    clearTimeout(this.#graceTimer);
+    clearTimeout(this.#deadlineTimer);
   }
 }

@@ -16,8 +16,21 @@ export interface RunContext {
   payload: unknown;
   /** Aborts when the run must stop: lease lost, max runtime, worker shutdown, job cancelled. */
   signal: AbortSignal;
+  /** The validity of this attempt's lease, kept current by the watchdog's extensions. */
+  lease: LeaseValidity;
   /** A child logger carrying the run's fields (worker, schedule, tick, jobId, fence, attempt). */
   logger: Logger;
+}
+
+/**
+ * What a handler knows of its run's lease: how long it stays valid, and when an
+ * extension moved that end. Nothing of a run may outlive this validity.
+ */
+export interface LeaseValidity {
+  /** Milliseconds until the lease's validity ends (negative once it ended). */
+  msLeft(): number;
+  /** Calls `listener` after each successful extension; returns the function that removes it. */
+  onExtended(listener: () => void): () => void;
 }
 
 /** What a successful handler reports for the run's log line (status code, exit code, ...). */
