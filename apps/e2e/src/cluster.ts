@@ -28,6 +28,9 @@ export interface ClusterOptions {
   env?: Record<string, string>;
 }
 
+/** Workers look for jobs lost with a killed worker this often (production default 30 s): the suites wait for such retries. */
+const STALLED_INTERVAL = '3s';
+
 export interface StartAppOptions {
   /** Wall-clock offset of this process, ms (libfaketime; the monotonic clock is not shifted). */
   clockOffsetMs?: number;
@@ -83,14 +86,14 @@ export class Cluster {
     const clockOffsetMs = options.clockOffsetMs ?? 0;
     const [httpPort, link] = await Promise.all([freePort(), this.locks.link(name)]);
     const env: Record<string, string> = {
-      ...this.#options.env,
       TICKWARDEN_CONFIG: this.#options.configDir,
       TICKWARDEN_LOCK_NODES: link.urls.join(','),
       TICKWARDEN_QUEUE_REDIS: this.queueUrl,
       TICKWARDEN_HTTP_PORT: String(httpPort),
       LOG_LEVEL: this.#options.logLevel ?? 'debug',
-      ...(role === 'scheduler' ? { TICKWARDEN_REPLICA_ID: name } : {}),
+      ...(role === 'scheduler' ? { TICKWARDEN_REPLICA_ID: name } : { TICKWARDEN_STALLED_INTERVAL: STALLED_INTERVAL }),
       ...(clockOffsetMs === 0 ? {} : skewedClockEnv(clockOffsetMs)),
+      ...this.#options.env,
     };
     const process_ = ManagedProcess.start({ name, command: process.execPath, args: ['--conditions=@tickwarden/source', ENTRY[role]], env });
     const app: AppProcess = { name, role, process: process_, httpPort, link, clockOffsetMs };

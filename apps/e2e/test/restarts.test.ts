@@ -49,7 +49,7 @@ describe('scheduler and worker processes restarted, killed and paused', () => {
     expect(report.duplicates).toEqual([]);
   });
 
-  it('a worker killed mid-run: the run is retried only after its lease is gone, never overlapping', async () => {
+  it('a worker killed mid-run: the run is retried only after its lease is gone, never overlapping', { timeout: 120_000 }, async () => {
     // A run every 5 s that would take about 8 s (150 beats): longer than the lease TTL (2 s, extended by the
     // watchdog) and than the period, so a run that outlived its worker would still be writing when the
     // next holder of the schedule's lease starts - and the ledger would show it.
@@ -64,7 +64,8 @@ describe('scheduler and worker processes restarted, killed and paused', () => {
     const victim = runStarted();
     if (!victim) throw new Error('unreachable');
     cluster.app(victim.process).process.signal('SIGKILL');
-    // BullMQ's stalled check hands the job to the other worker (within its 30 s interval); the lease decides when it may start.
+    // BullMQ's stalled check hands the job to the other worker once the dead worker's job lock (at least 30 s) expired;
+    // the lease decides when it may start.
     await waitUntil(() => cluster.records().some((r) => r['msg'] === 'run started' && r['tick'] === victim.tick && Number(r['attempt']) > 1), 'the retry started', { timeoutMs: 75_000 });
     await sleep(3000);
     const report = system.report(Date.parse(victim.tick), Date.now() - 3000);
