@@ -84,8 +84,10 @@ async function main(): Promise<number> {
     console.log(['', ...lines, `faults applied: ${runner.applied.filter((fault) => fault.applied).length} of ${plan.length} planned`, `result: ${failures.length === 0 ? 'pass' : 'FAIL'}`, ...failures].join('\n'));
     mkdirSync(path.dirname(path.resolve(args.out)), { recursive: true });
     writeFileSync(args.out, `${JSON.stringify({ seed: args.seed, durationS: args.durationMs / 1000, leaseTtlMs: LEASE_TTL_MS, summary: lines, failures, outages: runner.outages, faults: runner.applied, report: { ...report, unexplained: unexplainedMisses(report) } }, null, 2)}\n`);
-    copyFileSync(ledgerFile, args.out.replace(/\.json$/, '') + '.ledger.txt');
-    console.log(`written: ${args.out} (and the ledger next to it)`);
+    const stem = args.out.replace(/\.json$/, '');
+    copyFileSync(ledgerFile, `${stem}.ledger.txt`);
+    writeFileSync(`${stem}.logs.jsonl`, cluster.records().map((record) => JSON.stringify(record)).join('\n') + '\n');
+    console.log(`written: ${args.out}, with the ledger (${stem}.ledger.txt) and every process's log (${stem}.logs.jsonl)`);
     return failures.length === 0 ? 0 : 1;
   } finally {
     await cluster.close();

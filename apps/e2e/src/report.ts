@@ -33,8 +33,12 @@ export interface TickReport {
   expected: number;
   enqueued: number;
   run: number;
-  /** Ticks enqueued by more than one winner, or completed more than once. */
+  /** Ticks enqueued by more than one winner, or completed more than once (both lists below, without repeats). */
   duplicates: string[];
+  /** Ticks more than one replica logged as `enqueued` or `recovered`. */
+  duplicateEnqueues: string[];
+  /** Ticks whose runs wrote `end` more than once (a completed run re-run). */
+  duplicateCompletions: string[];
   overlaps: Overlap[];
   fenceRegressions: FenceRegression[];
   /** Ticks not run because the previous run of their `skip` schedule still held the lease (logged by a scheduler or worker): by design. */
@@ -75,12 +79,15 @@ export function buildReport(input: ReportInput): TickReport {
   const expected = expectedTicks(input.schedules, input.fromMs, input.toMs);
   const notRun = expected.filter((key) => !ledger.ticksRun.has(key));
   const missed = notRun.filter((key) => !skipped.has(key)).map((key) => ({ tick: key, reason: missReason(key, input.outages) }));
-  const duplicates = [...new Set([...[...enqueueCounts].filter(([, count]) => count > 1).map(([key]) => key), ...ledger.duplicateCompletions])];
+  const duplicateEnqueues = [...enqueueCounts].filter(([, count]) => count > 1).map(([key]) => key);
+  const duplicates = [...new Set([...duplicateEnqueues, ...ledger.duplicateCompletions])];
   return {
     expected: expected.length,
     enqueued: expected.filter((key) => enqueueCounts.has(key)).length,
     run: expected.filter((key) => ledger.ticksRun.has(key)).length,
     duplicates,
+    duplicateEnqueues,
+    duplicateCompletions: ledger.duplicateCompletions,
     overlaps: ledger.overlaps,
     fenceRegressions: ledger.fenceRegressions,
     skipped: notRun.filter((key) => skipped.has(key)),
@@ -104,7 +111,8 @@ export function unexplainedMisses(report: TickReport): string[] {
 /** Why the run fails (empty: it passed): any duplicate, overlap, fence regression, torn ledger line or unexplained miss. */
 export function reportFailures(report: TickReport): string[] {
   const failures: string[] = [];
-  if (report.duplicates.length > 0) failures.push(`duplicates: ${report.duplicates.slice(0, 10).join(', ')}`);
+  if (report.duplicateEnqueues.length > 0) failures.push(`enqueued twice: ${report.duplicateEnqueues.slice(0, 10).join(', ')}`);
+  if (report.duplicateCompletions.length > 0) failures.push(`completed twice: ${report.duplicateCompletions.slice(0, 10).join(', ')}`);
   for (const overlap of report.overlaps.slice(0, 10)) failures.push(`overlap: ${overlap.schedule} fence ${overlap.staleFence} wrote (ledger line ${overlap.line}) after fence ${overlap.newerFence} started`);
   for (const regression of report.fenceRegressions.slice(0, 10)) failures.push(`fence regression: ${regression.schedule} fence ${regression.fence} started after ${regression.previousFence} (ledger line ${regression.line})`);
   if (report.malformed > 0) failures.push(`malformed ledger lines: ${report.malformed}`);

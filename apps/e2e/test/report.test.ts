@@ -46,6 +46,7 @@ describe('the run report', () => {
     ];
     const report = buildReport({ ledgerFile, records, schedules: [{ id: 't/a', cron: '* * * * * *' }], fromMs: T0, toMs: T0, outages: [] });
     expect(report.duplicates).toEqual([`t/a ${iso(0)}`]);
+    expect(reportFailures(report)).toEqual([`enqueued twice: t/a ${iso(0)}`]);
     expect(formatReport(report)).toContain('duplicates: 1');
   });
 });

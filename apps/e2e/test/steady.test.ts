@@ -9,7 +9,7 @@ describe('3 schedulers, 2 workers, 5 lock nodes, undisturbed', () => {
   });
   afterAll(() => system?.close());
 
-  it('60 ticks per schedule: each ran exactly once, no overlap, fences strictly increase', async () => {
+  it('60 ticks per schedule: each ran exactly once, no overlap, fences strictly increase', { timeout: 150_000 }, async () => {
     const from = Date.now() + 1000;
     await sleep(61_000);
     const to = Date.now() - 1500;
