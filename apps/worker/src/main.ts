@@ -16,7 +16,7 @@ async function main(): Promise<number> {
     for (const error of env.errors) process.stderr.write(`${error.variable}: ${error.message}\n`);
     return 2;
   }
-  const { configPath, lockNodes, lockQuorum, queueRedis, httpPort, logLevel, concurrency, queues, shutdownGraceMs: graceMs } = env.value;
+  const { configPath, lockNodes, lockQuorum, queueRedis, httpPort, logLevel, concurrency, queues, shutdownGraceMs: graceMs, stalledIntervalMs } = env.value;
   const workerId = `${hostname()}-${process.pid}`;
   const logger = pino({ level: logLevel, base: { worker: workerId } });
   const metrics = new WorkerMetrics();
@@ -34,7 +34,7 @@ async function main(): Promise<number> {
   metrics.observe(redlock);
   redlock.on('nodeError', ({ node, operation, error }) => logger.debug({ node, operation, err: error }, 'lock node error'));
   redlock.on('aborted', ({ resource, reason, validityLeftMs }) => logger.warn({ resource, code: reason.code, validityLeftMs: Math.round(validityLeftMs) }, 'lease watchdog aborted a run'));
-  service = new WorkerService({ workerId, queueRedis, redlock, logger, config: live.config, queues, concurrency, metrics });
+  service = new WorkerService({ workerId, queueRedis, redlock, logger, config: live.config, queues, concurrency, metrics, stalledIntervalMs });
   try {
     await service.start();
   } catch (error) {
@@ -46,7 +46,7 @@ async function main(): Promise<number> {
     return 1;
   }
   logger.info(
-    { schedules: live.config.schedules.length, files: live.config.files, queues: service.queues, concurrency, lockNodes: lockNodes.map(redactUrl), quorum: redlock.quorum, queueRedis: redactUrl(queueRedis), shutdownGrace: formatDuration(graceMs) },
+    { schedules: live.config.schedules.length, files: live.config.files, queues: service.queues, concurrency, lockNodes: lockNodes.map(redactUrl), quorum: redlock.quorum, queueRedis: redactUrl(queueRedis), shutdownGrace: formatDuration(graceMs), stalledInterval: formatDuration(stalledIntervalMs) },
     'worker started',
   );
 

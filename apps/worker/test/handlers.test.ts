@@ -113,22 +113,23 @@ describe('command handler', () => {
   const guarded = { guard };
   const command = (script: string, killGraceMs = 300) => ({ kind: 'command' as const, argv: [process.execPath, '-e', script], cwd: dir, env: { EXTRA: 'yes' }, killGraceMs });
 
-  it('runs without a shell: payload on stdin, the tick in TICKWARDEN_* variables, output logged line by line; exit 0 succeeds', async () => {
+  it('runs without a shell: payload on stdin, the tick in TICKWARDEN_* variables (not the worker\'s own), output logged line by line; exit 0 succeeds', async () => {
     const { logger, records } = captureLogger();
+    process.env['TICKWARDEN_QUEUE_REDIS'] = 'redis://:secret@queue:6379';
     const script = `
       let input = '';
       process.stdin.on('data', (c) => (input += c)).on('end', () => {
         const e = process.env;
-        console.log(JSON.stringify({ input: JSON.parse(input), cwd: process.cwd(), vars: [e.TICKWARDEN_SCHEDULE, e.TICKWARDEN_TICK, e.TICKWARDEN_FENCE, e.TICKWARDEN_JOB_ID, e.TICKWARDEN_ATTEMPT, e.EXTRA] }));
+        console.log(JSON.stringify({ input: JSON.parse(input), cwd: process.cwd(), vars: [e.TICKWARDEN_SCHEDULE, e.TICKWARDEN_TICK, e.TICKWARDEN_FENCE, e.TICKWARDEN_JOB_ID, e.TICKWARDEN_ATTEMPT, e.EXTRA, e.TICKWARDEN_QUEUE_REDIS ?? 'unset', typeof e.PATH] }));
         console.error('to stderr');
       });`;
-    const details = await runCommand(command(script), runContext(new AbortController().signal, logger, { attempt: 2 }), guarded);
+    const details = await runCommand(command(script), runContext(new AbortController().signal, logger, { attempt: 2 }), guarded).finally(() => delete process.env['TICKWARDEN_QUEUE_REDIS']);
     expect(details['exitCode']).toBe(0);
     const stdout = records.find((r) => r['stream'] === 'stdout');
     expect(JSON.parse(String(stdout?.['msg']))).toEqual({
       input: { hello: 'world' },
       cwd: dir,
-      vars: ['team-a/job', '2030-01-01T12:00:00.000Z', '1700000000000001', 'team-a/job@1893499200000', '2', 'yes'],
+      vars: ['team-a/job', '2030-01-01T12:00:00.000Z', '1700000000000001', 'team-a/job@1893499200000', '2', 'yes', 'unset', 'string'],
     });
     expect(records.some((r) => r['stream'] === 'stderr' && r['msg'] === 'to stderr')).toBe(true);
   });

@@ -1,5 +1,5 @@
 import { hostname } from 'node:os';
-import { parseDuration } from './duration.ts';
+import { formatDuration, parseDuration } from './duration.ts';
 import { redactUrl } from './redact.ts';
 import { QUEUE_PATTERN } from './schema.ts';
 
@@ -41,6 +41,11 @@ export interface WorkerEnv extends CommonEnv {
   queues: string[] | undefined;
   /** `TICKWARDEN_SHUTDOWN_GRACE`: how long running jobs may finish after SIGTERM, ms; default 20 s (inside Kubernetes' 30 s). */
   shutdownGraceMs: number;
+  /**
+   * `TICKWARDEN_STALLED_INTERVAL`: how often BullMQ's stalled check looks for jobs whose worker died, ms;
+   * default 30 s (BullMQ's). A job lost with its worker is retried within about two intervals (its lease wait still applies).
+   */
+  stalledIntervalMs: number;
 }
 
 type Env = Readonly<Record<string, string | undefined>>;
@@ -68,10 +73,19 @@ export function parseWorkerEnv(env: Env): EnvResult<WorkerEnv> {
   const common = readCommon(reader, 8081);
   const concurrency = reader.integer('TICKWARDEN_WORKER_CONCURRENCY', 10, 1, Number.MAX_SAFE_INTEGER, 'an integer of at least 1');
   const queues = readQueues(reader);
-  const graceText = reader.get('TICKWARDEN_SHUTDOWN_GRACE');
-  const shutdownGraceMs = graceText === undefined ? 20_000 : parseDuration(graceText);
-  if (shutdownGraceMs === undefined) reader.fail('TICKWARDEN_SHUTDOWN_GRACE', `expected a duration such as 20s or 1m30s, got ${quote(graceText ?? '')}`);
-  return reader.result(() => ({ ...common(), concurrency, queues, shutdownGraceMs: shutdownGraceMs ?? 20_000 }));
+  const shutdownGraceMs = readDuration(reader, 'TICKWARDEN_SHUTDOWN_GRACE', 20_000, 0);
+  const stalledIntervalMs = readDuration(reader, 'TICKWARDEN_STALLED_INTERVAL', 30_000, 1000);
+  return reader.result(() => ({ ...common(), concurrency, queues, shutdownGraceMs, stalledIntervalMs }));
+}
+
+/** A duration variable, ms: `fallbackMs` when unset; an error (and the fallback) when invalid or under `minMs`. */
+function readDuration(reader: EnvReader, name: string, fallbackMs: number, minMs: number): number {
+  const text = reader.get(name);
+  if (text === undefined) return fallbackMs;
+  const ms = parseDuration(text);
+  if (ms !== undefined && ms >= minMs) return ms;
+  reader.fail(name, `expected a duration${minMs > 0 ? ` of at least ${formatDuration(minMs)}` : ''} such as 20s or 1m30s, got ${quote(text)}`);
+  return fallbackMs;
 }
 
 function readCommon(reader: EnvReader, defaultPort: number): () => CommonEnv {

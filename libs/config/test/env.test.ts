@@ -159,11 +159,17 @@ describe('parseWorkerEnv', () => {
       concurrency: 10,
       queues: undefined,
       shutdownGraceMs: 20_000,
+      stalledIntervalMs: 30_000,
     });
   });
 
   it('reads the shutdown grace as a duration and rejects a malformed one with the others', () => {
     expect(valueOf(parseWorkerEnv({ ...base, TICKWARDEN_SHUTDOWN_GRACE: '1m30s' })).shutdownGraceMs).toBe(90_000);
+    expect(valueOf(parseWorkerEnv(base)).stalledIntervalMs).toBe(30_000);
+    expect(valueOf(parseWorkerEnv({ ...base, TICKWARDEN_STALLED_INTERVAL: '5s' })).stalledIntervalMs).toBe(5000);
+    expect(errorsOf(parseWorkerEnv({ ...base, TICKWARDEN_STALLED_INTERVAL: '500ms' }))).toEqual([
+      { variable: 'TICKWARDEN_STALLED_INTERVAL', message: 'expected a duration of at least 1s such as 20s or 1m30s, got "500ms"' },
+    ]);
     const errors = errorsOf(parseWorkerEnv({ ...base, TICKWARDEN_SHUTDOWN_GRACE: 'soon', TICKWARDEN_WORKER_CONCURRENCY: '0' }));
     expect(errors.map((e) => e.variable).sort()).toEqual(['TICKWARDEN_SHUTDOWN_GRACE', 'TICKWARDEN_WORKER_CONCURRENCY']);
   });

@@ -146,7 +146,7 @@ export class Redlock extends EventEmitter<RedlockEvents> {
     const yields = s.yieldToWaiters && willRetry;
     const waiterMarkMs = yields ? Math.ceil(s.retryDelayMs + s.retryJitterMs) + s.nodeTimeoutMs : 0;
     const keys: string[] = [];
-    const args = [String(ttlMs), String(s.claimRetentionMs), String(waiterMarkMs), yields && attempt === 1 ? '1' : '0'];
+    const args = [String(ttlMs), String(s.claimRetentionMs), String(waiterMarkMs), yields && attempt === 1 ? '1' : '0', String(Math.max(s.fenceRetentionMs, ttlMs))];
     for (const { request } of open) {
       const k = resourceKeys(keyPrefix, request.resource, request.claim);
       keys.push(k.lock, k.fence, k.claim, k.waiters);
@@ -261,7 +261,8 @@ export class Redlock extends EventEmitter<RedlockEvents> {
     if (live.length === 0) return results;
     const ttlOf = (lease: Lease) => ttlMs ?? lease.ttlMs;
     const keys: string[] = [];
-    const args = [String(ttlOf(leases[live[0] ?? 0] as Lease)), s.reestablish ? '1' : '0'];
+    const extendTtlMs = ttlOf(leases[live[0] ?? 0] as Lease);
+    const args = [String(extendTtlMs), s.reestablish ? '1' : '0', String(Math.max(s.fenceRetentionMs, extendTtlMs))];
     for (const i of live) {
       const lease = leases[i] as Lease;
       const k = resourceKeys(keyPrefix, lease.resource);
@@ -339,7 +340,7 @@ export class Redlock extends EventEmitter<RedlockEvents> {
     const replies = await runRound(this.nodes, clock, {
       script: scripts.revoke,
       keys: [k.lock, k.fence, k.claim],
-      args: [String(this.#nextProposal())],
+      args: [String(s.fenceRetentionMs), String(this.#nextProposal())],
       timeoutMs: s.nodeTimeoutMs,
       decode: (raw) => decodeRevoke(raw, 1),
     });

@@ -23,6 +23,14 @@ export interface CallSettings {
   minValidityMs: number;
   /** How long a granted claim id is remembered on the nodes, ms. Default 86 400 000 (24 h). */
   claimRetentionMs: number;
+  /**
+   * How long a node keeps a resource's highest fencing token after the last grant,
+   * extension or revocation on it, ms (at least the lease TTL). Tokens are proposed
+   * from the wall clock, so once a fence key expired the next token is still greater
+   * unless a client's clock is this far behind the last grant. Bounds lock-node
+   * memory when resources are one-off (e.g. one per tick). Default 86 400 000 (24 h).
+   */
+  fenceRetentionMs: number;
   /** Extensions set the key again on nodes that lost it (restarted empty) while the lease is valid. Default true. */
   reestablish: boolean;
   /**
@@ -61,6 +69,7 @@ export const DEFAULT_SETTINGS: Readonly<RedlockSettings> = Object.freeze({
   minValidityMs: 0,
   yieldToWaiters: true,
   claimRetentionMs: 86_400_000,
+  fenceRetentionMs: 86_400_000,
   reestablish: true,
   maxBatchSize: 2000,
   extendRatio: 1 / 3,
@@ -80,6 +89,7 @@ const CALL_CHECKS: Check[] = [
   ['driftFactor', (v: number) => Number.isFinite(v) && v >= 0 && v < 0.5, 'a number in [0, 0.5)'],
   ['minValidityMs', finiteAtLeast(0), 'a finite number of ms >= 0'],
   ['claimRetentionMs', (v: number) => Number.isInteger(v) && v > 0, 'an integer number of ms above 0'],
+  ['fenceRetentionMs', (v: number) => Number.isInteger(v) && v > 0, 'an integer number of ms above 0'],
   ['reestablish', (v: unknown) => typeof v === 'boolean', 'a boolean'],
   ['yieldToWaiters', (v: unknown) => typeof v === 'boolean', 'a boolean'],
   ['maxBatchSize', (v: number) => Number.isInteger(v) && v >= 1, 'an integer >= 1'],

@@ -19,6 +19,21 @@ describe('fencing tokens', () => {
     }
   });
 
+  it('fence keys expire fenceRetentionMs after the last grant, extension or revocation (never before the lease), so one-off resources do not pile up', async () => {
+    const redlock = redlockOn(cluster.nodes.urls, { fenceRetentionMs: 60_000 });
+    const fenceTtls = (resource: string) => Promise.all(cluster.nodes.urls.map((url) => inspect(url, (c) => c.pttl(resourceKeys('tickwarden', resource).fence))));
+    const lease = await redlock.acquire('one-off', 5000);
+    for (const ttl of await fenceTtls('one-off')) expect(ttl).toBeGreaterThan(55_000), expect(ttl).toBeLessThanOrEqual(60_000);
+    const short = redlockOn(cluster.nodes.urls, { fenceRetentionMs: 1000 });
+    const long = await short.acquire('held-long', 5000);
+    for (const ttl of await fenceTtls('held-long')) expect(ttl).toBeGreaterThan(4000); // at least the lease TTL
+    await short.extend(long, 8000);
+    for (const ttl of await fenceTtls('held-long')) expect(ttl).toBeGreaterThan(7000);
+    await redlock.revoke('one-off');
+    for (const ttl of await fenceTtls('one-off')) expect(ttl).toBeGreaterThan(55_000);
+    await Promise.all([redlock.release(lease), short.release(long)]);
+  });
+
   it('the max-of-INCR trap: a later holder on a different majority still gets a greater token', async () => {
     const keys = resourceKeys('tickwarden', 'trap');
     // Seed per-node fences as in the issue: holder 1 sees 5, 7, 5 on nodes 1-3.

@@ -27,7 +27,8 @@ const AFTER_KILL_WAIT_MS = 2000;
 
 /**
  * Runs the schedule's command without a shell, in its own process group: the
- * payload as JSON on stdin, the tick in `TICKWARDEN_*` variables, stdout and
+ * payload as JSON on stdin, the tick in `TICKWARDEN_*` variables (the worker's
+ * own `TICKWARDEN_*` settings are not passed on), stdout and
  * stderr logged line by line (capped). Exit code 0 is success. When
  * `context.signal` aborts, the whole group gets SIGTERM, then SIGKILL after
  * `killGraceMs` - or earlier, at the end of the lease's validity: the group is
@@ -45,7 +46,7 @@ export async function runCommand(config: CommandHandlerConfig, context: RunConte
   const child = spawn(program, args, {
     cwd: config.cwd,
     env: {
-      ...process.env,
+      ...inheritedEnv(),
       ...config.env,
       TICKWARDEN_SCHEDULE: context.schedule,
       TICKWARDEN_TICK: tickIso(context),
@@ -105,6 +106,11 @@ export async function runCommand(config: CommandHandlerConfig, context: RunConte
   if (result.code === 0) return { exitCode: 0, commandMs: durationMs, outputLines: output.lines };
   if (result.code !== null) throw new HandlerError(`command exited with code ${result.code}`, { exitCode: result.code });
   throw new HandlerError(`command was killed by ${result.signal ?? 'a signal'}`, { exitSignal: result.signal });
+}
+
+/** The worker's environment without its own settings: `TICKWARDEN_*` carry the Redis URLs (with passwords), none of a command's business. */
+function inheritedEnv(): NodeJS.ProcessEnv {
+  return Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.startsWith('TICKWARDEN_')));
 }
 
 /**

@@ -8,7 +8,7 @@
 
   KEYS, for resource i = 1..n:
     KEYS[4i-3]  lock key    (value = lease value, PX = ttl)
-    KEYS[4i-2]  fence key   (highest fencing token granted on this node; no expiry)
+    KEYS[4i-2]  fence key   (highest fencing token granted on this node; PX = fence retention)
     KEYS[4i-1]  claim key   (lease value that won the claim, PX = claim retention)
     KEYS[4i]    waiter key  (someone is retrying; PX = waiter mark)
   ARGV:
@@ -16,8 +16,9 @@
     ARGV[2]     claim retention, ms
     ARGV[3]     waiter mark, ms: left when the lock is taken (0 = leave none: no retry follows)
     ARGV[4]     '1' if this is the first attempt of an acquire that will retry: it yields to a waiter mark
-    for resource i: ARGV[3i+2] lease value, ARGV[3i+3] proposed fencing token
-                    (decimal string), ARGV[3i+4] '1' to check and record the claim
+    ARGV[5]     fence retention, ms (at least the ttl)
+    for resource i: ARGV[3i+3] lease value, ARGV[3i+4] proposed fencing token
+                    (decimal string), ARGV[3i+5] '1' to check and record the claim
   Returns a flat array, two entries per resource: code, then the fence (decimal
   string after the call; '0' when not read: TAKEN, QUEUED) - or, for CLAIMED, the
   lease value the claim is recorded for (so the client can tell one winner holding
@@ -34,10 +35,11 @@ local ttl = ARGV[1]
 local retention = ARGV[2]
 local waiterMark = tonumber(ARGV[3])
 local firstAttempt = ARGV[4] == '1'
+local fenceRetention = ARGV[5]
 local out = {}
 for i = 1, #KEYS / 4 do
   local lock, fence, claim, waiters = KEYS[4 * i - 3], KEYS[4 * i - 2], KEYS[4 * i - 1], KEYS[4 * i]
-  local value, proposal, withClaim = ARGV[3 * i + 2], ARGV[3 * i + 3], ARGV[3 * i + 4] == '1'
+  local value, proposal, withClaim = ARGV[3 * i + 3], ARGV[3 * i + 4], ARGV[3 * i + 5] == '1'
   local holder = redis.call('GET', lock)
   local code
   local current
@@ -58,7 +60,7 @@ for i = 1, #KEYS / 4 do
       code = -2
     else
       redis.call('SET', lock, value, 'PX', ttl)
-      redis.call('SET', fence, proposal)
+      redis.call('SET', fence, proposal, 'PX', fenceRetention)
       if withClaim then
         redis.call('SET', claim, value, 'PX', retention)
       end

@@ -12,24 +12,27 @@
     KEYS[3i-1]  fence key
     KEYS[3i]    claim key (of the claim the revocation is for; may not exist)
   ARGV:
-    for resource i: ARGV[i] proposed fencing token (decimal string)
+    ARGV[1]     fence retention, ms
+    for resource i: ARGV[i+1] proposed fencing token (decimal string)
   Returns an array, one code per resource:
     1  REVOKED   a lock was there and is deleted
     0  FREE      there was no lock (the fence is raised all the same)
     2  CLAIMED   the claim is already granted here: nothing done
 ]]
+local fenceRetention = ARGV[1]
 local out = {}
 for i = 1, #KEYS / 3 do
   local lock, fence, claim = KEYS[3 * i - 2], KEYS[3 * i - 1], KEYS[3 * i]
-  local proposal = ARGV[i]
+  local proposal = ARGV[i + 1]
   if redis.call('EXISTS', claim) == 1 then
     out[i] = 2
   else
     out[i] = redis.call('DEL', lock)
     if tonumber(proposal) > tonumber(redis.call('GET', fence) or '0') then
-      redis.call('SET', fence, proposal)
+      redis.call('SET', fence, proposal, 'PX', fenceRetention)
     else
       redis.call('INCR', fence)
+      redis.call('PEXPIRE', fence, fenceRetention)
     end
   end
 end

@@ -1,0 +1,56 @@
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+import { planFaults } from '../src/index.ts';
+
+const CHAOS = fileURLToPath(new URL('../src/chaos-main.ts', import.meta.url));
+
+function runChaos(args: string[]): Promise<{ code: number | null; output: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, ['--conditions=@tickwarden/source', CHAOS, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let output = '';
+    child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString('utf8')));
+    child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString('utf8')));
+    child.once('exit', (code) => resolve({ code, output }));
+  });
+}
+
+describe('the chaos suite', () => {
+  it('draws the same fault plan from the same seed, and another from another seed', () => {
+    const options = { durationMs: 90_000, leaseTtlMs: 2000, clockSkew: true };
+    expect(planFaults({ ...options, seed: 1 })).toEqual(planFaults({ ...options, seed: 1 }));
+    expect(planFaults({ ...options, seed: 2 })).not.toEqual(planFaults({ ...options, seed: 1 }));
+    const kinds = new Set(planFaults({ ...options, seed: 1 }).map((fault) => fault.kind));
+    expect(kinds.size).toBeGreaterThanOrEqual(6);
+  });
+
+  it('rejects bad arguments naming them, before starting anything', async () => {
+    const { code, output } = await runChaos(['--duration', 'soon', '--seed=-1']);
+    expect(code).toBe(2);
+    expect(output).toContain('--duration: expected an integer >= 10, got "soon"');
+    expect(output).toContain('--seed: expected an integer >= 0, got "-1"');
+    const unknown = await runChaos(['--durration', '90']);
+    expect(unknown.code).toBe(2);
+    expect(unknown.output).toContain("Unknown option '--durration'");
+  });
+
+  it('a seeded 90-second run: no duplicate, overlap, fence regression or unexplained miss', { timeout: 300_000 }, async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'tickwarden-chaos-test-'));
+    const out = path.join(dir, 'chaos.json');
+    try {
+      const { code, output } = await runChaos(['--duration', '90', '--seed', '1', '--out', out]);
+      console.log(output);
+      const result = JSON.parse(readFileSync(out, 'utf8')) as { summary: string[]; failures: string[]; faults: { applied: boolean }[] };
+      expect(result.failures).toEqual([]);
+      expect(code).toBe(0);
+      for (const figure of ['duplicates: 0', 'overlaps: 0', 'fence regressions: 0']) expect(result.summary).toContain(figure);
+      expect(result.summary.find((line) => line.startsWith('ticks run:'))).toMatch(/^ticks run: [1-9]\d+$/);
+      expect(result.faults.filter((fault) => fault.applied).length).toBeGreaterThanOrEqual(15);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});

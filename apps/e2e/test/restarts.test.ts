@@ -1,0 +1,75 @@
+import { sleep, waitUntil } from '@tickwarden/testkit';
+import { afterEach, describe, expect, it } from 'vitest';
+import { expectSafe, startLedgerSystem, type LedgerSystem } from './support.ts';
+
+describe('scheduler and worker processes restarted, killed and paused', () => {
+  let system: LedgerSystem | undefined;
+  afterEach(async () => {
+    await system?.close();
+    system = undefined;
+  });
+
+  it('a rolling restart of the schedulers, then of the workers: no tick missed, none duplicated', async () => {
+    system = await startLedgerSystem({ names: ['alpha', 'beta'], schedulers: 3, workers: 2 });
+    const { cluster } = system;
+    const from = Date.now() + 1000;
+    await sleep(2000);
+    for (const role of ['scheduler', 'worker'] as const) {
+      for (const app of cluster.running(role)) {
+        expect((await cluster.stopApp(app.name)).code, `${app.name} drains on SIGTERM`).toBe(0);
+        await cluster.startApp(role, `${app.name}-next`);
+        await sleep(1000);
+      }
+    }
+    await sleep(2000);
+    const to = Date.now() - 1500;
+    const report = await system.settle(from, to);
+    expect(report.missed).toEqual([]);
+    expect(report.run).toBe(report.expected);
+    expectSafe(report);
+  });
+
+  it('a scheduler killed with SIGKILL, another paused with SIGSTOP longer than the lease TTL then resumed: no duplicate, no miss', async () => {
+    system = await startLedgerSystem({ names: ['alpha', 'beta'], schedulers: 3, workers: 2 });
+    const { cluster } = system;
+    const from = Date.now() + 1000;
+    await sleep(2000);
+    cluster.app('scheduler-1').process.signal('SIGKILL');
+    await sleep(2000);
+    const paused = cluster.app('scheduler-2').process;
+    paused.signal('SIGSTOP');
+    await sleep(3500); // lease TTL 2 s
+    paused.signal('SIGCONT');
+    await sleep(4000);
+    const to = Date.now() - 1500;
+    const report = await system.settle(from, to);
+    expect(report.missed).toEqual([]);
+    expectSafe(report);
+    // The resumed replica found its ticks decided: it logged them as lost or late, never enqueued one twice.
+    expect(report.duplicates).toEqual([]);
+  });
+
+  it('a worker killed mid-run: the run is retried only after its lease is gone, never overlapping', { timeout: 120_000 }, async () => {
+    // A run every 5 s that would take about 8 s (150 beats): longer than the lease TTL (2 s, extended by the
+    // watchdog) and than the period, so a run that outlived its worker would still be writing when the
+    // next holder of the schedule's lease starts - and the ledger would show it.
+    system = await startLedgerSystem({ names: ['long'], schedulers: 2, workers: 2, cron: '*/5 * * * * *', beats: 150 });
+    const { cluster } = system;
+    const runStarted = (): { process: string; tick: string } | undefined => {
+      const record = cluster.records().find((r) => r['msg'] === 'run started' && r['attempt'] === 1);
+      return record ? { process: record.process, tick: String(record['tick']) } : undefined;
+    };
+    await waitUntil(() => runStarted() !== undefined, 'a run started', { timeoutMs: 15_000 });
+    await sleep(500); // the command is beating
+    const victim = runStarted();
+    if (!victim) throw new Error('unreachable');
+    cluster.app(victim.process).process.signal('SIGKILL');
+    // BullMQ's stalled check hands the job to the other worker once the dead worker's job lock (at least 30 s) expired;
+    // the lease decides when it may start.
+    await waitUntil(() => cluster.records().some((r) => r['msg'] === 'run started' && r['tick'] === victim.tick && Number(r['attempt']) > 1), 'the retry started', { timeoutMs: 75_000 });
+    await sleep(3000);
+    const report = system.report(Date.parse(victim.tick), Date.now() - 3000);
+    expect(report.run).toBeGreaterThanOrEqual(2);
+    expectSafe(report);
+  });
+});
