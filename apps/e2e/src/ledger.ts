@@ -47,8 +47,14 @@ export interface LedgerCheck {
   runs: LedgerRun[];
   /** `schedule tick` keys of ticks with at least one started run. */
   ticksRun: Set<string>;
-  /** `schedule tick` keys completed (an `end` line) more than once. */
+  /** `schedule tick` keys completed (an `end` line) more than once by the same attempt number: two jobs for one tick. */
   duplicateCompletions: string[];
+  /**
+   * `schedule tick` keys completed again by a later attempt: BullMQ re-ran a job whose
+   * completion was lost with its worker (killed between the handler's end and the job's
+   * completion). At-least-once by design; downstream deduplicates by job id or fence.
+   */
+  rerunsAfterCompletion: string[];
   overlaps: Overlap[];
   fenceRegressions: FenceRegression[];
   /** Lines that do not parse (a torn write would show here). */
@@ -95,7 +101,7 @@ export function readLedger(file: string): ReturnType<typeof parseLedger> {
 export function checkLedger(parsed: ReturnType<typeof parseLedger>): LedgerCheck {
   const runs = new Map<string, LedgerRun>();
   const latestStart = new Map<string, { fence: number }>();
-  const completions = new Map<string, number>();
+  const completions = new Map<string, number[]>();
   const overlaps: Overlap[] = [];
   const fenceRegressions: FenceRegression[] = [];
   const staleReported = new Set<string>();
@@ -116,14 +122,15 @@ export function checkLedger(parsed: ReturnType<typeof parseLedger>): LedgerCheck
     if (entry.event === 'end' && run && !run.ended) {
       run.ended = true;
       const key = tickKey(entry.schedule, entry.tick);
-      completions.set(key, (completions.get(key) ?? 0) + 1);
+      completions.set(key, [...(completions.get(key) ?? []), entry.attempt]);
     }
   }
   const all = [...runs.values()];
   return {
     runs: all,
     ticksRun: new Set(all.map((run) => tickKey(run.schedule, run.tick))),
-    duplicateCompletions: [...completions].filter(([, count]) => count > 1).map(([key]) => key),
+    duplicateCompletions: [...completions].filter(([, attempts]) => new Set(attempts).size < attempts.length).map(([key]) => key),
+    rerunsAfterCompletion: [...completions].filter(([, attempts]) => new Set(attempts).size === attempts.length && attempts.length > 1).map(([key]) => key),
     overlaps,
     fenceRegressions,
     malformed: parsed.malformed,

@@ -37,8 +37,10 @@ export interface TickReport {
   duplicates: string[];
   /** Ticks more than one replica logged as `enqueued` or `recovered`. */
   duplicateEnqueues: string[];
-  /** Ticks whose runs wrote `end` more than once (a completed run re-run). */
+  /** Ticks completed more than once by the same attempt number (two jobs for one tick). */
   duplicateCompletions: string[];
+  /** Ticks completed again by a later attempt of their one job (a completion lost with a killed worker): reported, allowed. */
+  rerunsAfterCompletion: string[];
   overlaps: Overlap[];
   fenceRegressions: FenceRegression[];
   /** Ticks not run because the previous run of their `skip` schedule still held the lease (logged by a scheduler or worker): by design. */
@@ -88,6 +90,7 @@ export function buildReport(input: ReportInput): TickReport {
     duplicates,
     duplicateEnqueues,
     duplicateCompletions: ledger.duplicateCompletions,
+    rerunsAfterCompletion: ledger.rerunsAfterCompletion,
     overlaps: ledger.overlaps,
     fenceRegressions: ledger.fenceRegressions,
     skipped: notRun.filter((key) => skipped.has(key)),
@@ -133,6 +136,7 @@ export function formatReport(report: TickReport): string[] {
     `ticks run: ${report.run}`,
     `skipped (overlap): ${report.skipped.length}`,
     `duplicates: ${report.duplicates.length}`,
+    `re-runs after a lost completion: ${report.rerunsAfterCompletion.length}`,
     `overlaps: ${report.overlaps.length}`,
     `missed: ${report.missed.length} (allowed: ${allowed})`,
     `fence regressions: ${report.fenceRegressions.length}`,

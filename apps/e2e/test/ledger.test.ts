@@ -28,7 +28,13 @@ describe('the ledger check (a fencing-aware store)', () => {
     expect(result.duplicateCompletions).toEqual([]);
   });
 
-  it('a fence that does not grow is a regression; a tick completed twice is a duplicate', () => {
+  it('a tick completed again by a later attempt (its completion lost with the worker) is a re-run, not a duplicate', () => {
+    const result = check([`t/a ${T1} 10 1 start 1`, `t/a ${T1} 10 1 end 1`, `t/a ${T1} 12 2 start 2`, `t/a ${T1} 12 2 end 2`]);
+    expect(result.duplicateCompletions).toEqual([]);
+    expect(result.rerunsAfterCompletion).toEqual([`t/a ${T1}`]);
+  });
+
+  it('a fence that does not grow is a regression; a tick completed twice by the same attempt is a duplicate', () => {
     const result = check([`t/a ${T1} 10 1 start 1`, `t/a ${T1} 10 1 end 1`, `t/a ${T1} 9 1 start 2`, `t/a ${T1} 9 1 end 2`]);
     expect(result.fenceRegressions).toEqual([{ schedule: 't/a', previousFence: 10, fence: 9, line: 3 }]);
     expect(result.duplicateCompletions).toEqual([`t/a ${T1}`]);
