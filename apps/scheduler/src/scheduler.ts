@@ -1,5 +1,5 @@
 import { leaseResource, tickClaim, tickJobId } from '@tickwarden/contracts';
-import { ClaimAlreadyGrantedError, LockTakenError, RedlockError, systemClock, type Clock, type Lease, type Redlock } from '@tickwarden/redlock';
+import { ClaimAlreadyGrantedError, LockTakenError, QuorumUnavailableError, RedlockError, systemClock, type Clock, type Lease, type Redlock } from '@tickwarden/redlock';
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import { ControlState } from './control.ts';
@@ -310,8 +310,13 @@ export class Scheduler {
 
   #lostOutcome(error: RedlockError): TickOutcome {
     if (error instanceof ClaimAlreadyGrantedError) return 'lost-race';
+    if (!(error instanceof LockTakenError || error instanceof QuorumUnavailableError)) return 'lock-unavailable';
+    const causes = [...error.nodeCauses.values()];
     // Claims are checked first on every node, so "taken" without "claimed" is a previous run's lease.
-    if (error instanceof LockTakenError) return [...error.nodeCauses.values()].includes('claimed') ? 'lost-race' : 'skipped-overlap';
+    if (causes.includes('claimed')) return 'lost-race';
+    // Nodes answering "taken" hold a previous run's lease. With others unreachable it cannot be
+    // confirmed on a majority, but it may be valid: the tick is skipped, as `skip` requires.
+    if (causes.includes('taken')) return 'skipped-overlap';
     return 'lock-unavailable';
   }
 

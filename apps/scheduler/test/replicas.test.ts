@@ -103,6 +103,27 @@ describe('replicated schedulers', () => {
     expect(recovered.every((n) => n === 1)).toBe(true);
   });
 
+  it('a previous run\'s lease held on two nodes while a third is down: the tick is skipped for overlap, not lost as lock-unavailable', async () => {
+    const schedule = { ...everySecond('team-h/held'), overlap: 'skip' as const };
+    // The holder holds the schedule's lease on nodes 0-2 only (4 and 5 reset: nothing lands there); then
+    // node 2 goes down: the scheduler sees "taken" twice, one node unreachable, two nodes free.
+    const link = await locks.link('held-holder');
+    for (const node of [3, 4]) link.setFault(node, { kind: 'reset' });
+    const holder = new Redlock(link.urls, { nodeTimeoutMs: 250, retryCount: 0 });
+    const lease = await holder.acquire(leaseResource(schedule.id, 'skip', 0), 30_000);
+    await locks.node(2).kill();
+    const replica = startReplica('h0', [schedule]);
+    const from = Date.now() + 500;
+    await sleep(3000);
+    await stopReplica(replica);
+    const seen = outcomes.filter((o) => o.schedule === schedule.id && o.tickMs >= from);
+    expect(seen.length).toBeGreaterThan(0);
+    expect(seen.every((o) => o.outcome === 'skipped-overlap'), JSON.stringify(seen)).toBe(true);
+    await locks.node(2).restart({ keepData: false });
+    await holder.release(lease);
+    await holder.close();
+  });
+
   it('catch-up after every replica was down: the missed tick inside the window fires once, late; without catch-up it is missed', async () => {
     const withCatchUp = scheduleFixture({ id: 'team-d/catch-up', cron: '*/5 * * * * *', overlap: 'allow', leaseTtlMs: 5000, catchUpMs: 10_000 });
     const without = scheduleFixture({ id: 'team-d/no-catch-up', cron: '*/5 * * * * *', overlap: 'allow', leaseTtlMs: 5000 });
