@@ -340,6 +340,22 @@ describe('module handler', () => {
     await expect(runModule(config('default'), context(new AbortController().signal).context, configFile)).resolves.toBeDefined();
   });
 
+  it('a module still running when its lease validity ends is terminated, abort or not; each extension moves that end', async () => {
+    const extended = testLease(400);
+    const extender = setInterval(() => extended.extended(400), 150);
+    try {
+      // The default export ends at once (its timers end with the thread): extensions never cut a finished call short.
+      await expect(runModule(config('default', 60_000), context(new AbortController().signal, { lease: extended }).context, configFile)).resolves.toBeDefined();
+    } finally {
+      clearInterval(extender);
+    }
+    // Never extended, never aborted, a 60 s kill grace: only the lease's end can stop this busy loop.
+    const { context: ctx, records } = context(new AbortController().signal, { lease: testLease(500) });
+    const error = await runModule(config('busy', 60_000), ctx, configFile).catch((e: unknown) => e);
+    expect((error as HandlerError).message).toMatch(/terminated/);
+    expect(records.some((r) => r['msg'] === 'lease validity ends: terminating the module thread')).toBe(true);
+  });
+
   it('abort reaches the module as its signal; a cooperative module stops at once', async () => {
     const controller = new AbortController();
     const { context: ctx, records } = context(controller.signal);

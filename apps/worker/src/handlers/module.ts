@@ -2,6 +2,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import type { HandlerConfig } from '@tickwarden/config';
+import { LEASE_KILL_MARGIN_MS } from './command.ts';
 import type { FromRunner, ModuleRunnerInput, ToRunner } from './module-runner.ts';
 import { DEFAULT_OUTPUT_LIMITS, OutputLog, type OutputLimits } from './output.ts';
 import { HandlerError, tickIso, type RunContext, type RunDetails } from './types.ts';
@@ -22,7 +23,9 @@ export function resolveModulePath(modulePath: string, configFile: string): strin
  * signal, logger }`. A resolved call is success, a rejection or throw is
  * failure. When `context.signal` aborts, the thread's `signal` aborts (a
  * message); if the call has not ended `killGraceMs` later, the thread is
- * terminated, which stops even a busy loop.
+ * terminated, which stops even a busy loop. Whatever happens, the thread is
+ * terminated {@link LEASE_KILL_MARGIN_MS} before the run's lease validity
+ * ends (each extension moves that end): nothing of a run outlives its lease.
  */
 export async function runModule(config: ModuleHandlerConfig, context: RunContext, configFile: string, limits: OutputLimits = DEFAULT_OUTPUT_LIMITS): Promise<RunDetails> {
   const modulePath = resolveModulePath(config.path, configFile);
@@ -57,15 +60,25 @@ export async function runModule(config: ModuleHandlerConfig, context: RunContext
   });
   thread.on('error', (error) => (crashed ??= error));
   const exited = new Promise<number>((resolve) => thread.once('exit', resolve));
+  const terminate = (fields: Record<string, unknown>, message: string): void => {
+    if (terminated || done) return;
+    terminated = true;
+    context.logger.warn(fields, message);
+    void thread.terminate();
+  };
   const onAbort = (): void => {
     const reason: unknown = context.signal.reason;
     thread.postMessage({ type: 'abort', reason: reason instanceof Error ? reason.message : String(reason) } satisfies ToRunner);
-    killTimer = setTimeout(() => {
-      terminated = true;
-      context.logger.warn({ killGraceMs: config.killGraceMs }, 'module ignored the abort: terminating its thread');
-      void thread.terminate();
-    }, config.killGraceMs);
+    killTimer = setTimeout(() => terminate({ killGraceMs: config.killGraceMs }, 'module ignored the abort: terminating its thread'), config.killGraceMs);
   };
+  let leaseTimer: NodeJS.Timeout | undefined;
+  const followLease = (): void => {
+    clearTimeout(leaseTimer);
+    const terminateInMs = Math.max(0, context.lease.msLeft() - LEASE_KILL_MARGIN_MS);
+    leaseTimer = setTimeout(() => terminate({ leaseMsLeft: Math.round(context.lease.msLeft()) }, 'lease validity ends: terminating the module thread'), terminateInMs);
+  };
+  followLease();
+  const stopFollowing = context.lease.onExtended(followLease);
   context.signal.addEventListener('abort', onAbort, { once: true });
   if (context.signal.aborted) onAbort();
   let exitCode: number;
@@ -73,6 +86,8 @@ export async function runModule(config: ModuleHandlerConfig, context: RunContext
     exitCode = await exited;
   } finally {
     clearTimeout(killTimer);
+    clearTimeout(leaseTimer);
+    stopFollowing();
     context.signal.removeEventListener('abort', onAbort);
   }
   await Promise.race([streams, new Promise((resolve) => setTimeout(resolve, 200).unref())]);
