@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { clone, id, workloads, type KubeObject } from './support/objects.ts';
-import { OVERLAYS, overlayDir } from './support/paths.ts';
-import { render } from './support/render.ts';
+import path from 'node:path';
+import { COMPONENTS_DIR, OVERLAYS, overlayDir } from './support/paths.ts';
+import { render, renderComposition } from './support/render.ts';
 import { schemaProblems } from './support/schema.ts';
 
 const prod = render(overlayDir('prod'));
@@ -14,6 +15,12 @@ function deployment(): KubeObject {
 describe('every rendered object validates against the Kubernetes schemas (kubernetes-models)', () => {
   it.each(OVERLAYS)('overlays/%s', (overlay) => {
     const objects = render(overlayDir(overlay));
+    expect(objects.flatMap(schemaProblems)).toEqual([]);
+  });
+
+  it('prod with the service-monitor component (the ServiceMonitor against the Prometheus Operator schema)', () => {
+    const objects = renderComposition({ namespace: 'tickwarden', resources: [overlayDir('prod')], components: [path.join(COMPONENTS_DIR, 'service-monitor')] });
+    expect(objects.some((object) => object.kind === 'ServiceMonitor')).toBe(true);
     expect(objects.flatMap(schemaProblems)).toEqual([]);
   });
 
