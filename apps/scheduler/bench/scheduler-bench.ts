@@ -16,7 +16,8 @@
  *
  * Knobs (for quick runs; the defaults are the benchmark): BENCH_WINDOW_S (60),
  * BENCH_BOUNDARIES (2), BENCH_SCENARIOS (`ab,c`), BENCH_SYSTEMS (`tickwarden,bullmq`);
- * BENCH_LOG_DIR=<dir> keeps every process's output there; BENCH_TW_LOG_LEVEL (`info`) is the replicas' LOG_LEVEL.
+ * BENCH_LOG_DIR=<dir> keeps every process's output there; BENCH_TW_LOG_LEVEL (`info`) is the replicas' LOG_LEVEL;
+ * BENCH_TW_NODE_FLAGS (none) are extra node flags of the replicas, e.g. `--optimize-for-size` (see the README's memory section).
  */
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
@@ -51,6 +52,8 @@ const SCENARIOS = (process.env['BENCH_SCENARIOS'] ?? 'ab,c').split(',');
 const SAMPLE_MS = 1_000;
 /** The replicas' LOG_LEVEL (the bench needs at least `info`; `debug` adds lost-race and the like to the logs BENCH_LOG_DIR keeps). */
 const TW_LOG_LEVEL = process.env['BENCH_TW_LOG_LEVEL'] ?? 'info';
+/** Extra node flags of the scheduler replicas (space-separated; default none), to compare V8 heap settings. */
+const TW_NODE_FLAGS = (process.env['BENCH_TW_NODE_FLAGS'] ?? '').split(' ').filter((flag) => flag !== '');
 /** When set, every process's output is written there (`<phase>-<process>.log`) at the end of its phase. */
 const LOG_DIR = process.env['BENCH_LOG_DIR'];
 /** How long after a window the consumer may still bring in its ticks. */
@@ -174,8 +177,8 @@ class Tracked {
 /** Every process started, so cleanup can kill it by PID. */
 const started = new Set<Tracked>();
 
-function spawnTracked(name: string, script: string, env: Record<string, string>): Tracked {
-  const proc = ManagedProcess.start({ name, command: process.execPath, args: ['--conditions=@tickwarden/source', script], env, cwd: fileURLToPath(ROOT) });
+function spawnTracked(name: string, script: string, env: Record<string, string>, nodeFlags: readonly string[] = []): Tracked {
+  const proc = ManagedProcess.start({ name, command: process.execPath, args: [...nodeFlags, '--conditions=@tickwarden/source', script], env, cwd: fileURLToPath(ROOT) });
   const tracked = new Tracked(name, proc);
   started.add(tracked);
   return tracked;
@@ -544,7 +547,7 @@ class Fleet {
         TICKWARDEN_REPLICA_ID: name,
         TICKWARDEN_HTTP_PORT: String(port),
         LOG_LEVEL: TW_LOG_LEVEL,
-      });
+      }, TW_NODE_FLAGS);
       member.httpPort = port;
     } else {
       member = spawnTracked(name, PRODUCER, {
@@ -1292,7 +1295,7 @@ async function main(): Promise<void> {
     ...(codeChanged
       ? [`**The code under test changed during this run** (phases ran on: ${Object.entries(codeByPhase).map(([phase, state]) => `${phase} ${state}`).join('; ')}): compare phases with care.`]
       : []),
-    `Tickwarden: ${REPLICAS} scheduler processes (\`node --conditions=@tickwarden/source apps/scheduler/src/main.ts\`, LOG_LEVEL=${TW_LOG_LEVEL}), ${LOCK_NODES} lock Redis + 1 queue Redis, one config file, \`overlap: allow\`, default lease TTL. ` +
+    `Tickwarden: ${REPLICAS} scheduler processes (\`node ${[...TW_NODE_FLAGS, ''].join(' ')}--conditions=@tickwarden/source apps/scheduler/src/main.ts\`, LOG_LEVEL=${TW_LOG_LEVEL}), ${LOCK_NODES} lock Redis + 1 queue Redis, one config file, \`overlap: allow\`, default lease TTL. ` +
       `BullMQ: ${REPLICAS} producer processes each upserting the same job schedulers at start (100 upserts in flight), one Redis. ` +
       'The systems run one after the other (never at the same time), each on fresh Redis servers; the consumer is the same process for both: one BullMQ Worker, concurrency 100, that records each job and completes it at once.',
     `Ticks: Tickwarden \`job.data.tickMs\`; BullMQ the \`<ms>\` of the job id \`repeat:<scheduler>:<ms>\`. Missed = an expected tick the consumer never started (waited up to ${DRAIN_MS / 1000} s after the window); duplicate = a tick it started more than once. ` +

@@ -126,7 +126,7 @@ async function trigger(id: string): Promise<number> {
       } finally {
         await enqueuer.close();
       }
-      await new ControlState(redis).record(schedule.id, { tickMs: now, outcome: 'triggered', lagMs: 0, fence: lease.fence, jobId, replica: 'cli' });
+      await new ControlState(redis).record([{ scheduleId: schedule.id, tick: { tickMs: now, outcome: 'triggered', lagMs: 0, fence: lease.fence, jobId, replica: 'cli' } }]);
     });
     say(`triggered ${id}: job ${jobId}, fence ${lease.fence}`);
     return 0;

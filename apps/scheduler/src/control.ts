@@ -1,15 +1,35 @@
 import type { Redis } from 'ioredis';
 
 /**
- * Operator state shared by every replica, kept in the queue Redis: paused
- * schedules and the recent history of each schedule's ticks. All its keys
- * are built here.
+ * State shared by every replica, kept in the queue Redis: paused schedules,
+ * the recent history of each schedule's ticks, and each schedule's
+ * high-water mark. All its keys are built here.
  */
 const KEY_PREFIX = 'tickwarden:control';
 const PAUSED_KEY = `${KEY_PREFIX}:paused`;
 const historyKey = (scheduleId: string) => `${KEY_PREFIX}:history:{${scheduleId}}`;
+/** Hash of schedule id -> the latest tick (epoch ms) any replica has taken up. */
+const MARKS_KEY = `${KEY_PREFIX}:marks`;
 /** Ticks kept per schedule for `status`. */
 export const HISTORY_LENGTH = 20;
+/** Marks per script call: a call with tens of thousands of arguments overflows ioredis' stack. */
+const MARKS_PER_CALL = 1000;
+
+/**
+ * Raises each field of a hash (ARGV: field, value, field, value, ...) to the
+ * value when it is higher; returns the previous values (false where there was
+ * none). Atomic, so when several replicas raise a mark at once exactly one of
+ * them sees the value from before.
+ */
+const RAISE_MARKS = `
+local previous = {}
+for i = 1, #ARGV, 2 do
+  local old = redis.call('HGET', KEYS[1], ARGV[i])
+  if not old or tonumber(old) < tonumber(ARGV[i + 1]) then redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
+  previous[#previous + 1] = old or false
+end
+return previous
+`;
 
 /** Why and since when a schedule is paused. */
 export interface PauseRecord {
@@ -49,9 +69,48 @@ export class ControlState {
     return new Map(Object.entries(all).map(([id, json]) => [id, JSON.parse(json) as PauseRecord]));
   }
 
-  async record(scheduleId: string, tick: TickRecord): Promise<void> {
-    // A pipeline, not MULTI: the two commands need no isolation, and a transaction per tick costs twice the round trips.
-    await this.#redis.pipeline().lpush(historyKey(scheduleId), JSON.stringify(tick)).ltrim(historyKey(scheduleId), 0, HISTORY_LENGTH - 1).exec();
+  /**
+   * Adds ticks to their schedules' histories in one pipeline, however many:
+   * an ioredis pipeline on a connection BullMQ defined its scripts on costs a
+   * few hundred closures, so one per tick made a 10,000-tick boundary hold
+   * 100 MB. A pipeline, not MULTI: the commands need no isolation.
+   */
+  async record(entries: readonly { scheduleId: string; tick: TickRecord }[]): Promise<void> {
+    if (entries.length === 0) return;
+    const pipeline = this.#redis.pipeline();
+    for (const { scheduleId, tick } of entries) pipeline.lpush(historyKey(scheduleId), JSON.stringify(tick)).ltrim(historyKey(scheduleId), 0, HISTORY_LENGTH - 1);
+    for (const [error] of (await pipeline.exec()) ?? []) if (error) throw error;
+  }
+
+  /**
+   * Raises the schedules' high-water marks to the given ticks (a mark never
+   * goes back); resolves each schedule's mark from before, undefined where it
+   * had none. One round trip for any number of schedules.
+   */
+  async raiseMarks(marks: ReadonlyMap<string, number>): Promise<Map<string, number | undefined>> {
+    const previous = new Map<string, number | undefined>();
+    if (marks.size === 0) return previous;
+    const entries = [...marks];
+    const pipeline = this.#redis.pipeline();
+    for (let at = 0; at < entries.length; at += MARKS_PER_CALL) {
+      pipeline.eval(RAISE_MARKS, 1, MARKS_KEY, ...entries.slice(at, at + MARKS_PER_CALL).flatMap(([id, tickMs]) => [id, String(tickMs)]));
+    }
+    for (const [callIndex, [error, values]] of ((await pipeline.exec()) ?? []).entries()) {
+      if (error) throw error;
+      (values as (string | null)[]).forEach((value, i) => {
+        const [id] = entries[callIndex * MARKS_PER_CALL + i] as [string, number];
+        previous.set(id, value === null ? undefined : Number(value));
+      });
+    }
+    return previous;
+  }
+
+  /** Drops the marks of schedules the config no longer has (a schedule added again later starts afresh). */
+  async forgetMarks(scheduleIds: readonly string[]): Promise<void> {
+    if (scheduleIds.length === 0) return;
+    const pipeline = this.#redis.pipeline();
+    for (let at = 0; at < scheduleIds.length; at += MARKS_PER_CALL) pipeline.hdel(MARKS_KEY, ...scheduleIds.slice(at, at + MARKS_PER_CALL));
+    for (const [error] of (await pipeline.exec()) ?? []) if (error) throw error;
   }
 
   async history(scheduleId: string, count = HISTORY_LENGTH): Promise<TickRecord[]> {

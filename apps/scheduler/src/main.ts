@@ -43,7 +43,7 @@ async function main(): Promise<number> {
   });
   scheduler.setSchedules(live.config.schedules);
   scheduler.start();
-  logger.info({ schedules: live.config.schedules.length, files: live.config.files, lockNodes: lockNodes.map(redactUrl), quorum: redlock.quorum }, 'scheduler started');
+  logger.info({ schedules: live.config.schedules.length, patterns: scheduler.parsedPatterns, files: live.config.files, lockNodes: lockNodes.map(redactUrl), quorum: redlock.quorum }, 'scheduler started');
 
   const server = await startHttpServer(httpPort, metrics.registry, async () => {
     const reasons: string[] = [];

@@ -2,11 +2,12 @@ import { leaseResource, tickClaim, tickJobId } from '@tickwarden/contracts';
 import { ClaimAlreadyGrantedError, LockTakenError, QuorumUnavailableError, RedlockError, systemClock, type Clock, type Lease, type Redlock } from '@tickwarden/redlock';
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
-import { ControlState } from './control.ts';
+import { ControlState, type TickRecord } from './control.ts';
 import type { Schedule } from './schedule.ts';
 import { TickEnqueuer } from './tick-enqueuer.ts';
 import { TickHeap, type PendingTick } from './tick-heap.ts';
-import { TickPlanner } from './tick-planner.ts';
+import { TickMarks, type MarkGap } from './tick-marks.ts';
+import { CronCache, TickPlanner } from './tick-planner.ts';
 
 /** What happened to one tick on this replica. One name per outcome, in logs and metrics alike. */
 export type TickOutcome =
@@ -22,6 +23,9 @@ export type TickOutcome =
 /** Ticks at most this late (event-loop stalls, GC pauses, a slow contest) are still contested. Later ones follow `catchUp`. */
 export const LATE_TICK_WINDOW_MS = 10_000;
 
+/** Missed ticks of one schedule counted (metric) after a gap with no replica; a longer gap is logged as at least this many. */
+const MAX_COUNTED_GAP_TICKS = 10_000;
+
 export interface SchedulerOptions {
   replicaId: string;
   redlock: Redlock;
@@ -32,6 +36,13 @@ export interface SchedulerOptions {
   clock?: Clock;
   /** Longest single timer wait, ms (default 30 000): waits are recomputed, so a wall-clock jump is noticed within it. */
   maxWaitMs?: number;
+  /**
+   * How long after `start` the replica looks for ticks missed while no replica
+   * ran, ms (default 15 000: the late window plus 5 s). Live replicas take up
+   * a tick up to `LATE_TICK_WINDOW_MS` late; their marks must be in by then,
+   * or ticks they take up would count as missed.
+   */
+  gapCheckDelayMs?: number;
   /** Told about every tick outcome (metrics). */
   onOutcome?: (outcome: TickOutcome, schedule: Schedule, tickMs: number, lagMs: number) => void;
 }
@@ -52,6 +63,12 @@ interface OrphanCheck {
   jobId: string;
   checkAtMs: number;
   giveUpAtMs: number;
+}
+
+/** A tick for the history `status` shows. */
+interface HistoryEntry {
+  scheduleId: string;
+  tick: TickRecord;
 }
 
 /** Contest settings for ticks: quick retries for split votes among replicas; no waiter marks (all contenders fire once). */
@@ -76,20 +93,30 @@ export function contestNodeTimeoutMs(leaseTtlMs: number, batchSize: number): num
 export class Scheduler {
   readonly #options: Required<Omit<SchedulerOptions, 'onOutcome'>> & Pick<SchedulerOptions, 'onOutcome'>;
   readonly #planners = new Map<string, TickPlanner>();
+  readonly #crons = new CronCache();
   readonly #heap = new TickHeap();
   readonly #enqueuer: TickEnqueuer;
   readonly #control: ControlState;
+  readonly #marks: TickMarks;
   #paused = new Map<string, unknown>();
   readonly #inFlight = new Set<Promise<void>>();
   #orphanChecks: OrphanCheck[] = [];
+  #history: HistoryEntry[] = [];
   #timer: unknown;
   #running = false;
+  #started = false;
   #lastWake: { wall: number; mono: number } | undefined;
 
   constructor(options: SchedulerOptions) {
-    this.#options = { clock: systemClock, maxWaitMs: 30_000, ...options };
+    this.#options = { clock: systemClock, maxWaitMs: 30_000, gapCheckDelayMs: LATE_TICK_WINDOW_MS + 5000, ...options };
     this.#enqueuer = new TickEnqueuer(options.queueConnection, this.#options.clock, options.replicaId);
     this.#control = new ControlState(options.queueConnection);
+    this.#marks = new TickMarks(this.#control);
+  }
+
+  /** Distinct patterns (cron and time zone) parsed for the current schedules. */
+  get parsedPatterns(): number {
+    return this.#crons.size;
   }
 
   #wallNow(): number {
@@ -100,35 +127,55 @@ export class Scheduler {
   setSchedules(schedules: readonly Schedule[]): void {
     const now = this.#wallNow();
     const incoming = new Map(schedules.map((schedule) => [schedule.id, schedule]));
+    const removed = new Set<string>();
     for (const [id, planner] of this.#planners) {
       const next = incoming.get(id);
       if (!next || JSON.stringify(next) !== JSON.stringify(planner.schedule)) {
         this.#planners.delete(id);
-        this.#heap.removeSchedule(id);
+        removed.add(id);
       }
     }
+    this.#heap.removeSchedules(removed);
+    const gone = [...removed].filter((id) => !incoming.has(id));
+    if (gone.length > 0) this.#track(this.#marks.forget(gone), 'could not drop the marks of removed schedules');
     for (const schedule of schedules) {
       if (this.#planners.has(schedule.id)) continue;
-      const planner = new TickPlanner(schedule);
+      const planner = new TickPlanner(schedule, this.#crons);
       this.#planners.set(schedule.id, planner);
-      // A tick missed while no replica ran fires once if it lies inside the catch-up window (claims keep it single).
-      const missed = schedule.catchUpMs > 0 ? planner.latestWithin(now, schedule.catchUpMs) : undefined;
-      const first = missed ?? planner.next(now);
-      if (first !== undefined) this.#heap.push({ scheduleId: schedule.id, tickMs: first, dueMs: planner.dueMs(first) });
+      const first = this.#firstTick(planner, now);
+      if (first === undefined) continue;
+      this.#heap.push({ scheduleId: schedule.id, tickMs: first, dueMs: planner.dueMs(first) });
+      this.#marks.planned(schedule.id, first);
     }
+    // Patterns only removed schedules used would stay parsed forever.
+    this.#crons.retainOnly(schedules);
     if (this.#running) this.#arm();
+  }
+
+  /**
+   * The first tick this replica takes up: the latest one inside `catchUp`
+   * (a tick missed while no replica ran fires once; claims keep it single),
+   * else the first whose run is not yet due.
+   */
+  #firstTick(planner: TickPlanner, now: number): number | undefined {
+    const { catchUpMs } = planner.schedule;
+    return (catchUpMs > 0 ? planner.latestWithin(now, catchUpMs) : undefined) ?? planner.firstDue(now);
   }
 
   start(): void {
     this.#running = true;
+    this.#started = true;
+    this.#marks.start(this.#wallNow(), this.#options.gapCheckDelayMs);
     this.#arm();
   }
 
-  /** Stops contesting new ticks and waits for contests and enqueues in flight; closes the queues. */
+  /** Stops contesting new ticks and waits for contests and enqueues in flight; writes the last history and marks (and the gap check, if it has not run); closes the queues. */
   async stop(): Promise<void> {
     this.#running = false;
     this.#options.clock.clearTimeout(this.#timer);
     while (this.#inFlight.size > 0) await Promise.allSettled([...this.#inFlight]);
+    await this.#writeHistory().catch((error: unknown) => this.#options.logger.warn({ err: error }, 'could not record tick history'));
+    if (this.#started) await this.#flushMarks(this.#wallNow(), true).catch((error: unknown) => this.#options.logger.warn({ err: error }, 'could not write tick marks'));
     await this.#enqueuer.close();
   }
 
@@ -136,7 +183,7 @@ export class Scheduler {
     const { clock, maxWaitMs } = this.#options;
     clock.clearTimeout(this.#timer);
     if (!this.#running) return;
-    const next = Math.min(this.#heap.peek()?.dueMs ?? Infinity, ...this.#orphanChecks.map((check) => check.checkAtMs));
+    const next = Math.min(this.#heap.peek()?.dueMs ?? Infinity, this.#marks.gapCheckAtMs ?? Infinity, ...this.#orphanChecks.map((check) => check.checkAtMs));
     const wait = Number.isFinite(next) ? Math.min(Math.max(next - this.#wallNow(), 0), maxWaitMs) : maxWaitMs;
     this.#timer = clock.setTimeout(() => this.#wake(), wait);
   }
@@ -154,17 +201,57 @@ export class Scheduler {
     for (let top = this.#heap.peek(); top && top.dueMs <= wall; top = this.#heap.peek()) {
       const tick = this.#heap.pop() as PendingTick;
       due.push(tick);
+      this.#marks.takenUp(tick.scheduleId, tick.tickMs);
       const planner = this.#planners.get(tick.scheduleId);
       const next = planner?.next(tick.tickMs);
       if (planner && next !== undefined) this.#heap.push({ scheduleId: tick.scheduleId, tickMs: next, dueMs: planner.dueMs(next) });
     }
     if (due.length > 0) this.#track(this.#contest(this.#lateTicksFiltered(due, wall)), 'tick contest failed');
+    this.#track(this.#flushMarks(wall), 'could not write tick marks');
     const checks = this.#orphanChecks.filter((check) => check.checkAtMs <= wall);
     if (checks.length > 0) {
       this.#orphanChecks = this.#orphanChecks.filter((check) => check.checkAtMs > wall);
       this.#track(this.#checkOrphans(checks), 'orphan check failed');
     }
     this.#arm();
+  }
+
+  /** Writes the marks of the ticks taken up; once the gap check ran, records the ticks missed while no replica ran. */
+  async #flushMarks(now: number, final = false): Promise<void> {
+    const gaps = await this.#marks.flush(now, final);
+    const memo = new Map<string, number[]>();
+    for (const [i, gap] of gaps.entries()) {
+      this.#recordGap(gap, now, memo);
+      // A gap check over thousands of schedules must not hold up their ticks.
+      if (i % 256 === 255) await new Promise((resolve) => setImmediate(resolve));
+    }
+  }
+
+  /** Records a schedule's ticks in a gap as missed: each in the metrics, all of them in one log line. */
+  #recordGap({ scheduleId, afterMs, beforeMs }: MarkGap, now: number, memo: Map<string, number[]>): void {
+    const planner = this.#planners.get(scheduleId);
+    if (!planner) return;
+    const { schedule } = planner;
+    // Schedules of one pattern usually share their gap: list its ticks once (one more than counted, to know whether there are more).
+    const key = `${schedule.timezone} ${schedule.cron} ${afterMs} ${beforeMs}`;
+    const listed = memo.get(key) ?? planner.ticksBetween(afterMs, beforeMs, MAX_COUNTED_GAP_TICKS + 1);
+    memo.set(key, listed);
+    if (listed.length === 0) return;
+    const truncated = listed.length > MAX_COUNTED_GAP_TICKS;
+    const ticks = truncated ? listed.slice(0, MAX_COUNTED_GAP_TICKS) : listed;
+    for (const tick of ticks) this.#options.onOutcome?.('missed', schedule, tick, now - tick);
+    const last = truncated ? planner.previous(beforeMs) : ticks.at(-1);
+    const { logger, replicaId } = this.#options;
+    const fields = {
+      replica: replicaId,
+      schedule: schedule.id,
+      outcome: 'missed',
+      missed: ticks.length,
+      ...(truncated ? { missedAtLeast: true } : {}),
+      firstTick: new Date(ticks[0] as number).toISOString(),
+      lastTick: last === undefined ? undefined : new Date(last).toISOString(),
+    };
+    logger.warn(fields, 'ticks missed while no replica ran');
   }
 
   #track(work: Promise<void>, failure: string): void {
@@ -333,13 +420,24 @@ export class Scheduler {
     this.#record('enqueued', schedule, tick.tickMs, this.#wallNow() - tick.tickMs, undefined, { jobId, fence: lease.fence });
   }
 
+  /** Tick history is written once per turn of the event loop, in one pipeline: a boundary of 10,000 ticks is one write, not 10,000. */
+  #queueHistory(entry: HistoryEntry): void {
+    if (this.#history.length === 0) setImmediate(() => this.#track(this.#writeHistory(), 'could not record tick history'));
+    this.#history.push(entry);
+  }
+
+  async #writeHistory(): Promise<void> {
+    const entries = this.#history;
+    this.#history = [];
+    await this.#control.record(entries);
+  }
+
   #record(outcome: TickOutcome, schedule: Schedule, tickMs: number, lagMs: number, error?: Error, extra: { jobId?: string; fence?: number } = {}): void {
     const { logger, replicaId, onOutcome } = this.#options;
     onOutcome?.(outcome, schedule, tickMs, lagMs);
     // The history `status` shows: outcomes that only the tick's winner can report, so each tick appears once.
     if (outcome === 'enqueued' || outcome === 'recovered' || outcome === 'enqueue-failed') {
-      const record = { tickMs, outcome, lagMs, fence: extra.fence, jobId: extra.jobId, replica: replicaId };
-      this.#control.record(schedule.id, record).catch((e: unknown) => logger.warn({ err: e }, 'could not record tick history'));
+      this.#queueHistory({ scheduleId: schedule.id, tick: { tickMs, outcome, lagMs, fence: extra.fence, jobId: extra.jobId, replica: replicaId } });
     }
     const fields = { replica: replicaId, schedule: schedule.id, tick: new Date(tickMs).toISOString(), outcome, lagMs, ...extra };
     if (outcome === 'enqueued' || outcome === 'recovered') logger.info(fields, `tick ${outcome}`);

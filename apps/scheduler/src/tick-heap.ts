@@ -50,9 +50,10 @@ export class TickHeap {
     return top;
   }
 
-  /** Removes every pending tick of a schedule (it was removed or changed). */
-  removeSchedule(scheduleId: string): void {
-    const kept = this.#items.filter((item) => item.scheduleId !== scheduleId);
+  /** Removes every pending tick of these schedules (removed or changed): one pass, however many (a reload may change thousands). */
+  removeSchedules(scheduleIds: ReadonlySet<string>): void {
+    if (scheduleIds.size === 0) return;
+    const kept = this.#items.filter((item) => !scheduleIds.has(item.scheduleId));
     this.#items.length = 0;
     for (const item of kept) this.push(item);
   }

@@ -3,43 +3,89 @@ import { Cron } from 'croner';
 import type { Schedule } from './schedule.ts';
 
 /**
- * Parsed patterns, shared by every schedule with the same pattern and time
- * zone: a croner `Cron` holds about 80 KB (a year table), so 10,000 schedules
- * would take 800 MB with one each. Entries are few (distinct patterns) and
- * never change meaning, so the cache is never pruned.
- */
-const crons = new Map<string, SharedCron>();
-
-/**
  * A parsed pattern and its last answer: schedules sharing a pattern ask for
  * the tick after the same instant one after the other, so one remembered
  * answer saves the rest of them croner's search.
  */
-interface SharedCron {
+export interface SharedCron {
   cron: Cron;
   lastAfterMs: number;
   lastNextMs: number | undefined;
 }
 
-function cronFor(pattern: string, timezone: string): SharedCron {
-  const key = `${timezone} ${pattern}`;
-  let shared = crons.get(key);
-  if (!shared) {
-    // croner mutates the options object it is given: always a fresh literal. Paused: it never starts a timer.
-    shared = { cron: new Cron(pattern, { timezone, paused: true }), lastAfterMs: Number.NaN, lastNextMs: undefined };
-    crons.set(key, shared);
-  }
-  return shared;
+/** The part of croner 11's internal pattern that holds the year table. */
+interface CronPatternInternals {
+  starYear?: unknown;
+  year?: unknown;
 }
+
+/**
+ * croner 11 gives every `Cron` its own table of the years 0-9999 (80 KB),
+ * which a pattern without a year field (every 5- or 6-field pattern) fills
+ * with ones and never reads (each read checks `starYear` first). One frozen
+ * table for all of them takes 10,000 distinct patterns from 800 MB to about
+ * 30 MB. Frozen, so a croner that wrote to it would throw instead of changing
+ * every pattern at once.
+ */
+const EVERY_YEAR: readonly number[] = Object.freeze(new Array<number>(10_000).fill(1));
+
+/** Points the pattern's year table at the shared one when it is the every-year table (else leaves it: a croner upgrade costs memory, not correctness). */
+function shareYearTable(cron: Cron): void {
+  const pattern = (cron as unknown as { _states?: { pattern?: CronPatternInternals } })._states?.pattern;
+  const year = pattern?.year;
+  if (pattern?.starYear !== true || !Array.isArray(year) || year.length !== EVERY_YEAR.length || !year.every((value) => value === 1)) return;
+  pattern.year = EVERY_YEAR;
+}
+
+/** Whether a `Cron` uses the shared year table (tests watch that it still does after a croner upgrade). */
+export function sharesYearTable(cron: Cron): boolean {
+  return (cron as unknown as { _states?: { pattern?: CronPatternInternals } })._states?.pattern?.year === EVERY_YEAR;
+}
+
+/**
+ * Parsed patterns, one per pattern and time zone, shared by the schedules
+ * that use it. A scheduler prunes it after each reload, so patterns no
+ * schedule uses any more do not pile up.
+ */
+export class CronCache {
+  readonly #crons = new Map<string, SharedCron>();
+
+  get size(): number {
+    return this.#crons.size;
+  }
+
+  get(pattern: string, timezone: string): SharedCron {
+    const key = cacheKey(pattern, timezone);
+    let shared = this.#crons.get(key);
+    if (!shared) {
+      // croner mutates the options object it is given: always a fresh literal. Paused: it never starts a timer.
+      const cron = new Cron(pattern, { timezone, paused: true });
+      shareYearTable(cron);
+      shared = { cron, lastAfterMs: Number.NaN, lastNextMs: undefined };
+      this.#crons.set(key, shared);
+    }
+    return shared;
+  }
+
+  /** Drops the patterns none of `schedules` uses. */
+  retainOnly(schedules: Iterable<Pick<Schedule, 'cron' | 'timezone'>>): void {
+    const used = new Set<string>();
+    for (const { cron, timezone } of schedules) used.add(cacheKey(cron, timezone));
+    for (const key of this.#crons.keys()) if (!used.has(key)) this.#crons.delete(key);
+  }
+}
+
+const cacheKey = (pattern: string, timezone: string): string => `${timezone} ${pattern}`;
 
 /** Schedule maths, apart from timers: croner as a pure calculator. Ticks are epoch milliseconds. */
 export class TickPlanner {
   readonly schedule: Schedule;
   readonly #cron: SharedCron;
 
-  constructor(schedule: Schedule) {
+  /** `crons` shares parsed patterns between planners (default: a cache of this planner's own). */
+  constructor(schedule: Schedule, crons: CronCache = new CronCache()) {
     this.schedule = schedule;
-    this.#cron = cronFor(schedule.cron, schedule.timezone);
+    this.#cron = crons.get(schedule.cron, schedule.timezone);
   }
 
   /** The first tick strictly after `afterMs`, or undefined when the pattern has no more. */
@@ -50,6 +96,25 @@ export class TickPlanner {
       shared.lastAfterMs = afterMs;
     }
     return shared.lastNextMs;
+  }
+
+  /** The first tick whose run is not due before `atMs` (with jitter, a tick just past may still be due). */
+  firstDue(atMs: number): number | undefined {
+    let tick = this.next(atMs - this.schedule.jitterMs - 1);
+    while (tick !== undefined && this.dueMs(tick) < atMs) tick = this.next(tick);
+    return tick;
+  }
+
+  /** The ticks strictly between `afterMs` and `beforeMs`, oldest first, at most `limit` of them. */
+  ticksBetween(afterMs: number, beforeMs: number, limit: number): number[] {
+    const ticks: number[] = [];
+    for (let tick = this.next(afterMs); tick !== undefined && tick < beforeMs && ticks.length < limit; tick = this.next(tick)) ticks.push(tick);
+    return ticks;
+  }
+
+  /** The latest tick strictly before `beforeMs`, or undefined. */
+  previous(beforeMs: number): number | undefined {
+    return this.#cron.cron.previousRuns(1, new Date(beforeMs))[0]?.getTime();
   }
 
   /** The latest tick at or before `atMs` within `windowMs`, or undefined. */

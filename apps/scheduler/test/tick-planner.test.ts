@@ -1,5 +1,7 @@
+import { Cron } from 'croner';
 import { describe, expect, it } from 'vitest';
 import { TickPlanner, type Schedule } from '../src/index.ts';
+import { CronCache, sharesYearTable } from '../src/tick-planner.ts';
 import { scheduleFixture } from './support.ts';
 
 const schedule = (cron: string, timezone: string, jitterMs = 0): Schedule => scheduleFixture({ id: 'team/job', cron, timezone, jitterMs });
@@ -36,5 +38,58 @@ describe('TickPlanner (croner as a calculator)', () => {
     const offsets = Array.from({ length: 50 }, (_, i) => a.dueMs(tick + i * 60_000) - (tick + i * 60_000));
     expect(offsets.every((o) => o >= 0 && o <= 10_000)).toBe(true);
     expect(new Set(offsets).size).toBeGreaterThan(10);
+  });
+
+  it('firstDue: the first tick whose run is not due yet, which with jitter may lie in the past; ticksBetween lists a gap', () => {
+    const planner = new TickPlanner(schedule('* * * * * *', 'UTC', 5000));
+    const now = Date.parse('2026-01-01T00:00:10.000Z');
+    const first = planner.firstDue(now) as number;
+    expect(first).toBeLessThan(now);
+    expect(planner.dueMs(first)).toBeGreaterThanOrEqual(now);
+    expect(planner.dueMs(first - 1000)).toBeLessThan(now);
+    const after = Date.parse('2026-01-01T00:00:00.000Z');
+    expect(planner.ticksBetween(after, after + 4000, 100).map(iso)).toEqual(['2026-01-01T00:00:01.000Z', '2026-01-01T00:00:02.000Z', '2026-01-01T00:00:03.000Z']);
+    expect(planner.ticksBetween(after, after + 4000, 2)).toHaveLength(2);
+    expect(iso(planner.previous(after + 4000))).toBe('2026-01-01T00:00:03.000Z');
+  });
+});
+
+describe('CronCache', () => {
+  const patterns: [string, string][] = [
+    ['30 2 * * *', 'Europe/Berlin'],
+    ['*/7 * * * * *', 'UTC'],
+    ['0 9 * * MON-FRI', 'America/New_York'],
+    ['0 0 L * *', 'Asia/Tokyo'],
+    ['15 3 29 2 *', 'UTC'],
+    ['@hourly', 'Europe/Berlin'],
+  ];
+
+  it('shares one year table between patterns (croner 11 gives each its own 80 KB one) and answers exactly as a fresh Cron', () => {
+    const crons = new CronCache();
+    for (const [pattern, timezone] of patterns) {
+      const shared = crons.get(pattern, timezone);
+      expect(sharesYearTable(shared.cron), pattern).toBe(true);
+      const fresh = new Cron(pattern, { timezone, paused: true });
+      let at = new Date('2026-01-01T00:00:00Z');
+      for (let i = 0; i < 50; i++) {
+        const expected = fresh.nextRun(at);
+        expect(shared.cron.nextRun(at)?.getTime(), `${pattern} after ${at.toISOString()}`).toBe(expected?.getTime());
+        if (!expected) break;
+        at = expected;
+      }
+    }
+  });
+
+  it('keeps one parsed pattern per pattern and time zone, and drops those no schedule uses any more', () => {
+    const crons = new CronCache();
+    const a = crons.get('0 * * * *', 'UTC');
+    expect(crons.get('0 * * * *', 'UTC')).toBe(a);
+    crons.get('0 * * * *', 'Europe/Berlin');
+    crons.get('0 2 * * *', 'UTC');
+    expect(crons.size).toBe(3);
+    crons.retainOnly([{ cron: '0 2 * * *', timezone: 'UTC' }]);
+    expect(crons.size).toBe(1);
+    expect(crons.get('0 * * * *', 'UTC')).not.toBe(a);
+    expect(crons.size).toBe(2);
   });
 });

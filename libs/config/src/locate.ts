@@ -1,4 +1,4 @@
-import { isAlias, isMap, isScalar, isSeq, type Document, type LineCounter, type Node, type Pair } from 'yaml';
+import { LineCounter, isAlias, isMap, isScalar, isSeq, type Document, type Node, type Pair } from 'yaml';
 
 export interface Position {
   line: number;
@@ -17,15 +17,18 @@ export interface Located {
 
 /**
  * Finds YAML nodes by the field paths zod reports, following aliases and `<<` merge keys, and turns
- * node offsets into 1-based line and column.
+ * node offsets into 1-based line and column of the file (the document may be a part of it).
  */
 export class Locator {
   readonly #doc: Document;
   readonly #lines: LineCounter;
+  readonly #sourceOffset: (offset: number) => number;
 
-  constructor(doc: Document, lines: LineCounter) {
+  /** `lines` counts the lines of the whole file; `sourceOffset` turns an offset in the document into one in the file. */
+  constructor(doc: Document, lines: LineCounter, sourceOffset: (offset: number) => number) {
     this.#doc = doc;
     this.#lines = lines;
+    this.#sourceOffset = sourceOffset;
   }
 
   locate(path: readonly (string | number)[]): Located {
@@ -57,7 +60,7 @@ export class Locator {
   }
 
   offsetPosition(offset: number): Position {
-    const { line, col } = this.#lines.linePos(offset);
+    const { line, col } = this.#lines.linePos(this.#sourceOffset(offset));
     return { line: Math.max(1, line), column: Math.max(1, col) };
   }
 
@@ -89,4 +92,12 @@ function asNode(value: unknown): Node | undefined {
 
 function isEmptyScalar(node: Node): boolean {
   return isScalar(node) && node.value === null && node.range !== undefined && node.range !== null && node.range[0] === node.range[1];
+}
+
+/** The line starts of a text, as yaml's parser counts them (after each `\n`). */
+export function countLines(text: string): LineCounter {
+  const lines = new LineCounter();
+  lines.addNewLine(0);
+  for (let at = text.indexOf('\n'); at !== -1; at = text.indexOf('\n', at + 1)) lines.addNewLine(at + 1);
+  return lines;
 }

@@ -1,9 +1,10 @@
-import { LineCounter, isNode, isSeq, parseDocument, visit, type Document } from 'yaml';
+import { isNode, isSeq, parseDocument, visit, type Document, type LineCounter } from 'yaml';
 import type * as z from 'zod';
 import { cronProblem, isTimeZone } from './cron.ts';
 import { sortErrors } from './errors.ts';
-import { Locator } from './locate.ts';
+import { Locator, countLines } from './locate.ts';
 import { ALLOWED_KEYS, NAME_PATTERN, fileSchema, type ParsedFile, type ParsedSchedule } from './schema.ts';
+import { fileParts, scheduleItems, wholeFile, type FilePart } from './split.ts';
 import type { ConfigError, ConfigResult, HandlerConfig, ScheduleConfig } from './types.ts';
 
 type Path = (string | number)[];
@@ -15,7 +16,7 @@ export interface ConfigText {
 }
 
 /** Where a schedule identity is defined, for the duplicate checks. */
-interface Identity {
+export interface Identity {
   id: string;
   file: string;
   line: number;
@@ -23,7 +24,7 @@ interface Identity {
   path: Path;
 }
 
-interface FileCheck {
+export interface FileCheck {
   errors: ConfigError[];
   /** Empty unless the file has no errors. */
   schedules: ScheduleConfig[];
@@ -77,23 +78,95 @@ type Loose = Record<string, unknown>;
 
 const isLoose = (value: unknown): value is Loose => typeof value === 'object' && value !== null && !Array.isArray(value);
 
-function checkFile(text: string, file: string): FileCheck {
-  const lines = new LineCounter();
-  const doc = parseDocument(text, {
-    lineCounter: lines,
-    prettyErrors: false, // positions come from the line counter; messages stay one line
-    merge: true, // `<<: *defaults` to share settings between schedules
-    stringKeys: true,
-    resolveKnownTags: false, // no !!binary, !!timestamp, !!set: JSON-like values only
-    uniqueKeys: true,
-    logLevel: 'error',
-  });
-  const locator = new Locator(doc, lines);
-  const errors: ConfigError[] = [];
-  const at = (path: Path, position: { line: number; column: number }, message: string): void => {
-    errors.push({ file, line: position.line, column: position.column, path, message });
-  };
+/** Schedules are parsed in parts of about this many bytes of YAML (see split.ts); a smaller file is parsed whole. */
+const PART_BYTES = 4096;
 
+const YAML_OPTIONS = {
+  prettyErrors: false, // positions come from the locator; messages stay one line
+  merge: true, // `<<: *defaults` to share settings between schedules
+  stringKeys: true,
+  resolveKnownTags: false, // no !!binary, !!timestamp, !!set: JSON-like values only
+  uniqueKeys: true,
+  logLevel: 'error',
+} as const;
+
+/**
+ * Checks one file. A big one is parsed in parts (split.ts) to bound the parser's garbage; if a
+ * part has a YAML syntax error or warning, the file is parsed whole instead, so the error is
+ * reported as it stands in the file (a cut through a broken file would misplace it).
+ */
+export function checkFile(text: string, file: string, partBytes = PART_BYTES): FileCheck {
+  const lines = countLines(text);
+  const items = text.length > partBytes ? scheduleItems(text) : undefined;
+  if (items !== undefined) {
+    const check = new FileChecker(file, lines);
+    let clean = true;
+    for (const part of fileParts(text, items, partBytes)) {
+      clean = check.part(part, 'retry-whole');
+      if (!clean) break;
+    }
+    if (clean) return check.result();
+  }
+  const check = new FileChecker(file, lines);
+  check.part(wholeFile(text), 'report');
+  return check.result();
+}
+
+/** What a part does with YAML syntax errors and warnings: report them, or give up so the whole file is parsed. */
+type YamlProblems = 'report' | 'retry-whole';
+
+/** The checks of one file, part after part; names are checked for duplicates across its parts. */
+class FileChecker {
+  readonly #file: string;
+  readonly #lines: LineCounter;
+  readonly #errors: ConfigError[] = [];
+  readonly #schedules: ScheduleConfig[] = [];
+  readonly #identities: Identity[] = [];
+  readonly #firstByName = new Map<string, Identity>();
+  readonly #crons = new CronChecks();
+
+  constructor(file: string, lines: LineCounter) {
+    this.#file = file;
+    this.#lines = lines;
+  }
+
+  result(): FileCheck {
+    const valid = this.#errors.length === 0;
+    return { errors: this.#errors, schedules: valid ? this.#schedules : [], identities: this.#identities };
+  }
+
+  /** Checks one part; false when it had YAML problems and `yamlProblems` is `retry-whole`. */
+  part(part: FilePart, yamlProblems: YamlProblems): boolean {
+    const doc = parseDocument(part.text, YAML_OPTIONS);
+    if (yamlProblems === 'retry-whole' && (doc.errors.length > 0 || doc.warnings.length > 0)) return false;
+    const locator = new Locator(doc, this.#lines, part.sourceOffset);
+    const at: At = (path, position, message) => {
+      const inFile = fileLevelPath(path, part);
+      if (inFile !== undefined) this.#errors.push({ file: this.#file, line: position.line, column: position.column, path: inFile, message });
+    };
+    const data = parsedData(doc, locator, at);
+    if (data === undefined) return true;
+
+    const parsed = fileSchema.safeParse(data, { reportInput: true });
+    if (!parsed.success) for (const issue of parsed.error.issues) mapIssue(issue, data, locator, at);
+    this.#identities.push(...checkSchedules(data, this.#file, part, this.#firstByName, this.#crons, locator, at));
+    if (this.#errors.length === 0 && parsed.success) this.#schedules.push(...buildSchedules(parsed.data, this.#file, locator));
+    return true;
+  }
+}
+
+/**
+ * A part's path as a path of the file: `schedules[i]` counted from the file's first schedule;
+ * undefined for an error outside the schedules that another part reports.
+ */
+function fileLevelPath(path: Path, part: FilePart): Path | undefined {
+  const [first, index, ...rest] = path;
+  if (first === 'schedules' && typeof index === 'number') return [first, part.firstIndex + index, ...rest];
+  return part.reportsTopLevel ? path : undefined;
+}
+
+/** The document as plain data, or undefined after reporting why there is none (YAML errors, a bad alias, an empty file). */
+function parsedData(doc: Document, locator: Locator, at: At): unknown {
   for (const error of doc.errors) {
     const unclosed = error.code === 'MISSING_CHAR' ? unclosedQuote(doc, error.pos[0]) : undefined;
     if (unclosed === undefined) at([], locator.offsetPosition(error.pos[0]), `YAML syntax error: ${error.message}`);
@@ -103,26 +176,20 @@ function checkFile(text: string, file: string): FileCheck {
   // A warning is an unknown tag (`!foo`, `!!binary`): the value would silently become a string.
   for (const warning of doc.warnings) at([], locator.offsetPosition(warning.pos[0]), `YAML: ${warning.message}`);
   // After a syntax error the tree is a guess: schema errors on it would mostly be noise.
-  if (doc.errors.length > 0) return { errors, schedules: [], identities: [] };
+  if (doc.errors.length > 0) return undefined;
 
   let data: unknown;
   try {
     data = doc.toJS({ maxAliasCount: 100 });
   } catch (error) {
     aliasErrors(doc, locator, error, at);
-    return { errors, schedules: [], identities: [] };
+    return undefined;
   }
   if (data === null || data === undefined) {
     at([], locator.position(undefined), 'the file is empty: expected a mapping with the keys team and schedules');
-    return { errors, schedules: [], identities: [] };
+    return undefined;
   }
-
-  const parsed = fileSchema.safeParse(data, { reportInput: true });
-  if (!parsed.success) for (const issue of parsed.error.issues) mapIssue(issue, data, locator, at);
-
-  const identities = checkSchedules(data, file, locator, at);
-  const schedules = errors.length === 0 && parsed.success ? buildSchedules(parsed.data, file, locator) : [];
-  return { errors, schedules, identities };
+  return data;
 }
 
 /** Where the quoted scalar that runs into `offset` (an unclosed quote) starts, and its quote. */
@@ -237,28 +304,28 @@ function editDistance(a: string, b: string): number {
 
 /**
  * The checks the schema cannot make, run on the loose data so they report even when other parts of
- * the file are invalid: the cron expression in its time zone, and names unique within the file.
- * Returns the identities the file defines, for the duplicate check across files.
+ * the file are invalid: the cron expression in its time zone, and names unique within the file
+ * (`firstByName` holds the names of the parts checked before). Returns the identities the part
+ * defines, with paths of the file, for the duplicate check across files.
  */
-function checkSchedules(data: unknown, file: string, locator: Locator, at: At): Identity[] {
+function checkSchedules(data: unknown, file: string, part: FilePart, firstByName: Map<string, Identity>, crons: CronChecks, locator: Locator, at: At): Identity[] {
   if (!isLoose(data) || !Array.isArray(data['schedules'])) return [];
   const team = typeof data['team'] === 'string' && NAME_PATTERN.test(data['team']) ? data['team'] : undefined;
   const identities: Identity[] = [];
-  const firstByName = new Map<string, Identity>();
   for (const [index, schedule] of (data['schedules'] as unknown[]).entries()) {
     if (!isLoose(schedule)) continue;
     const { cron, timezone, name } = schedule;
     if (typeof cron === 'string') {
       // An invalid time zone is reported by the schema; the expression itself is still checked (in UTC).
       const zone = typeof timezone === 'string' && isTimeZone(timezone) ? timezone : 'UTC';
-      const problem = cronProblem(cron, zone);
+      const problem = crons.problem(cron, zone);
       const path = ['schedules', index, 'cron'];
       if (problem !== undefined) at(path, locator.position(locator.locate(path).node), `invalid cron expression ${JSON.stringify(cron)}: ${problem}`);
     }
     if (typeof name !== 'string' || !NAME_PATTERN.test(name)) continue;
     const path = ['schedules', index, 'name'];
     const { line, column } = locator.position(locator.locate(path).node);
-    const identity: Identity = { id: `${team ?? '?'}/${name}`, file, line, column, path };
+    const identity: Identity = { id: `${team ?? '?'}/${name}`, file, line, column, path: ['schedules', part.firstIndex + index, 'name'] };
     const first = firstByName.get(name);
     if (first !== undefined) {
       at(path, { line, column }, `duplicate schedule name "${name}": already defined at line ${first.line} of this file; names must be unique within a team`);
@@ -268,6 +335,20 @@ function checkSchedules(data: unknown, file: string, locator: Locator, at: At): 
     if (team !== undefined) identities.push(identity);
   }
   return identities;
+}
+
+/**
+ * `cronProblem` once per expression and time zone: schedules share a few patterns, and each check
+ * builds a croner `Cron` with an 80 KB year table, garbage that would make the heap grow.
+ */
+class CronChecks {
+  readonly #problems = new Map<string, string | undefined>();
+
+  problem(cron: string, zone: string): string | undefined {
+    const key = `${zone} ${cron}`;
+    if (!this.#problems.has(key)) this.#problems.set(key, cronProblem(cron, zone));
+    return this.#problems.get(key);
+  }
 }
 
 function buildSchedules(parsed: ParsedFile, file: string, locator: Locator): ScheduleConfig[] {

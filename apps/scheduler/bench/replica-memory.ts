@@ -1,0 +1,126 @@
+/**
+ * The memory of one scheduler replica at N schedules (not part of `npm run bench:scheduler`, and
+ * much lighter): starts 3 lock Redis and a queue Redis, generates one config file, runs
+ * `apps/scheduler/src/main.ts` as its own process (LOG_LEVEL=info, as in the benchmark), samples
+ * its RSS from /proc every 250 ms and reads its V8 heap from /metrics. Prints the RSS once the
+ * replica has started (config loaded, every schedule's first tick planned) and the peak and last
+ * RSS over the run, which crosses at least one minute boundary.
+ *
+ *   node --conditions=@tickwarden/source apps/scheduler/bench/replica-memory.ts \
+ *     [--schedules 10000] [--patterns mix|minute|second] [--seconds 75] [--node-flag=--optimize-for-size ...]
+ *
+ * `mix`: a realistic spread of patterns in 4 time zones (daily at many times, hourly, every few
+ * minutes, a few per-minute; 4,703 distinct patterns at 10,000 schedules), so a few hundred ticks
+ * fall in a minute. `minute`: every schedule `0 * * * * *`, so all of them are due at each
+ * minute boundary and this single replica enqueues all of them (benchmark (c) shares them among 3).
+ * `second`: every schedule `* * * * * *` (with `--schedules 1000`, benchmark (a) on one replica).
+ */
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { freePort, ManagedProcess, sleep, startRedisNodes } from '@tickwarden/testkit';
+
+const MAIN = fileURLToPath(new URL('../src/main.ts', import.meta.url));
+const SAMPLE_MS = 250;
+const ZONES = ['UTC', 'Europe/Berlin', 'America/New_York', 'Asia/Tokyo'];
+
+const { values } = parseArgs({
+  options: {
+    schedules: { type: 'string', default: '10000' },
+    patterns: { type: 'string', default: 'mix' },
+    seconds: { type: 'string', default: '75' },
+    'node-flag': { type: 'string', multiple: true, default: [] },
+  },
+});
+const count = Number(values.schedules);
+const seconds = Number(values.seconds);
+const nodeFlags = values['node-flag'];
+const FIXED_PATTERNS: Record<string, string> = { minute: '0 * * * * *', second: '* * * * * *' };
+if (values.patterns !== 'mix' && !(values.patterns in FIXED_PATTERNS)) throw new Error(`--patterns: mix, minute or second, got ${values.patterns}`);
+
+/** The i-th schedule's cron and time zone (spread by a multiplicative hash): 60 % daily, 20 % hourly, 15 % every few minutes, 5 % every minute at some second. */
+function mixed(i: number): { cron: string; timezone: string } {
+  const spread = Math.imul(i + 1, 2654435761) >>> 0;
+  const timezone = ZONES[(spread >>> 20) % ZONES.length] as string;
+  const kind = i % 20;
+  if (kind < 12) return { cron: `${spread % 60} ${(spread >>> 8) % 24} * * *`, timezone };
+  if (kind < 16) return { cron: `${spread % 60} * * * *`, timezone };
+  if (kind < 19) return { cron: `*/${2 + ((spread >>> 8) % 29)} * * * *`, timezone };
+  return { cron: `${spread % 60} * * * * *`, timezone };
+}
+
+function configText(): string {
+  const lines = ['team: bench', 'schedules:'];
+  for (let i = 0; i < count; i++) {
+    const { cron, timezone } = values.patterns === 'mix' ? mixed(i) : { cron: FIXED_PATTERNS[values.patterns] as string, timezone: 'UTC' };
+    lines.push(`  - name: s${i}`, `    cron: "${cron}"`, `    timezone: ${timezone}`, '    handler: { kind: command, argv: ["true"] }', '    overlap: allow');
+  }
+  return `${lines.join('\n')}\n`;
+}
+
+/** CPU seconds (user + system) the process has used, from /proc (clock ticks of 10 ms). */
+const cpuSeconds = (pid: number): number => {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
+  return (Number(fields[11]) + Number(fields[12])) / 100;
+};
+
+const rssMb = (pid: number): number => Number(/^VmRSS:\s+(\d+) kB/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? Number.NaN) / 1024;
+
+/** The replica's V8 heap and enqueued ticks, from its /metrics. */
+async function metrics(port: number): Promise<{ heapUsedMb: number; heapTotalMb: number; enqueued: number }> {
+  const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+  const value = (pattern: RegExp) => Number(pattern.exec(text)?.[1] ?? 0);
+  return {
+    heapUsedMb: value(/^nodejs_heap_size_used_bytes (\S+)/m) / 2 ** 20,
+    heapTotalMb: value(/^nodejs_heap_size_total_bytes (\S+)/m) / 2 ** 20,
+    enqueued: value(/^tickwarden_ticks_total\{outcome="enqueued"\} (\S+)/m),
+  };
+}
+
+const dir = mkdtempSync(path.join(tmpdir(), 'tickwarden-replica-memory-'));
+writeFileSync(path.join(dir, 'bench.yaml'), configText());
+const [locks, queue] = await Promise.all([startRedisNodes({ count: 3, aof: false }), startRedisNodes({ count: 1, aof: false })]);
+const port = await freePort();
+const replica = ManagedProcess.start({
+  name: 'replica',
+  command: process.execPath,
+  args: [...nodeFlags, '--conditions=@tickwarden/source', MAIN],
+  env: {
+    TICKWARDEN_CONFIG: dir,
+    TICKWARDEN_LOCK_NODES: locks.urls.join(','),
+    TICKWARDEN_QUEUE_REDIS: queue.urls[0],
+    TICKWARDEN_REPLICA_ID: 'memory',
+    TICKWARDEN_HTTP_PORT: String(port),
+    LOG_LEVEL: 'info',
+  },
+});
+try {
+  const pid = replica.pid as number;
+  await replica.waitForLine((line) => line.includes('"http listening"'), 'start', 120_000);
+  const startCpu = cpuSeconds(pid);
+  const started = { rssMb: rssMb(pid), ...(await metrics(port)) };
+  const patterns = replica.records.find((record) => record['msg'] === 'scheduler started')?.['patterns'];
+  let peak = started.rssMb;
+  const cpuAtStart = cpuSeconds(pid);
+  for (const end = Date.now() + seconds * 1000; Date.now() < end; ) {
+    await sleep(SAMPLE_MS);
+    peak = Math.max(peak, rssMb(pid));
+  }
+  const cpuPct = ((cpuSeconds(pid) - cpuAtStart) / seconds) * 100;
+  const last = { rssMb: rssMb(pid), ...(await metrics(port)) };
+  const mb = (value: number) => value.toFixed(0);
+  process.stdout.write(
+    [
+      `${count} schedules (${values.patterns}: ${String(patterns)} distinct patterns), node flags: ${nodeFlags.join(' ') || 'none'}, Node ${process.version}`,
+      `started (config loaded, first ticks planned, ${startCpu.toFixed(1)} s CPU): RSS ${mb(started.rssMb)} MB, V8 heap used ${mb(started.heapUsedMb)} / total ${mb(started.heapTotalMb)} MB`,
+      `over the next ${seconds} s (${last.enqueued} ticks enqueued, ${cpuPct.toFixed(1)} % of a core): RSS peak ${mb(peak)} MB, last ${mb(last.rssMb)} MB, V8 heap used ${mb(last.heapUsedMb)} / total ${mb(last.heapTotalMb)} MB`,
+      '',
+    ].join('\n'),
+  );
+} finally {
+  await replica.stop();
+  await Promise.all([locks.close(), queue.close()]);
+  rmSync(dir, { recursive: true, force: true });
+}

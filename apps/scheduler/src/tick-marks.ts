@@ -1,0 +1,112 @@
+import type { ControlState } from './control.ts';
+
+/** Ticks of a schedule that no replica took up: after `afterMs` (its mark), before `beforeMs` (this replica's first tick). */
+export interface MarkGap {
+  scheduleId: string;
+  afterMs: number;
+  beforeMs: number;
+}
+
+/**
+ * Where the start-up gap check stands: `waiting` until it is due, `claiming`
+ * while its write is in flight, `done` after. Until it is done this replica
+ * writes no marks, or its own would hide the gap.
+ */
+type GapCheck = 'waiting' | 'claiming' | 'done';
+
+/** After a failed gap check, the next try comes this much later, ms (the queue Redis may be down). */
+export const GAP_CHECK_RETRY_MS = 1000;
+
+/**
+ * Each schedule's high-water mark: the latest tick any replica has taken up
+ * (every tick a replica pops, whatever its outcome), kept in the queue Redis
+ * so that a replica starting after all of them were down finds the ticks in
+ * between. Writes are batched: one call per wake-up for every schedule due.
+ *
+ * At start a replica waits (`start`'s delay) for the live replicas, if any, to
+ * mark the ticks before its own first ones, then raises every schedule's mark
+ * to just before its first tick in one atomic call that returns the marks from
+ * before: ticks between such a mark and the first tick were taken up by
+ * nobody. Only one replica gets the old mark back, so a gap is counted once
+ * however many replicas start together.
+ */
+export class TickMarks {
+  readonly #control: ControlState;
+  /** The highest tick taken up per schedule since the last write. */
+  #pending = new Map<string, number>();
+  /** This replica's first tick per schedule, for the gap check. */
+  #firstTicks = new Map<string, number>();
+  #gapCheck: GapCheck = 'waiting';
+  #gapCheckAtMs = Number.POSITIVE_INFINITY;
+
+  constructor(control: ControlState) {
+    this.#control = control;
+  }
+
+  /** The replica runs: the gap check is due `delayMs` after `nowMs`. */
+  start(nowMs: number, delayMs: number): void {
+    this.#gapCheckAtMs = nowMs + delayMs;
+  }
+
+  /** When the gap check is due, or undefined once it is not waiting. */
+  get gapCheckAtMs(): number | undefined {
+    return this.#gapCheck === 'waiting' ? this.#gapCheckAtMs : undefined;
+  }
+
+  /** A schedule's first tick on this replica. Only schedules planned before the gap check ran are checked (a schedule added later by a reload has no gap). */
+  planned(scheduleId: string, firstTickMs: number): void {
+    if (this.#gapCheck !== 'done') this.#firstTicks.set(scheduleId, firstTickMs);
+  }
+
+  /** A tick this replica popped (contested, skipped or missed: it was decided). */
+  takenUp(scheduleId: string, tickMs: number): void {
+    this.#pending.set(scheduleId, Math.max(this.#pending.get(scheduleId) ?? tickMs, tickMs));
+  }
+
+  /** Schedules gone from the config: their marks are dropped, so one added again later does not find an old gap. */
+  async forget(scheduleIds: readonly string[]): Promise<void> {
+    for (const id of scheduleIds) {
+      this.#pending.delete(id);
+      this.#firstTicks.delete(id);
+    }
+    await this.#control.forgetMarks(scheduleIds);
+  }
+
+  /**
+   * Writes the pending marks, and once the gap check is due (or `final`, when
+   * the replica stops) claims the gaps before this replica's first ticks.
+   * Resolves the gaps this replica must record. On failure the marks and the
+   * gap check stay pending for the next call.
+   */
+  async flush(nowMs: number, final = false): Promise<MarkGap[]> {
+    const claim = this.#gapCheck === 'waiting' && (final || nowMs >= this.#gapCheckAtMs);
+    if (this.#gapCheck !== 'done' && !claim) return [];
+    const pending = this.#pending;
+    this.#pending = new Map();
+    const marks = new Map(pending);
+    const firstTicks = claim ? this.#firstTicks : new Map<string, number>();
+    // Everything before a first tick is decided now: taken up by another replica, or missed.
+    for (const [id, first] of firstTicks) marks.set(id, Math.max(marks.get(id) ?? first - 1, first - 1));
+    if (claim) this.#gapCheck = 'claiming';
+    let previous: Map<string, number | undefined>;
+    try {
+      previous = await this.#control.raiseMarks(marks);
+    } catch (error) {
+      for (const [id, tickMs] of pending) this.takenUp(id, tickMs);
+      if (claim) {
+        this.#gapCheck = 'waiting';
+        this.#gapCheckAtMs = nowMs + GAP_CHECK_RETRY_MS;
+      }
+      throw error;
+    }
+    if (!claim) return [];
+    this.#gapCheck = 'done';
+    this.#firstTicks = new Map();
+    const gaps: MarkGap[] = [];
+    for (const [scheduleId, beforeMs] of firstTicks) {
+      const afterMs = previous.get(scheduleId);
+      if (afterMs !== undefined && afterMs < beforeMs - 1) gaps.push({ scheduleId, afterMs, beforeMs });
+    }
+    return gaps;
+  }
+}

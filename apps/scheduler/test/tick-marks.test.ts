@@ -1,0 +1,153 @@
+import { Redlock } from '@tickwarden/redlock';
+import { startRedisNodes, type RedisNodes } from '@tickwarden/testkit';
+import { Redis } from 'ioredis';
+import { pino } from 'pino';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Scheduler, type Schedule, type TickOutcome } from '../src/index.ts';
+import { ControlState } from '../src/control.ts';
+import { scheduleFixture } from './support.ts';
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+const everySecond = (id: string, catchUpMs = 0): Schedule => scheduleFixture({ id, cron: '* * * * * *', overlap: 'allow', leaseTtlMs: 5000, catchUpMs });
+
+/** The whole seconds strictly between two ticks. */
+const secondsBetween = (after: number, before: number): number[] => Array.from({ length: Math.max(0, (before - after) / 1000 - 1) }, (_, i) => after + (i + 1) * 1000);
+
+interface Outcome {
+  replica: string;
+  outcome: TickOutcome;
+  schedule: string;
+  tickMs: number;
+}
+
+describe('high-water marks: ticks missed while no replica ran', () => {
+  let locks: RedisNodes;
+  let queueRedis: RedisNodes;
+  const outcomes: Outcome[] = [];
+  const logs: Record<string, unknown>[] = [];
+
+  beforeAll(async () => {
+    [locks, queueRedis] = await Promise.all([startRedisNodes({ count: 3, aof: false }), startRedisNodes({ count: 1, aof: false })]);
+  });
+  afterAll(async () => {
+    await Promise.all([locks.close(), queueRedis.close()]);
+  });
+
+  interface Replica {
+    scheduler: Scheduler;
+    stop: () => Promise<void>;
+  }
+
+  function startReplica(name: string, schedules: Schedule[], gapCheckDelayMs = 1500): Replica {
+    const redlock = new Redlock(locks.urls, { nodeTimeoutMs: 250 });
+    const queue = new Redis(queueRedis.urls[0] ?? '', { maxRetriesPerRequest: null });
+    const logger = pino({ level: 'warn' }, { write: (line: string) => void logs.push({ ...(JSON.parse(line) as Record<string, unknown>), replica: name }) });
+    const scheduler = new Scheduler({
+      replicaId: name,
+      redlock,
+      queueConnection: queue,
+      logger,
+      gapCheckDelayMs,
+      onOutcome: (outcome, schedule, tickMs) => outcomes.push({ replica: name, outcome, schedule: schedule.id, tickMs }),
+    });
+    scheduler.setSchedules(schedules);
+    scheduler.start();
+    const stop = async () => {
+      await scheduler.stop();
+      await redlock.close();
+      queue.disconnect();
+    };
+    return { scheduler, stop };
+  }
+
+  const of = (schedule: string, replicas: string[]) => outcomes.filter((o) => o.schedule === schedule && replicas.includes(o.replica));
+  const gapLines = (schedule: string) => logs.filter((line) => line['schedule'] === schedule && line['msg'] === 'ticks missed while no replica ran');
+
+  it('all replicas down for N ticks: the next start records the N ticks as missed (N-1 with catchUp, whose latest fires), once for all replicas, in one log line', async () => {
+    const plain = everySecond('gap/plain');
+    const withCatchUp = everySecond('gap/catch-up', 10_000);
+    const first = startReplica('a0', [plain, withCatchUp], 300);
+    await sleep(2500);
+    await first.stop();
+    await sleep(4000); // every replica down: about 4 ticks of each schedule fall in the gap
+    const restarted = [startReplica('b0', [plain, withCatchUp]), startReplica('b1', [plain, withCatchUp])];
+    await sleep(3000); // past the gap check (1.5 s after start)
+    await Promise.all(restarted.map((replica) => replica.stop()));
+
+    for (const schedule of [plain, withCatchUp]) {
+      const lastBefore = Math.max(...of(schedule.id, ['a0']).map((o) => o.tickMs));
+      const after = of(schedule.id, ['b0', 'b1']);
+      const firstAfter = Math.min(...after.filter((o) => o.outcome !== 'missed').map((o) => o.tickMs));
+      const expected = secondsBetween(lastBefore, firstAfter);
+      const missed = after.filter((o) => o.outcome === 'missed');
+      expect(missed.map((o) => o.tickMs).sort(), schedule.id).toEqual(expected);
+      expect(new Set(missed.map((o) => o.replica)).size, `${schedule.id}: one replica records the gap`).toBe(1);
+      expect(gapLines(schedule.id).map((line) => [line['missed'], line['firstTick'], line['lastTick']])).toEqual([
+        [expected.length, new Date(expected[0] as number).toISOString(), new Date(expected.at(-1) as number).toISOString()],
+      ]);
+    }
+    const missedPlain = of(plain.id, ['b0', 'b1']).filter((o) => o.outcome === 'missed').length;
+    const missedCatchUp = of(withCatchUp.id, ['b0', 'b1']).filter((o) => o.outcome === 'missed');
+    expect(missedPlain).toBeGreaterThanOrEqual(3);
+    expect(missedCatchUp).toHaveLength(missedPlain - 1);
+    // The tick catch-up fired is the one left out: the latest of the gap, enqueued once.
+    const caughtUp = (missedCatchUp.at(-1)?.tickMs ?? 0) + 1000;
+    expect(of(withCatchUp.id, ['b0', 'b1']).filter((o) => o.tickMs === caughtUp && o.outcome === 'enqueued')).toHaveLength(1);
+  });
+
+  it('replicas up: a rolling restart records no missed tick, and neither does a schedule removed and added again', async () => {
+    const rolling = everySecond('gap/rolling');
+    const removed = everySecond('gap/removed');
+    const r0 = startReplica('r0', [rolling, removed], 300);
+    await sleep(1500);
+    r0.scheduler.setSchedules([rolling]); // its mark is dropped: no gap when it comes back
+    const r1 = startReplica('r1', [rolling]);
+    await sleep(2000);
+    await r0.stop();
+    const r2 = startReplica('r2', [rolling]);
+    await sleep(3000);
+    await r1.stop();
+    await sleep(2000);
+    const r3 = startReplica('r3', [rolling, removed]);
+    await sleep(2500);
+    await Promise.all([r2.stop(), r3.stop()]);
+
+    expect(of(rolling.id, ['r0', 'r1', 'r2', 'r3']).filter((o) => o.outcome === 'enqueued').length).toBeGreaterThan(5);
+    expect(outcomes.filter((o) => o.schedule.startsWith('gap/r') && o.outcome === 'missed')).toEqual([]);
+    expect([...gapLines(rolling.id), ...gapLines(removed.id)]).toEqual([]);
+  });
+
+  it('a gap longer than 10,000 ticks: 10,000 counted, logged as at least that many, with the real last missed tick', async () => {
+    const schedule = everySecond('gap/huge');
+    const connection = new Redis(queueRedis.urls[0] ?? '');
+    const markedAt = Math.floor(Date.now() / 1000) * 1000 - 3 * 3_600_000; // three hours of per-second ticks ago
+    await new ControlState(connection).raiseMarks(new Map([[schedule.id, markedAt]]));
+    connection.disconnect();
+    const replica = startReplica('h0', [schedule], 200);
+    await sleep(2500);
+    await replica.stop();
+
+    const missed = of(schedule.id, ['h0']).filter((o) => o.outcome === 'missed');
+    const firstTaken = Math.min(...of(schedule.id, ['h0']).filter((o) => o.outcome !== 'missed').map((o) => o.tickMs));
+    expect(missed).toHaveLength(10_000);
+    expect(missed[0]?.tickMs).toBe(markedAt + 1000);
+    expect(gapLines(schedule.id).map((line) => [line['missed'], line['missedAtLeast'], line['firstTick'], line['lastTick']])).toEqual([
+      [10_000, true, new Date(markedAt + 1000).toISOString(), new Date(firstTaken - 1000).toISOString()],
+    ]);
+  });
+
+  it('prunes the parsed patterns no schedule uses after a reload', async () => {
+    const replica = startReplica('p0', [
+      scheduleFixture({ id: 'prune/a', cron: '0 0 * * *' }),
+      scheduleFixture({ id: 'prune/b', cron: '0 0 * * *' }),
+      scheduleFixture({ id: 'prune/c', cron: '0 12 * * *', timezone: 'Europe/Berlin' }),
+    ]);
+    expect(replica.scheduler.parsedPatterns).toBe(2);
+    replica.scheduler.setSchedules([scheduleFixture({ id: 'prune/a', cron: '0 0 * * *' }), scheduleFixture({ id: 'prune/d', cron: '0 6 * * *' })]);
+    expect(replica.scheduler.parsedPatterns).toBe(2);
+    replica.scheduler.setSchedules([scheduleFixture({ id: 'prune/a', cron: '0 0 * * *' })]);
+    expect(replica.scheduler.parsedPatterns).toBe(1);
+    await replica.stop();
+  });
+});
