@@ -23,7 +23,10 @@ describe('fencing tokens', () => {
     const redlock = redlockOn(cluster.nodes.urls, { fenceRetentionMs: 60_000 });
     const fenceTtls = (resource: string) => Promise.all(cluster.nodes.urls.map((url) => inspect(url, (c) => c.pttl(resourceKeys('tickwarden', resource).fence))));
     const lease = await redlock.acquire('one-off', 5000);
-    for (const ttl of await fenceTtls('one-off')) expect(ttl).toBeGreaterThan(55_000), expect(ttl).toBeLessThanOrEqual(60_000);
+    for (const ttl of await fenceTtls('one-off')) {
+      expect(ttl).toBeGreaterThan(55_000);
+      expect(ttl).toBeLessThanOrEqual(60_000);
+    }
     const short = redlockOn(cluster.nodes.urls, { fenceRetentionMs: 1000 });
     const long = await short.acquire('held-long', 5000);
     for (const ttl of await fenceTtls('held-long')) expect(ttl).toBeGreaterThan(4000); // at least the lease TTL
