@@ -98,6 +98,8 @@ export class Scheduler {
   readonly #enqueuer: TickEnqueuer;
   readonly #control: ControlState;
   readonly #marks: TickMarks;
+  /** Between orphan checks of one tick, ms: 1 s plus 0-499 ms fixed per replica (from its id), so recoverers do not retry in lockstep. */
+  readonly #orphanRetryMs: number;
   #paused = new Map<string, unknown>();
   readonly #inFlight = new Set<Promise<void>>();
   #orphanChecks: OrphanCheck[] = [];
@@ -110,6 +112,7 @@ export class Scheduler {
   constructor(options: SchedulerOptions) {
     this.#options = { clock: systemClock, maxWaitMs: 30_000, gapCheckDelayMs: LATE_TICK_WINDOW_MS + 5000, ...options };
     this.#enqueuer = new TickEnqueuer(options.queueConnection, this.#options.clock, options.replicaId);
+    this.#orphanRetryMs = 1000 + ([...options.replicaId].reduce((hash, char) => (hash * 31 + char.charCodeAt(0)) >>> 0, 7) % 500);
     this.#control = new ControlState(options.queueConnection);
     this.#marks = new TickMarks(this.#control);
   }
@@ -273,14 +276,14 @@ export class Scheduler {
       const won = results.flatMap((result, i) => (result.ok ? [{ ...(group[i] as OrphanCheck), lease: result.lease }] : []));
       const errors = await this.#enqueuer.enqueueMany(won.map(({ schedule, tick, jobId, lease }) => ({ schedule, lease, run: { tickMs: tick.tickMs, dueMs: tick.dueMs, jobId } })));
       won.forEach(({ schedule, tick, jobId, lease }, i) => {
-        if (errors[i]) retry.push({ ...(won[i] as OrphanCheck), checkAtMs: this.#wallNow() + 1000 });
+        if (errors[i]) retry.push({ ...(won[i] as OrphanCheck), checkAtMs: this.#wallNow() + this.#orphanRetryMs });
         else this.#record('recovered', schedule, tick.tickMs, this.#wallNow() - tick.tickMs, undefined, { jobId, fence: lease.fence });
       });
       results.forEach((result, i) => {
         if (result.ok) return;
         const check = group[i] as OrphanCheck;
         // The dead winner's lease may still block: try again until it must have expired.
-        if (this.#wallNow() < check.giveUpAtMs) retry.push({ ...check, checkAtMs: this.#wallNow() + 1000 });
+        if (this.#wallNow() < check.giveUpAtMs) retry.push({ ...check, checkAtMs: this.#wallNow() + this.#orphanRetryMs });
         // Still taken after that: a later run holds the schedule (overlap skip).
         else this.#record(result.error instanceof LockTakenError ? 'skipped-overlap' : 'missed', check.schedule, check.tick.tickMs, this.#wallNow() - check.tick.tickMs, result.error, { jobId: check.jobId });
       });
@@ -338,13 +341,8 @@ export class Scheduler {
             const outcome = this.#lostOutcome(result.error);
             if (outcome === 'skipped-overlap' && schedule.overlap === 'cancel-previous') return this.#cancelPrevious(schedule, tick);
             this.#record(outcome, schedule, tick.tickMs, this.#wallNow() - tick.tickMs, result.error);
-            if (outcome === 'lost-race') {
-              const now = this.#wallNow();
-              const jobId = tickJobId(schedule.id, tick.tickMs);
-              // A live winner retries its enqueue for half the lease TTL: look only after that, so a slow winner is not doubled.
-              const checkAtMs = now + Math.max(ORPHAN_CHECK_DELAY_MS, schedule.leaseTtlMs / 2 + 1000);
-              this.#orphanChecks.push({ schedule, tick, jobId, checkAtMs, giveUpAtMs: checkAtMs + schedule.leaseTtlMs + 1000 });
-            }
+            // A live winner retries its enqueue for half the lease TTL: look only after that, so a slow winner is not doubled.
+            if (outcome === 'lost-race') this.#watchForOrphan(schedule, tick, Math.max(ORPHAN_CHECK_DELAY_MS, schedule.leaseTtlMs / 2 + 1000));
             return undefined;
           }),
         ]);
@@ -353,8 +351,28 @@ export class Scheduler {
     if (this.#running) this.#arm();
   }
 
+  /**
+   * Looks for the tick's job after `delayMs` and recovers it if it is missing, retrying (each
+   * replica at its own pace, so recoverers do not split the votes in lockstep) until the late
+   * window has passed: a winner lost together with a minority of lock nodes must not cost the tick.
+   */
+  #watchForOrphan(schedule: Schedule, tick: PendingTick, delayMs: number): void {
+    const checkAtMs = this.#wallNow() + delayMs;
+    const giveUpAtMs = Math.max(checkAtMs + schedule.leaseTtlMs + 1000, tick.dueMs + LATE_TICK_WINDOW_MS);
+    this.#orphanChecks.push({ schedule, tick, jobId: tickJobId(schedule.id, tick.tickMs), checkAtMs, giveUpAtMs });
+  }
+
   /** Enqueues the runs of won ticks in one bulk per queue; a tick that cannot be enqueued is lost, loudly. */
-  async #enqueueWon(won: { tick: PendingTick; schedule: Schedule; lease: Lease }[]): Promise<void> {
+  async #enqueueWon(all: { tick: PendingTick; schedule: Schedule; lease: Lease }[]): Promise<void> {
+    // A winner paused past its lease's validity (GC, SIGSTOP) must not enqueue under a lapsed lease:
+    // the tick goes the orphan way (another replica may already have recovered it).
+    const clock = this.#options.redlock.settings.clock;
+    const won = all.filter(({ schedule, tick, lease }) => {
+      if (clock.now() < lease.validUntil) return true;
+      this.#options.logger.warn({ replica: this.#options.replicaId, schedule: schedule.id, tick: new Date(tick.tickMs).toISOString() }, 'lease lapsed before the enqueue (this replica was paused?): recovering the tick instead');
+      this.#watchForOrphan(schedule, tick, 0);
+      return false;
+    });
     if (won.length === 0) return;
     const runs = won.map(({ tick, schedule, lease }) => ({ schedule, lease, run: { tickMs: tick.tickMs, dueMs: tick.dueMs, jobId: tickJobId(schedule.id, tick.tickMs) } }));
     const errors = await this.#enqueuer.enqueueMany(runs);

@@ -37,8 +37,8 @@ describe('replicated schedulers', () => {
     await Promise.all([locks.close(), queueRedis.close()]);
   });
 
-  function startReplica(name: string, schedules: Schedule[], clock: Clock = systemClock): Replica {
-    const redlock = new Redlock(locks.urls, { clock, nodeTimeoutMs: 250 });
+  function startReplica(name: string, schedules: Schedule[], clock: Clock = systemClock, lockClock: Clock = clock): Replica {
+    const redlock = new Redlock(locks.urls, { clock: lockClock, nodeTimeoutMs: 250 });
     const queue = new Redis(queueRedis.urls[0] ?? '', { maxRetriesPerRequest: null });
     const scheduler = new Scheduler({
       replicaId: name,
@@ -102,6 +102,26 @@ describe('replicated schedulers', () => {
     const recovered = [...enqueuedPerTick(schedule.id, upTo - 1500, upTo).values()];
     expect(recovered.length).toBeGreaterThan(0);
     expect(recovered.every((n) => n === 1)).toBe(true);
+  });
+
+  it('a winner whose lease lapsed before its enqueue (paused between claim and enqueue) does not enqueue under it: the tick is recovered once', async () => {
+    // A 1 s lease: the leases this replica skips enqueueing under are really gone from the nodes a second later.
+    const schedule = { ...everySecond('team-p/paused-winner'), leaseTtlMs: 1000 };
+    // The lock library's monotonic time leaps a lease TTL ahead right after each grant: as if the process was paused there.
+    let leapMs = 0;
+    const lockClock: Clock = { ...systemClock, now: () => systemClock.now() + leapMs };
+    const replica = startReplica('p0', [schedule], systemClock, lockClock);
+    replica.redlock.on('acquired', () => (leapMs += schedule.leaseTtlMs));
+    const from = Date.now() + 500;
+    await sleep(6000);
+    await stopReplica(replica);
+    const seen = outcomes.filter((o) => o.schedule === schedule.id && o.tickMs >= from && o.tickMs < Date.now() - 4000);
+    expect(seen.length).toBeGreaterThan(0);
+    expect(seen.filter((o) => o.outcome === 'enqueued')).toEqual([]);
+    const recovered = new Map<number, number>();
+    for (const o of seen) if (o.outcome === 'recovered') recovered.set(o.tickMs, (recovered.get(o.tickMs) ?? 0) + 1);
+    expect(recovered.size).toBeGreaterThan(0);
+    expect([...recovered.values()].every((n) => n === 1)).toBe(true);
   });
 
   it('a previous run\'s lease held on two nodes while a third is down: the tick is skipped for overlap, not lost as lock-unavailable', async () => {
