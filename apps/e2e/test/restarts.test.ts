@@ -49,7 +49,7 @@ describe('scheduler and worker processes restarted, killed and paused', () => {
     expect(report.duplicates).toEqual([]);
   });
 
-  it('a worker killed mid-run: the run is retried only after its lease is gone, never overlapping', { timeout: 120_000 }, async () => {
+  it('a worker killed mid-run: the run is retried only after its lease is gone, never overlapping', { timeout: 180_000 }, async () => {
     // A run every 5 s that would take about 8 s (150 beats): longer than the lease TTL (2 s, extended by the
     // watchdog) and than the period, so a run that outlived its worker would still be writing when the
     // next holder of the schedule's lease starts - and the ledger would show it.
@@ -66,7 +66,10 @@ describe('scheduler and worker processes restarted, killed and paused', () => {
     cluster.app(victim.process).process.signal('SIGKILL');
     // BullMQ's stalled check hands the job to the other worker once the dead worker's job lock (at least 30 s) expired;
     // the lease decides when it may start.
-    await waitUntil(() => cluster.records().some((r) => r['msg'] === 'run started' && r['tick'] === victim.tick && Number(r['attempt']) > 1), 'the retry started', { timeoutMs: 75_000 });
+    await waitUntil(() => cluster.records().some((r) => r['msg'] === 'run started' && r['tick'] === victim.tick && Number(r['attempt']) > 1), 'the retry started', { timeoutMs: 110_000 }).catch((error: unknown) => {
+      const seen = cluster.records().filter((r) => r['tick'] === victim.tick || (r['process'] !== victim.process && Number(r['level']) >= 40));
+      throw new Error(`${(error as Error).message}; what the processes logged for that tick, and their warnings:\n${seen.map((r) => JSON.stringify(r)).join('\n')}`);
+    });
     await sleep(3000);
     const report = system.report(Date.parse(victim.tick), Date.now() - 3000);
     expect(report.run).toBeGreaterThanOrEqual(2);
