@@ -207,7 +207,6 @@ export class ChaosRunner {
         };
       }
     }
-    return undefined;
   }
 
   async #lockNodeFault(fault: PlannedFault, record: AppliedFault): Promise<(() => Promise<void>) | undefined> {

@@ -100,7 +100,8 @@ export function readLedger(file: string): ReturnType<typeof parseLedger> {
  */
 export function checkLedger(parsed: ReturnType<typeof parseLedger>): LedgerCheck {
   const runs = new Map<string, LedgerRun>();
-  const latestStart = new Map<string, { fence: number }>();
+  /** Per schedule, the greatest fence a run started with. */
+  const latestStart = new Map<string, number>();
   const completions = new Map<string, number[]>();
   const overlaps: Overlap[] = [];
   const fenceRegressions: FenceRegression[] = [];
@@ -109,14 +110,14 @@ export function checkLedger(parsed: ReturnType<typeof parseLedger>): LedgerCheck
     const runKey = `${entry.schedule} ${entry.fence}`;
     const latest = latestStart.get(entry.schedule);
     if (entry.event === 'start') {
-      if (latest && entry.fence <= latest.fence) fenceRegressions.push({ schedule: entry.schedule, previousFence: latest.fence, fence: entry.fence, line: entry.line });
-      else latestStart.set(entry.schedule, { fence: entry.fence });
+      if (latest !== undefined && entry.fence <= latest) fenceRegressions.push({ schedule: entry.schedule, previousFence: latest, fence: entry.fence, line: entry.line });
+      else latestStart.set(entry.schedule, entry.fence);
       runs.set(runKey, { schedule: entry.schedule, tick: entry.tick, fence: entry.fence, attempt: entry.attempt, ended: false });
       continue;
     }
-    if (latest && entry.fence < latest.fence && !staleReported.has(runKey)) {
+    if (latest !== undefined && entry.fence < latest && !staleReported.has(runKey)) {
       staleReported.add(runKey);
-      overlaps.push({ schedule: entry.schedule, staleFence: entry.fence, newerFence: latest.fence, line: entry.line });
+      overlaps.push({ schedule: entry.schedule, staleFence: entry.fence, newerFence: latest, line: entry.line });
     }
     const run = runs.get(runKey);
     if (entry.event === 'end' && run && !run.ended) {

@@ -74,7 +74,12 @@ async function main(): Promise<number> {
     process.stderr.write('Tickwarden needs redis-server on PATH (e.g. apt-get install redis-server) or a running Docker engine.\n');
     return 1;
   }
-  const echoPort = Number(process.env['TICKWARDEN_ECHO_PORT'] ?? 8787);
+  const echoPortText = process.env['TICKWARDEN_ECHO_PORT'] ?? '8787';
+  const echoPort = Number(echoPortText);
+  if (!/^\d+$/.test(echoPortText) || echoPort < 1 || echoPort > 65535) {
+    process.stderr.write(`TICKWARDEN_ECHO_PORT: expected a TCP port (1-65535), got "${echoPortText}"\n`);
+    return 2;
+  }
   const echo = await startEcho(echoPort);
   print('stack', `starting 5 lock nodes and a queue Redis (${driver === 'process' ? 'redis-server processes' : 'containers'}), ${SCHEDULERS.length} schedulers, ${WORKERS.length} workers; config ${path.relative(ROOT, CONFIG_DIR)}/`);
   const cluster = await Cluster.start({ configDir: CONFIG_DIR, driver, logLevel: process.env['LOG_LEVEL'] ?? 'info' });
