@@ -37,9 +37,12 @@ type ImplName = (typeof IMPLS)[number];
 const COLUMN: Record<ImplName, string> = {
   tickwarden: 'tickwarden',
   'node-redlock': 'node-redlock 5.0.0-beta.2 (plain ioredis clients, as its README)',
-  'node-redlock-pipelined': 'node-redlock 5.0.0-beta.2 (our auto-pipelined clients)',
+  'node-redlock-pipelined': 'node-redlock 5.0.0-beta.2 (auto-pipelined clients)',
   floor: 'floor',
 };
+
+/** The issue's floor and node-redlock's second column run on auto-pipelined clients (otherwise the library's own client options). */
+const PIPELINED_CLIENT_OPTIONS: RedisOptions = { ...LOCK_CLIENT_OPTIONS, enableAutoPipelining: true };
 
 const now = (): number => performance.now();
 const noop = (): void => undefined;
@@ -64,7 +67,7 @@ interface Adapter {
 /** Every client any adapter opened, closed on exit even after an error. */
 const closers = new Set<() => Promise<void>>();
 
-async function readyClients(urls: readonly string[], options: RedisOptions = LOCK_CLIENT_OPTIONS): Promise<Redis[]> {
+async function readyClients(urls: readonly string[], options: RedisOptions): Promise<Redis[]> {
   const clients = urls.map((url) => new Redis(url, { ...options }));
   for (const client of clients) client.on('error', noop);
   closers.add(async () => {
@@ -118,7 +121,7 @@ function tickwarden(urls: readonly string[]): Adapter {
 
 async function nodeRedlock(urls: readonly string[], pipelined: boolean): Promise<Adapter> {
   // As node-redlock's README shows: default ioredis clients; or, for comparison, ours (auto-pipelining).
-  const clients = await readyClients(urls, pipelined ? LOCK_CLIENT_OPTIONS : {});
+  const clients = await readyClients(urls, pipelined ? PIPELINED_CLIENT_OPTIONS : {});
   // node-redlock's defaults, spelled out: 10 retries, 200 ms ± 100 ms.
   const redlock = newNodeRedlock(clients, { retryCount: RETRY.retryCount, retryDelay: RETRY.retryDelayMs, retryJitter: RETRY.retryJitterMs });
   // Every vote against is emitted as 'error': without a listener EventEmitter would throw.
@@ -151,7 +154,7 @@ const FLOOR_RELEASE_SHA = createHash('sha1').update(FLOOR_RELEASE).digest('hex')
  * every node, as tickwarden's release (which reports per node) does.
  */
 async function floor(urls: readonly string[], releaseAwaitsAll = false): Promise<Adapter> {
-  const clients = await readyClients(urls);
+  const clients = await readyClients(urls, PIPELINED_CLIENT_OPTIONS);
   await Promise.all(clients.map((client) => client.script('LOAD', FLOOR_RELEASE)));
   const quorum = Math.floor(clients.length / 2) + 1;
   const releaseValue = async (resource: string, value: string): Promise<void> => {
@@ -588,7 +591,7 @@ function targets(r: Record<ImplName, ImplResult>): Target[] {
     { name: 'sequential cycles/s vs floor', value: `${fmt(seqRatio, 3)}x floor`, target: '>= 0.900x (within 10%)', met: seqRatio >= 0.9 },
     { name: `${CONC_LOOPS}-concurrent cycles/s vs node-redlock (plain clients, as documented)`, value: `${fmt(concRatio, 2)}x node-redlock`, target: '>= 2.00x', met: concRatio >= 2 },
     {
-      name: `${CONC_LOOPS}-concurrent cycles/s vs node-redlock given our auto-pipelined clients (no target; for the record)`,
+      name: `${CONC_LOOPS}-concurrent cycles/s vs node-redlock on auto-pipelined clients (no target; for the record)`,
       value: `${fmt(concRatioPipelined, 2)}x`,
       target: 'none',
       met: true,
@@ -687,6 +690,7 @@ async function main(): Promise<void> {
     command: 'npm run bench:redlock',
     commit: git('rev-parse', '--short', 'HEAD'),
     /** Uncommitted changes under libs/redlock/src when the run started (the library measured may differ from the commit). */
+    // `git` trims its output, so the first porcelain line may have lost its leading space: take the path after the status field.
     srcChanges: git('status', '--porcelain', '--', 'libs/redlock/src')
       .split('\n')
       .filter((line) => line !== ''),
@@ -699,8 +703,8 @@ async function main(): Promise<void> {
 
   const header = [
     `Redlock benchmark, ${env.date}: ${env.nproc} CPUs (${env.cpu}), Node ${env.node}, redis-server ${env.redisServer} (local processes, AOF off), total ${fmt(seconds, 0)} s.`,
-    `Library at commit ${env.commit}${env.srcChanges.length > 0 ? ` with uncommitted changes in ${env.srcChanges.map((line) => line.slice(3)).join(', ')}` : ''}; load average (1/5/15 min) ${env.loadAverageAtStart.join(' / ')} at start, ${loadAverageAtEnd.join(' / ')} at end.`,
-    'tickwarden builds its clients from the URLs (LOCK_CLIENT_OPTIONS: auto-pipelining on); node-redlock runs twice: with default ioredis clients as its README shows, and with the same clients as tickwarden; the floor uses LOCK_CLIENT_OPTIONS clients.',
+    `Library at commit ${env.commit}${env.srcChanges.length > 0 ? ` with uncommitted changes in ${env.srcChanges.map((line) => line.replace(/^\s*\S+\s+/, '')).join(', ')}` : ''}; load average (1/5/15 min) ${env.loadAverageAtStart.join(' / ')} at start, ${loadAverageAtEnd.join(' / ')} at end.`,
+    'tickwarden builds its clients from the URLs (LOCK_CLIENT_OPTIONS: no auto-pipelining; it merges the calls of one event-loop turn into one script call per node itself); node-redlock runs twice: with default ioredis clients as its README shows, and with auto-pipelined clients (LOCK_CLIENT_OPTIONS + enableAutoPipelining); the floor uses the auto-pipelined clients.',
     `Retry settings are the defaults: ${RETRY.retryCount} retries, ${RETRY.retryDelayMs} ms + [0, ${RETRY.retryJitterMs}) ms (node-redlock: ${RETRY.retryDelayMs} ms ± ${RETRY.retryJitterMs} ms).`,
     `Sequential (${fmt(SEQ_CYCLES)} cycles after ${SEQ_WARMUP} warm-up cycles) and ${CONC_LOOPS}-concurrent (${CONC_MS / 1000} s) runs are split in ${ROUNDS} rounds with the implementations interleaved in a rotating order.`,
     `Contention: ${CONT_CONTENDERS} contenders, each its own instance and clients, loop acquire → hold ${CONT_HOLD_MS} ms → release on one key (TTL ${fmt(CONT_TTL_MS)} ms) for ${CONT_MS / 1000} s; the gap runs from a release (or the start) to the next acquire.`,

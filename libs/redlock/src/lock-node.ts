@@ -9,6 +9,11 @@ import type { LuaScript } from './scripts.ts';
 export interface LockNode {
   /** How errors and events name the node, `host:port`. */
   readonly id: string;
+  /**
+   * True for a Redis Cluster: one script call must stay in one hash slot, so
+   * calls for different resources are never merged into one (see CallCoalescer).
+   */
+  readonly singleSlot?: boolean;
   /** Runs `script`; `timeoutMs` is the caller's budget (the caller enforces it; a node may use it to give up waiting for a connection). */
   run(script: LuaScript, keys: readonly string[], args: readonly string[], timeoutMs: number): Promise<unknown>;
   /** Closes what the library opened; clients passed in by the caller are left open. */
@@ -18,24 +23,28 @@ export interface LockNode {
 /**
  * Client options for nodes the library connects itself (from URLs): commands
  * fail at once while disconnected instead of queueing (a down node must vote
- * "error" now, not succeed late), and auto-pipelining batches concurrent calls.
+ * "error" now, not succeed late). No auto-pipelining: the library already
+ * merges the calls of one event-loop turn into one script call per node
+ * (CallCoalescer), and a second deferral would only add a loop turn of latency.
  */
 export const LOCK_CLIENT_OPTIONS: Readonly<RedisOptions> = Object.freeze({
   enableOfflineQueue: false,
   maxRetriesPerRequest: 0,
-  enableAutoPipelining: true,
+  enableAutoPipelining: false,
   retryStrategy: (attempt: number) => Math.min(20 * attempt, 200),
 });
 
 /** A node backed by an ioredis client: EVALSHA, falling back to EVAL once when the node has no such script. */
 export class IoredisLockNode implements LockNode {
   readonly id: string;
+  readonly singleSlot: boolean;
   readonly #client: Redis | Cluster;
   readonly #owned: boolean;
 
   constructor(client: Redis | Cluster, owned: boolean, id?: string) {
     this.#client = client;
     this.#owned = owned;
+    this.singleSlot = client instanceof Cluster;
     // A Cluster has no single address: name it by the first node it knows unless the caller names it.
     this.id = id ?? (client instanceof Cluster ? `cluster:${client.nodes('master')[0]?.options.host ?? 'unknown'}` : `${client.options.host}:${client.options.port}`);
     // Errors surface per call; an unhandled 'error' event must not crash the process.

@@ -1,16 +1,12 @@
 import type { Clock } from './clock.ts';
 import { NodeTimeoutError } from './errors.ts';
 import type { LockNode } from './lock-node.ts';
-import type { LuaScript } from './scripts.ts';
 
 /** One node's outcome of one script call, its reply decoded once. */
 export type NodeReply<T> = { node: LockNode; ok: true; reply: T } | { node: LockNode; ok: false; error: Error };
 
-/** One script call on every node, in parallel. */
+/** How to judge one script call made on every node, in parallel. */
 export interface RoundSpec<T> {
-  script: LuaScript;
-  keys: readonly string[];
-  args: readonly string[];
   decode: (raw: unknown) => T;
   timeoutMs: number;
   /** Called with each reply as it arrives; returning true settles the round early (the outcome cannot change). */
@@ -18,12 +14,13 @@ export interface RoundSpec<T> {
 }
 
 /**
- * Runs one round and resolves with the replies gathered when it is decided,
- * when every node answered, or at the timeout (one timer for the round: nodes
- * still silent then get a NodeTimeoutError). Later replies are ignored.
+ * Waits for one round (`calls[i]` is node i's reply) and resolves with the
+ * replies gathered when it is decided, when every node answered, or at the
+ * timeout (one timer for the round: nodes still silent then get a
+ * NodeTimeoutError). Later replies are ignored.
  */
-export function runRound<T>(nodes: readonly LockNode[], clock: Clock, spec: RoundSpec<T>): Promise<NodeReply<T>[]> {
-  const { script, keys, args, decode, timeoutMs, decided } = spec;
+export function runRound<T>(nodes: readonly LockNode[], clock: Clock, calls: readonly Promise<unknown>[], spec: RoundSpec<T>): Promise<NodeReply<T>[]> {
+  const { decode, timeoutMs, decided } = spec;
   return new Promise((resolve) => {
     const replies: NodeReply<T>[] = [];
     let settled = false;
@@ -43,8 +40,8 @@ export function runRound<T>(nodes: readonly LockNode[], clock: Clock, spec: Roun
       replies.push(reply);
       if ((decided?.(reply) ?? false) || replies.length === nodes.length) settle();
     };
-    for (const node of nodes) {
-      node.run(script, keys, args, timeoutMs).then(
+    nodes.forEach((node, i) => {
+      (calls[i] as Promise<unknown>).then(
         (raw) => {
           let reply: NodeReply<T>;
           try {
@@ -56,7 +53,7 @@ export function runRound<T>(nodes: readonly LockNode[], clock: Clock, spec: Roun
         },
         (error: unknown) => accept({ node, ok: false, error: error instanceof Error ? error : new Error(String(error)) }),
       );
-    }
+    });
   });
 }
 

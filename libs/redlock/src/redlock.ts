@@ -11,11 +11,12 @@ import {
   type NodeCause,
   type RedlockError,
 } from './errors.ts';
-import { resourceKeys } from './keys.ts';
+import { CallCoalescer, type ScriptCall } from './call-coalescer.ts';
+import { resourceBase } from './keys.ts';
 import type { AcquireRequest, BatchResult, Lease, ReleaseResult } from './lease.ts';
 import { LeaseWatchdog } from './lease-watchdog.ts';
 import { IoredisLockNode, type LockNode } from './lock-node.ts';
-import { causesExcept, countVotes, runRound, type NodeReply } from './node-calls.ts';
+import { causesExcept, countVotes, runRound, type NodeReply, type RoundSpec } from './node-calls.ts';
 import { decodeAcquire, decodeExtend, decodeRelease, decodeRevoke, scripts, type AcquireVote, type ReleaseVote } from './scripts.ts';
 import { checkTtl, driftMs, resolveSettings, validateCallSettings, type CallSettings, type RedlockSettings } from './settings.ts';
 
@@ -57,6 +58,7 @@ export class Redlock extends EventEmitter<RedlockEvents> {
   readonly settings: Readonly<RedlockSettings> & { quorum: number };
   /** Highest fencing token seen on any node: proposals start above it (and above the wall clock). */
   #fenceFloor = 0;
+  readonly #calls: CallCoalescer;
 
   constructor(nodes: readonly NodeInput[], settings: Partial<RedlockSettings> = {}) {
     super();
@@ -64,6 +66,12 @@ export class Redlock extends EventEmitter<RedlockEvents> {
     this.nodes = nodes.map((node) =>
       typeof node === 'string' ? IoredisLockNode.fromUrl(node) : 'run' in node ? node : new IoredisLockNode(node, false),
     );
+    this.#calls = new CallCoalescer(this.nodes);
+  }
+
+  /** One script call on every node (merged with same-shaped calls of this turn of the event loop), judged by `spec`. */
+  #round<T>(call: ScriptCall, spec: Omit<RoundSpec<T>, 'timeoutMs'>): Promise<NodeReply<T>[]> {
+    return runRound(this.nodes, this.settings.clock, this.#calls.submit(call), { ...spec, timeoutMs: call.timeoutMs });
   }
 
   get quorum(): number {
@@ -145,22 +153,18 @@ export class Redlock extends EventEmitter<RedlockEvents> {
     // Only an acquire that will retry leaves a waiter mark, and only its first attempt yields to one.
     const yields = s.yieldToWaiters && willRetry;
     const waiterMarkMs = yields ? Math.ceil(s.retryDelayMs + s.retryJitterMs) + s.nodeTimeoutMs : 0;
+    const header = [String(ttlMs), String(s.claimRetentionMs), String(waiterMarkMs), yields && attempt === 1 ? '1' : '0', String(Math.max(s.fenceRetentionMs, ttlMs))];
     const keys: string[] = [];
-    const args = [String(ttlMs), String(s.claimRetentionMs), String(waiterMarkMs), yields && attempt === 1 ? '1' : '0', String(Math.max(s.fenceRetentionMs, ttlMs))];
+    const args: string[] = [];
     for (const { request } of open) {
-      const k = resourceKeys(keyPrefix, request.resource, request.claim);
-      keys.push(k.lock, k.fence, k.claim, k.waiters);
-      args.push(request.value, String(proposal), request.claim === undefined ? '0' : '1');
+      keys.push(resourceBase(keyPrefix, request.resource));
+      args.push(request.value, String(proposal), request.claim ?? '');
     }
     const acquired = new Array<number>(open.length).fill(0);
     const claimHoldersOf = new WeakMap<readonly AcquireVote[], (string | undefined)[]>();
     let answered = 0;
     const start = clock.now();
-    const replies = await runRound(this.nodes, clock, {
-      script: scripts.acquire,
-      keys,
-      args,
-      timeoutMs: s.nodeTimeoutMs,
+    const replies = await this.#round({ script: scripts.acquire, header, keys, args, timeoutMs: s.nodeTimeoutMs, maxResources: s.maxBatchSize }, {
       decode: (raw) => {
         const { votes, maxFence, claimHolders } = decodeAcquire(raw, open.length);
         if (maxFence > this.#fenceFloor) this.#fenceFloor = maxFence;
@@ -261,21 +265,18 @@ export class Redlock extends EventEmitter<RedlockEvents> {
     if (live.length === 0) return results;
     const ttlOf = (lease: Lease) => ttlMs ?? lease.ttlMs;
     const keys: string[] = [];
-    const extendTtlMs = ttlOf(leases[live[0] ?? 0] as Lease);
-    const args = [String(extendTtlMs), s.reestablish ? '1' : '0', String(Math.max(s.fenceRetentionMs, extendTtlMs))];
+    const args: string[] = [];
+    let longestTtl = 0;
     for (const i of live) {
       const lease = leases[i] as Lease;
-      const k = resourceKeys(keyPrefix, lease.resource);
-      keys.push(k.lock, k.fence);
-      args.push(lease.value, String(lease.fence));
+      keys.push(resourceBase(keyPrefix, lease.resource));
+      args.push(lease.value, String(lease.fence), String(ttlOf(lease)));
+      longestTtl = Math.max(longestTtl, ttlOf(lease));
     }
+    const header = [s.reestablish ? '1' : '0', String(Math.max(s.fenceRetentionMs, longestTtl))];
     const good = new Array<number>(live.length).fill(0);
     let answered = 0;
-    const replies = await runRound(this.nodes, clock, {
-      script: scripts.extend,
-      keys,
-      args,
-      timeoutMs: s.nodeTimeoutMs,
+    const replies = await this.#round({ script: scripts.extend, header, keys, args, timeoutMs: s.nodeTimeoutMs, maxResources: s.maxBatchSize }, {
       decode: (raw) => decodeExtend(raw, live.length),
       decided: (reply) => {
         answered++;
@@ -335,15 +336,18 @@ export class Redlock extends EventEmitter<RedlockEvents> {
   async revoke(resource: string, options: Partial<CallSettings> & { claim?: string | undefined } = {}): Promise<void> {
     const { claim, ...overrides } = options;
     const s = this.#callSettings(overrides);
-    const { clock, keyPrefix, quorum } = this.settings;
-    const k = resourceKeys(keyPrefix, resource, claim);
-    const replies = await runRound(this.nodes, clock, {
-      script: scripts.revoke,
-      keys: [k.lock, k.fence, k.claim],
-      args: [String(s.fenceRetentionMs), String(this.#nextProposal())],
-      timeoutMs: s.nodeTimeoutMs,
-      decode: (raw) => decodeRevoke(raw, 1),
-    });
+    const { keyPrefix, quorum } = this.settings;
+    const replies = await this.#round(
+      {
+        script: scripts.revoke,
+        header: [String(s.fenceRetentionMs)],
+        keys: [resourceBase(keyPrefix, resource)],
+        args: [String(this.#nextProposal()), claim ?? ''],
+        timeoutMs: s.nodeTimeoutMs,
+        maxResources: s.maxBatchSize,
+      },
+      { decode: (raw) => decodeRevoke(raw, 1) },
+    );
     this.#emitNodeErrors(replies, 'revoke');
     if (replies.filter((r) => r.ok).length < quorum) {
       throw new QuorumUnavailableError(resource, 'revoke', causesExcept(replies, 0, ['revoked', 'free', 'claimed']) as Map<string, NodeCause>, quorum);
@@ -357,21 +361,18 @@ export class Redlock extends EventEmitter<RedlockEvents> {
   }
 
   async #releaseValues(leases: readonly { resource: string; value: string; claim?: string | undefined }[], dropClaims: boolean, s: CallSettings): Promise<ReleaseResult[]> {
-    const { clock, keyPrefix } = this.settings;
+    const { keyPrefix } = this.settings;
     const keys: string[] = [];
-    const args = [dropClaims ? '1' : '0'];
+    const args: string[] = [];
     for (const lease of leases) {
-      const k = resourceKeys(keyPrefix, lease.resource, lease.claim);
-      keys.push(k.lock, k.claim);
-      args.push(lease.value);
+      keys.push(resourceBase(keyPrefix, lease.resource));
+      args.push(lease.value, lease.claim ?? '');
     }
-    const replies = await runRound(this.nodes, clock, {
-      script: scripts.release,
-      keys,
-      args,
-      timeoutMs: s.nodeTimeoutMs,
-      decode: (raw): ReleaseVote[] => decodeRelease(raw, leases.length),
-    });
+    const header = [dropClaims ? '1' : '0'];
+    const replies = await this.#round(
+      { script: scripts.release, header, keys, args, timeoutMs: s.nodeTimeoutMs, maxResources: s.maxBatchSize },
+      { decode: (raw): ReleaseVote[] => decodeRelease(raw, leases.length) },
+    );
     this.#emitNodeErrors(replies, 'release');
     return leases.map((lease, i) => {
       const result: ReleaseResult = { resource: lease.resource, released: [], failed: new Map() };
@@ -414,13 +415,8 @@ export class Redlock extends EventEmitter<RedlockEvents> {
    * they make a quorum: for readiness probes.
    */
   async probe(): Promise<{ quorum: boolean; reachable: string[]; unreachable: Map<string, Error> }> {
-    const replies = await runRound(this.nodes, this.settings.clock, {
-      script: scripts.release,
-      keys: [],
-      args: ['0'],
-      timeoutMs: this.settings.nodeTimeoutMs,
-      decode: (raw) => raw,
-    });
+    const { nodeTimeoutMs, maxBatchSize } = this.settings;
+    const replies = await this.#round({ script: scripts.release, header: ['0'], keys: [], args: [], timeoutMs: nodeTimeoutMs, maxResources: maxBatchSize }, { decode: (raw) => raw });
     const reachable = replies.filter((r) => r.ok).map((r) => r.node.id);
     const unreachable = new Map(replies.flatMap((r) => (r.ok ? [] : [[r.node.id, r.error] as const])));
     return { quorum: reachable.length >= this.quorum, reachable, unreachable };

@@ -6,19 +6,21 @@ export interface LuaScript {
   readonly name: string;
   readonly source: string;
   readonly sha: string;
+  /** Reply entries per resource (the reply is a flat array, resource after resource). */
+  readonly replyWidth: number;
 }
 
-function load(name: string): LuaScript {
+function load(name: string, replyWidth: number): LuaScript {
   // From the package root, so the same path works from src/ (sources) and from dist/ (the build): the .lua files stay in src/.
   const source = readFileSync(new URL(`../src/scripts/${name}.lua`, import.meta.url), 'utf8');
-  return Object.freeze({ name, source, sha: createHash('sha1').update(source).digest('hex') });
+  return Object.freeze({ name, source, sha: createHash('sha1').update(source).digest('hex'), replyWidth });
 }
 
 export const scripts = Object.freeze({
-  acquire: load('acquire'),
-  extend: load('extend'),
-  release: load('release'),
-  revoke: load('revoke'),
+  acquire: load('acquire', 2),
+  extend: load('extend', 1),
+  release: load('release', 1),
+  revoke: load('revoke', 1),
 });
 
 /** A node's answer for one resource, decoded from the scripts' integer codes (the one place they are mapped). */

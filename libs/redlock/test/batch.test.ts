@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ClaimAlreadyGrantedError, LockTakenError, Redlock, type LockNode } from '../src/index.ts';
+import { ClaimAlreadyGrantedError, IoredisLockNode, LockTakenError, Redlock, type LockNode } from '../src/index.ts';
 import { redlockOn, useNodes } from './support.ts';
 
 /** Wraps the nodes of `redlock` to count script calls per node. */
@@ -33,6 +33,40 @@ describe.each([3, 5])('batch calls with %i nodes', (count) => {
     const released = await redlock.releaseBatch(leases);
     expect(released.every((r) => r.released.length === count)).toBe(true);
     expect([...calls.values()]).toEqual(Array(count).fill(3));
+  });
+
+  it('merges the calls of one event-loop turn into one script call per node, each caller getting its own result', async () => {
+    const other = redlockOn(cluster.nodes.urls);
+    const held = await other.acquire('merged-taken', 5000);
+    const redlock = redlockOn(cluster.nodes.urls, { retryCount: 0 });
+    const calls = countCalls(redlock);
+    const resources = Array.from({ length: 20 }, (_, i) => `merged-${i}`);
+    const [taken, ...won] = await Promise.allSettled([redlock.acquire('merged-taken', 5000), ...resources.map((resource) => redlock.acquire(resource, 5000))]);
+    // One merged acquire, then one release of what the failed contender got.
+    expect([...calls.values()]).toEqual(Array(count).fill(2));
+    expect(taken?.status === 'rejected' && taken.reason).toBeInstanceOf(LockTakenError);
+    const leases = won.map((outcome) => (outcome.status === 'fulfilled' ? outcome.value : undefined));
+    expect(leases.map((lease) => lease?.resource)).toEqual(resources);
+    const released = await Promise.all(leases.map((lease) => redlock.release(lease as NonNullable<typeof lease>)));
+    expect(released.map((r) => r.released.length)).toEqual(Array(20).fill(count));
+    expect([...calls.values()]).toEqual(Array(count).fill(3));
+    await other.release(held);
+  });
+
+  it('merges nothing when a node is a Redis Cluster (a merged call would span hash slots)', async () => {
+    const nodes = cluster.nodes.urls.map((url): LockNode => {
+      const inner = IoredisLockNode.fromUrl(url);
+      return { id: inner.id, singleSlot: true, run: (...args) => inner.run(...args), close: () => inner.close() };
+    });
+    const redlock = new Redlock(nodes, { nodeTimeoutMs: 250 });
+    try {
+      const calls = countCalls(redlock);
+      const leases = await Promise.all(Array.from({ length: 5 }, (_, i) => redlock.acquire(`unmerged-${i}`, 5000)));
+      expect([...calls.values()]).toEqual(Array(count).fill(5));
+      await Promise.all(leases.map((lease) => redlock.release(lease)));
+    } finally {
+      await redlock.close();
+    }
   });
 
   it('splits a batch above maxBatchSize into script calls of at most that many resources', async () => {

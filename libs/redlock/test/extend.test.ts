@@ -19,6 +19,18 @@ describe.each([3, 5])('extend with %i nodes', (count) => {
     await redlock.release(extended);
   });
 
+  it('extends each lease of a batch by its own TTL when none is given', async () => {
+    const redlock = redlockOn(cluster.nodes.urls);
+    const short = await redlock.acquire('own-ttl-short', 2000);
+    const long = await redlock.acquire('own-ttl-long', 8000);
+    const results = await redlock.extendBatch([short, long]);
+    expect(results.every((r) => r.ok)).toBe(true);
+    const pttls = (resource: string) => Promise.all(cluster.nodes.urls.map((url) => inspect(url, (c) => c.pttl(resourceKeys('tickwarden', resource).lock))));
+    for (const ttl of await pttls('own-ttl-short')) expect(ttl).toBeLessThanOrEqual(2000);
+    for (const ttl of await pttls('own-ttl-long')) expect(ttl).toBeGreaterThan(6000);
+    await redlock.releaseBatch([short, long]);
+  });
+
   it('refuses to extend a lease that already lapsed locally', async () => {
     const clock = new TestClock();
     const redlock = redlockOn(cluster.nodes.urls, { clock });

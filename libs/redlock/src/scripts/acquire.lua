@@ -4,13 +4,14 @@
   Fairness: a contender that found the lock taken leaves a short-lived waiter
   mark; while it is there, a first attempt yields (QUEUED) instead of taking a
   free lock, so a client that just released cannot starve those waiting.
-  Variable key count: 4 keys per resource, all under the resource's hash tag.
+  One key per resource: its key base `<prefix>:{<resource>}:` (keys.ts). The
+  script appends the suffixes `lock`, `fence`, `waiters` and `claim:<id>`, so
+  every key of a resource shares its hash tag (one slot in a Redis Cluster).
+  Common path: one SET NX GET for the lock, one SET GET for the fence (a read
+  and a write each), plus one EXISTS on first attempts that yield.
 
   KEYS, for resource i = 1..n:
-    KEYS[4i-3]  lock key    (value = lease value, PX = ttl)
-    KEYS[4i-2]  fence key   (highest fencing token granted on this node; PX = fence retention)
-    KEYS[4i-1]  claim key   (lease value that won the claim, PX = claim retention)
-    KEYS[4i]    waiter key  (someone is retrying; PX = waiter mark)
+    KEYS[i]     key base of the resource
   ARGV:
     ARGV[1]     ttl, ms
     ARGV[2]     claim retention, ms
@@ -18,7 +19,7 @@
     ARGV[4]     '1' if this is the first attempt of an acquire that will retry: it yields to a waiter mark
     ARGV[5]     fence retention, ms (at least the ttl)
     for resource i: ARGV[3i+3] lease value, ARGV[3i+4] proposed fencing token
-                    (decimal string), ARGV[3i+5] '1' to check and record the claim
+                    (decimal string), ARGV[3i+5] claim id ('' = no claim)
   Returns a flat array, two entries per resource: code, then the fence (decimal
   string after the call; '0' when not read: TAKEN, QUEUED) - or, for CLAIMED, the
   lease value the claim is recorded for (so the client can tell one winner holding
@@ -28,7 +29,7 @@
                  other waiters keep their turn)
     0  TAKEN     another value holds the lock (a waiter mark is left)
    -1  CLAIMED   the claim is recorded for another value
-   -2  STALE     the proposal is not above the stored fence
+   -2  STALE     the proposal is not above the stored fence (nothing changed)
    -4  QUEUED    the lock is free but others are waiting and this is a first attempt
 ]]
 local ttl = ARGV[1]
@@ -37,35 +38,51 @@ local waiterMark = tonumber(ARGV[3])
 local firstAttempt = ARGV[4] == '1'
 local fenceRetention = ARGV[5]
 local out = {}
-for i = 1, #KEYS / 4 do
-  local lock, fence, claim, waiters = KEYS[4 * i - 3], KEYS[4 * i - 2], KEYS[4 * i - 1], KEYS[4 * i]
-  local value, proposal, withClaim = ARGV[3 * i + 3], ARGV[3 * i + 4], ARGV[3 * i + 5] == '1'
-  local holder = redis.call('GET', lock)
-  local code
-  local current
-  local claimHolder = withClaim and redis.call('GET', claim)
+for i = 1, #KEYS do
+  local base = KEYS[i]
+  local lock, waiters = base .. 'lock', base .. 'waiters'
+  local value, proposal, claimId = ARGV[3 * i + 3], ARGV[3 * i + 4], ARGV[3 * i + 5]
+  local claim = claimId ~= '' and base .. 'claim:' .. claimId
+  local code, current, holder
+  local claimHolder = claim and redis.call('GET', claim)
   if claimHolder and claimHolder ~= value then
-    code = -1
-    current = claimHolder
-  elseif holder and holder ~= value then
-    code = 0
+    code, current = -1, claimHolder
+  elseif firstAttempt and redis.call('EXISTS', waiters) == 1 then
+    holder = redis.call('GET', lock)
+    if not holder then
+      code = -4
+    elseif holder ~= value then
+      code = 0
+    end
+  else
+    -- Sets the lock when free; returns the value it holds otherwise (false when it was free).
+    holder = redis.call('SET', lock, value, 'NX', 'PX', ttl, 'GET')
+    if holder and holder ~= value then
+      code = 0
+    end
+  end
+  if code == 0 then
     if waiterMark > 0 then
       redis.call('SET', waiters, '1', 'PX', waiterMark)
     end
-  elseif not holder and firstAttempt and redis.call('EXISTS', waiters) == 1 then
-    code = -4
-  else
-    current = redis.call('GET', fence) or '0'
-    if tonumber(proposal) <= tonumber(current) then
-      code = -2
+  elseif not code then
+    -- The lock is set (or already held by our value): the proposal must be above the stored fence.
+    local fence = base .. 'fence'
+    local stored = redis.call('SET', fence, proposal, 'PX', fenceRetention, 'GET')
+    if stored and tonumber(proposal) <= tonumber(stored) then
+      redis.call('SET', fence, stored, 'PX', fenceRetention)
+      if not holder then
+        redis.call('DEL', lock)
+      end
+      code, current = -2, stored
     else
-      redis.call('SET', lock, value, 'PX', ttl)
-      redis.call('SET', fence, proposal, 'PX', fenceRetention)
-      if withClaim then
+      if holder then
+        redis.call('SET', lock, value, 'PX', ttl)
+      end
+      if claim then
         redis.call('SET', claim, value, 'PX', retention)
       end
-      current = proposal
-      code = 1
+      code, current = 1, proposal
     end
   end
   out[2 * i - 1] = code

@@ -2,29 +2,29 @@
   extend: compare-and-extend the lock of each resource; optionally re-establishes
   a lock whose key is gone (the node restarted empty, or the key expired on a
   fast node clock) as long as no later grant happened on this node.
-  Variable key count: 2 keys per resource, under the resource's hash tag.
+  One key per resource: its key base `<prefix>:{<resource>}:` (keys.ts); the
+  script appends `lock` and `fence`.
 
   KEYS, for resource i = 1..n:
-    KEYS[2i-1]  lock key
-    KEYS[2i]    fence key
+    KEYS[i]     key base of the resource
   ARGV:
-    ARGV[1]     ttl, ms
-    ARGV[2]     '1' to re-establish missing keys
-    ARGV[3]     fence retention, ms (at least the ttl): the fence key outlives the lock it guards
-    for resource i: ARGV[2i+2] lease value, ARGV[2i+3] the lease's fencing token (decimal string)
+    ARGV[1]     '1' to re-establish missing keys
+    ARGV[2]     fence retention, ms (at least every ttl): the fence key outlives the lock it guards
+    for resource i: ARGV[3i] lease value, ARGV[3i+1] the lease's fencing token
+                    (decimal string), ARGV[3i+2] ttl, ms
   Returns an array, one code per resource:
     1  EXTENDED        the key held our value; its expiry is now ttl (the fence's: the retention)
     2  REESTABLISHED   the key was gone and the fence not above our token: set again (and the fence)
     0  TAKEN           another value holds the lock
    -3  GONE            no key, and not re-established
 ]]
-local ttl = ARGV[1]
-local reestablish = ARGV[2] == '1'
-local fenceRetention = ARGV[3]
+local reestablish = ARGV[1] == '1'
+local fenceRetention = ARGV[2]
 local out = {}
-for i = 1, #KEYS / 2 do
-  local lock, fence = KEYS[2 * i - 1], KEYS[2 * i]
-  local value, token = ARGV[2 * i + 2], ARGV[2 * i + 3]
+for i = 1, #KEYS do
+  local base = KEYS[i]
+  local lock, fence = base .. 'lock', base .. 'fence'
+  local value, token, ttl = ARGV[3 * i], ARGV[3 * i + 1], ARGV[3 * i + 2]
   local holder = redis.call('GET', lock)
   if holder == value then
     redis.call('PEXPIRE', lock, ttl)

@@ -5,15 +5,15 @@
   below the fence) and its watchdog aborts it.
   A revocation made on behalf of a claim is skipped once that claim is granted
   on the node: a late revoker must not take the lease of the claim's winner.
-  Variable key count: 3 keys per resource, under the resource's hash tag.
+  One key per resource: its key base `<prefix>:{<resource>}:` (keys.ts); the
+  script appends `lock`, `fence` and `claim:<id>`.
 
   KEYS, for resource i = 1..n:
-    KEYS[3i-2]  lock key
-    KEYS[3i-1]  fence key
-    KEYS[3i]    claim key (of the claim the revocation is for; may not exist)
+    KEYS[i]     key base of the resource
   ARGV:
     ARGV[1]     fence retention, ms
-    for resource i: ARGV[i+1] proposed fencing token (decimal string)
+    for resource i: ARGV[2i] proposed fencing token (decimal string),
+                    ARGV[2i+1] claim id the revocation is for ('' = none)
   Returns an array, one code per resource:
     1  REVOKED   a lock was there and is deleted
     0  FREE      there was no lock (the fence is raised all the same)
@@ -21,10 +21,11 @@
 ]]
 local fenceRetention = ARGV[1]
 local out = {}
-for i = 1, #KEYS / 3 do
-  local lock, fence, claim = KEYS[3 * i - 2], KEYS[3 * i - 1], KEYS[3 * i]
-  local proposal = ARGV[i + 1]
-  if redis.call('EXISTS', claim) == 1 then
+for i = 1, #KEYS do
+  local base = KEYS[i]
+  local lock, fence = base .. 'lock', base .. 'fence'
+  local proposal, claimId = ARGV[2 * i], ARGV[2 * i + 1]
+  if claimId ~= '' and redis.call('EXISTS', base .. 'claim:' .. claimId) == 1 then
     out[i] = 2
   else
     out[i] = redis.call('DEL', lock)

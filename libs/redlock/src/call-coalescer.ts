@@ -1,0 +1,102 @@
+import type { LockNode } from './lock-node.ts';
+import type { LuaScript } from './scripts.ts';
+
+/** One script call for `keys.length` resources: one key per resource, `args` the per-resource arguments in order. */
+export interface ScriptCall {
+  script: LuaScript;
+  /** Arguments shared by every resource of the call (the head of ARGV). */
+  header: readonly string[];
+  keys: readonly string[];
+  args: readonly string[];
+  timeoutMs: number;
+  /** At most this many resources per merged call (the caller's `maxBatchSize`). */
+  maxResources: number;
+}
+
+interface Deferred {
+  promise: Promise<unknown>;
+  resolve: (raw: unknown) => void;
+  reject: (error: unknown) => void;
+}
+
+interface Group {
+  call: ScriptCall & { keys: string[]; args: string[] };
+  /** Per node: settles with the node's whole reply. */
+  replies: Deferred[];
+}
+
+/**
+ * Merges the script calls made within one turn of the event loop into one call
+ * per node: calls of the same script with the same shared arguments and timeout
+ * (concurrent acquires, releases, extensions) become one EVALSHA per node, and
+ * each caller gets its slice of the reply. Redis runs one script instead of
+ * many and the client parses one reply. Sending waits for `setImmediate`, as
+ * ioredis' auto-pipelining does; callers measure validity from before they
+ * submit, so the wait only makes validity more conservative. Nothing is merged
+ * when a node is a Redis Cluster: a merged call would span hash slots.
+ */
+export class CallCoalescer {
+  readonly #nodes: readonly LockNode[];
+  readonly #merges: boolean;
+  #open = new Map<string, Group>();
+  #full: Group[] = [];
+  #scheduled = false;
+
+  constructor(nodes: readonly LockNode[]) {
+    this.#nodes = nodes;
+    this.#merges = !nodes.some((node) => node.singleSlot === true);
+  }
+
+  /** Queues `call`; returns, per node in order, a promise of this call's part of the node's reply. */
+  submit(call: ScriptCall): Promise<unknown>[] {
+    if (!this.#merges) {
+      const args = [...call.header, ...call.args];
+      return this.#nodes.map((node) => node.run(call.script, call.keys, args, call.timeoutMs));
+    }
+    const key = `${call.script.sha}\n${call.timeoutMs}\n${call.maxResources}\n${call.header.join('\n')}`;
+    let group = this.#open.get(key);
+    if (group && group.call.keys.length + call.keys.length > call.maxResources) {
+      this.#full.push(group);
+      group = undefined;
+    }
+    if (!group) {
+      group = { call: { ...call, keys: [], args: [] }, replies: this.#nodes.map(deferred) };
+      this.#open.set(key, group);
+    }
+    const { replyWidth } = call.script;
+    const from = group.call.keys.length * replyWidth;
+    const to = from + call.keys.length * replyWidth;
+    group.call.keys.push(...call.keys);
+    group.call.args.push(...call.args);
+    if (!this.#scheduled) {
+      this.#scheduled = true;
+      setImmediate(() => this.#flush());
+    }
+    const merged = group.call;
+    return group.replies.map((reply) => reply.promise.then((raw) => (from === 0 && to === merged.keys.length * replyWidth ? raw : (raw as unknown[]).slice(from, to))));
+  }
+
+  #flush(): void {
+    const groups = [...this.#full, ...this.#open.values()];
+    this.#full = [];
+    this.#open = new Map();
+    this.#scheduled = false;
+    for (const { call, replies } of groups) {
+      const args = [...call.header, ...call.args];
+      this.#nodes.forEach((node, i) => {
+        const reply = replies[i] as Deferred;
+        node.run(call.script, call.keys, args, call.timeoutMs).then(reply.resolve, reply.reject);
+      });
+    }
+  }
+}
+
+function deferred(): Deferred {
+  let resolve!: (raw: unknown) => void;
+  let reject!: (error: unknown) => void;
+  const promise = new Promise<unknown>((res, rej) => {
+    resolve = res;
+    reject = rej;
+  });
+  return { promise, resolve, reject };
+}
