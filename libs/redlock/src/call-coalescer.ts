@@ -51,7 +51,7 @@ export class CallCoalescer {
   submit(call: ScriptCall): Promise<unknown>[] {
     if (!this.#merges) {
       const args = [...call.header, ...call.args];
-      return this.#nodes.map((node) => node.run(call.script, call.keys, args, call.timeoutMs));
+      return this.#nodes.map((node) => run(node, call, call.keys, args));
     }
     const key = `${call.script.sha}\n${call.timeoutMs}\n${call.maxResources}\n${call.header.join('\n')}`;
     let group = this.#open.get(key);
@@ -85,9 +85,18 @@ export class CallCoalescer {
       const args = [...call.header, ...call.args];
       this.#nodes.forEach((node, i) => {
         const reply = replies[i] as Deferred;
-        node.run(call.script, call.keys, args, call.timeoutMs).then(reply.resolve, reply.reject);
+        run(node, call, call.keys, args).then(reply.resolve, reply.reject);
       });
     }
+  }
+}
+
+/** `node.run`, with a synchronous throw (a custom LockNode's) turned into that node's error, not an uncaught one. */
+function run(node: LockNode, call: ScriptCall, keys: readonly string[], args: readonly string[]): Promise<unknown> {
+  try {
+    return node.run(call.script, keys, args, call.timeoutMs);
+  } catch (error) {
+    return Promise.reject(error);
   }
 }
 

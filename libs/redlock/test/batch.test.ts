@@ -69,6 +69,28 @@ describe.each([3, 5])('batch calls with %i nodes', (count) => {
     }
   });
 
+  it('a node whose run throws synchronously votes an error; the others still grant', async () => {
+    const nodes = cluster.nodes.urls.map((url, i): LockNode => {
+      const inner = IoredisLockNode.fromUrl(url);
+      const run: LockNode['run'] = (...args) => {
+        if (i === 0) throw new Error('custom node broke');
+        return inner.run(...args);
+      };
+      return { id: inner.id, run, close: () => inner.close() };
+    });
+    const redlock = new Redlock(nodes, { nodeTimeoutMs: 250 });
+    const errors: string[] = [];
+    redlock.on('nodeError', ({ node, error }) => errors.push(`${node}: ${error.message}`));
+    try {
+      const lease = await redlock.acquire('sync-throw', 5000);
+      expect(errors).toContain(`${nodes[0]?.id}: custom node broke`);
+      const released = await redlock.release(lease);
+      expect(released.released).toHaveLength(count - 1);
+    } finally {
+      await redlock.close();
+    }
+  });
+
   it('splits a batch above maxBatchSize into script calls of at most that many resources', async () => {
     const redlock = redlockOn(cluster.nodes.urls, { nodeTimeoutMs: 2000 });
     const calls = countCalls(redlock);
