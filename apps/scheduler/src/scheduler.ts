@@ -380,6 +380,12 @@ export class Scheduler {
       runs.map(async ({ schedule, lease, run }, i) => {
         const error = errors[i];
         if (!error) {
+          // Paused during the add (past the validity): another replica may have recovered the tick
+          // meanwhile, and adding an existing job id is a no-op. Whose job holds the tick decides.
+          if (clock.now() >= lease.validUntil && (await this.#enqueuer.storedLeaseValue(schedule.queue, run.jobId)) !== lease.value) {
+            this.#record('lost-race', schedule, run.tickMs, this.#wallNow() - run.tickMs, undefined, { jobId: run.jobId });
+            return;
+          }
           this.#record('enqueued', schedule, run.tickMs, this.#wallNow() - run.tickMs, undefined, { jobId: run.jobId, fence: lease.fence });
           return;
         }

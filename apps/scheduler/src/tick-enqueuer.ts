@@ -100,6 +100,12 @@ export class TickEnqueuer {
     });
   }
 
+  /** The lease value the stored job of a run carries (undefined: no such job). */
+  async storedLeaseValue(queue: string, jobId: string): Promise<string | undefined> {
+    const job = await this.#queue(queue).getJob(jobId);
+    return (job?.data as TickJobData | undefined)?.lease.value;
+  }
+
   #queue(name: string): Queue {
     let queue = this.#queues.get(name);
     if (!queue) {

@@ -124,6 +124,36 @@ describe('replicated schedulers', () => {
     expect([...recovered.values()].every((n) => n === 1)).toBe(true);
   });
 
+  it('a winner paused during its enqueue, whose tick another replica recovered meanwhile, records lost-race, not a second enqueue', async () => {
+    const schedule = { ...everySecond('team-q/paused-in-add'), leaseTtlMs: 1000 };
+    // The recovered job is already stored when the winner's add lands (a no-op for an existing job id).
+    const tick = Math.ceil((Date.now() + 1500) / 1000) * 1000;
+    const connection = new Redis(queueRedis.urls[0] ?? '', { maxRetriesPerRequest: null });
+    const queue = new Queue('tickwarden-default', { connection });
+    await queue.add(schedule.id, { lease: { value: 'another-replicas-lease' } }, { jobId: tickJobId(schedule.id, tick), delay: 60_000 });
+    // The lock clock leaps a lease TTL right after the winner's validity check: as if paused in the add.
+    let leapMs = 0;
+    let granted = false;
+    const lockClock: Clock = {
+      ...systemClock,
+      now: () => {
+        const now = systemClock.now() + leapMs;
+        if (granted) [granted, leapMs] = [false, leapMs + schedule.leaseTtlMs];
+        return now;
+      },
+    };
+    const replica = startReplica('q0', [schedule], systemClock, lockClock);
+    replica.redlock.on('acquired', () => (granted = true));
+    await sleep(tick + 1500 - Date.now());
+    await stopReplica(replica);
+    await queue.close();
+    connection.disconnect();
+    const atTick = outcomes.filter((o) => o.schedule === schedule.id && o.tickMs === tick).map((o) => o.outcome);
+    expect(atTick).toEqual(['lost-race']);
+    // The ticks before it had no job yet: enqueued as usual although the lease lapsed during their add.
+    expect(outcomes.some((o) => o.schedule === schedule.id && o.tickMs < tick && o.outcome === 'enqueued')).toBe(true);
+  });
+
   it('a previous run\'s lease held on two nodes while a third is down: the tick is skipped for overlap, not lost as lock-unavailable', async () => {
     const schedule = { ...everySecond('team-h/held'), overlap: 'skip' as const };
     // The holder holds the schedule's lease on nodes 0-2 only (4 and 5 reset: nothing lands there); then
