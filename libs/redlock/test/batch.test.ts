@@ -19,7 +19,8 @@ describe.each([3, 5])('batch calls with %i nodes', (count) => {
   const cluster = useNodes(count);
 
   it('acquires, extends and releases 1,000 resources with one script call per node each', async () => {
-    const redlock = redlockOn(cluster.nodes.urls);
+    // Call counts are the point here: a node timeout on a loaded CI machine would add a retry round.
+    const redlock = redlockOn(cluster.nodes.urls, { nodeTimeoutMs: 10_000 });
     const calls = countCalls(redlock);
     const requests = Array.from({ length: 1000 }, (_, i) => ({ resource: `batch-${i}`, claim: 'tick-1' }));
     const results = await redlock.acquireBatch(requests, 5000);
@@ -38,7 +39,7 @@ describe.each([3, 5])('batch calls with %i nodes', (count) => {
   it('merges the calls of one event-loop turn into one script call per node, each caller getting its own result', async () => {
     const other = redlockOn(cluster.nodes.urls);
     const held = await other.acquire('merged-taken', 5000);
-    const redlock = redlockOn(cluster.nodes.urls, { retryCount: 0 });
+    const redlock = redlockOn(cluster.nodes.urls, { retryCount: 0, nodeTimeoutMs: 10_000 });
     const calls = countCalls(redlock);
     const resources = Array.from({ length: 20 }, (_, i) => `merged-${i}`);
     const [taken, ...won] = await Promise.allSettled([redlock.acquire('merged-taken', 5000), ...resources.map((resource) => redlock.acquire(resource, 5000))]);
@@ -58,7 +59,7 @@ describe.each([3, 5])('batch calls with %i nodes', (count) => {
       const inner = IoredisLockNode.fromUrl(url);
       return { id: inner.id, singleSlot: true, run: (...args) => inner.run(...args), close: () => inner.close() };
     });
-    const redlock = new Redlock(nodes, { nodeTimeoutMs: 250 });
+    const redlock = new Redlock(nodes, { nodeTimeoutMs: 10_000 });
     try {
       const calls = countCalls(redlock);
       const leases = await Promise.all(Array.from({ length: 5 }, (_, i) => redlock.acquire(`unmerged-${i}`, 5000)));
@@ -92,7 +93,7 @@ describe.each([3, 5])('batch calls with %i nodes', (count) => {
   });
 
   it('splits a batch above maxBatchSize into script calls of at most that many resources', async () => {
-    const redlock = redlockOn(cluster.nodes.urls, { nodeTimeoutMs: 2000 });
+    const redlock = redlockOn(cluster.nodes.urls, { nodeTimeoutMs: 10_000 });
     const calls = countCalls(redlock);
     const requests = Array.from({ length: 10_000 }, (_, i) => ({ resource: `big-${i}`, claim: 'tick-2' }));
     const results = await redlock.acquireBatch(requests, 10_000);
