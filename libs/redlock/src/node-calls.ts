@@ -16,8 +16,8 @@ export interface RoundSpec<T> {
 /**
  * Waits for one round (`calls[i]` is node i's reply) and resolves with the
  * replies gathered when it is decided, when every node answered, or at the
- * timeout (one timer for the round: nodes still silent then get a
- * NodeTimeoutError). Later replies are ignored.
+ * timeout (one timer for the round: nodes still silent then, after the replies
+ * already received are read, get a NodeTimeoutError). Later replies are ignored.
  */
 export function runRound<T>(nodes: readonly LockNode[], clock: Clock, calls: readonly Promise<unknown>[], spec: RoundSpec<T>): Promise<NodeReply<T>[]> {
   const { decode, timeoutMs, decided } = spec;
@@ -29,12 +29,15 @@ export function runRound<T>(nodes: readonly LockNode[], clock: Clock, calls: rea
       clock.clearTimeout(timer);
       resolve(replies);
     };
-    const timer = clock.setTimeout(() => {
+    const timeOut = (): void => {
       if (settled) return;
       const error = new NodeTimeoutError(timeoutMs);
       for (const node of nodes) if (!replies.some((r) => r.node === node)) replies.push({ node, ok: false, error });
       settle();
-    }, timeoutMs);
+    };
+    // Timers run before the event loop reads sockets: after a stall (a GC pause) longer than the
+    // timeout, replies that arrived meanwhile are still unread. Judge after one poll phase.
+    const timer = clock.setTimeout(() => setImmediate(timeOut), timeoutMs);
     const accept = (reply: NodeReply<T>): void => {
       if (settled) return;
       replies.push(reply);

@@ -85,6 +85,27 @@ describe.each([1, 3, 5])('acquire and release with %i node(s)', (count) => {
   });
 });
 
+describe('an event-loop stall longer than the node timeout (a GC pause)', () => {
+  const cluster = useNodes(3);
+
+  it('reads the replies that arrived during the stall before timing nodes out', async () => {
+    const redlock = redlockOn(cluster.nodes.urls, { nodeTimeoutMs: 100, retryCount: 0 });
+    await redlock.release(await redlock.acquire('stall-warm-up', 5000));
+    const acquiring = redlock.acquire('stall', 5000);
+    // Queued after the library's send (also at setImmediate): the requests are out, the replies land in the socket buffers.
+    await new Promise<void>((resolve) =>
+      setImmediate(() => {
+        const until = performance.now() + 300;
+        while (performance.now() < until);
+        resolve();
+      }),
+    );
+    const lease = await acquiring;
+    expect(lease.resource).toBe('stall');
+    await redlock.release(lease);
+  });
+});
+
 describe('node failures with 5 nodes', () => {
   const cluster = useNodes(5);
 
