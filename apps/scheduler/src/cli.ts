@@ -155,7 +155,7 @@ async function status(id: string | undefined): Promise<number> {
         for (const run of await control.history(schedule.id, 5)) {
           const job = run.jobId ? await queue.getJob(run.jobId) : undefined;
           const state = job ? await job.getState() : run.outcome === 'enqueued' ? 'removed' : run.outcome;
-          say(`  ${new Date(run.tickMs).toISOString()}  ${run.outcome}  job ${state}  lag ${run.lagMs} ms  fence ${run.fence ?? '-'}  by ${run.replica}`);
+          say(`  ${new Date(run.tickMs).toISOString()}  ${run.outcome}  job ${state}  ${run.lagMs < 0 ? `${-run.lagMs} ms ahead` : `lag ${run.lagMs} ms`}  fence ${run.fence ?? '-'}  by ${run.replica}`);
         }
       } finally {
         await queue.close();

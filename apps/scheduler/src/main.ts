@@ -16,7 +16,7 @@ async function main(): Promise<number> {
     for (const error of env.errors) process.stderr.write(`${error.variable}: ${error.message}\n`);
     return 2;
   }
-  const { configPath, lockNodes, lockQuorum, queueRedis, replicaId, httpPort, logLevel } = env.value;
+  const { configPath, lockNodes, lockQuorum, queueRedis, replicaId, httpPort, logLevel, contestLeadMs } = env.value;
   const logger = pino({ level: logLevel, base: { replica: replicaId } });
   const metrics = new SchedulerMetrics();
   let scheduler: Scheduler | undefined;
@@ -39,6 +39,7 @@ async function main(): Promise<number> {
     redlock,
     queueConnection,
     logger: logger.child({ component: 'scheduler' }),
+    ...(contestLeadMs === undefined ? {} : { contestLeadMs }),
     onOutcome: (outcome, _schedule, _tick, lagMs) => metrics.recordTick(outcome, lagMs),
   });
   scheduler.setSchedules(live.config.schedules);

@@ -8,7 +8,7 @@ export class SchedulerMetrics extends ProcessMetrics {
   readonly ticks = new Counter({ name: 'tickwarden_ticks_total', help: 'Ticks by outcome on this replica', labelNames: ['outcome'] as const, registers: [this.registry] });
   readonly tickLag = new Histogram({
     name: 'tickwarden_tick_enqueue_lag_seconds',
-    help: 'From the tick to its job being enqueued (this replica won)',
+    help: 'From the tick to its job being enqueued (this replica won); 0 when enqueued ahead of the tick (contest lead)',
     buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
     registers: [this.registry],
   });
@@ -21,7 +21,7 @@ export class SchedulerMetrics extends ProcessMetrics {
 
   recordTick(outcome: TickOutcome, lagMs: number): void {
     this.ticks.inc({ outcome });
-    if (outcome === 'enqueued') this.tickLag.observe(lagMs / 1000);
+    if (outcome === 'enqueued') this.tickLag.observe(Math.max(0, lagMs) / 1000);
   }
 
   /** Feeds the lease library's hooks into the metrics. */

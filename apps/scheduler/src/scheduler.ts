@@ -37,6 +37,16 @@ export interface SchedulerOptions {
   /** Longest single timer wait, ms (default 30 000): waits are recomputed, so a wall-clock jump is noticed within it. */
   maxWaitMs?: number;
   /**
+   * How long before its run is due a tick is contested and its job enqueued (a BullMQ delayed job
+   * that becomes waiting at the due time), ms (default 5 000; per schedule at most a third of its
+   * lease TTL; 0 = contest at the due time). The contest and the enqueue take time (about 0.4 s for
+   * 1,000 ticks, 3-4 s for 10,000 on the benchmark machine); done ahead, the job is waiting when
+   * its run is due. `skip` and `cancel-previous` ticks whose previous run is due within the lead
+   * are contested at the due time instead (the previous run would still hold the lease), and one
+   * whose contest ahead finds the lease taken (or no quorum) is contested again at the due time.
+   */
+  contestLeadMs?: number;
+  /**
    * How long after `start` the replica looks for ticks missed while no replica
    * ran, ms (default 15 000: the late window plus 5 s). Live replicas take up
    * a tick up to `LATE_TICK_WINDOW_MS` late; their marks must be in by then,
@@ -70,6 +80,9 @@ interface HistoryEntry {
   scheduleId: string;
   tick: TickRecord;
 }
+
+/** Default of `SchedulerOptions.contestLeadMs`, ms. */
+export const DEFAULT_CONTEST_LEAD_MS = 5000;
 
 /** Contest settings for ticks: quick retries for split votes among replicas; no waiter marks (all contenders fire once). */
 const CONTEST = Object.freeze({ retryCount: 4, retryDelayMs: 15, retryJitterMs: 30, yieldToWaiters: false });
@@ -110,7 +123,9 @@ export class Scheduler {
   #lastWake: { wall: number; mono: number } | undefined;
 
   constructor(options: SchedulerOptions) {
-    this.#options = { clock: systemClock, maxWaitMs: 30_000, gapCheckDelayMs: LATE_TICK_WINDOW_MS + 5000, ...options };
+    this.#options = { clock: systemClock, maxWaitMs: 30_000, gapCheckDelayMs: LATE_TICK_WINDOW_MS + 5000, contestLeadMs: DEFAULT_CONTEST_LEAD_MS, ...options };
+    const lead = this.#options.contestLeadMs;
+    if (!Number.isFinite(lead) || lead < 0) throw new RangeError(`contestLeadMs: expected a number of milliseconds >= 0, got ${lead}`);
     this.#enqueuer = new TickEnqueuer(options.queueConnection, this.#options.clock, options.replicaId);
     this.#orphanRetryMs = 1000 + ([...options.replicaId].reduce((hash, char) => (hash * 31 + char.charCodeAt(0)) >>> 0, 7) % 500);
     this.#control = new ControlState(options.queueConnection);
@@ -147,7 +162,7 @@ export class Scheduler {
       this.#planners.set(schedule.id, planner);
       const first = this.#firstTick(planner, now);
       if (first === undefined) continue;
-      this.#heap.push({ scheduleId: schedule.id, tickMs: first, dueMs: planner.dueMs(first) });
+      this.#heap.push(this.#pending(planner, first, undefined));
       this.#marks.planned(schedule.id, first);
     }
     // Patterns only removed schedules used would stay parsed forever.
@@ -163,6 +178,20 @@ export class Scheduler {
   #firstTick(planner: TickPlanner, now: number): number | undefined {
     const { catchUpMs } = planner.schedule;
     return (catchUpMs > 0 ? planner.latestWithin(now, catchUpMs) : undefined) ?? planner.firstDue(now);
+  }
+
+  /**
+   * A tick to contest: `contestLeadMs` ahead of its due time (a third of the lease TTL at most, so
+   * the run starts with most of it left), except for a schedule with one lease for all its runs
+   * (`skip`, `cancel-previous`) whose previous run is due within the lead, or unknown (the first
+   * tick taken up): that run would still hold the lease, so the tick is contested when due.
+   */
+  #pending(planner: TickPlanner, tickMs: number, previousDueMs: number | undefined): PendingTick {
+    const { schedule } = planner;
+    const dueMs = planner.dueMs(tickMs);
+    const aheadMs = dueMs - Math.min(this.#options.contestLeadMs, schedule.leaseTtlMs / 3);
+    const ahead = schedule.overlap === 'allow' || (previousDueMs !== undefined && previousDueMs <= aheadMs);
+    return { scheduleId: schedule.id, tickMs, dueMs, contestAtMs: ahead ? aheadMs : dueMs };
   }
 
   start(): void {
@@ -186,7 +215,7 @@ export class Scheduler {
     const { clock, maxWaitMs } = this.#options;
     clock.clearTimeout(this.#timer);
     if (!this.#running) return;
-    const next = Math.min(this.#heap.peek()?.dueMs ?? Infinity, this.#marks.gapCheckAtMs ?? Infinity, ...this.#orphanChecks.map((check) => check.checkAtMs));
+    const next = Math.min(this.#heap.peek()?.contestAtMs ?? Infinity, this.#marks.gapCheckAtMs ?? Infinity, ...this.#orphanChecks.map((check) => check.checkAtMs));
     const wait = Number.isFinite(next) ? Math.min(Math.max(next - this.#wallNow(), 0), maxWaitMs) : maxWaitMs;
     this.#timer = clock.setTimeout(() => this.#wake(), wait);
   }
@@ -200,16 +229,18 @@ export class Scheduler {
       if (Math.abs(skew) > 1000) logger.warn({ jumpMs: Math.round(skew) }, 'wall clock jumped: ticks are planned on wall time, claims keep each tick single');
     }
     this.#lastWake = { wall, mono };
-    const due: PendingTick[] = [];
-    for (let top = this.#heap.peek(); top && top.dueMs <= wall; top = this.#heap.peek()) {
+    const ready: PendingTick[] = [];
+    for (let top = this.#heap.peek(); top && top.contestAtMs <= wall; top = this.#heap.peek()) {
       const tick = this.#heap.pop() as PendingTick;
-      due.push(tick);
+      ready.push(tick);
+      // A second contest: the tick was taken up (marked, its successor planned) at the first.
+      if (tick.atDue) continue;
       this.#marks.takenUp(tick.scheduleId, tick.tickMs);
       const planner = this.#planners.get(tick.scheduleId);
       const next = planner?.next(tick.tickMs);
-      if (planner && next !== undefined) this.#heap.push({ scheduleId: tick.scheduleId, tickMs: next, dueMs: planner.dueMs(next) });
+      if (planner && next !== undefined) this.#heap.push(this.#pending(planner, next, tick.dueMs));
     }
-    if (due.length > 0) this.#track(this.#contest(this.#lateTicksFiltered(due, wall)), 'tick contest failed');
+    if (ready.length > 0) this.#track(this.#contest(this.#lateTicksFiltered(ready, wall)), 'tick contest failed');
     this.#track(this.#flushMarks(wall), 'could not write tick marks');
     const checks = this.#orphanChecks.filter((check) => check.checkAtMs <= wall);
     if (checks.length > 0) {
@@ -275,10 +306,21 @@ export class Scheduler {
       const results = await redlock.acquireBatch(requests, ttlMs, { ...CONTEST, nodeTimeoutMs: contestNodeTimeoutMs(ttlMs, requests.length) });
       const won = results.flatMap((result, i) => (result.ok ? [{ ...(group[i] as OrphanCheck), lease: result.lease }] : []));
       const errors = await this.#enqueuer.enqueueMany(won.map(({ schedule, tick, jobId, lease }) => ({ schedule, lease, run: { tickMs: tick.tickMs, dueMs: tick.dueMs, jobId } })));
-      won.forEach(({ schedule, tick, jobId, lease }, i) => {
-        if (errors[i]) retry.push({ ...(won[i] as OrphanCheck), checkAtMs: this.#wallNow() + this.#orphanRetryMs });
-        else this.#record('recovered', schedule, tick.tickMs, this.#wallNow() - tick.tickMs, undefined, { jobId, fence: lease.fence });
-      });
+      // The winner's add may have landed since the check (it was paused in it): adding an existing job id
+      // is a no-op, so the stored job says whose run it is. If not ours, our lease must go, or the worker
+      // could not take over the stored lease once it expired (it re-acquires only a free resource).
+      const added = won.filter((_, i) => !errors[i]);
+      const stored = await this.#enqueuer.storedLeaseValues(added.map(({ schedule, jobId }) => ({ queue: schedule.queue, jobId }))).catch(() => undefined);
+      await Promise.all(
+        added.map(async ({ schedule, tick, jobId, lease }, i) => {
+          const ours = stored?.[i] === lease.value;
+          // Unreadable: released too - the worker re-acquires a free resource, whoever's job it is.
+          if (!ours) await redlock.release(lease);
+          if (ours || !stored) this.#record('recovered', schedule, tick.tickMs, this.#wallNow() - tick.tickMs, undefined, { jobId, fence: lease.fence });
+          else this.#record('lost-race', schedule, tick.tickMs, this.#wallNow() - tick.tickMs, undefined, { jobId });
+        }),
+      );
+      for (const [i, entry] of won.entries()) if (errors[i]) retry.push({ ...entry, checkAtMs: this.#wallNow() + this.#orphanRetryMs });
       results.forEach((result, i) => {
         if (result.ok) return;
         const check = group[i] as OrphanCheck;
@@ -339,6 +381,11 @@ export class Scheduler {
             const { tick, schedule } = entries[i] as (typeof entries)[number];
             if (result.ok) return undefined;
             const outcome = this.#lostOutcome(result.error);
+            // Contested ahead: the previous run may end, or the quorum come back, before this run is due.
+            if ((outcome === 'skipped-overlap' || outcome === 'lock-unavailable') && !tick.atDue && tick.contestAtMs < tick.dueMs) {
+              this.#heap.push({ ...tick, contestAtMs: tick.dueMs, atDue: true });
+              return undefined;
+            }
             if (outcome === 'skipped-overlap' && schedule.overlap === 'cancel-previous') return this.#cancelPrevious(schedule, tick);
             this.#record(outcome, schedule, tick.tickMs, this.#wallNow() - tick.tickMs, result.error);
             // A live winner retries its enqueue for half the lease TTL: look only after that, so a slow winner is not doubled.
@@ -382,7 +429,7 @@ export class Scheduler {
         if (!error) {
           // Paused during the add (past the validity): another replica may have recovered the tick
           // meanwhile, and adding an existing job id is a no-op. Whose job holds the tick decides.
-          if (clock.now() >= lease.validUntil && (await this.#enqueuer.storedLeaseValue(schedule.queue, run.jobId)) !== lease.value) {
+          if (clock.now() >= lease.validUntil && (await this.#enqueuer.storedLeaseValues([{ queue: schedule.queue, jobId: run.jobId }]))[0] !== lease.value) {
             this.#record('lost-race', schedule, run.tickMs, this.#wallNow() - run.tickMs, undefined, { jobId: run.jobId });
             return;
           }

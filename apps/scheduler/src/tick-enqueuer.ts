@@ -100,10 +100,15 @@ export class TickEnqueuer {
     });
   }
 
-  /** The lease value the stored job of a run carries (undefined: no such job). */
-  async storedLeaseValue(queue: string, jobId: string): Promise<string | undefined> {
-    const job = await this.#queue(queue).getJob(jobId);
-    return (job?.data as TickJobData | undefined)?.lease.value;
+  /** For each run, the lease value its stored job carries (undefined: no such job), one pipelined round trip. */
+  async storedLeaseValues(runs: readonly { queue: string; jobId: string }[]): Promise<(string | undefined)[]> {
+    if (runs.length === 0) return [];
+    const pipeline = this.#connection.pipeline(runs.map(({ queue, jobId }) => ['hget', this.#queue(queue).toKey(jobId), 'data']));
+    const replies = (await pipeline.exec()) ?? [];
+    return replies.map(([error, data]) => {
+      if (error) throw error;
+      return typeof data === 'string' ? (JSON.parse(data) as TickJobData).lease.value : undefined;
+    });
   }
 
   #queue(name: string): Queue {

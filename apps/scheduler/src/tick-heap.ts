@@ -2,11 +2,15 @@
 export interface PendingTick {
   scheduleId: string;
   tickMs: number;
-  /** Tick plus jitter: when to contest it. */
+  /** Tick plus jitter: when its run is due. */
   dueMs: number;
+  /** When to contest it: up to the contest lead before `dueMs`, or `dueMs` itself. */
+  contestAtMs: number;
+  /** A second contest, at `dueMs`, of a tick whose contest ahead found the lease taken or no quorum: its outcome stands. */
+  atDue?: true;
 }
 
-/** Min-heap of pending ticks by `dueMs`: the one timing structure for all schedules. */
+/** Min-heap of pending ticks by `contestAtMs`: the one timing structure for all schedules. */
 export class TickHeap {
   readonly #items: PendingTick[] = [];
 
@@ -23,7 +27,7 @@ export class TickHeap {
     items.push(item);
     for (let i = items.length - 1; i > 0; ) {
       const parent = (i - 1) >> 1;
-      if ((items[parent] as PendingTick).dueMs <= item.dueMs) break;
+      if ((items[parent] as PendingTick).contestAtMs <= item.contestAtMs) break;
       items[i] = items[parent] as PendingTick;
       items[parent] = item;
       i = parent;
@@ -40,8 +44,8 @@ export class TickHeap {
         const left = 2 * i + 1;
         const right = left + 1;
         let smallest = i;
-        if (left < items.length && (items[left] as PendingTick).dueMs < (items[smallest] as PendingTick).dueMs) smallest = left;
-        if (right < items.length && (items[right] as PendingTick).dueMs < (items[smallest] as PendingTick).dueMs) smallest = right;
+        if (left < items.length && (items[left] as PendingTick).contestAtMs < (items[smallest] as PendingTick).contestAtMs) smallest = left;
+        if (right < items.length && (items[right] as PendingTick).contestAtMs < (items[smallest] as PendingTick).contestAtMs) smallest = right;
         if (smallest === i) break;
         [items[i], items[smallest]] = [items[smallest] as PendingTick, items[i] as PendingTick];
         i = smallest;

@@ -83,12 +83,13 @@ describe('tickwarden CLI', () => {
     try {
       await waitUntil(() => outcomes.some((o) => o.outcome === 'enqueued'), 'a first enqueued tick', { timeoutMs: 5000 });
       expect(cli('pause', 'ops/every-second', '--note', 'maintenance')).toMatchObject({ code: 0, out: 'paused ops/every-second\n' });
-      const pausedAt = Date.now() + 100;
+      // Ticks contested before the pause (up to the contest lead, a third of the 2 s lease TTL, ahead) still run.
+      const pausedAt = Date.now() + 1000;
       await waitUntil(() => outcomes.filter((o) => o.tickMs > pausedAt && o.outcome === 'skipped-paused').length >= 2, 'paused ticks', { timeoutMs: 5000 });
       expect(outcomes.filter((o) => o.tickMs > pausedAt && o.outcome === 'enqueued')).toEqual([]);
       expect(cli('status', 'ops/every-second').out).toContain('maintenance');
       expect(cli('resume', 'ops/every-second')).toMatchObject({ code: 0, out: 'resumed ops/every-second\n' });
-      const resumedAt = Date.now() + 100;
+      const resumedAt = Date.now() + 1000;
       await waitUntil(() => outcomes.some((o) => o.tickMs > resumedAt && o.outcome === 'enqueued'), 'ticks after resume', { timeoutMs: 5000 });
 
       const triggered = cli('trigger', 'ops/nightly');
@@ -102,7 +103,7 @@ describe('tickwarden CLI', () => {
       const status = cli('status').out;
       expect(status).toContain('ops/nightly  30 2 * * * (Europe/Berlin)  active');
       expect(status).toMatch(/ops\/nightly[\s\S]*triggered {2}job (waiting|delayed)[\s\S]*fence \d+ {2}by cli/);
-      expect(status).toMatch(/ops\/every-second[\s\S]*enqueued {2}job (waiting|delayed) {2}lag \d+ ms {2}fence \d+ {2}by cli-test/);
+      expect(status).toMatch(/ops\/every-second[\s\S]*enqueued {2}job (waiting|delayed) {2}(lag \d+ ms|\d+ ms ahead) {2}fence \d+ {2}by cli-test/);
     } finally {
       await scheduler.stop();
       await redlock.close();

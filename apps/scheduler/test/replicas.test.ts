@@ -28,7 +28,7 @@ interface Replica {
 describe('replicated schedulers', () => {
   let locks: RedisNodes;
   let queueRedis: RedisNodes;
-  const outcomes: { replica: string; outcome: TickOutcome; schedule: string; tickMs: number }[] = [];
+  const outcomes: { replica: string; outcome: TickOutcome; schedule: string; tickMs: number; lagMs: number }[] = [];
 
   beforeAll(async () => {
     [locks, queueRedis] = await Promise.all([startRedisNodes({ count: 5, aof: false }), startRedisNodes({ count: 1, aof: false })]);
@@ -46,7 +46,7 @@ describe('replicated schedulers', () => {
       queueConnection: queue,
       clock,
       logger: pino({ level: 'silent' }),
-      onOutcome: (outcome, schedule, tickMs) => outcomes.push({ replica: name, outcome, schedule: schedule.id, tickMs }),
+      onOutcome: (outcome, schedule, tickMs, lagMs) => outcomes.push({ replica: name, outcome, schedule: schedule.id, tickMs, lagMs }),
     });
     scheduler.setSchedules(schedules);
     scheduler.start();
@@ -178,10 +178,10 @@ describe('replicated schedulers', () => {
   it('catch-up after every replica was down: the missed tick inside the window fires once, late; without catch-up it is missed', async () => {
     const withCatchUp = scheduleFixture({ id: 'team-d/catch-up', cron: '*/5 * * * * *', overlap: 'allow', leaseTtlMs: 5000, catchUpMs: 10_000 });
     const without = scheduleFixture({ id: 'team-d/no-catch-up', cron: '*/5 * * * * *', overlap: 'allow', leaseTtlMs: 5000 });
-    // Stop the only replica a second before a tick, and start again 1.5 s after it.
-    const missedTick = Math.ceil((Date.now() + 2000) / 5000) * 5000;
+    // Stop the only replica before it contests a tick (the lead: a third of the 5 s lease TTL), and start again 1.5 s after it.
+    const missedTick = Math.ceil((Date.now() + 4000) / 5000) * 5000;
     const first = startReplica('c0', [withCatchUp, without]);
-    await sleep(missedTick - 1000 - Date.now());
+    await sleep(missedTick - 2500 - Date.now());
     await stopReplica(first);
     await sleep(missedTick + 1500 - Date.now());
     const second = startReplica('c1', [withCatchUp, without]);
@@ -210,6 +210,58 @@ describe('replicated schedulers', () => {
     expect(forTick.filter((o) => o.outcome === 'recovered')).toHaveLength(1);
     const job = await new Queue('tickwarden-default', { connection: new Redis(queueRedis.urls[0] ?? '', { maxRetriesPerRequest: null }) }).getJob(tickJobId(schedule.id, tick));
     expect(job?.data.tickMs).toBe(tick);
+  });
+
+  it('a recoverer whose add finds the paused winner\'s job stored since its check releases its lease and records lost-race, not recovered', async () => {
+    const schedule = scheduleFixture({ id: 'team-r/late-winner', cron: '* * * * * *', overlap: 'allow', leaseTtlMs: 1000 });
+    const tick = Math.ceil((Date.now() + 2000) / 1000) * 1000;
+    const resource = leaseResource(schedule.id, 'allow', tick);
+    const jobId = tickJobId(schedule.id, tick);
+    // The winner: claims the tick and is paused (its add lands only later, below).
+    const winner = new Redlock(locks.urls);
+    const winnerLease = await winner.acquire(resource, schedule.leaseTtlMs, { claim: tickClaim(tick) });
+    const redlock = new Redlock(locks.urls);
+    const connection = new Redis(queueRedis.urls[0] ?? '', { maxRetriesPerRequest: null });
+    const scheduler = new Scheduler({
+      replicaId: 'r0',
+      redlock,
+      queueConnection: connection,
+      logger: pino({ level: 'silent' }),
+      onOutcome: (outcome, s, tickMs, lagMs) => outcomes.push({ replica: 'r0', outcome, schedule: s.id, tickMs, lagMs }),
+    });
+    // The winner's add lands right after the recoverer found the job missing: the test hooks the
+    // recoverer's pipelined EXISTS round trip (MONITOR would do, but ioredis 6 trips over it).
+    const queueConnection = new Redis(queueRedis.urls[0] ?? '', { maxRetriesPerRequest: null });
+    const queue = new Queue('tickwarden-default', { connection: queueConnection });
+    let winnerAdded: Promise<unknown> | undefined;
+    const pipeline = connection.pipeline.bind(connection);
+    connection.pipeline = ((commands?: unknown[][]) => {
+      const started = pipeline(commands as never);
+      if (winnerAdded || !commands?.some(([name, key]) => name === 'exists' && key === queue.toKey(jobId))) return started;
+      const exec = started.exec.bind(started);
+      started.exec = (async () => {
+        const replies = await exec();
+        winnerAdded = queue.add(schedule.id, { lease: { value: winnerLease.value } }, { jobId, delay: 60_000 });
+        await winnerAdded;
+        return replies;
+      }) as typeof started.exec;
+      return started;
+    }) as typeof connection.pipeline;
+    scheduler.setSchedules([schedule]);
+    scheduler.start();
+    await sleep(tick + ORPHAN_CHECK_DELAY_MS + 2500 - Date.now());
+    await scheduler.stop();
+    expect(winnerAdded).toBeDefined();
+    await winnerAdded;
+    const forTick = outcomes.filter((o) => o.schedule === schedule.id && o.tickMs === tick).map((o) => o.outcome);
+    expect(forTick).toEqual(['lost-race', 'lost-race']);
+    expect((await queue.getJob(jobId))?.data.lease.value).toBe(winnerLease.value);
+    // Released: the stored job's worker can take the resource (the winner's lease has expired).
+    const worker = new Redlock(locks.urls, { retryCount: 0 });
+    await expect(worker.acquire(resource, 1000, { value: winnerLease.value })).resolves.toMatchObject({ resource });
+    await Promise.all([worker.close(), winner.close(), redlock.close(), queue.close()]);
+    connection.disconnect();
+    queueConnection.disconnect();
   });
 
   it('overlap cancel-previous: the running run is revoked (its watchdog aborts it) and the tick runs one lease TTL later', async () => {
@@ -244,5 +296,68 @@ describe('replicated schedulers', () => {
     expect(Math.max(...delays)).toBeGreaterThanOrEqual(1400);
     await queue.close();
     connection.disconnect();
+  });
+
+  describe('contest lead: ticks are contested and enqueued ahead of their due time', () => {
+    async function storedDueMs(scheduleId: string, tickMs: number): Promise<{ dueMs: number; state: string; readyAtMs: number }> {
+      const connection = new Redis(queueRedis.urls[0] ?? '', { maxRetriesPerRequest: null });
+      const queue = new Queue('tickwarden-default', { connection });
+      const job = await queue.getJob(tickJobId(scheduleId, tickMs));
+      const result = { dueMs: job?.data.dueMs ?? 0, state: job ? await job.getState() : 'missing', readyAtMs: (job?.timestamp ?? 0) + (job?.delay ?? 0) };
+      await queue.close();
+      connection.disconnect();
+      return result;
+    }
+
+    it('overlap allow: the job is enqueued before its tick, as a delayed job that becomes ready at the due time', async () => {
+      // Lease TTL 6 s: the lead is min(5 s default, a third of the TTL) = 2 s.
+      const schedule = scheduleFixture({ id: 'team-i/ahead', cron: '*/3 * * * * *', overlap: 'allow', leaseTtlMs: 6000 });
+      const replica = startReplica('i0', [schedule]);
+      const tick = Math.ceil((Date.now() + 3000) / 3000) * 3000;
+      await sleep(tick - 500 - Date.now());
+      const stored = await storedDueMs(schedule.id, tick);
+      await stopReplica(replica);
+      const [enqueued] = outcomes.filter((o) => o.schedule === schedule.id && o.tickMs === tick);
+      expect(enqueued?.outcome).toBe('enqueued');
+      expect(enqueued?.lagMs).toBeLessThan(-1000);
+      expect(enqueued?.lagMs).toBeGreaterThanOrEqual(-2000);
+      // A worker's BullMQ moves it to waiting at readyAtMs (the worker tests run such jobs).
+      expect(stored).toEqual({ dueMs: tick, state: 'delayed', readyAtMs: tick });
+    });
+
+    it('overlap skip: a contest ahead that finds the previous run holding the lease is contested again when due', async () => {
+      const schedule = scheduleFixture({ id: 'team-i/skip', cron: '*/4 * * * * *', overlap: 'skip', leaseTtlMs: 6000 });
+      const holder = new Redlock(locks.urls, { nodeTimeoutMs: 250 });
+      const lease = await holder.acquire(leaseResource(schedule.id, 'skip', 0), 30_000);
+      const replica = startReplica('i1', [schedule]);
+      // Not the replica's first tick (that one has no known previous run and is contested when due):
+      // contested ahead at tick - 2 s while the previous run holds the lease, which it releases 1 s before the tick.
+      const tick = Math.ceil((Date.now() + 6500) / 4000) * 4000;
+      await sleep(tick - 1000 - Date.now());
+      await holder.release(lease);
+      await holder.close();
+      await sleep(tick + 1000 - Date.now());
+      await stopReplica(replica);
+      const seen = outcomes.filter((o) => o.schedule === schedule.id);
+      expect(seen.filter((o) => o.tickMs < tick).map((o) => o.outcome)).toContain('skipped-overlap');
+      const atTick = seen.filter((o) => o.tickMs === tick);
+      expect(atTick.map((o) => o.outcome)).toEqual(['enqueued']);
+      expect(atTick[0]?.lagMs).toBeGreaterThanOrEqual(0);
+    });
+
+    it('overlap cancel-previous: the running run is revoked when the next tick is due, not during the lead', async () => {
+      // Every 2 s, lease TTL 3 s (lead 1 s). No worker takes the jobs over, so each run's lease is held
+      // by its queued job for 3 s: every later tick finds it taken ahead, and must revoke it only when due.
+      const schedule = scheduleFixture({ id: 'team-i/cancel', cron: '*/2 * * * * *', overlap: 'cancel-previous', leaseTtlMs: 3000 });
+      const from = Date.now();
+      const replica = startReplica('i2', [schedule]);
+      await sleep(6500);
+      await stopReplica(replica);
+      const enqueued = outcomes.filter((o) => o.schedule === schedule.id && o.outcome === 'enqueued' && o.tickMs > from);
+      const revoking = (await Promise.all(enqueued.map(async (o) => ({ tickMs: o.tickMs, ...(await storedDueMs(schedule.id, o.tickMs)) })))).filter((job) => job.dueMs > job.tickMs);
+      expect(revoking.length).toBeGreaterThan(0);
+      // Revoked at the tick (or later): the new run is due one lease TTL after that. Revoked at the contest ahead, it would be 1 s earlier.
+      for (const job of revoking) expect(job.dueMs - job.tickMs).toBeGreaterThanOrEqual(3000);
+    });
   });
 });

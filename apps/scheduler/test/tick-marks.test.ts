@@ -70,7 +70,7 @@ describe('high-water marks: ticks missed while no replica ran', () => {
     const first = startReplica('a0', [plain, withCatchUp], 300);
     await sleep(2500);
     await first.stop();
-    await sleep(4000); // every replica down: about 4 ticks of each schedule fall in the gap
+    await sleep(5500); // every replica down: about 4 ticks of each schedule fall in the gap (a0 took up ticks up to its contest lead, 1.7 s, ahead)
     const restarted = [startReplica('b0', [plain, withCatchUp]), startReplica('b1', [plain, withCatchUp])];
     await sleep(3000); // past the gap check (1.5 s after start)
     await Promise.all(restarted.map((replica) => replica.stop()));

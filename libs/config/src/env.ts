@@ -32,6 +32,8 @@ interface CommonEnv {
 export interface SchedulerEnv extends CommonEnv {
   /** `TICKWARDEN_REPLICA_ID`, default `os.hostname()` (the pod name on Kubernetes). */
   replicaId: string;
+  /** `TICKWARDEN_CONTEST_LEAD`: how long before its run is due a tick is contested and enqueued, ms; `undefined` means the scheduler's default (5 s). */
+  contestLeadMs: number | undefined;
 }
 
 export interface WorkerEnv extends CommonEnv {
@@ -64,7 +66,8 @@ export function parseSchedulerEnv(env: Env): EnvResult<SchedulerEnv> {
       replicaId === '' ? 'is not set and os.hostname() is empty: set it to a name unique among the replicas' : `expected a name without spaces or control characters, got ${quote(replicaId)}`,
     );
   }
-  return reader.result(() => ({ ...common(), replicaId }));
+  const contestLeadMs = reader.get('TICKWARDEN_CONTEST_LEAD') === undefined ? undefined : readDuration(reader, 'TICKWARDEN_CONTEST_LEAD', 0, 0);
+  return reader.result(() => ({ ...common(), replicaId, contestLeadMs }));
 }
 
 /** Reads the worker's environment, like `parseSchedulerEnv`. */

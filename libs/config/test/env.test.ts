@@ -28,6 +28,7 @@ describe('parseSchedulerEnv', () => {
       httpPort: 8080,
       logLevel: 'info',
       replicaId: hostname(),
+      contestLeadMs: undefined,
     });
   });
 
@@ -40,6 +41,7 @@ describe('parseSchedulerEnv', () => {
         TICKWARDEN_REPLICA_ID: 'scheduler-7d9f-abc',
         TICKWARDEN_HTTP_PORT: '0',
         LOG_LEVEL: 'debug',
+        TICKWARDEN_CONTEST_LEAD: '0s',
         UNRELATED: 'x',
       }),
     );
@@ -47,6 +49,7 @@ describe('parseSchedulerEnv', () => {
       lockNodes: ['redis://:s3cret@lock-0:6379', 'rediss://lock-1:6380', 'redis://lock-2'],
       lockQuorum: 3,
       replicaId: 'scheduler-7d9f-abc',
+      contestLeadMs: 0,
       httpPort: 0,
       logLevel: 'debug',
     });
@@ -98,6 +101,11 @@ describe('parseSchedulerEnv', () => {
     ['2.5', false],
   ])('with 3 lock nodes, quorum %s is valid: %s', (quorum, valid) => {
     expect(parseSchedulerEnv({ ...base, TICKWARDEN_LOCK_QUORUM: quorum }).ok).toBe(valid);
+  });
+
+  it('reads the contest lead as a duration', () => {
+    expect(valueOf(parseSchedulerEnv({ ...base, TICKWARDEN_CONTEST_LEAD: '2.5s' })).contestLeadMs).toBe(2500);
+    expect(errorsOf(parseSchedulerEnv({ ...base, TICKWARDEN_CONTEST_LEAD: '5' }))).toEqual([{ variable: 'TICKWARDEN_CONTEST_LEAD', message: 'expected a duration such as 20s or 1m30s, got "5"' }]);
   });
 
   it('accepts a single lock node', () => {
