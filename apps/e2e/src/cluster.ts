@@ -1,5 +1,6 @@
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
+import { PROCESS_NODE_FLAGS } from '@tickwarden/runtime';
 import { freePort, ManagedProcess, startRedisNodes, type ClientLink, type RedisDriver, type RedisNodes } from '@tickwarden/testkit';
 
 /** The two kinds of Tickwarden process. */
@@ -95,7 +96,7 @@ export class Cluster {
       ...(clockOffsetMs === 0 ? {} : skewedClockEnv(clockOffsetMs)),
       ...this.#options.env,
     };
-    const process_ = ManagedProcess.start({ name, command: process.execPath, args: ['--conditions=@tickwarden/source', ENTRY[role]], env });
+    const process_ = ManagedProcess.start({ name, command: process.execPath, args: ['--conditions=@tickwarden/source', ...PROCESS_NODE_FLAGS[role], ENTRY[role]], env });
     const app: AppProcess = { name, role, process: process_, httpPort, link, clockOffsetMs };
     this.started.push(app);
     this.#running.set(name, app);

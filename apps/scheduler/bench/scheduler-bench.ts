@@ -17,7 +17,7 @@
  * Knobs (for quick runs; the defaults are the benchmark): BENCH_WINDOW_S (60),
  * BENCH_BOUNDARIES (2), BENCH_SCENARIOS (`ab,c`), BENCH_SYSTEMS (`tickwarden,bullmq`);
  * BENCH_LOG_DIR=<dir> keeps every process's output there; BENCH_TW_LOG_LEVEL (`info`) is the replicas' LOG_LEVEL;
- * BENCH_TW_NODE_FLAGS (none) are extra node flags of the replicas, e.g. `--optimize-for-size` (see the README's memory section).
+ * BENCH_TW_NODE_FLAGS (default the deployed `PROCESS_NODE_FLAGS.scheduler` of @tickwarden/runtime; empty for none) are the replicas' node flags.
  */
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
@@ -27,6 +27,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { queueName } from '@tickwarden/contracts';
+import { PROCESS_NODE_FLAGS } from '@tickwarden/runtime';
 import { freePort, ManagedProcess, sleep, startRedisNodes, type RedisNode, type RedisNodes } from '@tickwarden/testkit';
 import { Redis } from 'ioredis';
 
@@ -52,8 +53,8 @@ const SCENARIOS = (process.env['BENCH_SCENARIOS'] ?? 'ab,c').split(',');
 const SAMPLE_MS = 1_000;
 /** The replicas' LOG_LEVEL (the bench needs at least `info`; `debug` adds lost-race and the like to the logs BENCH_LOG_DIR keeps). */
 const TW_LOG_LEVEL = process.env['BENCH_TW_LOG_LEVEL'] ?? 'info';
-/** Extra node flags of the scheduler replicas (space-separated; default none), to compare V8 heap settings. */
-const TW_NODE_FLAGS = (process.env['BENCH_TW_NODE_FLAGS'] ?? '').split(' ').filter((flag) => flag !== '');
+/** Node flags of the scheduler replicas (space-separated; empty: none); default the deployed ones (`PROCESS_NODE_FLAGS`). */
+const TW_NODE_FLAGS = (process.env['BENCH_TW_NODE_FLAGS'] ?? PROCESS_NODE_FLAGS.scheduler.join(' ')).split(' ').filter((flag) => flag !== '');
 /** When set, every process's output is written there (`<phase>-<process>.log`) at the end of its phase. */
 const LOG_DIR = process.env['BENCH_LOG_DIR'];
 /** How long after a window the consumer may still bring in its ticks. */
@@ -911,7 +912,7 @@ interface BoundaryResult {
   commandsPerSchedule: number;
   redis: RedisDelta;
   slow: SlowSummary;
-  /** Tickwarden replicas' /metrics after the boundary (event-loop delay from 3 s before it). */
+  /** Tickwarden replicas' /metrics after the boundary (event-loop delay from `BURST_LEAD_IN_MS` before it). */
   replicaMetrics: ReplicaMetrics[];
   /** Members that had exited on their own and were started again (as Kubernetes would) before this boundary. */
   restartedBefore: string[];
@@ -930,6 +931,9 @@ interface BurstResult {
   readyMetrics: ReplicaMetrics[];
   crashes: Crash[];
 }
+
+/** A boundary's statistics (Redis commands, SLOWLOG, event-loop delay) start this long before it: Tickwarden contests its ticks up to its contest lead (5 s) ahead. */
+const BURST_LEAD_IN_MS = 8000;
 
 /** Polls the count of the queue's delayed jobs due at or before `tickMs` until it is 0; resolves the wall time, or null. */
 async function pollDelayedDrained(url: string, queue: string, tickMs: number, deadline: number): Promise<number | null> {
@@ -958,7 +962,7 @@ async function runBurst(system: System): Promise<BurstResult> {
     const startupMs = Date.now() - t0;
     const readyMetrics = await fleet.scrapeMembers();
     if (system === 'bullmq') log(`  upserts: ${fleet.upserts.map((u) => `${u.name} ${u.ms} ms${u.errors ? ` (${u.errors} errors)` : ''}`).join(', ')}`);
-    const first = ceilTo(Date.now() + 3000, 60_000);
+    const first = ceilTo(Date.now() + BURST_LEAD_IN_MS + 2000, 60_000);
     const boundaries: BoundaryResult[] = [];
     const from = Date.now();
     for (let k = 0; k < BOUNDARIES; k++) {
@@ -971,7 +975,7 @@ async function runBurst(system: System): Promise<BurstResult> {
         await fleet.startMember(slot, k, 120_000);
       }
       log(`  boundary ${new Date(boundary).toISOString()} (in ${Math.round((boundary - Date.now()) / 1000)} s)`);
-      await sleepUntil(boundary - 3000);
+      await sleepUntil(boundary - BURST_LEAD_IN_MS);
       await fleet.scrapeMembers();
       const snap0 = await redisSnapshot(fleet.nodes);
       const deadline = boundary + BURST_WAIT_MS;
@@ -1009,7 +1013,7 @@ async function runBurst(system: System): Promise<BurstResult> {
     const slow = await readSlowlog(fleet.nodes);
     for (const b of boundaries) {
       const at = Date.parse(b.boundary);
-      b.slow = summarizeSlowlog(slow, at - 3000, at + BURST_WAIT_MS, fleet.nodes);
+      b.slow = summarizeSlowlog(slow, at - BURST_LEAD_IN_MS, at + BURST_WAIT_MS, fleet.nodes);
     }
     await fleet.stopAll();
     return {
@@ -1177,7 +1181,7 @@ function burstTables(results: Partial<Record<System, BurstResult>>): string[] {
           const x = b(s);
           if (!x) return 'not run';
           const at = Date.parse(x.boundary);
-          return crashText(r(s).crashes.filter((c) => Date.parse(c.at) >= at - 3000 && Date.parse(c.at) <= at + BURST_WAIT_MS));
+          return crashText(r(s).crashes.filter((c) => Date.parse(c.at) >= at - BURST_LEAD_IN_MS && Date.parse(c.at) <= at + BURST_WAIT_MS));
         },
       ],
     );

@@ -1,5 +1,5 @@
 import { leaseResource, tickClaim, tickJobId } from '@tickwarden/contracts';
-import { ClaimAlreadyGrantedError, LockTakenError, QuorumUnavailableError, RedlockError, systemClock, type Clock, type Lease, type Redlock } from '@tickwarden/redlock';
+import { ClaimAlreadyGrantedError, LockTakenError, QuorumUnavailableError, RedlockError, systemClock, type BatchResult, type Clock, type Lease, type Redlock } from '@tickwarden/redlock';
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import { ControlState, type TickRecord } from './control.ts';
@@ -83,6 +83,14 @@ interface HistoryEntry {
 
 /** Default of `SchedulerOptions.contestLeadMs`, ms. */
 export const DEFAULT_CONTEST_LEAD_MS = 5000;
+
+/**
+ * Ticks contested per batch call (the lock library's default `maxBatchSize`). A bigger set (a
+ * 10,000-tick boundary) is contested slice after slice, each enqueued while the next is contested:
+ * a replica holds the requests, replies and jobs of two slices at a time, not of all (its memory
+ * peak), and the lock nodes run the same calls, which they would run one after the other anyway.
+ */
+const CONTEST_SLICE = 2000;
 
 /** Contest settings for ticks: quick retries for split votes among replicas; no waiter marks (all contenders fire once). */
 const CONTEST = Object.freeze({ retryCount: 4, retryDelayMs: 15, retryJitterMs: 30, yieldToWaiters: false });
@@ -368,34 +376,44 @@ export class Scheduler {
       if (schedule.paused || this.#paused.has(schedule.id)) this.#record('skipped-paused', schedule, tick.tickMs, this.#wallNow() - tick.tickMs);
       else contested.push({ tick, schedule });
     }
-    // One batch call per lock node for all ticks due now (one per distinct lease TTL).
+    // One batch call per lock node for all ticks due now (one per distinct lease TTL), slice after slice.
     const byTtl = Map.groupBy(contested, (entry) => entry.schedule.leaseTtlMs);
     await Promise.all(
       [...byTtl].map(async ([ttlMs, entries]) => {
-        const requests = entries.map(({ tick, schedule }) => ({ resource: leaseResource(schedule.id, schedule.overlap, tick.tickMs), claim: tickClaim(tick.tickMs) }));
-        const results = await redlock.acquireBatch(requests, ttlMs, { ...CONTEST, nodeTimeoutMs: contestNodeTimeoutMs(ttlMs, requests.length) });
-        const won = results.flatMap((result, i) => (result.ok ? [{ ...(entries[i] as (typeof entries)[number]), lease: result.lease }] : []));
-        await Promise.all([
-          this.#enqueueWon(won),
-          ...results.map((result, i) => {
-            const { tick, schedule } = entries[i] as (typeof entries)[number];
-            if (result.ok) return undefined;
-            const outcome = this.#lostOutcome(result.error);
-            // Contested ahead: the previous run may end, or the quorum come back, before this run is due.
-            if ((outcome === 'skipped-overlap' || outcome === 'lock-unavailable') && !tick.atDue && tick.contestAtMs < tick.dueMs) {
-              this.#heap.push({ ...tick, contestAtMs: tick.dueMs, atDue: true });
-              return undefined;
-            }
-            if (outcome === 'skipped-overlap' && schedule.overlap === 'cancel-previous') return this.#cancelPrevious(schedule, tick);
-            this.#record(outcome, schedule, tick.tickMs, this.#wallNow() - tick.tickMs, result.error);
-            // A live winner retries its enqueue for half the lease TTL: look only after that, so a slow winner is not doubled.
-            if (outcome === 'lost-race') this.#watchForOrphan(schedule, tick, Math.max(ORPHAN_CHECK_DELAY_MS, schedule.leaseTtlMs / 2 + 1000));
-            return undefined;
-          }),
-        ]);
+        const settling: Promise<void>[] = [];
+        for (let from = 0; from < entries.length; from += CONTEST_SLICE) {
+          const slice = entries.slice(from, from + CONTEST_SLICE);
+          const requests = slice.map(({ tick, schedule }) => ({ resource: leaseResource(schedule.id, schedule.overlap, tick.tickMs), claim: tickClaim(tick.tickMs) }));
+          const results = await redlock.acquireBatch(requests, ttlMs, { ...CONTEST, nodeTimeoutMs: contestNodeTimeoutMs(ttlMs, requests.length) });
+          settling.push(this.#settleContest(slice, results));
+        }
+        await Promise.all(settling);
       }),
     );
     if (this.#running) this.#arm();
+  }
+
+  /** Enqueues the won ticks of a contest and records (or contests again when due, or recovers later) the others. */
+  async #settleContest(entries: { tick: PendingTick; schedule: Schedule }[], results: BatchResult<Lease>[]): Promise<void> {
+    const won = results.flatMap((result, i) => (result.ok ? [{ ...(entries[i] as (typeof entries)[number]), lease: result.lease }] : []));
+    await Promise.all([
+      this.#enqueueWon(won),
+      ...results.map((result, i) => {
+        const { tick, schedule } = entries[i] as (typeof entries)[number];
+        if (result.ok) return undefined;
+        const outcome = this.#lostOutcome(result.error);
+        // Contested ahead: the previous run may end, or the quorum come back, before this run is due.
+        if ((outcome === 'skipped-overlap' || outcome === 'lock-unavailable') && !tick.atDue && tick.contestAtMs < tick.dueMs) {
+          this.#heap.push({ ...tick, contestAtMs: tick.dueMs, atDue: true });
+          return undefined;
+        }
+        if (outcome === 'skipped-overlap' && schedule.overlap === 'cancel-previous') return this.#cancelPrevious(schedule, tick);
+        this.#record(outcome, schedule, tick.tickMs, this.#wallNow() - tick.tickMs, result.error);
+        // A live winner retries its enqueue for half the lease TTL: look only after that, so a slow winner is not doubled.
+        if (outcome === 'lost-race') this.#watchForOrphan(schedule, tick, Math.max(ORPHAN_CHECK_DELAY_MS, schedule.leaseTtlMs / 2 + 1000));
+        return undefined;
+      }),
+    ]);
   }
 
   /**

@@ -221,6 +221,13 @@ describe('each policy catches what it is for (fed a mutated prod render)', () =>
       'worker: terminationGracePeriodSeconds 50 is not above its drain (55 s)',
     ]);
   });
+
+  it('nodeFlags: a scheduler started without its V8 flag', () => {
+    const objects = mutated((o) => {
+      container(o, 'scheduler').args = ['apps/scheduler/src/main.ts'];
+    });
+    expect(policies.nodeFlags(objects)).toEqual(['scheduler: args ["apps/scheduler/src/main.ts"], expected ["--optimize-for-size","apps/scheduler/src/main.ts"] (PROCESS_NODE_FLAGS of @tickwarden/runtime, then the app\'s main.ts)']);
+  });
 });
 
 describe('per overlay', () => {

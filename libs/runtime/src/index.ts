@@ -3,3 +3,4 @@ export { startHttpServer, type ReadinessCheck } from './http-server.ts';
 export { startLiveConfig, type LiveConfig, type LiveConfigOptions } from './live-config.ts';
 export { runMain, untilStopSignal } from './process-main.ts';
 export { ProcessMetrics } from './process-metrics.ts';
+export { PROCESS_NODE_FLAGS } from './node-flags.ts';

@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { formatConfigError, validateConfigTexts, type ConfigText, type TickwardenConfig } from '@tickwarden/config';
+import { PROCESS_NODE_FLAGS } from '@tickwarden/runtime';
 import type { IContainer } from 'kubernetes-models/v1/Container';
 import type { IProbe } from 'kubernetes-models/v1/Probe';
 import { APP_ENV_PARSERS, resolveEnv, variablesRead, type EnvSources, type ResolvedEnv } from './env.ts';
@@ -377,6 +378,14 @@ export const gracePeriods: Policy = (objects) => {
 };
 
 /** Every policy, by name: each overlay must satisfy all of them. */
+/** Each app container runs its `main.ts` with the node flags of `PROCESS_NODE_FLAGS` (the benchmark and the local stack use the same). */
+export const nodeFlags: Policy = (objects) =>
+  APP_COMPONENTS.flatMap((name) => {
+    const expected = [...PROCESS_NODE_FLAGS[name], `apps/${name}/src/main.ts`];
+    const args = mainContainer(appWorkload(objects, name)).args ?? [];
+    return JSON.stringify(args) === JSON.stringify(expected) ? [] : [`${name}: args ${JSON.stringify(args)}, expected ${JSON.stringify(expected)} (PROCESS_NODE_FLAGS of @tickwarden/runtime, then the app's main.ts)`];
+  });
+
 export const POLICIES: Readonly<Record<string, Policy>> = {
   probes,
   resources,
@@ -392,4 +401,5 @@ export const POLICIES: Readonly<Record<string, Policy>> = {
   redisNetworkPolicy,
   schedules,
   gracePeriods,
+  nodeFlags,
 };
