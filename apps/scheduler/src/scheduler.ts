@@ -84,14 +84,6 @@ interface HistoryEntry {
 /** Default of `SchedulerOptions.contestLeadMs`, ms. */
 export const DEFAULT_CONTEST_LEAD_MS = 5000;
 
-/**
- * Ticks contested per batch call (the lock library's default `maxBatchSize`). A bigger set (a
- * 10,000-tick boundary) is contested slice after slice, each enqueued while the next is contested:
- * a replica holds the requests, replies and jobs of two slices at a time, not of all (its memory
- * peak), and the lock nodes run the same calls, which they would run one after the other anyway.
- */
-const CONTEST_SLICE = 2000;
-
 /** Contest settings for ticks: quick retries for split votes among replicas; no waiter marks (all contenders fire once). */
 const CONTEST = Object.freeze({ retryCount: 4, retryDelayMs: 15, retryJitterMs: 30, yieldToWaiters: false });
 
@@ -376,18 +368,13 @@ export class Scheduler {
       if (schedule.paused || this.#paused.has(schedule.id)) this.#record('skipped-paused', schedule, tick.tickMs, this.#wallNow() - tick.tickMs);
       else contested.push({ tick, schedule });
     }
-    // One batch call per lock node for all ticks due now (one per distinct lease TTL), slice after slice.
+    // One batch call per lock node for all ticks due now (one per distinct lease TTL).
     const byTtl = Map.groupBy(contested, (entry) => entry.schedule.leaseTtlMs);
     await Promise.all(
       [...byTtl].map(async ([ttlMs, entries]) => {
-        const settling: Promise<void>[] = [];
-        for (let from = 0; from < entries.length; from += CONTEST_SLICE) {
-          const slice = entries.slice(from, from + CONTEST_SLICE);
-          const requests = slice.map(({ tick, schedule }) => ({ resource: leaseResource(schedule.id, schedule.overlap, tick.tickMs), claim: tickClaim(tick.tickMs) }));
-          const results = await redlock.acquireBatch(requests, ttlMs, { ...CONTEST, nodeTimeoutMs: contestNodeTimeoutMs(ttlMs, requests.length) });
-          settling.push(this.#settleContest(slice, results));
-        }
-        await Promise.all(settling);
+        const requests = entries.map(({ tick, schedule }) => ({ resource: leaseResource(schedule.id, schedule.overlap, tick.tickMs), claim: tickClaim(tick.tickMs) }));
+        const results = await redlock.acquireBatch(requests, ttlMs, { ...CONTEST, nodeTimeoutMs: contestNodeTimeoutMs(ttlMs, requests.length) });
+        await this.#settleContest(entries, results);
       }),
     );
     if (this.#running) this.#arm();
