@@ -932,8 +932,8 @@ interface BurstResult {
   crashes: Crash[];
 }
 
-/** A boundary's statistics (Redis commands, SLOWLOG, event-loop delay) start this long before it: Tickwarden contests its ticks up to its contest lead (4.5 s) ahead. */
-const BURST_LEAD_IN_MS = 8000;
+/** A boundary's statistics (Redis commands, SLOWLOG, event-loop delay) start this long before it: Tickwarden contests its ticks up to its contest lead (9.5 s) ahead. */
+const BURST_LEAD_IN_MS = 12_000;
 
 /** Polls the count of the queue's delayed jobs due at or before `tickMs` until it is 0; resolves the wall time, or null. */
 async function pollDelayedDrained(url: string, queue: string, tickMs: number, deadline: number): Promise<number | null> {

@@ -38,9 +38,9 @@ export interface SchedulerOptions {
   maxWaitMs?: number;
   /**
    * How long before its run is due a tick is contested and its job enqueued (a BullMQ delayed job
-   * that becomes waiting at the due time), ms (default 4 500; per schedule at most a third of its
+   * that becomes waiting at the due time), ms (default 9 500; per schedule at most a third of its
    * lease TTL; 0 = contest at the due time). The contest and the enqueue take time (about 0.4 s for
-   * 1,000 ticks, 3-4 s for 10,000 on the benchmark machine); done ahead, the job is waiting when
+   * 1,000 ticks, 3-6 s for 10,000 on the benchmark machine); done ahead, the job is waiting when
    * its run is due. `skip` and `cancel-previous` ticks whose previous run is due within the lead
    * are contested at the due time instead (the previous run would still hold the lease), and one
    * whose contest ahead finds the lease taken (or no quorum) is contested again at the due time.
@@ -82,13 +82,14 @@ interface HistoryEntry {
 }
 
 /**
- * Default of `SchedulerOptions.contestLeadMs`, ms. Half a second off whole seconds: most ticks
- * fall on whole seconds (or minutes), so their contests (CPU on every replica, scripts on every
- * lock node, adds on the queue Redis) run between the moments earlier ticks' jobs start. With a
- * whole 5 s, 1,000 per-second ticks started at p50 / p99 about 420 / 700-830 ms after their tick
- * in the benchmark; with 4.5 s, 144 / 476 ms (`BENCHMARK.md`).
+ * Default of `SchedulerOptions.contestLeadMs`, ms: longer than contesting and enqueueing 10,000
+ * ticks due at one instant took on the benchmark machine (3-6 s), and half a second off whole
+ * seconds: most ticks fall on whole seconds (or minutes), so their contests (CPU on every replica,
+ * scripts on every lock node, adds on the queue Redis) run between the moments earlier ticks'
+ * jobs start. With a whole 5 s, 1,000 per-second ticks started at p50 / p99 about 420 /
+ * 700-830 ms after their tick in the benchmark; with 4.5 s, 144 / 476 ms (`BENCHMARK.md`).
  */
-export const DEFAULT_CONTEST_LEAD_MS = 4500;
+export const DEFAULT_CONTEST_LEAD_MS = 9500;
 
 /** Contest settings for ticks: quick retries for split votes among replicas; no waiter marks (all contenders fire once). */
 const CONTEST = Object.freeze({ retryCount: 4, retryDelayMs: 15, retryJitterMs: 30, yieldToWaiters: false });

@@ -310,7 +310,7 @@ describe('replicated schedulers', () => {
     }
 
     it('overlap allow: the job is enqueued before its tick, as a delayed job that becomes ready at the due time', async () => {
-      // Lease TTL 6 s: the lead is min(4.5 s default, a third of the TTL) = 2 s.
+      // Lease TTL 6 s: the lead is min(9.5 s default, a third of the TTL) = 2 s.
       const schedule = scheduleFixture({ id: 'team-i/ahead', cron: '*/3 * * * * *', overlap: 'allow', leaseTtlMs: 6000 });
       const replica = startReplica('i0', [schedule]);
       const tick = Math.ceil((Date.now() + 3000) / 3000) * 3000;

@@ -32,7 +32,7 @@ interface CommonEnv {
 export interface SchedulerEnv extends CommonEnv {
   /** `TICKWARDEN_REPLICA_ID`, default `os.hostname()` (the pod name on Kubernetes). */
   replicaId: string;
-  /** `TICKWARDEN_CONTEST_LEAD`: how long before its run is due a tick is contested and enqueued, ms; `undefined` means the scheduler's default (4.5 s). */
+  /** `TICKWARDEN_CONTEST_LEAD`: how long before its run is due a tick is contested and enqueued, ms; `undefined` means the scheduler's default (9.5 s). */
   contestLeadMs: number | undefined;
 }
 
