@@ -522,9 +522,10 @@ export class Scheduler {
     if (outcome === 'enqueued' || outcome === 'recovered' || outcome === 'enqueue-failed') {
       this.#queueHistory({ scheduleId: schedule.id, tick: { tickMs, outcome, lagMs, fence: extra.fence, jobId: extra.jobId, replica: replicaId } });
     }
+    const level = outcome === 'enqueued' || outcome === 'recovered' ? 'info' : outcome === 'missed' || outcome === 'enqueue-failed' || outcome === 'lock-unavailable' ? 'warn' : 'debug';
+    // Most ticks of a replica are lost races, logged at debug: no fields are built for a level that is off.
+    if (!logger.isLevelEnabled(level)) return;
     const fields = { replica: replicaId, schedule: schedule.id, tick: new Date(tickMs).toISOString(), outcome, lagMs, ...extra };
-    if (outcome === 'enqueued' || outcome === 'recovered') logger.info(fields, `tick ${outcome}`);
-    else if (outcome === 'missed' || outcome === 'enqueue-failed' || outcome === 'lock-unavailable') logger.warn({ ...fields, err: error }, `tick ${outcome}`);
-    else logger.debug(fields, `tick ${outcome}`);
+    logger[level](level === 'warn' ? { ...fields, err: error } : fields, `tick ${outcome}`);
   }
 }
