@@ -153,6 +153,10 @@ async function status(id: string | undefined): Promise<number> {
       const queue = new Queue(queueName(schedule.queue), { connection: redis });
       try {
         for (const run of await control.history(schedule.id, 5)) {
+          if (run.gap) {
+            say(`  ${new Date(run.gap.firstTickMs).toISOString()} .. ${new Date(run.tickMs).toISOString()}  missed  ${run.gap.count}${run.gap.atLeast ? ' or more' : ''} ticks while no replica ran  found by ${run.replica}`);
+            continue;
+          }
           const job = run.jobId ? await queue.getJob(run.jobId) : undefined;
           const state = job ? await job.getState() : run.outcome === 'enqueued' ? 'removed' : run.outcome;
           say(`  ${new Date(run.tickMs).toISOString()}  ${run.outcome}  job ${state}  ${run.lagMs < 0 ? `${-run.lagMs} ms ahead` : `lag ${run.lagMs} ms`}  fence ${run.fence ?? '-'}  by ${run.replica}`);

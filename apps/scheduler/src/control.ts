@@ -46,6 +46,8 @@ export interface TickRecord {
   fence: number | undefined;
   jobId: string | undefined;
   replica: string;
+  /** Ticks missed while no replica ran, recorded as one entry at the last of them (`tickMs`) by the replica that found the gap. */
+  gap?: { firstTickMs: number; count: number; atLeast: boolean };
 }
 
 export class ControlState {

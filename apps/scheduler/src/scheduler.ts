@@ -213,8 +213,9 @@ export class Scheduler {
     this.#running = false;
     this.#options.clock.clearTimeout(this.#timer);
     while (this.#inFlight.size > 0) await Promise.allSettled([...this.#inFlight]);
-    await this.#writeHistory().catch((error: unknown) => this.#options.logger.warn({ err: error }, 'could not record tick history'));
+    // Marks first: a gap check run as the replica stops adds to the history.
     if (this.#started) await this.#flushMarks(this.#wallNow(), true).catch((error: unknown) => this.#options.logger.warn({ err: error }, 'could not write tick marks'));
+    await this.#writeHistory().catch((error: unknown) => this.#options.logger.warn({ err: error }, 'could not record tick history'));
     await this.#enqueuer.close();
   }
 
@@ -283,6 +284,11 @@ export class Scheduler {
     for (const tick of ticks) this.#options.onOutcome?.('missed', schedule, tick, now - tick);
     const last = truncated ? planner.previous(beforeMs) : ticks.at(-1);
     const { logger, replicaId } = this.#options;
+    const lastMs = last ?? (ticks.at(-1) as number);
+    this.#queueHistory({
+      scheduleId: schedule.id,
+      tick: { tickMs: lastMs, outcome: 'missed', lagMs: now - lastMs, fence: undefined, jobId: undefined, replica: replicaId, gap: { firstTickMs: ticks[0] as number, count: ticks.length, atLeast: truncated } },
+    });
     const fields = {
       replica: replicaId,
       schedule: schedule.id,

@@ -86,6 +86,11 @@ describe('high-water marks: ticks missed while no replica ran', () => {
       expect(gapLines(schedule.id).map((line) => [line['missed'], line['firstTick'], line['lastTick']])).toEqual([
         [expected.length, new Date(expected[0] as number).toISOString(), new Date(expected.at(-1) as number).toISOString()],
       ]);
+      // The history `tickwarden status` shows: one entry for the gap.
+      const connection = new Redis(queueRedis.urls[0] ?? '', { maxRetriesPerRequest: null });
+      const gaps = (await new ControlState(connection).history(schedule.id)).filter((run) => run.gap);
+      connection.disconnect();
+      expect(gaps).toEqual([expect.objectContaining({ outcome: 'missed', tickMs: expected.at(-1), gap: { firstTickMs: expected[0], count: expected.length, atLeast: false } })]);
     }
     const missedPlain = of(plain.id, ['b0', 'b1']).filter((o) => o.outcome === 'missed').length;
     const missedCatchUp = of(withCatchUp.id, ['b0', 'b1']).filter((o) => o.outcome === 'missed');
