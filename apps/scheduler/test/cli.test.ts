@@ -11,6 +11,7 @@ import { Redis } from 'ioredis';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Scheduler, type TickOutcome } from '../src/index.ts';
+import { ControlState } from '../src/control.ts';
 
 const BIN = fileURLToPath(new URL('../bin/tickwarden.js', import.meta.url));
 
@@ -100,7 +101,11 @@ describe('tickwarden CLI', () => {
       expect((await q.getJob(jobId))?.data.schedule).toBe('ops/nightly');
       await q.close();
 
+      // A gap a starting replica found (tick-marks.test.ts records real ones): one line.
+      const gap = { firstTickMs: Date.UTC(2026, 10, 26, 3, 0, 1), count: 4, atLeast: false };
+      await new ControlState(connection).record([{ scheduleId: 'ops/nightly', tick: { tickMs: gap.firstTickMs + 3000, outcome: 'missed', lagMs: 9000, fence: undefined, jobId: undefined, replica: 'b0', gap } }]);
       const status = cli('status').out;
+      expect(status).toContain('  2026-11-26T03:00:01.000Z .. 2026-11-26T03:00:04.000Z  missed  4 ticks while no replica ran  found by b0');
       expect(status).toContain('ops/nightly  30 2 * * * (Europe/Berlin)  active');
       expect(status).toMatch(/ops\/nightly[\s\S]*triggered {2}job (waiting|delayed)[\s\S]*fence \d+ {2}by cli/);
       expect(status).toMatch(/ops\/every-second[\s\S]*enqueued {2}job (waiting|delayed) {2}(lag \d+ ms|\d+ ms ahead) {2}fence \d+ {2}by cli-test/);
