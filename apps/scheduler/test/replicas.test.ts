@@ -325,6 +325,24 @@ describe('replicated schedulers', () => {
       expect(stored).toEqual({ dueMs: tick, state: 'delayed', readyAtMs: tick });
     });
 
+    it('contestLeadMs 0 contests when due; a negative lead is refused naming the setting', async () => {
+      const schedule = scheduleFixture({ id: 'team-i/no-lead', cron: '* * * * * *', overlap: 'allow', leaseTtlMs: 6000 });
+      const redlock = new Redlock(locks.urls, { nodeTimeoutMs: 250 });
+      const queueConnection = new Redis(queueRedis.urls[0] ?? '', { maxRetriesPerRequest: null });
+      const options = { replicaId: 'i3', redlock, queueConnection, logger: pino({ level: 'silent' }) };
+      expect(() => new Scheduler({ ...options, contestLeadMs: -1 })).toThrow(/^contestLeadMs: expected a number of milliseconds >= 0, got -1$/);
+      const scheduler = new Scheduler({ ...options, contestLeadMs: 0, onOutcome: (outcome, s, tickMs, lagMs) => outcomes.push({ replica: 'i3', outcome, schedule: s.id, tickMs, lagMs }) });
+      scheduler.setSchedules([schedule]);
+      scheduler.start();
+      await sleep(2500);
+      await scheduler.stop();
+      await redlock.close();
+      queueConnection.disconnect();
+      const enqueued = outcomes.filter((o) => o.schedule === schedule.id && o.outcome === 'enqueued');
+      expect(enqueued.length).toBeGreaterThan(0);
+      expect(enqueued.every((o) => o.lagMs >= 0)).toBe(true);
+    });
+
     it('overlap skip: a contest ahead that finds the previous run holding the lease is contested again when due', async () => {
       const schedule = scheduleFixture({ id: 'team-i/skip', cron: '*/4 * * * * *', overlap: 'skip', leaseTtlMs: 6000 });
       const holder = new Redlock(locks.urls, { nodeTimeoutMs: 250 });

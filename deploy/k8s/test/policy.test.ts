@@ -1,6 +1,7 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { validateConfigText } from '@tickwarden/config';
+import { PROCESS_NODE_FLAGS } from '@tickwarden/runtime';
 import type { IContainer } from 'kubernetes-models/v1/Container';
 import type { IEnvVar } from 'kubernetes-models/v1/EnvVar';
 import { describe, expect, it } from 'vitest';
@@ -280,6 +281,11 @@ describe('schedules', () => {
       expect(files.find((candidate) => candidate.file.endsWith(`/${file}`))?.text).toBe(readFileSync(path.join(BASE_DIR, 'schedules', file), 'utf8'));
     }
   });
+});
+
+it('the image\'s default command is the scheduler with its node flags', () => {
+  const cmd = /^CMD (\[.*\])$/m.exec(readFileSync(DOCKERFILE, 'utf8'));
+  expect(JSON.parse(cmd?.[1] ?? 'null')).toEqual([...PROCESS_NODE_FLAGS.scheduler, 'apps/scheduler/src/main.ts']);
 });
 
 it('the app pods run as the image\'s user', () => {

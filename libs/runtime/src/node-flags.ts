@@ -8,9 +8,10 @@
  * schedules), but each burst of ticks (a 10,000-tick boundary, or 1,000 ticks every second)
  * allocates fast, and with default flags V8 grows the young generation and keeps old-generation
  * garbage until its (large) limit: 320-390 MB RSS per replica in the benchmark. With the flag
- * V8 collects sooner and gives pages back: 162-167 MB at 10,000 schedules, for about twice the
- * (small) CPU per tick (`npm run bench:scheduler`, apps/scheduler/BENCHMARK.md). The contest
- * lead hides the slower contest from the ticks.
+ * V8 collects sooner and gives pages back: 160-210 MB per replica at 10,000 schedules and
+ * 137-156 MB at 1,000 per-second schedules in the full benchmark runs, for about twice the
+ * replica CPU (`npm run bench:scheduler`, apps/scheduler/BENCHMARK.md). The contest lead hides
+ * the slower contest from the ticks.
  */
 export const PROCESS_NODE_FLAGS: Readonly<Record<'scheduler' | 'worker', readonly string[]>> = Object.freeze({
   scheduler: Object.freeze(['--optimize-for-size']),

@@ -377,7 +377,6 @@ export const gracePeriods: Policy = (objects) => {
   });
 };
 
-/** Every policy, by name: each overlay must satisfy all of them. */
 /** Each app container runs its `main.ts` with the node flags of `PROCESS_NODE_FLAGS` (the benchmark and the local stack use the same). */
 export const nodeFlags: Policy = (objects) =>
   APP_COMPONENTS.flatMap((name) => {
@@ -386,6 +385,7 @@ export const nodeFlags: Policy = (objects) =>
     return JSON.stringify(args) === JSON.stringify(expected) ? [] : [`${name}: args ${JSON.stringify(args)}, expected ${JSON.stringify(expected)} (PROCESS_NODE_FLAGS of @tickwarden/runtime, then the app's main.ts)`];
   });
 
+/** Every policy, by name: each overlay must satisfy all of them. */
 export const POLICIES: Readonly<Record<string, Policy>> = {
   probes,
   resources,
