@@ -1,13 +1,14 @@
 /**
  * The memory of one scheduler replica at N schedules (not part of `npm run bench:scheduler`, and
- * much lighter): starts 3 lock Redis and a queue Redis, generates one config file, runs
- * `apps/scheduler/src/main.ts` as its own process (LOG_LEVEL=info, as in the benchmark), samples
- * its RSS from /proc every 250 ms and reads its V8 heap from /metrics. Prints the RSS once the
+ * much lighter): starts 3 lock Redis and a queue Redis, generates one config file, builds the
+ * scheduler and runs `apps/scheduler/dist/main.js` as its own process, compiled as the image runs
+ * it (LOG_LEVEL=info, as in the benchmark; `--source` runs `src/main.ts` instead, with Node's type
+ * stripper), samples its RSS from /proc every 250 ms and reads its V8 heap from /metrics. Prints the RSS once the
  * replica has started (config loaded, every schedule's first tick planned) and the peak and last
  * RSS over the run, which crosses at least one minute boundary.
  *
  *   node --conditions=@tickwarden/source apps/scheduler/bench/replica-memory.ts \
- *     [--schedules 10000] [--patterns mix|minute|second] [--seconds 75] [--node-flag=--optimize-for-size ...]
+ *     [--schedules 10000] [--patterns mix|minute|second] [--seconds 75] [--node-flag=--optimize-for-size ...] [--source]
  *
  * `mix`: a realistic spread of patterns in 4 time zones (daily at many times, hourly, every few
  * minutes, a few per-minute; 4,703 distinct patterns at 10,000 schedules), so a few hundred ticks
@@ -21,8 +22,8 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { freePort, ManagedProcess, sleep, startRedisNodes } from '@tickwarden/testkit';
+import { compiledScheduler } from './compiled.ts';
 
-const MAIN = fileURLToPath(new URL('../src/main.ts', import.meta.url));
 const SAMPLE_MS = 250;
 const ZONES = ['UTC', 'Europe/Berlin', 'America/New_York', 'Asia/Tokyo'];
 
@@ -32,11 +33,13 @@ const { values } = parseArgs({
     patterns: { type: 'string', default: 'mix' },
     seconds: { type: 'string', default: '75' },
     'node-flag': { type: 'string', multiple: true, default: [] },
+    source: { type: 'boolean', default: false },
   },
 });
 const count = Number(values.schedules);
 const seconds = Number(values.seconds);
 const nodeFlags = values['node-flag'];
+const main = values.source ? { path: fileURLToPath(new URL('../src/main.ts', import.meta.url)), args: ['--conditions=@tickwarden/source'] } : { path: compiledScheduler(), args: [] };
 const FIXED_PATTERNS: Record<string, string> = { minute: '0 * * * * *', second: '* * * * * *' };
 if (values.patterns !== 'mix' && !(values.patterns in FIXED_PATTERNS)) throw new Error(`--patterns: mix, minute or second, got ${values.patterns}`);
 
@@ -66,7 +69,12 @@ const cpuSeconds = (pid: number): number => {
   return (Number(fields[11]) + Number(fields[12])) / 100;
 };
 
-const rssMb = (pid: number): number => Number(/^VmRSS:\s+(\d+) kB/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? Number.NaN) / 1024;
+/** Resident MB from /proc/PID/status: all, anonymous (heap, malloc) and file-backed (the node binary, libraries). */
+function rss(pid: number): { rssMb: number; anonMb: number; fileMb: number } {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  const mb = (field: string) => Number(new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? Number.NaN) / 1024;
+  return { rssMb: mb('VmRSS'), anonMb: mb('RssAnon'), fileMb: mb('RssFile') };
+}
 
 /** The replica's V8 heap and enqueued ticks, from its /metrics. */
 async function metrics(port: number): Promise<{ heapUsedMb: number; heapTotalMb: number; enqueued: number }> {
@@ -86,7 +94,7 @@ const port = await freePort();
 const replica = ManagedProcess.start({
   name: 'replica',
   command: process.execPath,
-  args: [...nodeFlags, '--conditions=@tickwarden/source', MAIN],
+  args: [...nodeFlags, ...main.args, main.path],
   env: {
     TICKWARDEN_CONFIG: dir,
     TICKWARDEN_LOCK_NODES: locks.urls.join(','),
@@ -100,22 +108,23 @@ try {
   const pid = replica.pid as number;
   await replica.waitForLine((line) => line.includes('"http listening"'), 'start', 120_000);
   const startCpu = cpuSeconds(pid);
-  const started = { rssMb: rssMb(pid), ...(await metrics(port)) };
+  const started = { ...rss(pid), ...(await metrics(port)) };
   const patterns = replica.records.find((record) => record['msg'] === 'scheduler started')?.['patterns'];
-  let peak = started.rssMb;
+  let peak = { rssMb: started.rssMb, anonMb: started.anonMb, fileMb: started.fileMb };
   const cpuAtStart = cpuSeconds(pid);
   for (const end = Date.now() + seconds * 1000; Date.now() < end; ) {
     await sleep(SAMPLE_MS);
-    peak = Math.max(peak, rssMb(pid));
+    const now = rss(pid);
+    if (now.rssMb > peak.rssMb) peak = now;
   }
   const cpuPct = ((cpuSeconds(pid) - cpuAtStart) / seconds) * 100;
-  const last = { rssMb: rssMb(pid), ...(await metrics(port)) };
+  const last = { ...rss(pid), ...(await metrics(port)) };
   const mb = (value: number) => value.toFixed(0);
   process.stdout.write(
     [
-      `${count} schedules (${values.patterns}: ${String(patterns)} distinct patterns), node flags: ${nodeFlags.join(' ') || 'none'}, Node ${process.version}`,
-      `started (config loaded, first ticks planned, ${startCpu.toFixed(1)} s CPU): RSS ${mb(started.rssMb)} MB, V8 heap used ${mb(started.heapUsedMb)} / total ${mb(started.heapTotalMb)} MB`,
-      `over the next ${seconds} s (${last.enqueued} ticks enqueued, ${cpuPct.toFixed(1)} % of a core): RSS peak ${mb(peak)} MB, last ${mb(last.rssMb)} MB, V8 heap used ${mb(last.heapUsedMb)} / total ${mb(last.heapTotalMb)} MB`,
+      `${count} schedules (${values.patterns}: ${String(patterns)} distinct patterns), node flags: ${nodeFlags.join(' ') || 'none'}, ${values.source ? 'sources (type-stripped)' : 'compiled'}, Node ${process.version}`,
+      `started (config loaded, first ticks planned, ${startCpu.toFixed(1)} s CPU): RSS ${mb(started.rssMb)} MB (anonymous ${mb(started.anonMb)}, file-backed ${mb(started.fileMb)}), V8 heap used ${mb(started.heapUsedMb)} / total ${mb(started.heapTotalMb)} MB`,
+      `over the next ${seconds} s (${last.enqueued} ticks enqueued, ${cpuPct.toFixed(1)} % of a core): RSS peak ${mb(peak.rssMb)} MB (anonymous ${mb(peak.anonMb)}, file-backed ${mb(peak.fileMb)}), last ${mb(last.rssMb)} MB, V8 heap used ${mb(last.heapUsedMb)} / total ${mb(last.heapTotalMb)} MB`,
       '',
     ].join('\n'),
   );

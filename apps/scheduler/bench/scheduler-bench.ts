@@ -31,6 +31,7 @@ import { PROCESS_NODE_FLAGS } from '@tickwarden/runtime';
 import { DEFAULT_CONTEST_LEAD_MS } from '../src/scheduler.ts';
 import { freePort, ManagedProcess, sleep, startRedisNodes, type RedisNode, type RedisNodes } from '@tickwarden/testkit';
 import { Redis } from 'ioredis';
+import { compiledScheduler, strippedScript } from './compiled.ts';
 
 // ---------------------------------------------------------------- settings
 
@@ -73,9 +74,11 @@ const TEAM = 'bench';
 const PEER_QUEUE = 'bench-peer';
 const TW_QUEUE = queueName('default');
 
-const MAIN = fileURLToPath(new URL('../src/main.ts', import.meta.url));
+// Both systems' members run as plain JavaScript, as deployed (compiled.ts); the consumer, the same
+// process for both, runs from its source.
+const MAIN = compiledScheduler();
 const CONSUMER = fileURLToPath(new URL('./consumer.ts', import.meta.url));
-const PRODUCER = fileURLToPath(new URL('./bullmq-producer.ts', import.meta.url));
+const PRODUCER = strippedScript(fileURLToPath(new URL('./bullmq-producer.ts', import.meta.url)));
 const ROOT = new URL('../../../', import.meta.url);
 
 type System = 'tickwarden' | 'bullmq';
@@ -185,7 +188,8 @@ class Tracked {
 const started = new Set<Tracked>();
 
 function spawnTracked(name: string, script: string, env: Record<string, string>, nodeFlags: readonly string[] = []): Tracked {
-  const proc = ManagedProcess.start({ name, command: process.execPath, args: [...nodeFlags, '--conditions=@tickwarden/source', script], env, cwd: fileURLToPath(ROOT) });
+  const condition = script.endsWith('.ts') ? ['--conditions=@tickwarden/source'] : [];
+  const proc = ManagedProcess.start({ name, command: process.execPath, args: [...nodeFlags, ...condition, script], env, cwd: fileURLToPath(ROOT) });
   const tracked = new Tracked(name, proc);
   started.add(tracked);
   return tracked;
@@ -1306,8 +1310,8 @@ async function main(): Promise<void> {
     ...(codeChanged
       ? [`**The code under test changed during this run** (phases ran on: ${Object.entries(codeByPhase).map(([phase, state]) => `${phase} ${state}`).join('; ')}): compare phases with care.`]
       : []),
-    `Tickwarden: ${REPLICAS} scheduler processes (\`node ${[...TW_NODE_FLAGS, ''].join(' ')}--conditions=@tickwarden/source apps/scheduler/src/main.ts\`, LOG_LEVEL=${TW_LOG_LEVEL}), ${LOCK_NODES} lock Redis + 1 queue Redis, one config file, \`overlap: allow\`, default lease TTL. ` +
-      `BullMQ: ${REPLICAS} producer processes each upserting the same job schedulers at start (100 upserts in flight), one Redis. ` +
+    `Tickwarden: ${REPLICAS} scheduler processes (\`node ${[...TW_NODE_FLAGS, ''].join(' ')}apps/scheduler/dist/main.js\`, compiled by \`nx run scheduler:build\` as the image runs it; LOG_LEVEL=${TW_LOG_LEVEL}), ${LOCK_NODES} lock Redis + 1 queue Redis, one config file, \`overlap: allow\`, default lease TTL. ` +
+      `BullMQ: ${REPLICAS} producer processes (bench/bullmq-producer.ts type-stripped to plain JavaScript) each upserting the same job schedulers at start (100 upserts in flight), one Redis. ` +
       'The systems run one after the other (never at the same time), each on fresh Redis servers; the consumer is the same process for both: one BullMQ Worker, concurrency 100, that records each job and completes it at once.',
     `Ticks: Tickwarden \`job.data.tickMs\`; BullMQ the \`<ms>\` of the job id \`repeat:<scheduler>:<ms>\`. Missed = an expected tick the consumer never started (waited up to ${DRAIN_MS / 1000} s after the window); duplicate = a tick it started more than once. ` +
       `Tick-to-enqueue is Tickwarden's logged \`lagMs\` (negative: its job was enqueued, as a delayed job, before the tick: the contest lead of apps/scheduler/README.md); BullMQ creates each run's job ahead of time as a delayed job, so it has no enqueue moment after the tick. CPU and RSS are sampled from /proc every ${SAMPLE_MS / 1000} s; Redis commands are INFO commandstats deltas (Lua-internal calls included, INFO excluded) summed over every Redis of the system, workers' commands included.`,

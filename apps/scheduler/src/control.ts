@@ -14,6 +14,22 @@ const MARKS_KEY = `${KEY_PREFIX}:marks`;
 export const HISTORY_LENGTH = 20;
 /** Marks per script call: a call with tens of thousands of arguments overflows ioredis' stack. */
 const MARKS_PER_CALL = 1000;
+/** History entries per script call. */
+const HISTORY_PER_CALL = 500;
+
+/**
+ * Prepends ARGV[i] (a tick, JSON) to the history list KEYS[i], then trims that
+ * list to its newest ARGV[#KEYS + 1] entries. A key named twice gets both
+ * ticks, in order.
+ */
+const RECORD_HISTORY = `
+local keep = tonumber(ARGV[#KEYS + 1]) - 1
+for i = 1, #KEYS do
+  redis.call('LPUSH', KEYS[i], ARGV[i])
+  redis.call('LTRIM', KEYS[i], 0, keep)
+end
+return #KEYS
+`;
 
 /**
  * Raises each field of a hash (ARGV: field, value, field, value, ...) to the
@@ -72,15 +88,18 @@ export class ControlState {
   }
 
   /**
-   * Adds ticks to their schedules' histories in one pipeline, however many:
-   * an ioredis pipeline on a connection BullMQ defined its scripts on costs a
-   * few hundred closures, so one per tick made a 10,000-tick boundary hold
-   * 100 MB. A pipeline, not MULTI: the commands need no isolation.
+   * Adds ticks to their schedules' histories in one pipeline of one script
+   * call per HISTORY_PER_CALL ticks: a 10,000-tick boundary as 20,000 LPUSH and
+   * LTRIM commands held 20,000 ioredis commands (and their closures) until the
+   * reply. A pipeline, not MULTI: the calls need no isolation.
    */
   async record(entries: readonly { scheduleId: string; tick: TickRecord }[]): Promise<void> {
     if (entries.length === 0) return;
     const pipeline = this.#redis.pipeline();
-    for (const { scheduleId, tick } of entries) pipeline.lpush(historyKey(scheduleId), JSON.stringify(tick)).ltrim(historyKey(scheduleId), 0, HISTORY_LENGTH - 1);
+    for (let at = 0; at < entries.length; at += HISTORY_PER_CALL) {
+      const slice = entries.slice(at, at + HISTORY_PER_CALL);
+      pipeline.eval(RECORD_HISTORY, slice.length, ...slice.map(({ scheduleId }) => historyKey(scheduleId)), ...slice.map(({ tick }) => JSON.stringify(tick)), String(HISTORY_LENGTH));
+    }
     for (const [error] of (await pipeline.exec()) ?? []) if (error) throw error;
   }
 

@@ -6,6 +6,7 @@ import { Redis } from 'ioredis';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ORPHAN_CHECK_DELAY_MS, Scheduler, type Schedule, type TickOutcome } from '../src/index.ts';
+import { ControlState, HISTORY_LENGTH, type TickRecord } from '../src/control.ts';
 import { scheduleFixture } from './support.ts';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -295,6 +296,47 @@ describe('replicated schedulers', () => {
     const delays = await Promise.all(enqueued.map(async (o) => ((await queue.getJob(tickJobId(schedule.id, o.tickMs)))?.data.dueMs ?? 0) - o.tickMs));
     expect(Math.max(...delays)).toBeGreaterThanOrEqual(1400);
     await queue.close();
+    connection.disconnect();
+  });
+
+  it('1,201 schedules due at the same instant: every job is added once, in round trips of at most 500 commands (jobs added in slices, history in script calls)', async () => {
+    const schedules = Array.from({ length: 1201 }, (_, i) => scheduleFixture({ id: `team-s/s${i}`, cron: '*/5 * * * * *', overlap: 'allow', leaseTtlMs: 6000, queue: 'slices' }));
+    const replica = startReplica('s0', schedules);
+    // Round trips on the queue connection, by size: addBulk sends one pipeline of one add per job;
+    // the tick history one of one script call per 500 ticks.
+    const sizes: number[] = [];
+    const pipeline = replica.queue.pipeline.bind(replica.queue);
+    replica.queue.pipeline = ((commands?: unknown[][]) => {
+      const started = pipeline(commands as never);
+      const exec = started.exec.bind(started);
+      started.exec = ((...args: Parameters<typeof exec>) => {
+        sizes.push(started.length);
+        return exec(...args);
+      }) as typeof started.exec;
+      return started;
+    }) as typeof replica.queue.pipeline;
+    const tick = Math.ceil((Date.now() + 4000) / 5000) * 5000;
+    await sleep(tick + 500 - Date.now());
+    await stopReplica(replica);
+    const atTick = outcomes.filter((o) => o.schedule.startsWith('team-s/') && o.tickMs === tick);
+    expect(atTick.length).toBe(1201);
+    expect(new Set(atTick.map((o) => o.schedule)).size).toBe(1201);
+    expect(atTick.every((o) => o.outcome === 'enqueued')).toBe(true);
+    const queue = new Queue('tickwarden-slices', { connection: new Redis(queueRedis.urls[0] ?? '', { maxRetriesPerRequest: null }) });
+    expect(await Promise.all(schedules.slice(0, 3).map(async (s) => (await queue.getJob(tickJobId(s.id, tick)))?.data.tickMs))).toEqual([tick, tick, tick]);
+    await queue.close();
+    expect(Math.max(...sizes)).toBeLessThanOrEqual(500);
+    expect(sizes.filter((size) => size > 1).length).toBeGreaterThanOrEqual(3);
+  });
+
+  it('tick history: 1,100 ticks of 2 schedules, interleaved, recorded in one call keep each schedule\'s newest 20, newest first', async () => {
+    const connection = new Redis(queueRedis.urls[0] ?? '', { maxRetriesPerRequest: null });
+    const control = new ControlState(connection);
+    const tick = (tickMs: number): TickRecord => ({ tickMs, outcome: 'enqueued', lagMs: 1, fence: tickMs, jobId: `j${tickMs}`, replica: 'h0' });
+    await control.record(Array.from({ length: 1100 }, (_, i) => ({ scheduleId: `team-h/h${i % 2}`, tick: tick(i) })));
+    const newest = (parity: number) => Array.from({ length: HISTORY_LENGTH }, (_, i) => tick(1100 - 2 + parity - 2 * i));
+    expect(await control.history('team-h/h0')).toEqual(newest(0));
+    expect(await control.history('team-h/h1')).toEqual(newest(1));
     connection.disconnect();
   });
 

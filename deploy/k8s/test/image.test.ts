@@ -55,9 +55,28 @@ describe('the image build context (no Docker needed)', () => {
     for (const dir of needed) expect(allowed).toContain(`${dir}/src`);
   });
 
-  it('defaults to the official Node 24 slim image and runs as a numeric non-root user', () => {
+  it('lets in the TypeScript config and sources of every project the build stage compiles (tsc --build follows references)', () => {
+    const reached = new Set<string>();
+    const visit = (config: string): void => {
+      if (reached.has(config)) return;
+      reached.add(config);
+      const { references = [] } = JSON.parse(readFileSync(path.join(REPO_ROOT, config), 'utf8')) as { references?: { path: string }[] };
+      for (const reference of references) visit(path.posix.normalize(path.posix.join(path.posix.dirname(config), reference.path)));
+    };
+    ['apps/scheduler/tsconfig.lib.json', 'apps/worker/tsconfig.lib.json'].forEach(visit);
+    expect(reached.size).toBeGreaterThan(5);
+    expect(allowed).toContain('tsconfig.base.json');
+    for (const config of reached) {
+      expect(allowed).toContain(config);
+      expect(allowed).toContain(`${path.posix.dirname(config)}/src`);
+    }
+  });
+
+  it('defaults to the official Node 24 slim image, runs the compiled apps, and runs as a numeric non-root user', () => {
     const dockerfile = readFileSync(DOCKERFILE, 'utf8');
     expect(dockerfile).toMatch(/^ARG NODE_IMAGE=node:24-slim$/m);
+    // No source condition: workspace imports must resolve to the libs' dist/, not to their TypeScript.
+    expect(dockerfile).toMatch(/^ENTRYPOINT \["node"\]$/m);
     expect(dockerfile).toMatch(new RegExp(`^USER ${IMAGE_USER}$`, 'm'));
   });
 });
@@ -71,7 +90,7 @@ describe('the image, built and run (Docker)', () => {
   });
 
   it.skipIf(!DOCKER && !REQUIRED)(
-    'builds on a Node 24 base; the scheduler runs read-only as 10001, gets ready, logs JSON, and drains on docker stop',
+    'builds on a Node 24 base; the compiled scheduler and worker run read-only as 10001, get ready, log JSON, and drain on docker stop',
     async () => {
       if (!DOCKER) throw new Error('TICKWARDEN_REQUIRE_DOCKER=1, but no Docker engine answers `docker info`');
       await buildImage(tag, cleanups);
@@ -108,6 +127,20 @@ describe('the image, built and run (Docker)', () => {
       // SIGTERM reached node (PID 1): it drained and exited 0, well before docker's SIGKILL at 30 s (exit 137).
       expect(messages).toEqual(expect.arrayContaining(['stopping: no new ticks; finishing in-flight enqueues', 'stopped']));
       expect(state).toMatchObject({ ExitCode: 0, OOMKilled: false });
+
+      // The worker, as its Deployment runs it: compiled, with its command guard (a child process
+      // started from the guard's own compiled file) up before it gets ready.
+      const workerName = `${name}-worker`;
+      const workerPort = await freePort();
+      const workerEnv = envArgs.map((arg) => (arg === `TICKWARDEN_HTTP_PORT=${port}` ? `TICKWARDEN_HTTP_PORT=${workerPort}` : arg));
+      const workerId = (await mustRun('docker', ['run', '-d', '--name', workerName, ...run, ...workerEnv, tag, 'apps/worker/dist/main.js'])).trim();
+      reaper.watchContainer(workerId);
+      cleanups.push(() => mustRun('docker', ['rm', '-f', workerName]));
+      await waitReady(workerName, workerPort);
+      await mustRun('docker', ['stop', '-t', '30', workerName], { timeoutMs: 60_000 });
+      const workerLogs = await runCommand('docker', ['logs', workerName]);
+      expect(jsonLines(workerLogs.stdout, workerLogs.stderr).map((record) => record['msg'])).toEqual(expect.arrayContaining(['command guard started']));
+      expect(JSON.parse(await mustRun('docker', ['inspect', '--format', '{{json .State}}', workerName]))).toMatchObject({ ExitCode: 0, OOMKilled: false });
     },
     300_000,
   );
@@ -155,11 +188,11 @@ async function waitReady(name: string, port: number): Promise<void> {
       const running = (await runCommand('docker', ['inspect', '--format', '{{.State.Running}}', name])).stdout.trim();
       if (running !== 'true') {
         const logs = await runCommand('docker', ['logs', name]);
-        throw new Error(`the scheduler container stopped before it was ready:\n${logs.stdout}\n${logs.stderr}`);
+        throw new Error(`the container ${name} stopped before it was ready:\n${logs.stdout}\n${logs.stderr}`);
       }
       return (await fetch(`http://127.0.0.1:${port}/readyz`).catch(() => undefined))?.status === 200;
     },
-    'the scheduler container to answer /readyz with 200',
+    `the container ${name} to answer /readyz with 200`,
     { timeoutMs: 60_000, intervalMs: 250 },
   );
 }

@@ -223,11 +223,15 @@ describe('each policy catches what it is for (fed a mutated prod render)', () =>
     ]);
   });
 
-  it('nodeFlags: a scheduler started without its V8 flag', () => {
+  it('nodeFlags: a scheduler started without its V8 flag, a worker started from its sources', () => {
     const objects = mutated((o) => {
-      container(o, 'scheduler').args = ['apps/scheduler/src/main.ts'];
+      container(o, 'scheduler').args = ['apps/scheduler/dist/main.js'];
+      container(o, 'worker').args = ['apps/worker/src/main.ts'];
     });
-    expect(policies.nodeFlags(objects)).toEqual(['scheduler: args ["apps/scheduler/src/main.ts"], expected ["--optimize-for-size","apps/scheduler/src/main.ts"] (PROCESS_NODE_FLAGS of @tickwarden/runtime, then the app\'s main.ts)']);
+    expect(policies.nodeFlags(objects)).toEqual([
+      'scheduler: args ["apps/scheduler/dist/main.js"], expected ["--optimize-for-size","apps/scheduler/dist/main.js"] (PROCESS_NODE_FLAGS of @tickwarden/runtime, then the app\'s compiled main)',
+      'worker: args ["apps/worker/src/main.ts"], expected ["apps/worker/dist/main.js"] (PROCESS_NODE_FLAGS of @tickwarden/runtime, then the app\'s compiled main)',
+    ]);
   });
 });
 
@@ -283,9 +287,9 @@ describe('schedules', () => {
   });
 });
 
-it('the image\'s default command is the scheduler with its node flags', () => {
+it('the image\'s default command is the compiled scheduler with its node flags', () => {
   const cmd = /^CMD (\[.*\])$/m.exec(readFileSync(DOCKERFILE, 'utf8'));
-  expect(JSON.parse(cmd?.[1] ?? 'null')).toEqual([...PROCESS_NODE_FLAGS.scheduler, 'apps/scheduler/src/main.ts']);
+  expect(JSON.parse(cmd?.[1] ?? 'null')).toEqual([...PROCESS_NODE_FLAGS.scheduler, 'apps/scheduler/dist/main.js']);
 });
 
 it('the app pods run as the image\'s user', () => {

@@ -1,8 +1,9 @@
 /**
- * Node flags each process runs with, after the image's `node --conditions=@tickwarden/source` and
- * before its `main.ts`: the container args in deploy/k8s (a policy there checks them), the image's
- * default command, the local stack and the end-to-end cluster (apps/e2e), and the scheduler
- * benchmark all take them from here.
+ * Node flags each process runs with, after `node` and before its main module (`dist/main.js` in
+ * the image and the benchmark's replicas, `src/main.ts` in the local stack and the tests): the
+ * container args in deploy/k8s (a policy there checks them), the image's default command, the
+ * local stack and the end-to-end cluster (apps/e2e), and the scheduler benchmark all take them
+ * from here.
  *
  * Scheduler: `--optimize-for-size`. A replica's live heap is small (about 30-50 MB at 10,000
  * schedules), but each burst of ticks (a 10,000-tick boundary, or 1,000 ticks every second)

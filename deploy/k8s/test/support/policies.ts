@@ -377,12 +377,12 @@ export const gracePeriods: Policy = (objects) => {
   });
 };
 
-/** Each app container runs its `main.ts` with the node flags of `PROCESS_NODE_FLAGS` (the benchmark and the local stack use the same). */
+/** Each app container runs its compiled `dist/main.js` with the node flags of `PROCESS_NODE_FLAGS` (the benchmark and the local stack use the same flags). */
 export const nodeFlags: Policy = (objects) =>
   APP_COMPONENTS.flatMap((name) => {
-    const expected = [...PROCESS_NODE_FLAGS[name], `apps/${name}/src/main.ts`];
+    const expected = [...PROCESS_NODE_FLAGS[name], `apps/${name}/dist/main.js`];
     const args = mainContainer(appWorkload(objects, name)).args ?? [];
-    return JSON.stringify(args) === JSON.stringify(expected) ? [] : [`${name}: args ${JSON.stringify(args)}, expected ${JSON.stringify(expected)} (PROCESS_NODE_FLAGS of @tickwarden/runtime, then the app's main.ts)`];
+    return JSON.stringify(args) === JSON.stringify(expected) ? [] : [`${name}: args ${JSON.stringify(args)}, expected ${JSON.stringify(expected)} (PROCESS_NODE_FLAGS of @tickwarden/runtime, then the app's compiled main)`];
   });
 
 /** Every policy, by name: each overlay must satisfy all of them. */
