@@ -264,6 +264,8 @@ class SequentialSamples {
   releaseMs: number[] = [];
   seconds = 0;
   errors = 0;
+  /** Server time of the commands the client sent (INFO commandstats usec), all nodes. */
+  serverUs = 0;
 }
 
 interface Sequential {
@@ -276,10 +278,13 @@ interface Sequential {
   releaseP50Ms: number;
   releaseP99Ms: number;
   errors: number;
+  /** Per cycle, the server time of the commands the client sent (scripts; the floor's SET too), summed over the nodes. */
+  serverUsPerCycle: number;
 }
 
 /** One round of `cycles` sequential acquire+release cycles on one key. */
-async function sequentialRound(adapter: Adapter, key: string, cycles: number, into: SequentialSamples): Promise<void> {
+async function sequentialRound(adapter: Adapter, impl: Variant, key: string, cycles: number, nodes: RedisNodes, count: number, into: SequentialSamples): Promise<void> {
+  const statsBefore = await commandStats(nodes, count);
   const start = now();
   for (let i = 0; i < cycles; i++) {
     const a = now();
@@ -296,6 +301,8 @@ async function sequentialRound(adapter: Adapter, key: string, cycles: number, in
     into.releaseMs.push(now() - b);
   }
   into.seconds += (now() - start) / 1000;
+  const usec = deltas(statsBefore, await commandStats(nodes, count), 'usec');
+  into.serverUs += usec.reduce((sum, d) => sum + clientCalls(d, impl, 'acquire'), 0);
 }
 
 function summarizeSequential(samples: SequentialSamples): Sequential {
@@ -311,6 +318,7 @@ function summarizeSequential(samples: SequentialSamples): Sequential {
     releaseP50Ms: percentile(releaseMs, 0.5),
     releaseP99Ms: percentile(releaseMs, 0.99),
     errors: samples.errors,
+    serverUsPerCycle: samples.serverUs / acquireMs.length,
   };
 }
 
@@ -447,26 +455,30 @@ async function contention(impl: ImplName, urls: readonly string[], key: string):
 
 type CommandCounts = Record<string, number>;
 
-async function commandStats(nodes: RedisNodes, count: number): Promise<CommandCounts[]> {
+/** Per node and command: its INFO commandstats calls and usec (server time). */
+type CommandStats = Record<string, { calls: number; usec: number }>;
+
+async function commandStats(nodes: RedisNodes, count: number): Promise<CommandStats[]> {
   return Promise.all(
     Array.from({ length: count }, async (_, i) => {
       const info = await nodes.node(i).info('commandstats');
-      const counts: CommandCounts = {};
+      const stats: CommandStats = {};
       for (const [field, value] of Object.entries(info)) {
         const calls = /(?:^|,)calls=(\d+)/.exec(value);
-        if (field.startsWith('cmdstat_') && calls) counts[field.slice('cmdstat_'.length)] = Number(calls[1]);
+        const usec = /(?:^|,)usec=(\d+)/.exec(value);
+        if (field.startsWith('cmdstat_') && calls) stats[field.slice('cmdstat_'.length)] = { calls: Number(calls[1]), usec: Number(usec?.[1] ?? 0) };
       }
-      return counts;
+      return stats;
     }),
   );
 }
 
-/** Per node: commands run between two snapshots (Lua's own calls included), without the snapshots' INFO and HELLO. */
-function deltas(before: CommandCounts[], after: CommandCounts[]): CommandCounts[] {
-  return after.map((counts, i) => {
+/** Per node: the calls (or usec) of each command between two snapshots (Lua's own calls included), without the snapshots' INFO and HELLO. */
+function deltas(before: CommandStats[], after: CommandStats[], field: 'calls' | 'usec' = 'calls'): CommandCounts[] {
+  return after.map((stats, i) => {
     const delta: CommandCounts = {};
-    for (const [name, calls] of Object.entries(counts)) {
-      const d = calls - (before[i]?.[name] ?? 0);
+    for (const [name, stat] of Object.entries(stats)) {
+      const d = stat[field] - (before[i]?.[name]?.[field] ?? 0);
       if (d > 0 && name !== 'info' && name !== 'hello') delta[name] = d;
     }
     return delta;
@@ -475,8 +487,8 @@ function deltas(before: CommandCounts[], after: CommandCounts[]): CommandCounts[
 
 const scriptCalls = (d: CommandCounts): number => (d['evalsha'] ?? 0) + (d['eval'] ?? 0);
 /** Commands the client sent in a batch phase (not the ones scripts ran): scripts, and the floor's SETs. */
-const clientCalls = (d: CommandCounts, impl: ImplName, phase: 'acquire' | 'release'): number =>
-  scriptCalls(d) + (impl === 'floor' && phase === 'acquire' ? (d['set'] ?? 0) : 0);
+const clientCalls = (d: CommandCounts, impl: Variant, phase: 'acquire' | 'release'): number =>
+  scriptCalls(d) + (impl.startsWith('floor') && phase === 'acquire' ? (d['set'] ?? 0) : 0);
 
 interface Batch {
   resources: number;
@@ -546,6 +558,7 @@ function table(run: RunResult): string {
     [`sequential acquire+release (${fmt(SEQ_CYCLES)} cycles), cycles/s`, (x) => fmt(x.sequential.cyclesPerSec)],
     ['sequential acquire p50 / p99, ms', (x) => `${fmt(x.sequential.acquireP50Ms, 3)} / ${fmt(x.sequential.acquireP99Ms, 3)}`],
     ['sequential release p50 / p99, ms', (x) => `${fmt(x.sequential.releaseP50Ms, 3)} / ${fmt(x.sequential.releaseP99Ms, 3)}`],
+    ['sequential: server time per cycle, µs (the commands the client sent, all nodes summed; INFO commandstats usec)', (x) => fmt(x.sequential.serverUsPerCycle, 1)],
     [`${CONC_LOOPS} concurrent loops (own keys, ${CONC_MS / 1000} s), cycles/s`, (x) => fmt(x.concurrent.cyclesPerSec)],
     [`${CONC_LOOPS} concurrent: CPU per cycle, µs: this process / all redis-servers`, (x) => `${fmt(x.concurrent.clientCpuUsPerCycle, 1)} / ${fmt(x.concurrent.redisCpuUsPerCycle, 1)}`],
     [`contention: ${CONT_CONTENDERS} on one key (${CONT_MS / 1000} s, hold ${CONT_HOLD_MS} ms), acquisitions/s`, cont((c) => fmt(c.acquisitionsPerSec, 1))],
@@ -637,7 +650,7 @@ async function runFor(nodes: RedisNodes, count: number, runId: string): Promise<
     const conc = Object.fromEntries(VARIANTS.map((v) => [v, emptyConcurrent()])) as Record<Variant, Concurrent>;
     for (let round = 0; round < ROUNDS; round++) {
       log(`${count} nodes: sequential round ${round + 1}/${ROUNDS}`);
-      for (const v of rotate(VARIANTS, round)) await sequentialRound(adapters[v], `${tag(v)}:seq`, SEQ_CYCLES / ROUNDS, seq[v]);
+      for (const v of rotate(VARIANTS, round)) await sequentialRound(adapters[v], v, `${tag(v)}:seq`, SEQ_CYCLES / ROUNDS, nodes, count, seq[v]);
     }
     for (let round = 0; round < ROUNDS; round++) {
       log(`${count} nodes: ${CONC_LOOPS} concurrent loops, round ${round + 1}/${ROUNDS}`);
