@@ -152,7 +152,9 @@ async function status(id: string | undefined): Promise<number> {
       say(`  next: ${upcoming.join(', ') || 'none'}`);
       const queue = new Queue(queueName(schedule.queue), { connection: redis });
       try {
-        for (const run of await control.history(schedule.id, 5)) {
+        // Replicas record in the order their enqueues finish (a gap when it is found): show the newest ticks first.
+        const runs = (await control.history(schedule.id)).toSorted((x, y) => y.tickMs - x.tickMs).slice(0, 5);
+        for (const run of runs) {
           if (run.gap) {
             say(`  ${new Date(run.gap.firstTickMs).toISOString()} .. ${new Date(run.tickMs).toISOString()}  missed  ${run.gap.count}${run.gap.atLeast ? ' or more' : ''} ticks while no replica ran  found by ${run.replica}`);
             continue;

@@ -108,6 +108,8 @@ describe('tickwarden CLI', () => {
       expect(status).toContain('  2026-11-26T03:00:01.000Z .. 2026-11-26T03:00:04.000Z  missed  4 ticks while no replica ran  found by b0');
       expect(status).toContain('ops/nightly  30 2 * * * (Europe/Berlin)  active');
       expect(status).toMatch(/ops\/nightly[\s\S]*triggered {2}job (waiting|delayed)[\s\S]*fence \d+ {2}by cli/);
+      // Newest tick first, not recording order: the gap (03:00) was recorded after the trigger (now).
+      expect(status.indexOf('triggered  job')).toBeLessThan(status.indexOf('missed  4 ticks'));
       expect(status).toMatch(/ops\/every-second[\s\S]*enqueued {2}job (waiting|delayed) {2}(lag \d+ ms|\d+ ms ahead) {2}fence \d+ {2}by cli-test/);
     } finally {
       await scheduler.stop();

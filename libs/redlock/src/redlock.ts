@@ -161,6 +161,8 @@ export class Redlock extends EventEmitter<RedlockEvents> {
       args.push(request.value, String(proposal), request.claim ?? '');
     }
     const acquired = new Array<number>(open.length).fill(0);
+    /** Per contender with a claim: nodes per value that holds the claim. */
+    const claimedBy = open.map(() => new Map<string, number>());
     const claimHoldersOf = new WeakMap<readonly AcquireVote[], (string | undefined)[]>();
     let answered = 0;
     const start = clock.now();
@@ -173,8 +175,22 @@ export class Redlock extends EventEmitter<RedlockEvents> {
       },
       decided: (reply) => {
         answered++;
-        if (reply.ok) reply.reply.forEach((vote, i) => vote === 'acquired' && (acquired[i] = (acquired[i] ?? 0) + 1));
-        return acquired.every((count) => count >= quorum || count + (n - answered) < quorum);
+        if (reply.ok) {
+          const holders = claimHoldersOf.get(reply.reply);
+          reply.reply.forEach((vote, i) => {
+            if (vote === 'acquired') acquired[i] = (acquired[i] ?? 0) + 1;
+            const holder = holders?.[i];
+            if (vote === 'claimed' && holder !== undefined) claimedBy[i]?.set(holder, (claimedBy[i]?.get(holder) ?? 0) + 1);
+          });
+        }
+        const silent = n - answered;
+        // A contender that can no longer win is decided once it is also known whether its claim is
+        // granted elsewhere (one value on a quorum): the nodes still silent may tell.
+        const claimKnown = (i: number): boolean => {
+          const most = Math.max(0, ...(claimedBy[i]?.values() ?? []));
+          return most >= quorum || most + silent < quorum;
+        };
+        return acquired.every((count, i) => count >= quorum || (count + silent < quorum && claimKnown(i)));
       },
     });
     const end = clock.now();

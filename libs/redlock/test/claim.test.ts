@@ -75,3 +75,19 @@ describe('claims split among contenders (5 nodes)', () => {
     await setClaims([null, null, null, null, null]);
   });
 });
+
+describe.each([3, 5])('claim-once with a minority of %i nodes down', (count) => {
+  const cluster = useNodes(count);
+
+  it('a late contender gets ClaimAlreadyGrantedError, not QuorumUnavailableError: the verdict waits for the nodes that can tell', async () => {
+    // Down nodes answer "error" at once, before the live ones: the attempt must not be settled then.
+    for (let i = 0; i < (count - 1) / 2; i++) await cluster.nodes.node(count - 1 - i).stop();
+    const replicaA = redlockOn(cluster.nodes.urls);
+    const replicaB = redlockOn(cluster.nodes.urls);
+    const lease = await replicaA.acquire('schedule-down', 1000, { claim: 'tick-1' });
+    await replicaA.release(lease);
+    const late = await replicaB.acquire('schedule-down', 1000, { claim: 'tick-1' }).catch((e: unknown) => e);
+    expect(late).toBeInstanceOf(ClaimAlreadyGrantedError);
+    expect([...(late as ClaimAlreadyGrantedError).nodeCauses.values()].filter((cause) => cause === 'claimed')).toHaveLength((count + 1) / 2);
+  });
+});
