@@ -20,7 +20,6 @@
  * BENCH_TW_NODE_FLAGS (default the deployed `PROCESS_NODE_FLAGS.scheduler` of @tickwarden/runtime; empty for none) are the replicas' node flags.
  */
 import { execFileSync } from 'node:child_process';
-import { createHash } from 'node:crypto';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { mkdir, writeFile } from 'node:fs/promises';
 import os from 'node:os';
@@ -1253,17 +1252,6 @@ function git(...args: string[]): string {
   }
 }
 
-/**
- * What the replicas run: the commit and a hash of the uncommitted diff of apps/scheduler/src and libs.
- * Others may commit while the bench runs; each phase records the state it started on.
- */
-function codeState(): string {
-  const diff = git('diff', 'HEAD', '--', 'apps/scheduler/src', 'libs');
-  const untracked = git('ls-files', '--others', '--exclude-standard', '--', 'apps/scheduler/src', 'libs');
-  const dirty = diff !== '' || untracked !== '';
-  return `${git('rev-parse', '--short', 'HEAD')}${dirty ? `+uncommitted:${createHash('sha1').update(diff).update(untracked).digest('hex').slice(0, 8)}` : ''}`;
-}
-
 async function main(): Promise<void> {
   const startedAt = new Date();
   const redisVersion = /v=(\S+)/.exec(execFileSync('redis-server', ['--version'], { encoding: 'utf8' }))?.[1] ?? 'unknown';
@@ -1286,30 +1274,16 @@ async function main(): Promise<void> {
   };
   const perSecond: Partial<Record<System, PerSecondResult>> = {};
   const burst: Partial<Record<System, BurstResult>> = {};
-  const codeByPhase: Record<string, string> = {};
-  if (SCENARIOS.includes('ab'))
-    for (const system of SYSTEMS) {
-      codeByPhase[`(a)+(b) ${LABEL[system]}`] = codeState();
-      perSecond[system] = await runPerSecond(system);
-    }
+  if (SCENARIOS.includes('ab')) for (const system of SYSTEMS) perSecond[system] = await runPerSecond(system);
   // The order is reversed for (c), so neither system always runs first.
-  if (SCENARIOS.includes('c'))
-    for (const system of SYSTEMS.toReversed()) {
-      codeByPhase[`(c) ${LABEL[system]}`] = codeState();
-      burst[system] = await runBurst(system);
-    }
-  codeByPhase['end of run'] = codeState();
-  const codeChanged = new Set(Object.values(codeByPhase)).size > 1;
+  if (SCENARIOS.includes('c')) for (const system of SYSTEMS.toReversed()) burst[system] = await runBurst(system);
   const seconds = (Date.now() - startedAt.getTime()) / 1000;
   const loadAverageAtEnd = os.loadavg().map((x) => Math.round(x * 100) / 100);
   const targetList = targets(perSecond, burst);
 
   const header = [
     `Scheduler benchmark, ${env.date}: ${env.nproc} CPUs (${env.cpu}), ${env.memoryGb} GB, Node ${env.node}, redis-server ${env.redisServer} (local processes, AOF off), BullMQ ${env.bullmq}; total ${fmt(seconds)} s.`,
-    `Code at commit ${env.commit}${env.srcChanges.length > 0 ? ` with uncommitted changes in ${env.srcChanges.join(', ')}` : ''}; load average (1/5/15 min) ${env.loadAverageAtStart.join(' / ')} at start, ${loadAverageAtEnd.join(' / ')} at end.`,
-    ...(codeChanged
-      ? [`**The code under test changed during this run** (phases ran on: ${Object.entries(codeByPhase).map(([phase, state]) => `${phase} ${state}`).join('; ')}): compare phases with care.`]
-      : []),
+    `Code at commit ${env.commit}${env.srcChanges.length > 0 ? ` with uncommitted changes in ${env.srcChanges.join(', ')}` : ''}, built once at the start (every phase's replicas run that build); load average (1/5/15 min) ${env.loadAverageAtStart.join(' / ')} at start, ${loadAverageAtEnd.join(' / ')} at end.`,
     `Tickwarden: ${REPLICAS} scheduler processes (\`node ${[...TW_NODE_FLAGS, ''].join(' ')}apps/scheduler/dist/main.js\`, compiled by \`nx run scheduler:build\` as the image runs it; LOG_LEVEL=${TW_LOG_LEVEL}), ${LOCK_NODES} lock Redis + 1 queue Redis, one config file, \`overlap: allow\`, default lease TTL. ` +
       `BullMQ: ${REPLICAS} producer processes (bench/bullmq-producer.ts type-stripped to plain JavaScript) each upserting the same job schedulers at start (100 upserts in flight), one Redis. ` +
       'The systems run one after the other (never at the same time), each on fresh Redis servers; the consumer is the same process for both: one BullMQ Worker, concurrency 100, that records each job and completes it at once.',
@@ -1332,7 +1306,7 @@ async function main(): Promise<void> {
     new URL('scheduler.json', outDir),
     `${JSON.stringify(
       {
-        env: { ...env, loadAverageAtEnd, codeByPhase, codeChanged },
+        env: { ...env, loadAverageAtEnd },
         durationSeconds: seconds,
         settings: { REPLICAS, LOCK_NODES, PER_SECOND_SCHEDULES, PER_SECOND_PATTERN, BURST_SCHEDULES, BURST_PATTERN, WARMUP_MS, WINDOW_S, ROLLING_PAUSE_MS, BOUNDARIES, SAMPLE_MS, DRAIN_MS, BURST_WAIT_MS, CONSUMER_CONCURRENCY: 100 },
         perSecond,
