@@ -26,7 +26,11 @@ describe('scheduler and worker processes restarted, killed and paused', () => {
     const to = Date.now() - 1500;
     const report = await system.settle(from, to);
     expect(report.missed).toEqual([]);
-    expect(report.run).toBe(report.expected);
+    // Every tick ran, or was skipped because its schedule's previous run still held the lease
+    // (`overlap: skip`, logged): on a loaded machine a 0.35 s run can outlast its 1 s period.
+    // A few such skips are by design; many would mean leases outliving their runs.
+    expect(report.run + report.skipped.length).toBe(report.expected);
+    expect(report.skipped.length).toBeLessThanOrEqual(report.expected / 10);
     expectSafe(report);
   });
 

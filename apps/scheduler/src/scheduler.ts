@@ -223,7 +223,9 @@ export class Scheduler {
     const { clock, maxWaitMs } = this.#options;
     clock.clearTimeout(this.#timer);
     if (!this.#running) return;
-    const next = Math.min(this.#heap.peek()?.contestAtMs ?? Infinity, this.#marks.gapCheckAtMs ?? Infinity, ...this.#orphanChecks.map((check) => check.checkAtMs));
+    let next = Math.min(this.#heap.peek()?.contestAtMs ?? Infinity, this.#marks.gapCheckAtMs ?? Infinity);
+    // A loop, not Math.min(...checks): spreading more than ~125,000 pending checks overflows the stack.
+    for (const check of this.#orphanChecks) next = Math.min(next, check.checkAtMs);
     const wait = Number.isFinite(next) ? Math.min(Math.max(next - this.#wallNow(), 0), maxWaitMs) : maxWaitMs;
     this.#timer = clock.setTimeout(() => this.#wake(), wait);
   }
@@ -343,7 +345,7 @@ export class Scheduler {
         else this.#record(result.error instanceof LockTakenError ? 'skipped-overlap' : 'missed', check.schedule, check.tick.tickMs, this.#wallNow() - check.tick.tickMs, result.error, { jobId: check.jobId });
       });
     }
-    this.#orphanChecks.push(...retry);
+    for (const check of retry) this.#orphanChecks.push(check);
     if (this.#running) this.#arm();
   }
 
@@ -353,12 +355,17 @@ export class Scheduler {
     const stale = new Map<string, PendingTick[]>();
     for (const tick of due) {
       if (now - tick.dueMs <= LATE_TICK_WINDOW_MS) kept.push(tick);
-      else stale.set(tick.scheduleId, [...(stale.get(tick.scheduleId) ?? []), tick]);
+      else {
+        const ticks = stale.get(tick.scheduleId);
+        if (ticks) ticks.push(tick);
+        else stale.set(tick.scheduleId, [tick]);
+      }
     }
+    const fresh = new Set(kept.map((tick) => tick.scheduleId));
     for (const [scheduleId, ticks] of stale) {
       const schedule = this.#planners.get(scheduleId)?.schedule;
       if (!schedule) continue;
-      const hasFresh = kept.some((tick) => tick.scheduleId === scheduleId);
+      const hasFresh = fresh.has(scheduleId);
       const latest = ticks.at(-1) as PendingTick;
       const catchUp = !hasFresh && now - latest.tickMs <= schedule.catchUpMs ? latest : undefined;
       if (catchUp) kept.push(catchUp);
