@@ -40,6 +40,7 @@ describe('the chaos suite', () => {
   it('a seeded 90-second run: no duplicate, overlap, fence regression or unexplained miss', { timeout: 300_000 }, async () => {
     const dir = mkdtempSync(path.join(tmpdir(), 'tickwarden-chaos-test-'));
     const out = path.join(dir, 'chaos.json');
+    let passed = false;
     try {
       const { code, output } = await runChaos(['--duration', '90', '--seed', '1', '--out', out]);
       console.log(output);
@@ -49,8 +50,11 @@ describe('the chaos suite', () => {
       for (const figure of ['duplicates: 0', 'overlaps: 0', 'fence regressions: 0']) expect(result.summary).toContain(figure);
       expect(result.summary.find((line) => line.startsWith('ticks run:'))).toMatch(/^ticks run: [1-9]\d+$/);
       expect(result.faults.filter((fault) => fault.applied).length).toBeGreaterThanOrEqual(15);
+      passed = true;
     } finally {
-      rmSync(dir, { recursive: true, force: true });
+      // A failed run keeps the report, the ledger and every process's log for inspection.
+      if (passed) rmSync(dir, { recursive: true, force: true });
+      else console.log(`chaos run kept for inspection: ${dir}`);
     }
   });
 });

@@ -250,7 +250,11 @@ export class Scheduler {
       const next = planner?.next(tick.tickMs);
       if (planner && next !== undefined) this.#heap.push(this.#pending(planner, next, tick.dueMs));
     }
-    if (ready.length > 0) this.#track(this.#contest(this.#lateTicksFiltered(ready, wall)), 'tick contest failed');
+    if (ready.length > 0) {
+      const { kept, late } = this.#splitLateTicks(ready, wall);
+      this.#track(this.#contest(kept), 'tick contest failed');
+      if (late.length > 0) this.#track(this.#recordLate(late, wall), 'could not record late ticks');
+    }
     this.#track(this.#flushMarks(wall), 'could not write tick marks');
     const checks = this.#orphanChecks.filter((check) => check.checkAtMs <= wall);
     if (checks.length > 0) {
@@ -349,8 +353,8 @@ export class Scheduler {
     if (this.#running) this.#arm();
   }
 
-  /** Keeps ticks within the late window; of older ones, at most the latest inside `catchUp` per schedule. The rest are missed. */
-  #lateTicksFiltered(due: PendingTick[], now: number): PendingTick[] {
+  /** Keeps ticks within the late window and, of older ones, at most the latest inside `catchUp` per schedule; the rest are too late to contest. */
+  #splitLateTicks(due: PendingTick[], now: number): { kept: PendingTick[]; late: { schedule: Schedule; tick: PendingTick }[] } {
     const kept: PendingTick[] = [];
     const stale = new Map<string, PendingTick[]>();
     for (const tick of due) {
@@ -362,6 +366,7 @@ export class Scheduler {
       }
     }
     const fresh = new Set(kept.map((tick) => tick.scheduleId));
+    const late: { schedule: Schedule; tick: PendingTick }[] = [];
     for (const [scheduleId, ticks] of stale) {
       const schedule = this.#planners.get(scheduleId)?.schedule;
       if (!schedule) continue;
@@ -369,9 +374,20 @@ export class Scheduler {
       const latest = ticks.at(-1) as PendingTick;
       const catchUp = !hasFresh && now - latest.tickMs <= schedule.catchUpMs ? latest : undefined;
       if (catchUp) kept.push(catchUp);
-      for (const tick of ticks) if (tick !== catchUp) this.#record('missed', schedule, tick.tickMs, now - tick.tickMs);
+      for (const tick of ticks) if (tick !== catchUp) late.push({ schedule, tick });
     }
-    return kept;
+    return { kept, late };
+  }
+
+  /**
+   * Records ticks too late to contest (this replica stalled, or every replica was down). A tick
+   * whose job is in its queue was enqueued by another replica meanwhile: `lost-race`, not a miss
+   * (jobs are kept at least 60 s after they complete, so a stall up to about that long is told
+   * apart). The rest are `missed`, also when the queue cannot be asked.
+   */
+  async #recordLate(late: { schedule: Schedule; tick: PendingTick }[], now: number): Promise<void> {
+    const missing = await this.#enqueuer.missing(late.map(({ schedule, tick }) => ({ queue: schedule.queue, jobId: tickJobId(schedule.id, tick.tickMs) }))).catch(() => undefined);
+    late.forEach(({ schedule, tick }, i) => this.#record(missing?.[i] === false ? 'lost-race' : 'missed', schedule, tick.tickMs, now - tick.tickMs));
   }
 
   async #contest(due: PendingTick[]): Promise<void> {

@@ -89,6 +89,9 @@ export class TickEnqueuer {
     };
     const opts = {
       jobId: run.jobId,
+      // BullMQ makes a delayed job ready at timestamp + delay: both from this clock, it is ready at
+      // the due time exactly (BullMQ's own Date.now() may differ from it by some milliseconds).
+      timestamp: now,
       delay: Math.max(0, run.dueMs - now),
       attempts: schedule.attempts,
       backoff: { type: schedule.backoff.type, delay: schedule.backoff.delayMs },

@@ -4,6 +4,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { freePort, ManagedProcess, sleep, startRedisNodes, type RedisNodes } from '@tickwarden/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { LATE_TICK_WINDOW_MS } from '../src/index.ts';
 
 const MAIN = fileURLToPath(new URL('../src/main.ts', import.meta.url));
 
@@ -40,7 +41,7 @@ describe('scheduler replicas as OS processes', () => {
 
   const ports = new Map<string, number>();
 
-  async function startReplica(name: string): Promise<ManagedProcess> {
+  async function startReplica(name: string, logLevel = 'info'): Promise<ManagedProcess> {
     const port = await freePort();
     ports.set(name, port);
     const replica = ManagedProcess.start({
@@ -53,7 +54,7 @@ describe('scheduler replicas as OS processes', () => {
         TICKWARDEN_QUEUE_REDIS: queue.urls[0],
         TICKWARDEN_REPLICA_ID: name,
         TICKWARDEN_HTTP_PORT: String(port),
-        LOG_LEVEL: 'info',
+        LOG_LEVEL: logLevel,
       },
     });
     replicas.push(replica);
@@ -99,6 +100,24 @@ describe('scheduler replicas as OS processes', () => {
       }
     }
     expect([...counts.values()].every((n) => n === 1)).toBe(true);
+  });
+
+  it('a replica stopped longer than the late-tick window records the ticks the others enqueued meanwhile as lost races, not misses', async () => {
+    const running = await startReplica('q0');
+    const stalled = await startReplica('q1', 'debug');
+    await sleep(2000);
+    stalled.signal('SIGSTOP');
+    await sleep(LATE_TICK_WINDOW_MS + 3000);
+    stalled.signal('SIGCONT');
+    await sleep(2000);
+    const exits = await Promise.all([running.stop('SIGTERM'), stalled.stop('SIGTERM')]);
+    expect(exits.map((exit) => exit.code)).toEqual([0, 0]);
+    const outcomes = stalled.records.filter((record) => typeof record['outcome'] === 'string');
+    expect(outcomes.filter((record) => record['outcome'] === 'missed')).toEqual([]);
+    // Ticks older than the late window when it woke (about 3 s of them per schedule): looked up, found enqueued.
+    const lateLost = outcomes.filter((record) => record['outcome'] === 'lost-race' && Number(record['lagMs']) > LATE_TICK_WINDOW_MS);
+    expect(new Set(lateLost.map((record) => record['schedule']))).toEqual(new Set(['e2e/alpha', 'e2e/beta']));
+    expect(lateLost.length).toBeGreaterThanOrEqual(4);
   });
 
   it('an invalid config makes the process exit non-zero with every error named', async () => {

@@ -160,14 +160,15 @@ describe('worker: jobs under the lease, against real Redis', () => {
       queue: 'q-slow',
       attempts: 3,
       backoff: { type: 'fixed', delayMs: 100 },
-      maxRuntimeMs: 400,
+      // Long enough for the recording process to start and write its line on a loaded machine.
+      maxRuntimeMs: 1500,
     });
     const { records } = await startWorker([schedule]);
     const { jobId, lease } = await enqueueTick(scheduler, connection, schedule);
     const job = await settledJob(connection, 'q-slow', jobId);
     expect(await job.getState()).toBe('failed');
     expect(job.attemptsMade).toBe(3);
-    expect(job.failedReason).toBe('timed out after 400 ms (maxRuntime)');
+    expect(job.failedReason).toBe('timed out after 1500 ms (maxRuntime)');
     expect(outcomes(records, jobId).map((r) => r['outcome'])).toEqual(['aborted-timeout', 'aborted-timeout', 'aborted-timeout']);
     const runs = lines('slow.txt').map((line) => line.split(' ').map(Number));
     expect(runs.map(([, attempt]) => attempt)).toEqual([1, 2, 3]);

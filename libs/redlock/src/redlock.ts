@@ -184,13 +184,16 @@ export class Redlock extends EventEmitter<RedlockEvents> {
           });
         }
         const silent = n - answered;
-        // A contender that can no longer win is decided once it is also known whether its claim is
-        // granted elsewhere (one value on a quorum): the nodes still silent may tell.
+        // On the last attempt, a contender that can no longer win is decided once it is also known
+        // whether its claim is granted elsewhere (one value on a quorum): the nodes still silent may
+        // tell, and down nodes, which answer first, must not make it a QuorumUnavailableError. Earlier
+        // attempts settle at once (a retry follows): a hung node must not hold up the winners of
+        // the batch for a node timeout per attempt.
         const claimKnown = (i: number): boolean => {
           const most = Math.max(0, ...(claimedBy[i]?.values() ?? []));
           return most >= quorum || most + silent < quorum;
         };
-        return acquired.every((count, i) => count >= quorum || (count + silent < quorum && claimKnown(i)));
+        return acquired.every((count, i) => count >= quorum || (count + silent < quorum && (willRetry || claimKnown(i))));
       },
     });
     const end = clock.now();
