@@ -55,6 +55,12 @@ export interface TickReport {
 
 /** A tick due just after an outage may still have failed inside it: its contest started before the outage ended. */
 const OUTAGE_SLACK_MS = 2_000;
+/**
+ * A tick due just before every replica was down may have been in flight on the last one (contested
+ * when due, its enqueue not done) when it died: with `catchUp` 0 no replica fires it later
+ * (apps/scheduler/README.md, "Ticks"). No-replica outages only: a lock-majority outage stops no process.
+ */
+const IN_FLIGHT_SLACK_MS = 1_000;
 
 /** Every tick of the schedules in [fromMs, toMs], as `schedule tick` keys. */
 export function expectedTicks(schedules: readonly ExpectedSchedule[], fromMs: number, toMs: number): string[] {
@@ -102,7 +108,7 @@ export function buildReport(input: ReportInput): TickReport {
 
 function missReason(key: string, outages: readonly OutageWindow[]): MissReason {
   const tickMs = Date.parse(key.slice(key.lastIndexOf(' ') + 1));
-  const outage = outages.find((window) => tickMs >= window.fromMs && tickMs <= window.toMs + OUTAGE_SLACK_MS);
+  const outage = outages.find((window) => tickMs >= window.fromMs - (window.reason === 'no-replica' ? IN_FLIGHT_SLACK_MS : 0) && tickMs <= window.toMs + OUTAGE_SLACK_MS);
   return outage?.reason ?? 'unexplained';
 }
 

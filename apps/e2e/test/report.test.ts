@@ -38,6 +38,19 @@ describe('the run report', () => {
     expect(formatReport(later)).toContain('missed: 5 (allowed: 0)');
   });
 
+  it('a tick due at most 1 s before every replica was down is allowed (in flight on the last one); earlier ones, or before a lock outage, are not', () => {
+    const ledgerFile = ledger([`t/a ${iso(0)} 1 1 start 9`, `t/a ${iso(0)} 1 1 end 9`]);
+    const schedules = [{ id: 't/a', cron: '* * * * * *' }];
+    const run = (reason: 'no-replica' | 'no-lock-majority') =>
+      buildReport({ ledgerFile, records: [], schedules, fromMs: T0, toMs: T0 + 3000, outages: [{ fromMs: T0 + 2600, toMs: T0 + 10_000, reason }] });
+    expect(run('no-replica').missed).toEqual([
+      { tick: `t/a ${iso(1)}`, reason: 'unexplained' },
+      { tick: `t/a ${iso(2)}`, reason: 'no-replica' },
+      { tick: `t/a ${iso(3)}`, reason: 'no-replica' },
+    ]);
+    expect(run('no-lock-majority').missed.map((miss) => miss.reason)).toEqual(['unexplained', 'unexplained', 'no-lock-majority']);
+  });
+
   it('a tick enqueued by two winners is a duplicate', () => {
     const ledgerFile = ledger([`t/a ${iso(0)} 1 1 start 9`, `t/a ${iso(0)} 1 1 end 9`]);
     const records = [

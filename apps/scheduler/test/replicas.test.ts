@@ -209,7 +209,11 @@ describe('replicated schedulers', () => {
     const forTick = outcomes.filter((o) => o.schedule === schedule.id && o.tickMs === tick);
     expect(forTick.filter((o) => o.outcome === 'lost-race')).toHaveLength(2);
     expect(forTick.filter((o) => o.outcome === 'recovered')).toHaveLength(1);
-    const job = await new Queue('tickwarden-default', { connection: new Redis(queueRedis.urls[0] ?? '', { maxRetriesPerRequest: null }) }).getJob(tickJobId(schedule.id, tick));
+    const connection = new Redis(queueRedis.urls[0] ?? '', { maxRetriesPerRequest: null });
+    const queue = new Queue('tickwarden-default', { connection });
+    const job = await queue.getJob(tickJobId(schedule.id, tick));
+    await queue.close();
+    connection.disconnect();
     expect(job?.data.tickMs).toBe(tick);
   });
 
@@ -322,9 +326,12 @@ describe('replicated schedulers', () => {
     expect(atTick.length).toBe(1201);
     expect(new Set(atTick.map((o) => o.schedule)).size).toBe(1201);
     expect(atTick.every((o) => o.outcome === 'enqueued')).toBe(true);
-    const queue = new Queue('tickwarden-slices', { connection: new Redis(queueRedis.urls[0] ?? '', { maxRetriesPerRequest: null }) });
+    const connection = new Redis(queueRedis.urls[0] ?? '', { maxRetriesPerRequest: null });
+    const queue = new Queue('tickwarden-slices', { connection });
     expect(await Promise.all(schedules.slice(0, 3).map(async (s) => (await queue.getJob(tickJobId(s.id, tick)))?.data.tickMs))).toEqual([tick, tick, tick]);
+    // BullMQ does not close a connection it was given.
     await queue.close();
+    connection.disconnect();
     expect(Math.max(...sizes)).toBeLessThanOrEqual(500);
     expect(sizes.filter((size) => size > 1).length).toBeGreaterThanOrEqual(3);
   });
