@@ -1,7 +1,7 @@
 /**
  * What the benchmarks run as the deployed processes: compiled JavaScript, as the image runs it
  * (deploy/docker/Dockerfile), never the TypeScript sources - those load Node's type stripper into
- * each process, 15-30 MB of RSS that a deployed replica does not have.
+ * each process, 13-22 MB of RSS that a deployed replica does not have.
  */
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';

@@ -161,8 +161,10 @@ export class Redlock extends EventEmitter<RedlockEvents> {
       args.push(request.value, String(proposal), request.claim ?? '');
     }
     const acquired = new Array<number>(open.length).fill(0);
-    /** Per contender with a claim: nodes per value that holds the claim. */
-    const claimedBy = open.map(() => new Map<string, number>());
+    /** Per contender whose claim a node reported held: nodes per value holding it (created on the first such vote). */
+    const claimedBy: (Map<string, number> | undefined)[] = [];
+    /** The most nodes one value holds the contender's claim on. */
+    const mostClaimed = (i: number): number => Math.max(0, ...(claimedBy[i]?.values() ?? []));
     const claimHoldersOf = new WeakMap<readonly AcquireVote[], (string | undefined)[]>();
     let answered = 0;
     const start = clock.now();
@@ -180,7 +182,9 @@ export class Redlock extends EventEmitter<RedlockEvents> {
           reply.reply.forEach((vote, i) => {
             if (vote === 'acquired') acquired[i] = (acquired[i] ?? 0) + 1;
             const holder = holders?.[i];
-            if (vote === 'claimed' && holder !== undefined) claimedBy[i]?.set(holder, (claimedBy[i]?.get(holder) ?? 0) + 1);
+            if (vote !== 'claimed' || holder === undefined) return;
+            const counts = (claimedBy[i] ??= new Map());
+            counts.set(holder, (counts.get(holder) ?? 0) + 1);
           });
         }
         const silent = n - answered;
@@ -189,10 +193,7 @@ export class Redlock extends EventEmitter<RedlockEvents> {
         // tell, and down nodes, which answer first, must not make it a QuorumUnavailableError. Earlier
         // attempts settle at once (a retry follows): a hung node must not hold up the winners of
         // the batch for a node timeout per attempt.
-        const claimKnown = (i: number): boolean => {
-          const most = Math.max(0, ...(claimedBy[i]?.values() ?? []));
-          return most >= quorum || most + silent < quorum;
-        };
+        const claimKnown = (i: number): boolean => mostClaimed(i) >= quorum || mostClaimed(i) + silent < quorum;
         return acquired.every((count, i) => count >= quorum || (count + silent < quorum && (willRetry || claimKnown(i))));
       },
     });
@@ -214,22 +215,13 @@ export class Redlock extends EventEmitter<RedlockEvents> {
       failed.push(c);
       c.lastCauses = causesExcept(replies, i, ['acquired']) as Map<string, NodeCause>;
       // Granted = one other value holds the claim on a quorum. Claims split among contenders of a failed round are released: retry.
-      if (request.claim !== undefined && this.#claimGrantedElsewhere(replies, i, claimHoldersOf)) {
+      if (request.claim !== undefined && mostClaimed(i) >= quorum) {
         c.result = { resource: request.resource, ok: false, error: new ClaimAlreadyGrantedError(request.resource, request.claim, c.lastCauses) };
       }
       if (!(countVotes(replies, i, 'stale') > 0 && countVotes(replies, i, 'acquired', 'stale') >= quorum)) staleOnly = false;
     });
     if (failed.length > 0) await this.#releaseValues(failed.map((c) => c.request), true, s);
     return { staleOnly: failed.length > 0 && staleOnly };
-  }
-
-  #claimGrantedElsewhere(replies: readonly NodeReply<readonly AcquireVote[]>[], index: number, claimHoldersOf: WeakMap<readonly AcquireVote[], (string | undefined)[]>): boolean {
-    const perHolder = new Map<string, number>();
-    for (const r of replies) {
-      const holder = r.ok && r.reply[index] === 'claimed' ? claimHoldersOf.get(r.reply)?.[index] : undefined;
-      if (holder !== undefined) perHolder.set(holder, (perHolder.get(holder) ?? 0) + 1);
-    }
-    return [...perHolder.values()].some((count) => count >= this.quorum);
   }
 
   #acquireFailure(c: Contender, attempts: number): RedlockError {
