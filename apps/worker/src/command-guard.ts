@@ -14,6 +14,8 @@ const GUARD_PROCESS = fileURLToPath(new URL(`./command-guard-process${path.extna
 export const GUARD_READY_TIMEOUT_MS = 5_000;
 /** A guard that exits before it is ready is spawned again only after this, so a broken guard cannot spin, ms. */
 export const GUARD_RESPAWN_DELAY_MS = 1_000;
+/** `watching` writes again this long after a write to a guard that is gone, ms. */
+const REWRITE_DELAY_MS = 20;
 /** After its stdin closed, how long `close` waits for the guard to exit before it SIGKILLs it by pid, ms. */
 const CLOSE_WAIT_MS = 2_000;
 
@@ -102,6 +104,23 @@ export class CommandGuard {
     this.#send(`watch ${pgid} ${at.toFixed(3)}`);
   }
 
+  /**
+   * Resolves once a running guard has group `pgid`'s kill time in its pipe: from then on the
+   * guard kills the group even if this process dies at once (if the guard dies instead, its
+   * successor is told every watched group). While no guard runs it waits for one, like
+   * {@link ready}, and rejects like it; a group not watched is an error.
+   */
+  async watching(pgid: number, signal: AbortSignal): Promise<void> {
+    for (;;) {
+      await this.ready(signal);
+      const at = this.#killAt.get(pgid);
+      if (at === undefined) throw new Error(`process group ${pgid} is not watched`);
+      if (await this.#written(`watch ${pgid} ${at.toFixed(3)}`)) return;
+      // The guard is gone (EPIPE) but its exit is not handled yet: give that a moment, then wait for the next one.
+      await new Promise((resolve) => setTimeout(resolve, REWRITE_DELAY_MS));
+    }
+  }
+
   unwatch(pgid: number): void {
     if (this.#killAt.delete(pgid)) this.#send(`unwatch ${pgid}`);
   }
@@ -127,6 +146,13 @@ export class CommandGuard {
   #send(line: string): void {
     // Until a guard is ready, #killAt keeps the line's effect: the guard gets it all when it is.
     if (this.running) this.#child?.stdin.write(`${line}\n`);
+  }
+
+  /** Whether `line` reached the running guard's pipe (false when none runs or the write failed). */
+  #written(line: string): Promise<boolean> {
+    const child = this.#child;
+    if (!child || !this.running) return Promise.resolve(false);
+    return new Promise((resolve) => child.stdin.write(`${line}\n`, (error) => resolve(!error)));
   }
 
   #spawn(): void {

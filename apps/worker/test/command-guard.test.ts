@@ -1,5 +1,5 @@
 import { spawn, spawnSync } from 'node:child_process';
-import { reaper, waitUntil } from '@tickwarden/testkit';
+import { reaper, sleep, waitUntil } from '@tickwarden/testkit';
 import { afterAll, describe, expect, it } from 'vitest';
 import { CommandGuard, HandlerError, hostMonotonicMs, WorkerMetrics } from '../src/index.ts';
 import { captureLogger, groupAlive, processRunning } from './support.ts';
@@ -83,6 +83,27 @@ describe('command guard (a real sidecar process)', () => {
       // A SIGKILLed guard could not kill anything: the group outlived it, and the new guard ends it.
       await waitUntil(() => !groupAlive(watched), 'the new guard to kill the group', { timeoutMs: 5000 });
       expect(records.find((r) => r['code'] === 'COMMAND_GUARD_KILLED')).toMatchObject({ pgid: watched });
+    } finally {
+      await guard.close();
+    }
+  });
+
+  it('watching() resolves once a running guard has the group in its pipe: with none running yet, only once one started and was told', async () => {
+    const { logger } = captureLogger();
+    const guard = new CommandGuard({ logger });
+    try {
+      const watched = sleeperGroup();
+      guard.watch(watched, 1500);
+      let told = false;
+      const watching = guard.watching(watched, new AbortController().signal).then(() => (told = true));
+      await sleep(200);
+      expect(told).toBe(false);
+      guard.start();
+      await watching;
+      expect(guard.pid).toBeDefined();
+      // It has it: it kills the group at its time.
+      await waitUntil(() => !groupAlive(watched), 'the guard to kill the group', { timeoutMs: 5000 });
+      await expect(guard.watching(12345678, new AbortController().signal)).rejects.toThrow('process group 12345678 is not watched');
     } finally {
       await guard.close();
     }

@@ -140,7 +140,24 @@ describe('command handler', () => {
     expect((failed as HandlerError).message).toBe('command exited with code 3');
     expect((failed as HandlerError).details['exitCode']).toBe(3);
     const missing = await runCommand({ ...command(''), argv: ['/nonexistent/tickwarden-nope'] }, runContext(new AbortController().signal, logger), guarded).catch((e: unknown) => e);
-    expect((missing as Error).message).toMatch(/^cannot start command "\/nonexistent\/tickwarden-nope": spawn .* ENOENT/);
+    expect((missing as Error).message).toMatch(/^cannot start command "\/nonexistent\/tickwarden-nope": no executable file at \/nonexistent\/tickwarden-nope$/);
+  });
+
+  it('finds the program as execvp would: a path with a slash from cwd, a bare name on the command\'s PATH; a file that is not executable is not run', async () => {
+    const { logger, records } = captureLogger();
+    mkdirSync(path.join(dir, 'bin'), { recursive: true });
+    writeFileSync(path.join(dir, 'bin', 'say-argv0'), '#!/bin/sh\necho "argv0 $0 $1"\n', { mode: 0o755 });
+    writeFileSync(path.join(dir, 'bin', 'not-executable'), '#!/bin/sh\necho ran\n', { mode: 0o644 });
+    const run = (argv: string[], env: Record<string, string> = {}) =>
+      runCommand({ kind: 'command', argv, cwd: dir, env, killGraceMs: 300 }, runContext(new AbortController().signal, logger), guarded);
+    expect((await run(['./bin/say-argv0', 'relative']))['exitCode']).toBe(0);
+    expect((await run(['say-argv0', 'bare'], { PATH: `/nonexistent:${path.join(dir, 'bin')}` }))['exitCode']).toBe(0);
+    expect(records.filter((r) => r['stream'] === 'stdout').map((r) => r['msg'])).toEqual([`argv0 ${path.join(dir, 'bin', 'say-argv0')} relative`, `argv0 ${path.join(dir, 'bin', 'say-argv0')} bare`]);
+    const bare = await run(['say-argv0']).catch((e: unknown) => e);
+    expect((bare as HandlerError).message).toBe('cannot start command "say-argv0": no executable file named "say-argv0" on PATH');
+    expect((bare as HandlerError).details['code']).toBe('COMMAND_NOT_FOUND');
+    const plain = await run(['bin/not-executable']).catch((e: unknown) => e);
+    expect((plain as HandlerError).message).toBe(`cannot start command "bin/not-executable": no executable file at ${path.join(dir, 'bin', 'not-executable')}`);
   });
 
   it('caps output at 1,000 lines and 4 KiB per line, then one "truncated" line', async () => {
@@ -221,7 +238,7 @@ describe('command handler: bound to the lease', () => {
      const beat = () => require('node:fs').appendFileSync(${JSON.stringify(path.join(dir, name))}, Date.now() + '\\n');
      console.log('pid ' + process.pid); beat(); setInterval(beat, 20);`;
   // Never kills: these tests see the worker's own kills (command-guard.test.ts tests the guard's).
-  const passiveGuard = { ready: () => Promise.resolve(), watch: () => undefined, unwatch: () => undefined } as unknown as CommandGuard;
+  const passiveGuard = { ready: () => Promise.resolve(), watch: () => undefined, watching: () => Promise.resolve(), unwatch: () => undefined } as unknown as CommandGuard;
   const pidOf = (records: Record<string, unknown>[]) => Number(String(records.find((r) => String(r['msg']).startsWith('pid '))?.['msg']).slice(4));
 
   it('an aborted command that ignores SIGTERM is SIGKILLed before its lease validity ends, although its kill grace is longer', async () => {

@@ -204,27 +204,49 @@ describe('worker as an OS process', () => {
     rmSync(path.join(configDir, 'reload.yaml'));
   });
 
+  /**
+   * A worker process running the fixture (apps/worker/test/fixtures/worker-process.ts): BullMQ
+   * re-delivers a dead worker's job within ~1.6 s, before a 3 s lease (extended every 1 s) can have lapsed.
+   */
+  async function startFixture(id: string, schedule: ScheduleConfig, env: Record<string, string> = {}): Promise<ManagedProcess> {
+    const worker = ManagedProcess.start({
+      name: id,
+      command: process.execPath,
+      args: ['--conditions=@tickwarden/source', FIXTURE],
+      env: {
+        FIXTURE_WORKER_ID: id,
+        FIXTURE_LOCK_NODES: locks.urls.join(','),
+        FIXTURE_QUEUE_REDIS: queueNodes.urls[0],
+        FIXTURE_SCHEDULES: JSON.stringify([schedule]),
+        FIXTURE_LOCK_DURATION_MS: '1000',
+        FIXTURE_STALLED_INTERVAL_MS: '300',
+        ...env,
+      },
+    });
+    processes.push(worker);
+    await worker.waitForLine((line) => line.includes('fixture worker started'), 'start');
+    return worker;
+  }
+
+  it('a worker SIGKILLed between a command\'s fork and telling its guard of it: the command never runs (it waits behind a gate the worker opens only once the guard has its group)', async () => {
+    const schedule = scheduleFixture('forked/job', heartbeat('forked.txt'), { queue: 'forked', leaseTtlMs: 2000 });
+    const victim = await startFixture('forked-a', schedule, { FIXTURE_DIE_AFTER_SPAWN_OF: 'forked.txt' });
+    const victimGuard = guardPid(victim);
+    await enqueueTick(scheduler, connection, schedule);
+    expect((await victim.exited).signal).toBe('SIGKILL');
+    await waitUntil(() => !processRunning(victimGuard), 'the guard to exit after the worker');
+    // A command that started would have written its pid, then a beat every 50 ms, for as long as it lives.
+    await sleep(2000);
+    const written = lines('forked.txt');
+    const pid = Number(written[0]?.split(' ')[1]);
+    if (pid > 0 && groupAlive(pid)) process.kill(-pid, 'SIGKILL');
+    expect(written).toEqual([]);
+  });
+
   it('a worker SIGKILLed mid-run: its guard kills the command at once; the job re-runs on another worker only after the lease expired, with a greater fence, never overlapping', async () => {
     const ttl = 3000;
     const schedule = scheduleFixture('crash/job', recordedSleep('crash.txt', 3000), { queue: 'crash', leaseTtlMs: ttl });
-    const start = (id: string) =>
-      ManagedProcess.start({
-        name: id,
-        command: process.execPath,
-        args: ['--conditions=@tickwarden/source', FIXTURE],
-        env: {
-          FIXTURE_WORKER_ID: id,
-          FIXTURE_LOCK_NODES: locks.urls.join(','),
-          FIXTURE_QUEUE_REDIS: queueNodes.urls[0],
-          FIXTURE_SCHEDULES: JSON.stringify([schedule]),
-          // BullMQ re-delivers a dead worker's job within ~1.6 s: before its 3 s lease (extended every 1 s) can have lapsed
-          FIXTURE_LOCK_DURATION_MS: '1000',
-          FIXTURE_STALLED_INTERVAL_MS: '300',
-        },
-      });
-    const workers = [start('crash-a'), start('crash-b')];
-    processes.push(...workers);
-    await Promise.all(workers.map((w) => w.waitForLine((line) => line.includes('fixture worker started'), 'start')));
+    const workers = await Promise.all([startFixture('crash-a', schedule), startFixture('crash-b', schedule)]);
     const { jobId, lease } = await enqueueTick(scheduler, connection, schedule);
     await waitUntil(() => workers.some((w) => w.lines.some((line) => line.includes('"run started"'))), 'a run to start');
     const victim = workers.find((w) => w.lines.some((line) => line.includes('"run started"'))) as ManagedProcess;

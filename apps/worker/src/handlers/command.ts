@@ -1,4 +1,8 @@
 import { spawn } from 'node:child_process';
+import { constants } from 'node:fs';
+import { access, stat } from 'node:fs/promises';
+import path from 'node:path';
+import type { Readable, Writable } from 'node:stream';
 import type { HandlerConfig } from '@tickwarden/config';
 import type { CommandGuard } from '../command-guard.ts';
 import { DEFAULT_OUTPUT_LIMITS, OutputLog, type OutputLimits } from './output.ts';
@@ -20,13 +24,24 @@ export interface CommandRunOptions {
  * the end, so a lease-lost abort leaves a command about 100 ms for SIGTERM.
  */
 export const LEASE_KILL_MARGIN_MS = 100;
+/**
+ * Every command starts behind a gate: `sh` in the command's new process group waits for a line
+ * on fd 3, then execs the program (same pid, same group). The worker writes that line only once
+ * the guard has the group's kill time in its pipe (`CommandGuard.watching`). A worker killed
+ * between the fork and that moment (the fork returns before the guard can be told) closes fd 3
+ * with its death: the gate exits 125 and nothing of the command runs. Without the gate such a
+ * command ran unwatched, and could outlive the lease (apps/worker/test/process.test.ts).
+ */
+const GATE_SHELL = '/bin/sh';
+const GATE_ARGS = ['-c', 'IFS= read -r open <&3 || exit 125; exec 3<&-; exec "$@"', 'tickwarden-gate'];
 /** How often the process group is polled once the command exited or was signalled, ms. */
 const GROUP_POLL_MS = 20;
 /** After SIGKILL, how long to wait for the group to vanish before giving up (zombies nobody reaps), ms. */
 const AFTER_KILL_WAIT_MS = 2000;
 
 /**
- * Runs the schedule's command without a shell, in its own process group: the
+ * Runs the schedule's command in its own process group, its argv as given (no
+ * shell interprets it; the gate above only execs it): the
  * payload as JSON on stdin, the tick in `TICKWARDEN_*` variables (the worker's
  * own `TICKWARDEN_*` settings are not passed on), stdout and
  * stderr logged line by line (capped). Exit code 0 is success. When
@@ -40,29 +55,31 @@ export async function runCommand(config: CommandHandlerConfig, context: RunConte
   const [program, ...args] = config.argv;
   if (program === undefined) throw new HandlerError('command has an empty argv');
   const { guard, limits = DEFAULT_OUTPUT_LIMITS } = options;
+  const env: NodeJS.ProcessEnv = {
+    ...inheritedEnv(),
+    ...config.env,
+    TICKWARDEN_SCHEDULE: context.schedule,
+    TICKWARDEN_TICK: tickIso(context),
+    TICKWARDEN_FENCE: String(context.fence),
+    TICKWARDEN_JOB_ID: context.jobId,
+    TICKWARDEN_ATTEMPT: String(context.attempt),
+  };
+  const executable = await findExecutable(program, config.cwd, env['PATH']);
+  if (executable === undefined) {
+    const where = program.includes('/') ? `at ${path.resolve(config.cwd ?? process.cwd(), program)}` : `named "${program}" on PATH`;
+    throw new HandlerError(`cannot start command "${program}": no executable file ${where}`, { code: 'COMMAND_NOT_FOUND' });
+  }
   // No command starts that the guard could not stop if this worker died or stalled.
   await guard.ready(context.signal);
   const started = performance.now();
-  const child = spawn(program, args, {
-    cwd: config.cwd,
-    env: {
-      ...inheritedEnv(),
-      ...config.env,
-      TICKWARDEN_SCHEDULE: context.schedule,
-      TICKWARDEN_TICK: tickIso(context),
-      TICKWARDEN_FENCE: String(context.fence),
-      TICKWARDEN_JOB_ID: context.jobId,
-      TICKWARDEN_ATTEMPT: String(context.attempt),
-    },
-    detached: true,
-    stdio: ['pipe', 'pipe', 'pipe'],
-  });
+  const child = spawn(GATE_SHELL, [...GATE_ARGS, executable, ...args], { cwd: config.cwd, env, detached: true, stdio: ['pipe', 'pipe', 'pipe', 'pipe'] });
+  // All four are pipes (stdio above): never null.
+  const [stdin, stdout, stderr, gate] = [child.stdin as Writable, child.stdout as Readable, child.stderr as Readable, child.stdio[3] as Writable];
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null } | { error: Error }>((resolve) => {
     child.once('exit', (code, signal) => resolve({ code, signal }));
     child.once('error', (error) => resolve({ error }));
   });
   const group = child.pid === undefined ? undefined : new ProcessGroup(child.pid, config.killGraceMs);
-  // Told in the same tick as the spawn: the pipe holds the line even if this process is SIGKILLed right after.
   const followLease = (): void => {
     if (!group) return;
     const killInMs = context.lease.msLeft() - LEASE_KILL_MARGIN_MS;
@@ -72,15 +89,27 @@ export async function runCommand(config: CommandHandlerConfig, context: RunConte
   followLease();
   const stopFollowing = context.lease.onExtended(followLease);
   const output = new OutputLog(context, limits);
-  const streamsDone = Promise.all([output.follow(child.stdout, 'stdout'), output.follow(child.stderr, 'stderr')]);
-  child.stdin.on('error', () => undefined); // EPIPE when the command does not read its input
-  child.stdin.end(JSON.stringify(context.payload ?? null));
+  const streamsDone = Promise.all([output.follow(stdout, 'stdout'), output.follow(stderr, 'stderr')]);
+  stdin.on('error', () => undefined); // EPIPE when the command does not read its input
+  stdin.end(JSON.stringify(context.payload ?? null));
+  gate.on('error', () => undefined);
 
   const onAbort = (): void => group?.stop();
   context.signal.addEventListener('abort', onAbort, { once: true });
   if (context.signal.aborted) onAbort();
+  let notStarted: unknown;
   let result: Awaited<typeof exited>;
   try {
+    if (group) {
+      // The gate opens only once the guard surely has the group: a crash before that closes it, and nothing runs.
+      try {
+        await guard.watching(group.pgid, context.signal);
+        gate.end('open\n');
+      } catch (error) {
+        notStarted = error;
+        gate.destroy();
+      }
+    }
     result = await exited;
     if (group) {
       if (group.alive()) {
@@ -97,15 +126,37 @@ export async function runCommand(config: CommandHandlerConfig, context: RunConte
   }
   // Everything holding the pipes is gone (unless something left the group): give the streams a moment to drain.
   await Promise.race([streamsDone, new Promise((resolve) => setTimeout(resolve, 200).unref())]);
-  child.stdout.destroy();
-  child.stderr.destroy();
+  stdout.destroy();
+  stderr.destroy();
 
   const durationMs = Math.round(performance.now() - started);
   if ('error' in result) throw new HandlerError(`cannot start command "${program}": ${result.error.message}`, {}, { cause: result.error });
   if (context.signal.aborted) throw context.signal.reason;
+  if (notStarted !== undefined) throw notStarted;
   if (result.code === 0) return { exitCode: 0, commandMs: durationMs, outputLines: output.lines };
   if (result.code !== null) throw new HandlerError(`command exited with code ${result.code}`, { exitCode: result.code });
   throw new HandlerError(`command was killed by ${result.signal ?? 'a signal'}`, { exitSignal: result.signal });
+}
+
+/**
+ * The file execvp would run: a program with a slash as is (relative to `cwd`), else the first
+ * executable file of that name in PATH's directories (`/usr/bin:/bin` when PATH is unset, as
+ * libuv does). Looked up here, before the gate execs it, so a missing program fails the run
+ * with a clear error rather than the gate's exit code 127.
+ */
+async function findExecutable(program: string, cwd: string | undefined, pathList: string | undefined): Promise<string | undefined> {
+  const base = cwd ?? process.cwd();
+  const directories = program.includes('/') ? [''] : (pathList ?? '/usr/bin:/bin').split(':').filter((dir) => dir !== '');
+  for (const directory of directories) {
+    const candidate = path.resolve(base, directory, program);
+    try {
+      await access(candidate, constants.X_OK);
+      if ((await stat(candidate)).isFile()) return candidate;
+    } catch {
+      // not there, or not executable: try the next directory
+    }
+  }
+  return undefined;
 }
 
 /** The worker's environment without its own settings: `TICKWARDEN_*` carry the Redis URLs (with passwords), none of a command's business. */
