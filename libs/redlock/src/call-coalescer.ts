@@ -13,16 +13,16 @@ export interface ScriptCall {
   maxResources: number;
 }
 
-interface Deferred {
-  promise: Promise<unknown>;
-  resolve: (raw: unknown) => void;
-  reject: (error: unknown) => void;
+/** One caller's share of a merged call: its slice of each node's reply, and a settler per node. */
+interface Member {
+  from: number;
+  to: number;
+  settlers: { resolve: (raw: unknown) => void; reject: (error: unknown) => void }[];
 }
 
 interface Group {
   call: ScriptCall & { keys: string[]; args: string[] };
-  /** Per node: settles with the node's whole reply. */
-  replies: Deferred[];
+  members: Member[];
 }
 
 /**
@@ -60,20 +60,19 @@ export class CallCoalescer {
       group = undefined;
     }
     if (!group) {
-      group = { call: { ...call, keys: [], args: [] }, replies: this.#nodes.map(deferred) };
+      group = { call: { ...call, keys: [], args: [] }, members: [] };
       this.#open.set(key, group);
     }
-    const { replyWidth } = call.script;
-    const from = group.call.keys.length * replyWidth;
-    const to = from + call.keys.length * replyWidth;
+    const from = group.call.keys.length * call.script.replyWidth;
+    const member: Member = { from, to: from + call.keys.length * call.script.replyWidth, settlers: [] };
+    group.members.push(member);
     group.call.keys.push(...call.keys);
     group.call.args.push(...call.args);
     if (!this.#scheduled) {
       this.#scheduled = true;
       setImmediate(() => this.#flush());
     }
-    const merged = group.call;
-    return group.replies.map((reply) => reply.promise.then((raw) => (from === 0 && to === merged.keys.length * replyWidth ? raw : (raw as unknown[]).slice(from, to))));
+    return this.#nodes.map(() => new Promise((resolve, reject) => member.settlers.push({ resolve, reject })));
   }
 
   #flush(): void {
@@ -81,11 +80,18 @@ export class CallCoalescer {
     this.#full = [];
     this.#open = new Map();
     this.#scheduled = false;
-    for (const { call, replies } of groups) {
+    for (const { call, members } of groups) {
       const args = [...call.header, ...call.args];
+      const whole = members.length === 1;
       this.#nodes.forEach((node, i) => {
-        const reply = replies[i] as Deferred;
-        run(node, call, call.keys, args).then(reply.resolve, reply.reject);
+        run(node, call, call.keys, args).then(
+          (raw) => {
+            for (const { from, to, settlers } of members) settlers[i]?.resolve(whole ? raw : (raw as unknown[]).slice(from, to));
+          },
+          (error: unknown) => {
+            for (const { settlers } of members) settlers[i]?.reject(error);
+          },
+        );
       });
     }
   }
@@ -98,14 +104,4 @@ function run(node: LockNode, call: ScriptCall, keys: readonly string[], args: re
   } catch (error) {
     return Promise.reject(error);
   }
-}
-
-function deferred(): Deferred {
-  let resolve!: (raw: unknown) => void;
-  let reject!: (error: unknown) => void;
-  const promise = new Promise<unknown>((res, rej) => {
-    resolve = res;
-    reject = rej;
-  });
-  return { promise, resolve, reject };
 }

@@ -58,15 +58,18 @@ export class IoredisLockNode implements LockNode {
     return new IoredisLockNode(new Redis(url, { ...LOCK_CLIENT_OPTIONS, ...tls, ...options }), true);
   }
 
-  async run(script: LuaScript, keys: readonly string[], args: readonly string[], timeoutMs: number): Promise<unknown> {
-    if (this.#client.status !== 'ready') await this.#awaitFirstConnection(timeoutMs);
-    try {
-      return await this.#client.evalsha(script.sha, keys.length, ...keys, ...args);
-    } catch (error) {
+  run(script: LuaScript, keys: readonly string[], args: readonly string[], timeoutMs: number): Promise<unknown> {
+    // Not async: on the common path (connected) no promise beyond ioredis' own is made.
+    if (this.#client.status !== 'ready') return this.#awaitFirstConnection(timeoutMs).then(() => this.#evalsha(script, keys, args));
+    return this.#evalsha(script, keys, args);
+  }
+
+  #evalsha(script: LuaScript, keys: readonly string[], args: readonly string[]): Promise<unknown> {
+    return this.#client.evalsha(script.sha, keys.length, ...keys, ...args).catch((error: unknown) => {
       // NOSCRIPT is the protocol's error code, not a message we wrote: the node restarted or flushed its scripts.
       if (!(error instanceof Error) || !error.message.startsWith('NOSCRIPT')) throw error;
       return this.#client.eval(script.source, keys.length, ...keys, ...args);
-    }
+    });
   }
 
   /**

@@ -29,15 +29,47 @@ export type ExtendVote = 'extended' | 'reestablished' | 'taken' | 'gone';
 export type ReleaseVote = 'released' | 'not-held';
 export type RevokeVote = 'revoked' | 'free' | 'claimed';
 
-const ACQUIRE_CODES: Readonly<Record<number, AcquireVote>> = { 1: 'acquired', 0: 'taken', [-1]: 'claimed', [-2]: 'stale', [-4]: 'queued' };
-const EXTEND_CODES: Readonly<Record<number, ExtendVote>> = { 1: 'extended', 2: 'reestablished', 0: 'taken', [-3]: 'gone' };
-const RELEASE_CODES: Readonly<Record<number, ReleaseVote>> = { 1: 'released', 0: 'not-held' };
-const REVOKE_CODES: Readonly<Record<number, RevokeVote>> = { 1: 'revoked', 0: 'free', 2: 'claimed' };
+// The one place the scripts' integer codes are mapped (switches: the lookups sit on every reply's path).
+function acquireVote(code: unknown): AcquireVote {
+  switch (Number(code)) {
+    case 1: return 'acquired';
+    case 0: return 'taken';
+    case -1: return 'claimed';
+    case -2: return 'stale';
+    case -4: return 'queued';
+    default: throw unknownCode('acquire', code);
+  }
+}
 
-function decode<T>(table: Readonly<Record<number, T>>, code: unknown, script: string): T {
-  const vote = table[Number(code)];
-  if (vote === undefined) throw new Error(`${script}.lua returned unknown code ${String(code)}`);
-  return vote;
+function extendVote(code: unknown): ExtendVote {
+  switch (Number(code)) {
+    case 1: return 'extended';
+    case 2: return 'reestablished';
+    case 0: return 'taken';
+    case -3: return 'gone';
+    default: throw unknownCode('extend', code);
+  }
+}
+
+function releaseVote(code: unknown): ReleaseVote {
+  switch (Number(code)) {
+    case 1: return 'released';
+    case 0: return 'not-held';
+    default: throw unknownCode('release', code);
+  }
+}
+
+function revokeVote(code: unknown): RevokeVote {
+  switch (Number(code)) {
+    case 1: return 'revoked';
+    case 0: return 'free';
+    case 2: return 'claimed';
+    default: throw unknownCode('revoke', code);
+  }
+}
+
+function unknownCode(script: string, code: unknown): Error {
+  return new Error(`${script}.lua returned unknown code ${String(code)}`);
 }
 
 /**
@@ -48,23 +80,24 @@ export function decodeAcquire(reply: unknown, count: number): { votes: AcquireVo
   const flat = reply as unknown[];
   let maxFence = 0;
   const claimHolders: (string | undefined)[] = [];
-  const votes = Array.from({ length: count }, (_, i) => {
-    const vote = decode(ACQUIRE_CODES, flat[2 * i], 'acquire');
+  const votes = new Array<AcquireVote>(count);
+  for (let i = 0; i < count; i++) {
+    const vote = acquireVote(flat[2 * i]);
     if (vote === 'claimed') claimHolders[i] = String(flat[2 * i + 1]);
     else maxFence = Math.max(maxFence, Number(flat[2 * i + 1]));
-    return vote;
-  });
+    votes[i] = vote;
+  }
   return { votes, maxFence, claimHolders };
 }
 
-export function decodeExtend(reply: unknown, count: number): ExtendVote[] {
-  return Array.from({ length: count }, (_, i) => decode(EXTEND_CODES, (reply as unknown[])[i], 'extend'));
+/** One vote per resource, from a reply of one code per resource. */
+function decodeCodes<V>(reply: unknown, count: number, vote: (code: unknown) => V): V[] {
+  const codes = reply as unknown[];
+  const votes = new Array<V>(count);
+  for (let i = 0; i < count; i++) votes[i] = vote(codes[i]);
+  return votes;
 }
 
-export function decodeRelease(reply: unknown, count: number): ReleaseVote[] {
-  return Array.from({ length: count }, (_, i) => decode(RELEASE_CODES, (reply as unknown[])[i], 'release'));
-}
-
-export function decodeRevoke(reply: unknown, count: number): RevokeVote[] {
-  return Array.from({ length: count }, (_, i) => decode(REVOKE_CODES, (reply as unknown[])[i], 'revoke'));
-}
+export const decodeExtend = (reply: unknown, count: number): ExtendVote[] => decodeCodes(reply, count, extendVote);
+export const decodeRelease = (reply: unknown, count: number): ReleaseVote[] => decodeCodes(reply, count, releaseVote);
+export const decodeRevoke = (reply: unknown, count: number): RevokeVote[] => decodeCodes(reply, count, revokeVote);
