@@ -1,4 +1,4 @@
-import { chmodSync, copyFileSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { chmodSync, copyFileSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { freePort, reaper, startRedisNodes, waitUntil, type RedisNodes } from '@tickwarden/testkit';
@@ -19,6 +19,18 @@ if (!DOCKER && !REQUIRED) {
 }
 
 const IMAGE_USER = '10001:10001';
+/** One team with one command schedule (never due on its own: the test triggers it). */
+const COMMAND_TEAM = [
+  'team: image-check',
+  'schedules:',
+  '  - name: command',
+  '    cron: "0 0 1 1 *"',
+  '    leaseTtl: 10s',
+  '    handler:',
+  '      kind: command',
+  '      argv: [node, -e, "console.log(\'command ran as uid \' + process.getuid())"]',
+  '',
+].join('\n');
 const CONFIG_MOUNT = '/etc/tickwarden/schedules';
 
 describe('the image build context (no Docker needed)', () => {
@@ -90,12 +102,15 @@ describe('the image, built and run (Docker)', () => {
   });
 
   it.skipIf(!DOCKER && !REQUIRED)(
-    'builds on a Node 24 base; the compiled scheduler and worker run read-only as 10001, get ready, log JSON, and drain on docker stop',
+    'builds on a Node 24 base; the compiled scheduler and worker run read-only as 10001, get ready, log JSON, run a triggered command job, and drain on docker stop',
     async () => {
       if (!DOCKER) throw new Error('TICKWARDEN_REQUIRE_DOCKER=1, but no Docker engine answers `docker info`');
       await buildImage(tag, cleanups);
       const [locks, queue] = await startRedis(cleanups);
       const configDir = copySchedules(cleanups);
+      // A command schedule besides the base's (all http): the worker runs it below, through the
+      // gate (/bin/sh, which the image must have) and the command guard, as user 10001.
+      writeFileSync(path.join(configDir, 'image-check.yaml'), COMMAND_TEAM, { mode: 0o644 });
       const port = await freePort();
       const env = {
         TICKWARDEN_CONFIG: CONFIG_MOUNT,
@@ -115,7 +130,7 @@ describe('the image, built and run (Docker)', () => {
 
       // The CLI of the README's `kubectl exec` commands, in the same image and sandbox.
       const cli = (...args: string[]): Promise<string> => mustRun('docker', ['run', '--rm', ...run, ...envArgs, '--entrypoint', 'tickwarden', tag, ...args]);
-      expect(await cli('validate', CONFIG_MOUNT)).toContain('ok: 4 schedule(s) in 2 file(s)');
+      expect(await cli('validate', CONFIG_MOUNT)).toContain('ok: 5 schedule(s) in 3 file(s)');
       expect(await cli('status', 'payments/nightly-settlement')).toMatch(/payments\/nightly-settlement .*active/);
 
       await mustRun('docker', ['stop', '-t', '30', name], { timeoutMs: 60_000 });
@@ -123,7 +138,7 @@ describe('the image, built and run (Docker)', () => {
       const { stdout, stderr } = await runCommand('docker', ['logs', name]);
       const records = jsonLines(stdout, stderr);
       const messages = records.map((record) => record['msg']);
-      expect(records.find((record) => record['msg'] === 'scheduler started')).toMatchObject({ replica: 'image-check', schedules: 4, quorum: 3 });
+      expect(records.find((record) => record['msg'] === 'scheduler started')).toMatchObject({ replica: 'image-check', schedules: 5, quorum: 3 });
       // SIGTERM reached node (PID 1): it drained and exited 0, well before docker's SIGKILL at 30 s (exit 137).
       expect(messages).toEqual(expect.arrayContaining(['stopping: no new ticks; finishing in-flight enqueues', 'stopped']));
       expect(state).toMatchObject({ ExitCode: 0, OOMKilled: false });
@@ -137,9 +152,18 @@ describe('the image, built and run (Docker)', () => {
       reaper.watchContainer(workerId);
       cleanups.push(() => mustRun('docker', ['rm', '-f', workerName]));
       await waitReady(workerName, workerPort);
+      expect(await cli('trigger', 'image-check/command')).toMatch(/^triggered image-check\/command: job /m);
+      const succeeded = async (): Promise<boolean> => {
+        const { stdout } = await runCommand('docker', ['logs', workerName]);
+        return stdout.includes('"msg":"run succeeded"');
+      };
+      await waitUntil(succeeded, 'the worker in the image to run the triggered command', { timeoutMs: 30_000, intervalMs: 250 });
       await mustRun('docker', ['stop', '-t', '30', workerName], { timeoutMs: 60_000 });
       const workerLogs = await runCommand('docker', ['logs', workerName]);
-      expect(jsonLines(workerLogs.stdout, workerLogs.stderr).map((record) => record['msg'])).toEqual(expect.arrayContaining(['command guard started']));
+      const workerRecords = jsonLines(workerLogs.stdout, workerLogs.stderr);
+      expect(workerRecords.map((record) => record['msg'])).toEqual(expect.arrayContaining(['command guard started']));
+      expect(workerRecords.find((record) => record['stream'] === 'stdout')).toMatchObject({ schedule: 'image-check/command', msg: 'command ran as uid 10001' });
+      expect(workerRecords.find((record) => record['msg'] === 'run succeeded')).toMatchObject({ schedule: 'image-check/command', exitCode: 0 });
       expect(JSON.parse(await mustRun('docker', ['inspect', '--format', '{{json .State}}', workerName]))).toMatchObject({ ExitCode: 0, OOMKilled: false });
     },
     300_000,
