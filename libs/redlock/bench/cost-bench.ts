@@ -1,0 +1,200 @@
+/**
+ * Where a sequential acquire+release cycle spends its time, beside the main benchmark
+ * (redlock-bench.ts): a script, not a test, asserting nothing.
+ *
+ * 1. Server time per call, on one `redis-server` in a hot loop (INFO commandstats after
+ *    CONFIG RESETSTAT): this library's acquire and release scripts, node-redlock's, the floor's
+ *    native SET NX PX and compare-and-delete, and an empty script with the acquire's arguments
+ *    (what any EVALSHA costs before its first redis.call).
+ * 2. Client CPU per sequential cycle on 5 nodes (process.cpuUsage, user and system): this
+ *    library, node-redlock on plain ioredis clients (as its README shows) and the floor (the
+ *    main benchmark's: auto-pipelined clients, SET NX PX and compare-and-delete, each resolved at
+ *    a quorum), in interleaved rounds on one key each.
+ *
+ * Run from the repository root: `npm run bench:redlock:costs`. Prints a table and writes
+ * bench-results/redlock-costs.json and .md. About 30 s.
+ */
+import { randomBytes } from 'node:crypto';
+import { mkdir, writeFile } from 'node:fs/promises';
+import { startRedisNodes, type RedisNodes } from '@tickwarden/testkit';
+import { Redis, type RedisOptions } from 'ioredis';
+import { newNodeRedlock } from './node-redlock.ts';
+import { DEFAULT_SETTINGS, LOCK_CLIENT_OPTIONS, Redlock, scripts } from '../src/index.ts';
+
+const SERVER_CALLS = 20_000;
+const CLIENT_CYCLES = 3_000;
+const ROUNDS = 3;
+const TTL_MS = 10_000;
+const FLOOR_RELEASE = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) else return 0 end";
+
+const value = (): string => randomBytes(20).toString('hex');
+const base = (resource: string): string => `tickwarden:{${resource}}:`;
+const mean = (values: readonly number[]): number => values.reduce((sum, v) => sum + v, 0) / values.length;
+
+async function readyClient(url: string, options: RedisOptions): Promise<Redis> {
+  const client = new Redis(url, options);
+  client.on('error', () => undefined);
+  if (client.status !== 'ready') await new Promise((resolve) => client.once('ready', resolve));
+  return client;
+}
+
+// ---------------------------------------------------------------- 1. server time per call
+
+interface ServerCall {
+  name: string;
+  /** usec_per_call of the command the client sent (EVALSHA, or SET), one value per round. */
+  usPerCall: number[];
+}
+
+async function serverTimes(): Promise<ServerCall[]> {
+  const nodes = await startRedisNodes({ count: 1, aof: false });
+  const client = await readyClient(nodes.urls[0] as string, {});
+  try {
+    const load = (source: string): Promise<string> => client.script('LOAD', source) as Promise<string>;
+    const nodeRedlock = newNodeRedlock([client], {});
+    const [acquire, release, empty, nrAcquire, nrRelease, floorRelease] = await Promise.all([
+      load(scripts.acquire.source),
+      load(scripts.release.source),
+      load('return 1'),
+      load(nodeRedlock.scripts.acquireScript.value),
+      load(nodeRedlock.scripts.releaseScript.value),
+      load(FLOOR_RELEASE),
+    ]);
+    const v = value();
+    // The acquire's arguments as the library sends them on a first attempt that may yield, without a claim.
+    const acquireArgs = (i: number): [number, ...(string | number)[]] => {
+      const { claimRetentionMs, fenceRetentionMs, retryDelayMs, retryJitterMs, nodeTimeoutMs } = DEFAULT_SETTINGS;
+      return [1, base(`r${i}`), TTL_MS, claimRetentionMs, retryDelayMs + retryJitterMs + nodeTimeoutMs, '1', Math.max(fenceRetentionMs, TTL_MS), v, Date.now() * 1000 + i, ''];
+    };
+    const calls: [string, 'evalsha' | 'set', (i: number) => Promise<unknown>][] = [
+      ['empty script (the acquire\'s arguments)', 'evalsha', (i) => client.evalsha(empty, ...acquireArgs(i))],
+      ['tickwarden acquire', 'evalsha', (i) => client.evalsha(acquire, ...acquireArgs(i))],
+      ['tickwarden release', 'evalsha', (i) => client.evalsha(release, 1, base(`r${i}`), '0', v, '')],
+      ['node-redlock acquire', 'evalsha', (i) => client.evalsha(nrAcquire, 1, `nr${i}`, v, TTL_MS)],
+      ['node-redlock release', 'evalsha', (i) => client.evalsha(nrRelease, 1, `nr${i}`, v)],
+      ['floor SET NX PX', 'set', (i) => client.set(`fl${i}`, v, 'PX', TTL_MS, 'NX')],
+      ['floor release', 'evalsha', (i) => client.evalsha(floorRelease, 1, `fl${i}`, v)],
+    ];
+    const results = calls.map(([name]) => ({ name, usPerCall: [] as number[] }));
+    for (let round = 0; round < ROUNDS; round++) {
+      for (const [c, [, command, call]] of calls.entries()) {
+        await client.config('RESETSTAT');
+        for (let i = 0; i < SERVER_CALLS; i++) await call(i);
+        const stats = await nodes.node(0).info('commandstats');
+        const usec = /(?:^|,)usec_per_call=([\d.]+)/.exec(stats[`cmdstat_${command}`] ?? '');
+        results[c]?.usPerCall.push(Number(usec?.[1]));
+      }
+      await client.flushall();
+    }
+    return results;
+  } finally {
+    client.disconnect();
+    await nodes.close();
+  }
+}
+
+// ---------------------------------------------------------------- 2. client CPU per cycle
+
+interface ClientCost {
+  name: string;
+  cyclesPerSec: number[];
+  userUsPerCycle: number[];
+  systemUsPerCycle: number[];
+}
+
+type Cycle = () => Promise<void>;
+
+/** Resolves once `quorum` of `calls` settled (the main benchmark's floor does the same). */
+function atQuorum(calls: readonly Promise<unknown>[], quorum: number): Promise<void> {
+  return new Promise((resolve) => {
+    let settled = 0;
+    const one = (): void => {
+      if (++settled === quorum) resolve();
+    };
+    for (const call of calls) call.then(one, one);
+  });
+}
+
+async function clientCosts(nodes: RedisNodes): Promise<ClientCost[]> {
+  const quorum = Math.floor(nodes.urls.length / 2) + 1;
+  const redlock = new Redlock(nodes.urls);
+  const plain = await Promise.all(nodes.urls.map((url) => readyClient(url, {})));
+  const pipelined = await Promise.all(nodes.urls.map((url) => readyClient(url, { ...LOCK_CLIENT_OPTIONS, enableAutoPipelining: true })));
+  try {
+    const nodeRedlock = newNodeRedlock(plain, { retryCount: 10, retryDelay: 200, retryJitter: 100 });
+    nodeRedlock.on('error', () => undefined);
+    const floorSha = (await Promise.all(pipelined.map((client) => client.script('LOAD', FLOOR_RELEASE))))[0] as string;
+    const variants: [string, Cycle][] = [
+      ['tickwarden', async () => void (await redlock.release(await redlock.acquire('cost-tw', TTL_MS)))],
+      ['node-redlock 5.0.0-beta.2 (plain clients)', async () => (await nodeRedlock.acquire(['cost-nr'], TTL_MS)).release().then(() => undefined)],
+      [
+        'floor',
+        async () => {
+          const v = value();
+          await atQuorum(pipelined.map((client) => client.set('cost-floor', v, 'PX', TTL_MS, 'NX')), quorum);
+          await atQuorum(pipelined.map((client) => client.evalsha(floorSha, 1, 'cost-floor', v)), quorum);
+        },
+      ],
+    ];
+    const results = variants.map(([name]) => ({ name, cyclesPerSec: [] as number[], userUsPerCycle: [] as number[], systemUsPerCycle: [] as number[] }));
+    for (let round = 0; round < ROUNDS; round++) {
+      // Rotate the order, as the main benchmark does: no variant always runs first.
+      for (let k = 0; k < variants.length; k++) {
+        const index = (k + round) % variants.length;
+        const [, cycle] = variants[index] as [string, Cycle];
+        for (let i = 0; i < 300; i++) await cycle();
+        const started = performance.now();
+        const cpu = process.cpuUsage();
+        for (let i = 0; i < CLIENT_CYCLES; i++) await cycle();
+        const used = process.cpuUsage(cpu);
+        const result = results[index] as ClientCost;
+        result.cyclesPerSec.push(CLIENT_CYCLES / ((performance.now() - started) / 1000));
+        result.userUsPerCycle.push(used.user / CLIENT_CYCLES);
+        result.systemUsPerCycle.push(used.system / CLIENT_CYCLES);
+      }
+    }
+    return results;
+  } finally {
+    await redlock.close();
+    for (const client of [...plain, ...pipelined]) client.disconnect();
+  }
+}
+
+// ---------------------------------------------------------------- run and report
+
+const fmt = (n: number, digits = 1): string => n.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits });
+const rounds = (values: readonly number[], digits = 1): string => `${fmt(mean(values), digits)} (${values.map((v) => fmt(v, digits)).join(' / ')})`;
+
+async function main(): Promise<void> {
+  const startedAt = new Date();
+  const server = await serverTimes();
+  const nodes = await startRedisNodes({ count: 5, aof: false });
+  let client: ClientCost[];
+  try {
+    client = await clientCosts(nodes);
+  } finally {
+    await nodes.close();
+  }
+  const lines = [
+    `Redlock cost benchmark, ${startedAt.toISOString()}: Node ${process.version}; means, then each of ${ROUNDS} rounds.`,
+    '',
+    `Server time per call, one redis-server, ${SERVER_CALLS.toLocaleString('en-US')} calls per round (INFO commandstats usec_per_call of the command sent):`,
+    '',
+    '| call | µs per call |',
+    '|---|---:|',
+    ...server.map((s) => `| ${s.name} | ${rounds(s.usPerCall, 2)} |`),
+    '',
+    `Client process per sequential acquire+release cycle, 5 nodes, ${CLIENT_CYCLES.toLocaleString('en-US')} cycles per round:`,
+    '',
+    '| implementation | cycles/s | user CPU µs per cycle | system CPU µs per cycle |',
+    '|---|---:|---:|---:|',
+    ...client.map((c) => `| ${c.name} | ${rounds(c.cyclesPerSec, 0)} | ${rounds(c.userUsPerCycle)} | ${rounds(c.systemUsPerCycle)} |`),
+  ];
+  const table = lines.join('\n');
+  console.log(table);
+  await mkdir('bench-results', { recursive: true });
+  await writeFile('bench-results/redlock-costs.json', JSON.stringify({ startedAt, node: process.version, server, client }, null, 2));
+  await writeFile('bench-results/redlock-costs.md', `${table}\n`);
+}
+
+await main();
