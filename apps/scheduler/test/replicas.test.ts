@@ -176,6 +176,30 @@ describe('replicated schedulers', () => {
     await holder.close();
   });
 
+  it('a starting replica contests its whole lead one due second after the other, the soonest first', async () => {
+    // A 30 s lease: the lead is the default 9.5 s, so the start finds about ten due seconds at once.
+    const schedules = Array.from({ length: 6 }, (_, i) => scheduleFixture({ id: `team-lead/job-${i}`, cron: '* * * * * *', overlap: 'allow', leaseTtlMs: 30_000 }));
+    const redlock = new Redlock(locks.urls, { nodeTimeoutMs: 250 });
+    const contests: number[][] = [];
+    const acquireBatch = redlock.acquireBatch.bind(redlock);
+    redlock.acquireBatch = (requests, ttlMs, options) => {
+      contests.push([...new Set(requests.map((request) => Number(request.claim?.slice('tick:'.length))))]);
+      return acquireBatch(requests, ttlMs, options);
+    };
+    const queue = new Redis(queueRedis.urls[0] ?? '', { maxRetriesPerRequest: null });
+    const scheduler = new Scheduler({ replicaId: 'lead', redlock, queueConnection: queue, logger: pino({ level: 'silent' }) });
+    scheduler.setSchedules(schedules);
+    scheduler.start();
+    await sleep(500);
+    await stopReplica({ scheduler, redlock, queue });
+    // The start's backlog: one contest per due second (every schedule's tick of that second), in due order.
+    const backlog = contests.slice(0, 9);
+    expect(backlog.every((ticks) => ticks.length === 1)).toBe(true);
+    const seconds = backlog.map((ticks) => ticks[0] as number);
+    expect(seconds).toEqual([...seconds].sort((a, b) => a - b));
+    expect(new Set(seconds).size).toBe(9);
+  });
+
   it('catch-up after every replica was down: the missed tick inside the window fires once, late; without catch-up it is missed', async () => {
     const withCatchUp = scheduleFixture({ id: 'team-d/catch-up', cron: '*/5 * * * * *', overlap: 'allow', leaseTtlMs: 5000, catchUpMs: 10_000 });
     const without = scheduleFixture({ id: 'team-d/no-catch-up', cron: '*/5 * * * * *', overlap: 'allow', leaseTtlMs: 5000 });
