@@ -101,7 +101,7 @@ export class CommandGuard {
   watch(pgid: number, killInMs: number): void {
     const at = this.#monotonicMs() + killInMs;
     this.#killAt.set(pgid, at);
-    this.#send(`watch ${pgid} ${at.toFixed(3)}`);
+    void this.#send(`watch ${pgid} ${at.toFixed(3)}`);
   }
 
   /**
@@ -115,14 +115,14 @@ export class CommandGuard {
       await this.ready(signal);
       const at = this.#killAt.get(pgid);
       if (at === undefined) throw new Error(`process group ${pgid} is not watched`);
-      if (await this.#written(`watch ${pgid} ${at.toFixed(3)}`)) return;
+      if (await this.#send(`watch ${pgid} ${at.toFixed(3)}`)) return;
       // The guard is gone (EPIPE) but its exit is not handled yet: give that a moment, then wait for the next one.
       await new Promise((resolve) => setTimeout(resolve, REWRITE_DELAY_MS));
     }
   }
 
   unwatch(pgid: number): void {
-    if (this.#killAt.delete(pgid)) this.#send(`unwatch ${pgid}`);
+    if (this.#killAt.delete(pgid)) void this.#send(`unwatch ${pgid}`);
   }
 
   /** Closes the guard's stdin (it kills whatever is still watched, then exits) and waits for its exit. */
@@ -143,13 +143,12 @@ export class CommandGuard {
     clearTimeout(timer);
   }
 
-  #send(line: string): void {
-    // Until a guard is ready, #killAt keeps the line's effect: the guard gets it all when it is.
-    if (this.running) this.#child?.stdin.write(`${line}\n`);
-  }
-
-  /** Whether `line` reached the running guard's pipe (false when none runs or the write failed). */
-  #written(line: string): Promise<boolean> {
+  /**
+   * Writes `line` to the running guard; resolves whether it reached the guard's pipe (false when
+   * none runs or the write failed). Until a guard is ready, #killAt keeps the line's effect: the
+   * guard gets it all when it is.
+   */
+  #send(line: string): Promise<boolean> {
     const child = this.#child;
     if (!child || !this.running) return Promise.resolve(false);
     return new Promise((resolve) => child.stdin.write(`${line}\n`, (error) => resolve(!error)));
@@ -181,7 +180,7 @@ export class CommandGuard {
   #onReady(pid: number): void {
     this.#pid = pid;
     this.#options.logger.info({ guardPid: pid, watchedGroups: this.#killAt.size }, 'command guard started');
-    for (const [pgid, at] of this.#killAt) this.#send(`watch ${pgid} ${at.toFixed(3)}`);
+    for (const [pgid, at] of this.#killAt) void this.#send(`watch ${pgid} ${at.toFixed(3)}`);
     for (const listener of [...this.#readyListeners]) listener();
   }
 

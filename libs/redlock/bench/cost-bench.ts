@@ -18,6 +18,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { startRedisNodes, type RedisNodes } from '@tickwarden/testkit';
 import { Redis, type RedisOptions } from 'ioredis';
+import { atQuorum, FLOOR_RELEASE } from './floor.ts';
 import { newNodeRedlock } from './node-redlock.ts';
 import { DEFAULT_SETTINGS, LOCK_CLIENT_OPTIONS, Redlock, scripts } from '../src/index.ts';
 
@@ -25,7 +26,6 @@ const SERVER_CALLS = 20_000;
 const CLIENT_CYCLES = 3_000;
 const ROUNDS = 3;
 const TTL_MS = 10_000;
-const FLOOR_RELEASE = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) else return 0 end";
 
 const value = (): string => randomBytes(20).toString('hex');
 const base = (resource: string): string => `tickwarden:{${resource}}:`;
@@ -103,17 +103,6 @@ interface ClientCost {
 }
 
 type Cycle = () => Promise<void>;
-
-/** Resolves once `quorum` of `calls` settled (the main benchmark's floor does the same). */
-function atQuorum(calls: readonly Promise<unknown>[], quorum: number): Promise<void> {
-  return new Promise((resolve) => {
-    let settled = 0;
-    const one = (): void => {
-      if (++settled === quorum) resolve();
-    };
-    for (const call of calls) call.then(one, one);
-  });
-}
 
 async function clientCosts(nodes: RedisNodes): Promise<ClientCost[]> {
   const quorum = Math.floor(nodes.urls.length / 2) + 1;

@@ -6,12 +6,13 @@
  * `bench-results/redlock.json` and `bench-results/redlock.md` at the repo root.
  */
 import { execFileSync } from 'node:child_process';
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { mkdir, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { startRedisNodes, type RedisNodes } from '@tickwarden/testkit';
 import { Redis, type RedisOptions } from 'ioredis';
+import { atQuorum, FLOOR_RELEASE, FLOOR_RELEASE_SHA } from './floor.ts';
 import { isNodeRedlockExecutionError, newNodeRedlock } from './node-redlock.ts';
 import { LOCK_CLIENT_OPTIONS, LockTakenError, Redlock, type Lease } from '../src/index.ts';
 
@@ -144,8 +145,6 @@ async function nodeRedlock(urls: readonly string[], pipelined: boolean): Promise
   };
 }
 
-const FLOOR_RELEASE = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) else return 0 end";
-const FLOOR_RELEASE_SHA = createHash('sha1').update(FLOOR_RELEASE).digest('hex');
 
 /**
  * The floor: SET NX PX on every node in parallel, a quorum of OKs wins (no
@@ -160,7 +159,7 @@ async function floor(urls: readonly string[], releaseAwaitsAll = false): Promise
   const releaseValue = async (resource: string, value: string): Promise<void> => {
     const calls = clients.map((client) => client.evalsha(FLOOR_RELEASE_SHA, 1, resource, value).then(noop, noop));
     if (releaseAwaitsAll) await Promise.all(calls);
-    else await quorumOf(calls, quorum);
+    else await atQuorum(calls, quorum);
   };
   const acquire = (resource: string, ttlMs: number): Promise<Held> =>
     new Promise((resolve, reject) => {
@@ -198,18 +197,6 @@ async function floor(urls: readonly string[], releaseAwaitsAll = false): Promise
       for (const client of clients) client.disconnect();
     },
   };
-}
-
-/** Resolves once `quorum` of `calls` have settled. */
-function quorumOf(calls: readonly Promise<void>[], quorum: number): Promise<void> {
-  return new Promise((resolve) => {
-    let settled = 0;
-    for (const call of calls) {
-      void call.then(() => {
-        if (++settled === quorum) resolve();
-      });
-    }
-  });
 }
 
 /** Batch for the libraries without one: every acquire at once (Promise.all), then every release at once. */
