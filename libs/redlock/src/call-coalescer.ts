@@ -1,7 +1,10 @@
 import type { LockNode } from './lock-node.ts';
 import type { LuaScript } from './scripts.ts';
 
-/** One script call for `keys.length` resources: one key per resource, `args` the per-resource arguments in order. */
+/**
+ * One script call for `keys.length` resources: one key per resource, `args` the
+ * per-resource arguments in order; the reply holds one entry per resource, in order.
+ */
 export interface ScriptCall {
   script: LuaScript;
   /** Arguments shared by every resource of the call (the head of ARGV). */
@@ -13,11 +16,14 @@ export interface ScriptCall {
   maxResources: number;
 }
 
-/** One caller's share of a merged call: its slice of each node's reply, and a settler per node. */
+/** Receives node `index`'s part of the reply (`ok`), or its error. */
+export type ReplyHandler = (index: number, ok: boolean, value: unknown) => void;
+
+/** One caller's share of a merged call: its slice of each node's reply. */
 interface Member {
   from: number;
   to: number;
-  settlers: { resolve: (raw: unknown) => void; reject: (error: unknown) => void }[];
+  onReply: ReplyHandler;
 }
 
 interface Group {
@@ -26,12 +32,15 @@ interface Group {
 }
 
 /**
- * Merges the script calls made within one turn of the event loop into one call
- * per node: calls of the same script with the same shared arguments and timeout
- * (concurrent acquires, releases, extensions) become one EVALSHA per node, and
- * each caller gets its slice of the reply. Redis runs one script instead of
- * many and the client parses one reply. Sending waits for `setImmediate`, as
- * ioredis' auto-pipelining does; callers measure validity from before they
+ * Merges the script calls made in one cascade of promise callbacks into one
+ * call per node: calls of the same script with the same shared arguments and
+ * timeout (concurrent acquires, releases, extensions) become one EVALSHA per
+ * node, and each caller gets its slice of the reply. Redis runs one script
+ * instead of many and the client parses one reply. Sending waits for
+ * `process.nextTick`, which runs once the promise callbacks of the current
+ * turn are done - the callers that one reply woke up have all submitted by
+ * then - without waiting for another turn of the event loop (a lone call goes
+ * out as soon as it would unmerged). Callers measure validity from before they
  * submit, so the wait only makes validity more conservative. Nothing is merged
  * when a node is a Redis Cluster: a merged call would span hash slots.
  */
@@ -47,11 +56,12 @@ export class CallCoalescer {
     this.#merges = !nodes.some((node) => node.singleSlot === true);
   }
 
-  /** Queues `call`; returns, per node in order, a promise of this call's part of the node's reply. */
-  submit(call: ScriptCall): Promise<unknown>[] {
+  /** Queues `call`; `onReply` gets each node's part of the reply (or its error) once, in any order. */
+  submit(call: ScriptCall, onReply: ReplyHandler): void {
     if (!this.#merges) {
       const args = [...call.header, ...call.args];
-      return this.#nodes.map((node) => run(node, call, call.keys, args));
+      this.#nodes.forEach((node, i) => run(node, call, call.keys, args).then((raw) => onReply(i, true, raw), (error: unknown) => onReply(i, false, error)));
+      return;
     }
     const key = `${call.script.sha}\n${call.timeoutMs}\n${call.maxResources}\n${call.header.join('\n')}`;
     let group = this.#open.get(key);
@@ -63,16 +73,14 @@ export class CallCoalescer {
       group = { call: { ...call, keys: [], args: [] }, members: [] };
       this.#open.set(key, group);
     }
-    const from = group.call.keys.length * call.script.replyWidth;
-    const member: Member = { from, to: from + call.keys.length * call.script.replyWidth, settlers: [] };
-    group.members.push(member);
+    const from = group.call.keys.length;
+    group.members.push({ from, to: from + call.keys.length, onReply });
     group.call.keys.push(...call.keys);
     group.call.args.push(...call.args);
     if (!this.#scheduled) {
       this.#scheduled = true;
-      setImmediate(() => this.#flush());
+      process.nextTick(() => this.#flush());
     }
-    return this.#nodes.map(() => new Promise((resolve, reject) => member.settlers.push({ resolve, reject })));
   }
 
   #flush(): void {
@@ -86,10 +94,10 @@ export class CallCoalescer {
       this.#nodes.forEach((node, i) => {
         run(node, call, call.keys, args).then(
           (raw) => {
-            for (const { from, to, settlers } of members) settlers[i]?.resolve(whole ? raw : (raw as unknown[]).slice(from, to));
+            for (const { from, to, onReply } of members) onReply(i, true, whole ? raw : (raw as unknown[]).slice(from, to));
           },
           (error: unknown) => {
-            for (const { settlers } of members) settlers[i]?.reject(error);
+            for (const { onReply } of members) onReply(i, false, error);
           },
         );
       });

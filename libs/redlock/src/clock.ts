@@ -1,3 +1,5 @@
+import { randomFillSync } from 'node:crypto';
+
 /**
  * Time as the library sees it. Validity is measured on `now()` (monotonic), never
  * on the wall clock; `wallMicros()` only seeds fencing-token proposals, where a
@@ -25,3 +27,27 @@ export interface RandomSource {
   bytes(size: number): Buffer;
   fraction(): number;
 }
+
+/** Size of one refill of the system random pool, bytes: about 200 lease values per `randomFillSync` call. */
+const RANDOM_POOL_BYTES = 4096;
+let randomPool = Buffer.alloc(0);
+let randomPoolOffset = 0;
+
+/**
+ * The process's randomness: bytes from `crypto.randomFillSync`, drawn in 4 KiB
+ * refills (one `randomBytes(20)` per acquire cost more than the rest of the
+ * client's work for it); each byte is handed out once and a refill fills a new
+ * buffer, so a value handed out is never overwritten. Jitter from `Math.random`.
+ */
+export const systemRandom: RandomSource = Object.freeze({
+  bytes: (size: number) => {
+    if (size > RANDOM_POOL_BYTES) return randomFillSync(Buffer.allocUnsafe(size));
+    if (randomPoolOffset + size > randomPool.length) {
+      randomPool = randomFillSync(Buffer.allocUnsafe(RANDOM_POOL_BYTES));
+      randomPoolOffset = 0;
+    }
+    randomPoolOffset += size;
+    return randomPool.subarray(randomPoolOffset - size, randomPoolOffset);
+  },
+  fraction: () => Math.random(),
+});

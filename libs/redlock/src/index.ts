@@ -1,4 +1,4 @@
-export { systemClock, type Clock, type RandomSource } from './clock.ts';
+export { systemClock, systemRandom, type Clock, type RandomSource } from './clock.ts';
 export {
   AcquireAbortedError,
   ClaimAlreadyGrantedError,
@@ -17,6 +17,6 @@ export { resourceKeys } from './keys.ts';
 export type { AcquireRequest, BatchResult, Lease, ReleaseResult } from './lease.ts';
 export { LeaseWatchdog } from './lease-watchdog.ts';
 export { IoredisLockNode, LOCK_CLIENT_OPTIONS, type LockNode } from './lock-node.ts';
-export { Redlock, type AcquireOptions, type NodeInput, type RedlockEvents } from './redlock.ts';
+export { Redlock, type AcquireOptions, type NodeInput, type NodeOperation, type RedlockEvents } from './redlock.ts';
 export { scripts, type LuaScript } from './scripts.ts';
 export { DEFAULT_SETTINGS, type CallSettings, type RedlockSettings } from './settings.ts';

@@ -29,11 +29,21 @@ export interface AcquireRequest {
 /** Result per resource of a batch call. */
 export type BatchResult<T> = { resource: string; ok: true; lease: T } | { resource: string; ok: false; error: RedlockError };
 
-/** Per-node outcome of a release: it never throws. */
+/**
+ * Per-node outcome of a release, as known when it was decided (it never throws):
+ * every node is in exactly one of the three lists.
+ */
 export interface ReleaseResult {
   resource: string;
   /** Node ids where the key held the lease's value and is deleted. */
   released: string[];
   /** Node ids, and why they did not release: `not-held`, or the error. */
   failed: Map<string, NodeCause>;
+  /**
+   * Node ids that had not answered when the release was decided (a quorum had
+   * released, or no longer could). Their release still runs: it deletes the key
+   * when it lands there (the TTL does otherwise), and an error it meets is
+   * emitted as a `nodeError` event.
+   */
+  unconfirmed: string[];
 }

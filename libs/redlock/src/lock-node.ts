@@ -14,7 +14,12 @@ export interface LockNode {
    * calls for different resources are never merged into one (see CallCoalescer).
    */
   readonly singleSlot?: boolean;
-  /** Runs `script`; `timeoutMs` is the caller's budget (the caller enforces it; a node may use it to give up waiting for a connection). */
+  /**
+   * Runs `script`; `timeoutMs` is the caller's budget (the caller enforces it; a node may use it
+   * to give up waiting for a connection). Calls must reach the node in the order they are made
+   * (one connection does this): a release decided before this node answered relies on it to land
+   * before the same client's next call there.
+   */
   run(script: LuaScript, keys: readonly string[], args: readonly string[], timeoutMs: number): Promise<unknown>;
   /** Closes what the library opened; clients passed in by the caller are left open. */
   close(): Promise<void>;

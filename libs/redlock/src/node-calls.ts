@@ -1,5 +1,6 @@
 import type { Clock } from './clock.ts';
 import { NodeTimeoutError } from './errors.ts';
+import type { ReplyHandler } from './call-coalescer.ts';
 import type { LockNode } from './lock-node.ts';
 
 /** One node's outcome of one script call, its reply decoded once. */
@@ -11,19 +12,27 @@ export interface RoundSpec<T> {
   timeoutMs: number;
   /** Called with each reply as it arrives; returning true settles the round early (the outcome cannot change). */
   decided?: (reply: NodeReply<T>) => boolean;
+  /**
+   * Gets the errors of nodes that were still silent when the round was decided
+   * early (not after a timeout: those nodes already got a NodeTimeoutError). No
+   * timer waits for them; their other replies are not even decoded.
+   */
+  lateError?: (node: LockNode, error: Error) => void;
 }
 
 /**
- * Waits for one round (`calls[i]` is node i's reply) and resolves with the
+ * Sends one round (`send` hands node i's reply to the handler) and resolves with the
  * replies gathered when it is decided, when every node answered, or at the
  * timeout (one timer for the round: nodes still silent then, after the replies
- * already received are read, get a NodeTimeoutError). Later replies are ignored.
+ * already received are read, get a NodeTimeoutError). Errors after an early
+ * decision go to `spec.lateError`; replies after the timeout are ignored.
  */
-export function runRound<T>(nodes: readonly LockNode[], clock: Clock, calls: readonly Promise<unknown>[], spec: RoundSpec<T>): Promise<NodeReply<T>[]> {
-  const { decode, timeoutMs, decided } = spec;
+export function runRound<T>(nodes: readonly LockNode[], clock: Clock, send: (onReply: ReplyHandler) => void, spec: RoundSpec<T>): Promise<NodeReply<T>[]> {
+  const { decode, timeoutMs, decided, lateError } = spec;
   return new Promise((resolve) => {
     const replies: NodeReply<T>[] = [];
     let settled = false;
+    let timedOut = false;
     const settle = (): void => {
       settled = true;
       clock.clearTimeout(timer);
@@ -31,6 +40,7 @@ export function runRound<T>(nodes: readonly LockNode[], clock: Clock, calls: rea
     };
     const timeOut = (): void => {
       if (settled) return;
+      timedOut = true;
       const error = new NodeTimeoutError(timeoutMs);
       for (const node of nodes) if (!replies.some((r) => r.node === node)) replies.push({ node, ok: false, error });
       settle();
@@ -39,23 +49,24 @@ export function runRound<T>(nodes: readonly LockNode[], clock: Clock, calls: rea
     // timeout, replies that arrived meanwhile are still unread. Judge after one poll phase.
     const timer = clock.setTimeout(() => setImmediate(timeOut), timeoutMs);
     const accept = (reply: NodeReply<T>): void => {
-      if (settled) return;
       replies.push(reply);
       if ((decided?.(reply) ?? false) || replies.length === nodes.length) settle();
     };
-    nodes.forEach((node, i) => {
-      (calls[i] as Promise<unknown>).then(
-        (raw) => {
-          let reply: NodeReply<T>;
-          try {
-            reply = { node, ok: true, reply: decode(raw) };
-          } catch (error) {
-            reply = { node, ok: false, error: error as Error };
-          }
-          accept(reply);
-        },
-        (error: unknown) => accept({ node, ok: false, error: error instanceof Error ? error : new Error(String(error)) }),
-      );
+    send((i, ok, value) => {
+      const node = nodes[i] as LockNode;
+      const error = ok ? undefined : value instanceof Error ? value : new Error(String(value));
+      if (settled) {
+        if (error && !timedOut) lateError?.(node, error);
+        return;
+      }
+      if (error) return accept({ node, ok: false, error });
+      let reply: NodeReply<T>;
+      try {
+        reply = { node, ok: true, reply: decode(value) };
+      } catch (error) {
+        reply = { node, ok: false, error: error as Error };
+      }
+      accept(reply);
     });
   });
 }

@@ -31,10 +31,13 @@ export interface AcquireOptions extends Partial<CallSettings> {
   signal?: AbortSignal | undefined;
 }
 
+/** What a node was asked to do when it failed. */
+export type NodeOperation = 'acquire' | 'extend' | 'release' | 'revoke';
+
 /** Hooks for logs and metrics: the library itself prints nothing. */
 export interface RedlockEvents {
   /** A node failed or timed out during an operation. */
-  nodeError: [{ node: string; operation: 'acquire' | 'extend' | 'release' | 'revoke'; error: Error }];
+  nodeError: [{ node: string; operation: NodeOperation; error: Error }];
   acquired: [{ resource: string; fence: number; attempts: number; elapsedMs: number; validityMs: number }];
   extended: [{ resource: string; elapsedMs: number; validityMs: number; reestablishedOn: string[] }];
   extensionFailed: [{ resource: string; elapsedMs: number; error: RedlockError }];
@@ -69,9 +72,18 @@ export class Redlock extends EventEmitter<RedlockEvents> {
     this.#calls = new CallCoalescer(this.nodes);
   }
 
-  /** One script call on every node (merged with same-shaped calls of this turn of the event loop), judged by `spec`. */
-  #round<T>(call: ScriptCall, spec: Omit<RoundSpec<T>, 'timeoutMs'>): Promise<NodeReply<T>[]> {
-    return runRound(this.nodes, this.settings.clock, this.#calls.submit(call), { ...spec, timeoutMs: call.timeoutMs });
+  /**
+   * One script call on every node (merged with same-shaped calls made alongside it), judged by
+   * `spec`. Node errors are emitted as `nodeError` events under `operation`, also those of
+   * replies that come after the round was decided.
+   */
+  async #round<T>(call: ScriptCall, operation: NodeOperation | undefined, spec: Omit<RoundSpec<T>, 'timeoutMs' | 'lateError'>): Promise<NodeReply<T>[]> {
+    const emit = (node: LockNode, error: Error): void => {
+      if (operation !== undefined && this.listenerCount('nodeError') > 0) this.emit('nodeError', { node: node.id, operation, error });
+    };
+    const replies = await runRound(this.nodes, this.settings.clock, (onReply) => this.#calls.submit(call, onReply), { ...spec, timeoutMs: call.timeoutMs, lateError: emit });
+    for (const reply of replies) if (!reply.ok) emit(reply.node, reply.error);
+    return replies;
   }
 
   get quorum(): number {
@@ -92,11 +104,6 @@ export class Redlock extends EventEmitter<RedlockEvents> {
 
   #nextProposal(): number {
     return Math.max(this.settings.clock.wallMicros(), this.#fenceFloor + 1);
-  }
-
-  #emitNodeErrors(replies: readonly NodeReply<unknown>[], operation: 'acquire' | 'extend' | 'release' | 'revoke'): void {
-    if (this.listenerCount('nodeError') === 0) return;
-    for (const r of replies) if (!r.ok) this.emit('nodeError', { node: r.node.id, operation, error: r.error });
   }
 
   /** Acquires one lease. Throws LockTakenError, QuorumUnavailableError, ClaimAlreadyGrantedError or AcquireAbortedError. */
@@ -168,7 +175,7 @@ export class Redlock extends EventEmitter<RedlockEvents> {
     const claimHoldersOf = new WeakMap<readonly AcquireVote[], (string | undefined)[]>();
     let answered = 0;
     const start = clock.now();
-    const replies = await this.#round({ script: scripts.acquire, header, keys, args, timeoutMs: s.nodeTimeoutMs, maxResources: s.maxBatchSize }, {
+    const replies = await this.#round({ script: scripts.acquire, header, keys, args, timeoutMs: s.nodeTimeoutMs, maxResources: s.maxBatchSize }, 'acquire', {
       decode: (raw) => {
         const { votes, maxFence, claimHolders } = decodeAcquire(raw, open.length);
         if (maxFence > this.#fenceFloor) this.#fenceFloor = maxFence;
@@ -198,7 +205,6 @@ export class Redlock extends EventEmitter<RedlockEvents> {
       },
     });
     const end = clock.now();
-    this.#emitNodeErrors(replies, 'acquire');
     // Keys were set no earlier than `start`: they outlive `start + ttl - drift` on any node whose clock drifts within bounds.
     const validUntil = start + ttlMs - driftMs(ttlMs, s.driftFactor);
     const validity = validUntil - end;
@@ -287,7 +293,7 @@ export class Redlock extends EventEmitter<RedlockEvents> {
     const header = [s.reestablish ? '1' : '0', String(Math.max(s.fenceRetentionMs, longestTtl))];
     const good = new Array<number>(live.length).fill(0);
     let answered = 0;
-    const replies = await this.#round({ script: scripts.extend, header, keys, args, timeoutMs: s.nodeTimeoutMs, maxResources: s.maxBatchSize }, {
+    const replies = await this.#round({ script: scripts.extend, header, keys, args, timeoutMs: s.nodeTimeoutMs, maxResources: s.maxBatchSize }, 'extend', {
       decode: (raw) => decodeExtend(raw, live.length),
       decided: (reply) => {
         answered++;
@@ -296,7 +302,6 @@ export class Redlock extends EventEmitter<RedlockEvents> {
       },
     });
     const end = clock.now();
-    this.#emitNodeErrors(replies, 'extend');
     live.forEach((i, j) => {
       const lease = leases[i] as Lease;
       const ttl = ttlOf(lease);
@@ -357,9 +362,9 @@ export class Redlock extends EventEmitter<RedlockEvents> {
         timeoutMs: s.nodeTimeoutMs,
         maxResources: s.maxBatchSize,
       },
+      'revoke',
       { decode: (raw) => decodeRevoke(raw, 1) },
     );
-    this.#emitNodeErrors(replies, 'revoke');
     if (replies.filter((r) => r.ok).length < quorum) {
       throw new QuorumUnavailableError(resource, 'revoke', causesExcept(replies, 0, ['revoked', 'free', 'claimed']) as Map<string, NodeCause>, quorum);
     }
@@ -380,13 +385,28 @@ export class Redlock extends EventEmitter<RedlockEvents> {
       args.push(lease.value, lease.claim ?? '');
     }
     const header = [dropClaims ? '1' : '0'];
+    const { quorum } = this.settings;
+    const n = this.nodes.length;
+    const released = new Array<number>(leases.length).fill(0);
+    let answered = 0;
+    // Decided like acquire and extend, so a slow minority does not hold up every release: once
+    // each lease is released on a quorum (free for others) or no longer can be. Calls to one
+    // node run in order, so this client's next call there lands after the release.
     const replies = await this.#round(
       { script: scripts.release, header, keys, args, timeoutMs: s.nodeTimeoutMs, maxResources: s.maxBatchSize },
-      { decode: (raw): ReleaseVote[] => decodeRelease(raw, leases.length) },
+      'release',
+      {
+        decode: (raw): ReleaseVote[] => decodeRelease(raw, leases.length),
+        decided: (reply) => {
+          answered++;
+          if (reply.ok) reply.reply.forEach((vote, i) => vote === 'released' && (released[i] = (released[i] ?? 0) + 1));
+          return released.every((count) => count >= quorum || count + (n - answered) < quorum);
+        },
+      },
     );
-    this.#emitNodeErrors(replies, 'release');
+    const unconfirmed = this.nodes.filter((node) => !replies.some((r) => r.node === node)).map((node) => node.id);
     return leases.map((lease, i) => {
-      const result: ReleaseResult = { resource: lease.resource, released: [], failed: new Map() };
+      const result: ReleaseResult = { resource: lease.resource, released: [], failed: new Map(), unconfirmed: [...unconfirmed] };
       for (const r of replies) {
         const vote = r.ok ? r.reply[i] : r.error;
         if (vote === 'released') result.released.push(r.node.id);
@@ -427,7 +447,7 @@ export class Redlock extends EventEmitter<RedlockEvents> {
    */
   async probe(): Promise<{ quorum: boolean; reachable: string[]; unreachable: Map<string, Error> }> {
     const { nodeTimeoutMs, maxBatchSize } = this.settings;
-    const replies = await this.#round({ script: scripts.release, header: ['0'], keys: [], args: [], timeoutMs: nodeTimeoutMs, maxResources: maxBatchSize }, { decode: (raw) => raw });
+    const replies = await this.#round({ script: scripts.release, header: ['0'], keys: [], args: [], timeoutMs: nodeTimeoutMs, maxResources: maxBatchSize }, undefined, { decode: (raw) => raw });
     const reachable = replies.filter((r) => r.ok).map((r) => r.node.id);
     const unreachable = new Map(replies.flatMap((r) => (r.ok ? [] : [[r.node.id, r.error] as const])));
     return { quorum: reachable.length >= this.quorum, reachable, unreachable };

@@ -6,21 +6,19 @@ export interface LuaScript {
   readonly name: string;
   readonly source: string;
   readonly sha: string;
-  /** Reply entries per resource (the reply is a flat array, resource after resource). */
-  readonly replyWidth: number;
 }
 
-function load(name: string, replyWidth: number): LuaScript {
+function load(name: string): LuaScript {
   // From the package root, so the same path works from src/ (sources) and from dist/ (the build): the .lua files stay in src/.
   const source = readFileSync(new URL(`../src/scripts/${name}.lua`, import.meta.url), 'utf8');
-  return Object.freeze({ name, source, sha: createHash('sha1').update(source).digest('hex'), replyWidth });
+  return Object.freeze({ name, source, sha: createHash('sha1').update(source).digest('hex') });
 }
 
 export const scripts = Object.freeze({
-  acquire: load('acquire', 2),
-  extend: load('extend', 1),
-  release: load('release', 1),
-  revoke: load('revoke', 1),
+  acquire: load('acquire'),
+  extend: load('extend'),
+  release: load('release'),
+  revoke: load('revoke'),
 });
 
 /** A node's answer for one resource, decoded from the scripts' integer codes (the one place they are mapped). */
@@ -73,18 +71,24 @@ function unknownCode(script: string, code: unknown): Error {
 }
 
 /**
- * Decodes acquire.lua's flat reply: one vote per resource, the highest fence the
- * node reported, and for `claimed` votes the lease value holding the claim.
+ * Decodes acquire.lua's reply (a code per resource, or a pair {code, detail}):
+ * one vote per resource, the highest stored fence a `stale` vote reported, and
+ * for `claimed` votes the lease value holding the claim.
  */
 export function decodeAcquire(reply: unknown, count: number): { votes: AcquireVote[]; maxFence: number; claimHolders: (string | undefined)[] } {
-  const flat = reply as unknown[];
+  const entries = reply as unknown[];
   let maxFence = 0;
   const claimHolders: (string | undefined)[] = [];
   const votes = new Array<AcquireVote>(count);
   for (let i = 0; i < count; i++) {
-    const vote = acquireVote(flat[2 * i]);
-    if (vote === 'claimed') claimHolders[i] = String(flat[2 * i + 1]);
-    else maxFence = Math.max(maxFence, Number(flat[2 * i + 1]));
+    const entry = entries[i];
+    if (!Array.isArray(entry)) {
+      votes[i] = acquireVote(entry);
+      continue;
+    }
+    const vote = acquireVote(entry[0]);
+    if (vote === 'claimed') claimHolders[i] = String(entry[1]);
+    else maxFence = Math.max(maxFence, Number(entry[1]));
     votes[i] = vote;
   }
   return { votes, maxFence, claimHolders };

@@ -1,5 +1,4 @@
-import { randomBytes } from 'node:crypto';
-import { systemClock, type Clock, type RandomSource } from './clock.ts';
+import { systemClock, systemRandom, type Clock, type RandomSource } from './clock.ts';
 import { InvalidSettingsError } from './errors.ts';
 
 /** Settings of one call; each may be overridden per call (acquire, extend, using). */
@@ -54,7 +53,7 @@ export interface RedlockSettings extends CallSettings {
   keyPrefix: string;
   /** Monotonic time, wall time for token proposals, and timers. Default the process clock. */
   clock: Clock;
-  /** Lease values and jitter. Default `crypto.randomBytes` and `Math.random`. */
+  /** Lease values and jitter. Default `systemRandom`: `crypto.randomFillSync` (pooled) and `Math.random`. */
   random: RandomSource;
 }
 
@@ -76,7 +75,7 @@ export const DEFAULT_SETTINGS: Readonly<RedlockSettings> = Object.freeze({
   abortMarginMs: 200,
   maxHoldMs: 0,
   clock: systemClock,
-  random: Object.freeze({ bytes: (size: number) => randomBytes(size), fraction: () => Math.random() }),
+  random: systemRandom,
 });
 
 type Check = [keyof RedlockSettings, (value: never) => boolean, string];

@@ -32,7 +32,7 @@ describe.each([3, 5])('batch calls with %i nodes', (count) => {
     expect(extended.every((r) => r.ok)).toBe(true);
     expect([...calls.values()]).toEqual(Array(count).fill(2));
     const released = await redlock.releaseBatch(leases);
-    expect(released.every((r) => r.released.length === count)).toBe(true);
+    expect(released.every((r) => r.released.length >= Math.floor(count / 2) + 1 && r.failed.size === 0)).toBe(true);
     expect([...calls.values()]).toEqual(Array(count).fill(3));
   });
 
@@ -49,7 +49,7 @@ describe.each([3, 5])('batch calls with %i nodes', (count) => {
     const leases = won.map((outcome) => (outcome.status === 'fulfilled' ? outcome.value : undefined));
     expect(leases.map((lease) => lease?.resource)).toEqual(resources);
     const released = await Promise.all(leases.map((lease) => redlock.release(lease as NonNullable<typeof lease>)));
-    expect(released.map((r) => r.released.length)).toEqual(Array(20).fill(count));
+    expect(released.every((r) => r.released.length + r.unconfirmed.length === count && r.failed.size === 0)).toBe(true);
     expect([...calls.values()]).toEqual(Array(count).fill(3));
     await other.release(held);
   });
@@ -86,7 +86,8 @@ describe.each([3, 5])('batch calls with %i nodes', (count) => {
       const lease = await redlock.acquire('sync-throw', 5000);
       expect(errors).toContain(`${nodes[0]?.id}: custom node broke`);
       const released = await redlock.release(lease);
-      expect(released.released).toHaveLength(count - 1);
+      expect(released.failed.get(nodes[0]?.id ?? '')).toMatchObject({ message: 'custom node broke' });
+      expect(released.released.length + released.unconfirmed.length).toBe(count - 1);
     } finally {
       await redlock.close();
     }

@@ -20,16 +20,17 @@
     ARGV[5]     fence retention, ms (at least the ttl)
     for resource i: ARGV[3i+3] lease value, ARGV[3i+4] proposed fencing token
                     (decimal string), ARGV[3i+5] claim id ('' = no claim)
-  Returns a flat array, two entries per resource: code, then the fence (decimal
-  string after the call; '0' when not read: TAKEN, QUEUED) - or, for CLAIMED, the
-  lease value the claim is recorded for (so the client can tell one winner holding
-  a majority from a split among contenders)
-    1  ACQUIRED  the lock is ours (new, or refreshed because it held our value);
-                 fence = proposal; claim recorded (a waiter mark is left to expire:
-                 other waiters keep their turn)
+  Returns an array, one entry per resource: the code, or for STALE and CLAIMED
+  a pair {code, detail}
+    1  ACQUIRED  the lock is ours (new, or refreshed because it held our value),
+                 its fence is the proposal; claim recorded (a waiter mark is left
+                 to expire: other waiters keep their turn)
     0  TAKEN     another value holds the lock (a waiter mark is left)
-   -1  CLAIMED   the claim is recorded for another value
-   -2  STALE     the proposal is not above the stored fence (nothing changed)
+   -1  CLAIMED   the claim is recorded for another value; detail: that value (so
+                 the client can tell one winner holding a majority from a split
+                 among contenders)
+   -2  STALE     the proposal is not above the stored fence (nothing changed);
+                 detail: the stored fence (decimal string)
    -4  QUEUED    the lock is free but others are waiting and this is a first attempt
 ]]
 local ttl = ARGV[1]
@@ -43,10 +44,10 @@ for i = 1, #KEYS do
   local lock, waiters = base .. 'lock', base .. 'waiters'
   local value, proposal, claimId = ARGV[3 * i + 3], ARGV[3 * i + 4], ARGV[3 * i + 5]
   local claim = claimId ~= '' and base .. 'claim:' .. claimId
-  local code, current, holder
+  local code, holder
   local claimHolder = claim and redis.call('GET', claim)
   if claimHolder and claimHolder ~= value then
-    code, current = -1, claimHolder
+    code = { -1, claimHolder }
   elseif firstAttempt and redis.call('EXISTS', waiters) == 1 then
     holder = redis.call('GET', lock)
     if not holder then
@@ -74,7 +75,7 @@ for i = 1, #KEYS do
       if not holder then
         redis.call('DEL', lock)
       end
-      code, current = -2, stored
+      code = { -2, stored }
     else
       if holder then
         redis.call('SET', lock, value, 'PX', ttl)
@@ -82,10 +83,9 @@ for i = 1, #KEYS do
       if claim then
         redis.call('SET', claim, value, 'PX', retention)
       end
-      code, current = 1, proposal
+      code = 1
     end
   end
-  out[2 * i - 1] = code
-  out[2 * i] = current or '0'
+  out[i] = code
 end
 return out
