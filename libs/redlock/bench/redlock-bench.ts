@@ -149,17 +149,17 @@ async function nodeRedlock(urls: readonly string[], pipelined: boolean): Promise
 /**
  * The floor: SET NX PX on every node in parallel, a quorum of OKs wins (no
  * retries); EVALSHA compare-and-delete on every node. Both resolve at a quorum
- * (the rest still runs), unless `releaseAwaitsAll`: then the release waits for
- * every node, as tickwarden's release (which reports per node) does.
+ * (the rest still runs).
  */
-async function floor(urls: readonly string[], releaseAwaitsAll = false): Promise<Adapter> {
+async function floor(urls: readonly string[]): Promise<Adapter> {
   const clients = await readyClients(urls, PIPELINED_CLIENT_OPTIONS);
   await Promise.all(clients.map((client) => client.script('LOAD', FLOOR_RELEASE)));
   const quorum = Math.floor(clients.length / 2) + 1;
   const releaseValue = async (resource: string, value: string): Promise<void> => {
-    const calls = clients.map((client) => client.evalsha(FLOOR_RELEASE_SHA, 1, resource, value).then(noop, noop));
-    if (releaseAwaitsAll) await Promise.all(calls);
-    else await atQuorum(calls, quorum);
+    await atQuorum(
+      clients.map((client) => client.evalsha(FLOOR_RELEASE_SHA, 1, resource, value).then(noop, noop)),
+      quorum,
+    );
   };
   const acquire = (resource: string, ttlMs: number): Promise<Held> =>
     new Promise((resolve, reject) => {
@@ -270,7 +270,7 @@ interface Sequential {
 }
 
 /** One round of `cycles` sequential acquire+release cycles on one key. */
-async function sequentialRound(adapter: Adapter, impl: Variant, key: string, cycles: number, nodes: RedisNodes, count: number, into: SequentialSamples): Promise<void> {
+async function sequentialRound(adapter: Adapter, impl: ImplName, key: string, cycles: number, nodes: RedisNodes, count: number, into: SequentialSamples): Promise<void> {
   const statsBefore = await commandStats(nodes, count);
   const start = now();
   for (let i = 0; i < cycles; i++) {
@@ -474,8 +474,8 @@ function deltas(before: CommandStats[], after: CommandStats[], field: 'calls' | 
 
 const scriptCalls = (d: CommandCounts): number => (d['evalsha'] ?? 0) + (d['eval'] ?? 0);
 /** Commands the client sent in a batch phase (not the ones scripts ran): scripts, and the floor's SETs. */
-const clientCalls = (d: CommandCounts, impl: Variant, phase: 'acquire' | 'release'): number =>
-  scriptCalls(d) + (impl.startsWith('floor') && phase === 'acquire' ? (d['set'] ?? 0) : 0);
+const clientCalls = (d: CommandCounts, impl: ImplName, phase: 'acquire' | 'release'): number =>
+  scriptCalls(d) + (impl === 'floor' && phase === 'acquire' ? (d['set'] ?? 0) : 0);
 
 interface Batch {
   resources: number;
@@ -525,8 +525,6 @@ interface Target {
 interface RunResult {
   nodes: number;
   results: Record<ImplName, ImplResult>;
-  /** The floor again, its release awaiting every node as tickwarden's does (not a table column). */
-  floorReleaseAwaitsAll: { sequential: Sequential; concurrent: Concurrent };
   targets: Target[];
 }
 
@@ -565,11 +563,6 @@ function table(run: RunResult): string {
     `| metric | ${IMPLS.map((impl) => COLUMN[impl]).join(' | ')} |`,
     `|---|${IMPLS.map(() => '---:').join('|')}|`,
     ...rows.map(([name, cell]) => `| ${name} | ${IMPLS.map((impl) => cell(r[impl], impl)).join(' | ')} |`),
-    '',
-    `Floor variant whose release awaits every node (as tickwarden's release does): sequential ${fmt(run.floorReleaseAwaitsAll.sequential.cyclesPerSec)} cycles/s ` +
-      `(release p50 / p99 ${fmt(run.floorReleaseAwaitsAll.sequential.releaseP50Ms, 3)} / ${fmt(run.floorReleaseAwaitsAll.sequential.releaseP99Ms, 3)} ms), ` +
-      `${CONC_LOOPS} concurrent loops ${fmt(run.floorReleaseAwaitsAll.concurrent.cyclesPerSec)} cycles/s ` +
-      `(CPU per cycle ${fmt(run.floorReleaseAwaitsAll.concurrent.clientCpuUsPerCycle, 1)} / ${fmt(run.floorReleaseAwaitsAll.concurrent.redisCpuUsPerCycle, 1)} µs).`,
     '',
     `Targets (tickwarden, ${run.nodes} nodes):`,
     '',
@@ -615,33 +608,29 @@ const log = (message: string): void => {
   process.stderr.write(`[bench ${new Date().toISOString().slice(11, 19)}] ${message}\n`);
 };
 
-/** The table's implementations, and the floor whose release awaits every node. */
-const VARIANTS = [...IMPLS, 'floor-release-awaits-all'] as const;
-type Variant = (typeof VARIANTS)[number];
-
 const rotate = <T>(items: readonly T[], by: number): T[] => items.map((_, i) => items[(i + by) % items.length] as T);
 const emptyConcurrent = (): Concurrent => ({ loops: CONC_LOOPS, rounds: ROUNDS, seconds: 0, cycles: 0, cyclesPerSec: 0, errors: 0, clientCpuUsPerCycle: 0, redisCpuUsPerCycle: 0 });
 
 async function runFor(nodes: RedisNodes, count: number, runId: string): Promise<RunResult> {
   const urls = nodes.urls.slice(0, count);
-  const tag = (variant: Variant) => `bench:${runId}:${count}:${variant}`;
+  const tag = (impl: ImplName) => `bench:${runId}:${count}:${impl}`;
   log(`${count} nodes: connecting and warming up (${SEQ_WARMUP} cycles each)`);
-  const adapters = {} as Record<Variant, Adapter>;
+  const adapters = {} as Record<ImplName, Adapter>;
   try {
-    for (const variant of VARIANTS) {
-      adapters[variant] = variant === 'floor-release-awaits-all' ? await floor(urls, true) : await makeAdapter(variant, urls);
-      await warmUp(adapters[variant], `${tag(variant)}:seq`);
-      for (let i = 0; i < SEQ_WARMUP; i++) await (await adapters[variant].acquire(`${tag(variant)}:seq`, TTL_MS)).release();
+    for (const impl of IMPLS) {
+      adapters[impl] = await makeAdapter(impl, urls);
+      await warmUp(adapters[impl], `${tag(impl)}:seq`);
+      for (let i = 0; i < SEQ_WARMUP; i++) await (await adapters[impl].acquire(`${tag(impl)}:seq`, TTL_MS)).release();
     }
-    const seq = Object.fromEntries(VARIANTS.map((v) => [v, new SequentialSamples()])) as Record<Variant, SequentialSamples>;
-    const conc = Object.fromEntries(VARIANTS.map((v) => [v, emptyConcurrent()])) as Record<Variant, Concurrent>;
+    const seq = Object.fromEntries(IMPLS.map((v) => [v, new SequentialSamples()])) as Record<ImplName, SequentialSamples>;
+    const conc = Object.fromEntries(IMPLS.map((v) => [v, emptyConcurrent()])) as Record<ImplName, Concurrent>;
     for (let round = 0; round < ROUNDS; round++) {
       log(`${count} nodes: sequential round ${round + 1}/${ROUNDS}`);
-      for (const v of rotate(VARIANTS, round)) await sequentialRound(adapters[v], v, `${tag(v)}:seq`, SEQ_CYCLES / ROUNDS, nodes, count, seq[v]);
+      for (const v of rotate(IMPLS, round)) await sequentialRound(adapters[v], v, `${tag(v)}:seq`, SEQ_CYCLES / ROUNDS, nodes, count, seq[v]);
     }
     for (let round = 0; round < ROUNDS; round++) {
       log(`${count} nodes: ${CONC_LOOPS} concurrent loops, round ${round + 1}/${ROUNDS}`);
-      for (const v of rotate(VARIANTS, round)) await concurrentRound(adapters[v], `${tag(v)}:conc`, CONC_MS / ROUNDS, nodes, count, conc[v]);
+      for (const v of rotate(IMPLS, round)) await concurrentRound(adapters[v], `${tag(v)}:conc`, CONC_MS / ROUNDS, nodes, count, conc[v]);
     }
     const results = {} as Record<ImplName, ImplResult>;
     for (const impl of IMPLS) {
@@ -649,7 +638,7 @@ async function runFor(nodes: RedisNodes, count: number, runId: string): Promise<
       const b = await batch(adapters[impl], nodes, count, `${tag(impl)}:batch`);
       results[impl] = { sequential: summarizeSequential(seq[impl]), concurrent: conc[impl], contention: null, batch: b };
     }
-    for (const variant of VARIANTS) await adapters[variant].close();
+    for (const impl of IMPLS) await adapters[impl].close();
     for (const impl of IMPLS) {
       if (impl === 'floor') continue;
       log(`${count} nodes: contention, ${impl}`);
@@ -657,8 +646,7 @@ async function runFor(nodes: RedisNodes, count: number, runId: string): Promise<
       log(`  ${fmt(c.acquisitionsPerSec, 1)} acquisitions/s, Jain ${fmt(c.jain, 3)}, longest gap ${fmt(c.maxGapMs, 1)} ms, ${c.exhausted} exhausted, ${c.violations} violations`);
       results[impl].contention = c;
     }
-    const floorReleaseAwaitsAll = { sequential: summarizeSequential(seq['floor-release-awaits-all']), concurrent: conc['floor-release-awaits-all'] };
-    return { nodes: count, results, floorReleaseAwaitsAll, targets: targets(results) };
+    return { nodes: count, results, targets: targets(results) };
   } finally {
     await Promise.all(Object.values(adapters).map((adapter) => adapter.close()));
   }
@@ -704,7 +692,7 @@ async function main(): Promise<void> {
   const header = [
     `Redlock benchmark, ${env.date}: ${env.nproc} CPUs (${env.cpu}), Node ${env.node}, redis-server ${env.redisServer} (local processes, AOF off), total ${fmt(seconds, 0)} s.`,
     `Library at commit ${env.commit}${env.srcChanges.length > 0 ? ` with uncommitted changes in ${env.srcChanges.map((line) => line.replace(/^\s*\S+\s+/, '')).join(', ')}` : ''}; load average (1/5/15 min) ${env.loadAverageAtStart.join(' / ')} at start, ${loadAverageAtEnd.join(' / ')} at end.`,
-    'tickwarden builds its clients from the URLs (LOCK_CLIENT_OPTIONS: no auto-pipelining; it merges the calls of one event-loop turn into one script call per node itself); node-redlock runs twice: with default ioredis clients as its README shows, and with auto-pipelined clients (LOCK_CLIENT_OPTIONS + enableAutoPipelining); the floor uses the auto-pipelined clients.',
+    'tickwarden builds its clients from the URLs (LOCK_CLIENT_OPTIONS: no auto-pipelining; it merges calls made together into one script call per node itself); node-redlock runs twice: with default ioredis clients as its README shows, and with auto-pipelined clients (LOCK_CLIENT_OPTIONS + enableAutoPipelining); the floor uses the auto-pipelined clients.',
     `Retry settings are the defaults: ${RETRY.retryCount} retries, ${RETRY.retryDelayMs} ms + [0, ${RETRY.retryJitterMs}) ms (node-redlock: ${RETRY.retryDelayMs} ms ± ${RETRY.retryJitterMs} ms).`,
     `Sequential (${fmt(SEQ_CYCLES)} cycles after ${SEQ_WARMUP} warm-up cycles) and ${CONC_LOOPS}-concurrent (${CONC_MS / 1000} s) runs are split in ${ROUNDS} rounds with the implementations interleaved in a rotating order.`,
     `Contention: ${CONT_CONTENDERS} contenders, each its own instance and clients, loop acquire → hold ${CONT_HOLD_MS} ms → release on one key (TTL ${fmt(CONT_TTL_MS)} ms) for ${CONT_MS / 1000} s; the gap runs from a release (or the start) to the next acquire.`,

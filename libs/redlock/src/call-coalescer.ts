@@ -63,7 +63,7 @@ export class CallCoalescer {
       this.#nodes.forEach((node, i) => run(node, call, call.keys, args).then((raw) => onReply(i, true, raw), (error: unknown) => onReply(i, false, error)));
       return;
     }
-    const key = `${call.script.sha}\n${call.timeoutMs}\n${call.maxResources}\n${call.header.join('\n')}`;
+    const key = `${call.script.name}\n${call.timeoutMs}\n${call.maxResources}\n${call.header.join('\n')}`;
     let group = this.#open.get(key);
     if (group && group.call.keys.length + call.keys.length > call.maxResources) {
       this.#full.push(group);

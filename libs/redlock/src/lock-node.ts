@@ -29,7 +29,7 @@ export interface LockNode {
  * Client options for nodes the library connects itself (from URLs): commands
  * fail at once while disconnected instead of queueing (a down node must vote
  * "error" now, not succeed late). No auto-pipelining: the library already
- * merges the calls of one event-loop turn into one script call per node
+ * merges calls made together into one script call per node
  * (CallCoalescer), and a second deferral would only add a loop turn of latency.
  */
 export const LOCK_CLIENT_OPTIONS: Readonly<RedisOptions> = Object.freeze({

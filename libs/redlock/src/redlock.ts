@@ -172,24 +172,25 @@ export class Redlock extends EventEmitter<RedlockEvents> {
     const claimedBy: (Map<string, number> | undefined)[] = [];
     /** The most nodes one value holds the contender's claim on. */
     const mostClaimed = (i: number): number => Math.max(0, ...(claimedBy[i]?.values() ?? []));
-    const claimHoldersOf = new WeakMap<readonly AcquireVote[], (string | undefined)[]>();
+    /** Per node reply that had `claimed` votes: the value holding each claim (created on the first). */
+    let claimHoldersOf: Map<readonly AcquireVote[], (string | undefined)[]> | undefined;
     let answered = 0;
     const start = clock.now();
     const replies = await this.#round({ script: scripts.acquire, header, keys, args, timeoutMs: s.nodeTimeoutMs, maxResources: s.maxBatchSize }, 'acquire', {
       decode: (raw) => {
         const { votes, maxFence, claimHolders } = decodeAcquire(raw, open.length);
         if (maxFence > this.#fenceFloor) this.#fenceFloor = maxFence;
-        claimHoldersOf.set(votes, claimHolders);
+        if (claimHolders) (claimHoldersOf ??= new Map()).set(votes, claimHolders);
         return votes;
       },
       decided: (reply) => {
         answered++;
         if (reply.ok) {
-          const holders = claimHoldersOf.get(reply.reply);
+          const holders = claimHoldersOf?.get(reply.reply);
           reply.reply.forEach((vote, i) => {
             if (vote === 'acquired') acquired[i] = (acquired[i] ?? 0) + 1;
             const holder = holders?.[i];
-            if (vote !== 'claimed' || holder === undefined) return;
+            if (holder === undefined) return;
             const counts = (claimedBy[i] ??= new Map());
             counts.set(holder, (counts.get(holder) ?? 0) + 1);
           });

@@ -73,12 +73,12 @@ function unknownCode(script: string, code: unknown): Error {
 /**
  * Decodes acquire.lua's reply (a code per resource, or a pair {code, detail}):
  * one vote per resource, the highest stored fence a `stale` vote reported, and
- * for `claimed` votes the lease value holding the claim.
+ * for `claimed` votes the lease value holding the claim (undefined when there are none).
  */
-export function decodeAcquire(reply: unknown, count: number): { votes: AcquireVote[]; maxFence: number; claimHolders: (string | undefined)[] } {
+export function decodeAcquire(reply: unknown, count: number): { votes: AcquireVote[]; maxFence: number; claimHolders: (string | undefined)[] | undefined } {
   const entries = reply as unknown[];
   let maxFence = 0;
-  const claimHolders: (string | undefined)[] = [];
+  let claimHolders: (string | undefined)[] | undefined;
   const votes = new Array<AcquireVote>(count);
   for (let i = 0; i < count; i++) {
     const entry = entries[i];
@@ -87,7 +87,7 @@ export function decodeAcquire(reply: unknown, count: number): { votes: AcquireVo
       continue;
     }
     const vote = acquireVote(entry[0]);
-    if (vote === 'claimed') claimHolders[i] = String(entry[1]);
+    if (vote === 'claimed') (claimHolders ??= [])[i] = String(entry[1]);
     else maxFence = Math.max(maxFence, Number(entry[1]));
     votes[i] = vote;
   }
