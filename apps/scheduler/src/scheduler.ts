@@ -345,8 +345,10 @@ export class Scheduler {
         const check = group[i] as OrphanCheck;
         // The dead winner's lease may still block: try again until it must have expired.
         if (this.#wallNow() < check.giveUpAtMs) retry.push({ ...check, checkAtMs: this.#wallNow() + this.#orphanRetryMs });
-        // Still taken after that: a later run holds the schedule (overlap skip).
-        else this.#record(result.error instanceof LockTakenError ? 'skipped-overlap' : 'missed', check.schedule, check.tick.tickMs, this.#wallNow() - check.tick.tickMs, result.error, { jobId: check.jobId });
+        // Still taken after that - on a majority, or on the nodes that answered while others are
+        // down (that lease may be valid, as #lostOutcome reads it) - a later run holds the schedule
+        // (overlap skip). Otherwise no quorum could be had: missed.
+        else this.#record(this.#lostOutcome(result.error) === 'skipped-overlap' ? 'skipped-overlap' : 'missed', check.schedule, check.tick.tickMs, this.#wallNow() - check.tick.tickMs, result.error, { jobId: check.jobId });
       });
     }
     for (const check of retry) this.#orphanChecks.push(check);

@@ -1,5 +1,5 @@
 import { startRedisNodes, type RedisNodes } from '@tickwarden/testkit';
-import { LeaseLostError, Redlock, systemClock, type Clock } from '@tickwarden/redlock';
+import { LeaseLostError, Redlock, resourceKeys, systemClock, type Clock } from '@tickwarden/redlock';
 import { leaseResource, tickClaim, tickJobId } from '@tickwarden/contracts';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
@@ -240,6 +240,40 @@ describe('replicated schedulers', () => {
     connection.disconnect();
     expect(job?.data.tickMs).toBe(tick);
   });
+
+  it('a recovery that gives up while two lock nodes are down and a later run holds the schedule on a node that answers records skipped-overlap, not missed', async () => {
+    // One tick a minute, 2-3 s from now: no later tick of its own gets in the way within the test.
+    const tick = Math.ceil((Date.now() + 2000) / 1000) * 1000;
+    const schedule = scheduleFixture({ id: 'team-s/busy', cron: `${new Date(tick).getUTCSeconds()} * * * * *`, overlap: 'skip', leaseTtlMs: 2000 });
+    const resource = leaseResource(schedule.id, 'skip', 0);
+    // The dead winner claims the tick and never enqueues; a later run then holds the schedule's lease.
+    const deadWinner = new Redlock(locks.urls);
+    const claimed = await deadWinner.acquire(resource, 1000, { claim: tickClaim(tick) });
+    const replica = startReplica('s0', [schedule]);
+    await sleep(tick + 500 - Date.now());
+    await deadWinner.release(claimed);
+    const laterRun = await deadWinner.acquire(resource, 60_000);
+    // Before the recovery gives up (10 s after the tick): the later run's lease is left on node 0
+    // alone (1 and 2 lost it) and nodes 3 and 4 are down - no quorum either way, but a lease that may be valid.
+    await sleep(tick + 8500 - Date.now());
+    const lockKey = resourceKeys('tickwarden', resource).lock;
+    for (const i of [1, 2]) {
+      const client = new Redis(locks.node(i).url, { maxRetriesPerRequest: 0 });
+      await client.del(lockKey);
+      client.disconnect();
+    }
+    await Promise.all([locks.node(3).kill(), locks.node(4).kill()]);
+    try {
+      await sleep(tick + 13_000 - Date.now());
+    } finally {
+      await stopReplica(replica);
+      await Promise.all([locks.node(3).restart({ keepData: false }), locks.node(4).restart({ keepData: false })]);
+      await deadWinner.release(laterRun);
+      await deadWinner.close();
+    }
+    const forTick = outcomes.filter((o) => o.schedule === schedule.id && o.tickMs === tick).map((o) => o.outcome);
+    expect(forTick).toEqual(['lost-race', 'skipped-overlap']);
+  }, 60_000);
 
   it('a recoverer whose add finds the paused winner\'s job stored since its check releases its lease and records lost-race, not recovered', async () => {
     const schedule = scheduleFixture({ id: 'team-r/late-winner', cron: '* * * * * *', overlap: 'allow', leaseTtlMs: 1000 });

@@ -279,6 +279,21 @@ describe('command handler: bound to the lease', () => {
     expect(Math.max(...heartbeats('not-extended.txt'))).toBeLessThan(validityEndsAt);
   });
 
+  it('no command starts once its lease could lapse first: not at spawn, nor when this worker was paused while telling the guard', async () => {
+    const { logger } = captureLogger();
+    const marker = path.join(dir, 'too-late.txt');
+    const writesMarker = command(`require('node:fs').writeFileSync(${JSON.stringify(marker)}, 'ran')`, 1000);
+    // 50 ms of validity left: within the kill margin already.
+    const atSpawn = await runCommand(writesMarker, runContext(new AbortController().signal, logger, { lease: testLease(50) }), { guard: passiveGuard }).catch((e: unknown) => e);
+    expect((atSpawn as HandlerError).details['code']).toBe('LEASE_ENDING_BEFORE_START');
+    // Valid at spawn, but the guard is told only after the validity ended (as when the worker is SIGSTOPped there).
+    const slowGuard = { ...passiveGuard, watching: () => sleep(400) } as unknown as CommandGuard;
+    const atGate = await runCommand(writesMarker, runContext(new AbortController().signal, logger, { lease: testLease(300) }), { guard: slowGuard }).catch((e: unknown) => e);
+    expect((atGate as HandlerError).details['code']).toBe('LEASE_ENDING_BEFORE_START');
+    await sleep(200);
+    expect(existsSync(marker)).toBe(false);
+  });
+
   it('no command starts without a running guard: the run fails with COMMAND_GUARD_UNAVAILABLE and nothing is spawned', async () => {
     const { logger } = captureLogger();
     const idle = new CommandGuard({ logger, readyTimeoutMs: 200 });

@@ -179,7 +179,10 @@ export class Redlock extends EventEmitter<RedlockEvents> {
     const replies = await this.#round({ script: scripts.acquire, header, keys, args, timeoutMs: s.nodeTimeoutMs, maxResources: s.maxBatchSize }, 'acquire', {
       decode: (raw) => {
         const { votes, maxFence, claimHolders } = decodeAcquire(raw, open.length);
-        if (maxFence > this.#fenceFloor) this.#fenceFloor = maxFence;
+        // A node that granted stored our proposal: it counts as seen, like the fences nodes report,
+        // so this client's next proposal is above it whatever its clock or the nodes forget.
+        const seen = votes.includes('acquired') ? Math.max(maxFence, proposal) : maxFence;
+        if (seen > this.#fenceFloor) this.#fenceFloor = seen;
         if (claimHolders) (claimHoldersOf ??= new Map()).set(votes, claimHolders);
         return votes;
       },

@@ -43,6 +43,20 @@ describe('fencing tokens', () => {
     await Promise.all([redlock.release(lease), short.release(long)]);
   });
 
+  it('a client proposes above the tokens it was granted: its clock jumping back cannot lower its next token, even where the nodes lost theirs', async () => {
+    const clock = new TestClock();
+    const redlock = redlockOn(cluster.nodes.urls, { clock });
+    const first = await redlock.acquire('own-floor', 1000);
+    await redlock.release(first);
+    // Every node forgets the fence (restarted empty, say) and this client's wall clock goes back an hour.
+    const keys = resourceKeys('tickwarden', 'own-floor');
+    await Promise.all(cluster.nodes.urls.map((url) => inspect(url, (c) => c.del(keys.fence))));
+    clock.wallOffsetMicros = -3_600_000_000;
+    const second = await redlock.acquire('own-floor', 1000);
+    expect(second.fence).toBeGreaterThan(first.fence);
+    await redlock.release(second);
+  });
+
   it('the max-of-INCR trap: a later holder on a different majority still gets a greater token', async () => {
     const keys = resourceKeys('tickwarden', 'trap');
     // Seed per-node fences as in the issue: holder 1 sees 5, 7, 5 on nodes 1-3.

@@ -4,7 +4,8 @@ import { LOOPBACK } from './free-port.ts';
 /**
  * What a fault proxy does to the traffic of one client towards one node.
  * - `none`: bytes pass as they come.
- * - `latency`: every chunk, in both directions, is delivered `ms` later (order kept).
+ * - `latency`: every chunk, in both directions, is delivered `ms` later (order kept, also
+ *   across a change of fault: nothing overtakes a chunk still delayed).
  * - `blackhole`: connections are accepted but nothing is delivered either way; the
  *   bytes wait (as TCP would retransmit them) and flow again once healed, so a
  *   command sent into a partition can still land late - as on a real network.
@@ -17,8 +18,12 @@ class Pipe {
   readonly #client: net.Socket;
   readonly #upstream: net.Socket;
   #fault: Fault;
-  /** Per direction: when the last delayed chunk is due, so latency never reorders. */
-  readonly #due = new Map<net.Socket, number>();
+  /**
+   * Per direction: delayed chunks waiting for their delivery time, in arrival order. A chunk
+   * arriving while any wait (latency just healed, say) queues behind them: TCP never reorders
+   * a stream, and neither may the proxy (a client matches replies to commands by order).
+   */
+  readonly #queues = new Map<net.Socket, { due: number; chunk: Buffer }[]>();
   readonly #held: { to: net.Socket; chunk: Buffer }[] = [];
 
   constructor(client: net.Socket, upstreamPort: number, fault: Fault, onClose: () => void) {
@@ -31,8 +36,7 @@ class Pipe {
     const close = (): void => {
       if (closed) return;
       closed = true;
-      client.destroy();
-      this.#upstream.destroy();
+      this.destroy();
       onClose();
     };
     for (const socket of [client, this.#upstream]) {
@@ -43,17 +47,36 @@ class Pipe {
 
   #forward(from: net.Socket, to: net.Socket): void {
     from.on('data', (chunk: Buffer) => {
-      const fault = this.#fault;
-      if (fault.kind === 'blackhole') this.#held.push({ to, chunk });
-      else if (fault.kind === 'latency') this.#delay(to, chunk, fault.ms);
-      else to.write(chunk);
+      if (this.#fault.kind === 'blackhole') this.#held.push({ to, chunk });
+      else this.#send(to, chunk);
     });
   }
 
-  #delay(to: net.Socket, chunk: Buffer, ms: number): void {
-    const due = Math.max(performance.now() + ms, this.#due.get(to) ?? 0);
-    this.#due.set(to, due);
-    setTimeout(() => to.destroyed || to.write(chunk), due - performance.now());
+  /** Delivers `chunk` after the current latency, and never before a chunk that arrived earlier. */
+  #send(to: net.Socket, chunk: Buffer): void {
+    const delayMs = this.#fault.kind === 'latency' ? this.#fault.ms : 0;
+    let queue = this.#queues.get(to);
+    if (!queue) this.#queues.set(to, (queue = []));
+    if (queue.length === 0 && delayMs === 0) {
+      to.write(chunk);
+      return;
+    }
+    const due = Math.max(performance.now() + delayMs, queue.at(-1)?.due ?? 0);
+    queue.push({ due, chunk });
+    if (queue.length === 1) this.#drainAt(to, queue);
+  }
+
+  /** Writes the queue's head when it is due, then every chunk due by then, and waits for the next. */
+  #drainAt(to: net.Socket, queue: { due: number; chunk: Buffer }[]): void {
+    const head = queue[0];
+    if (!head) return;
+    setTimeout(() => {
+      do {
+        const next = queue.shift();
+        if (next && !to.destroyed) to.write(next.chunk);
+      } while (queue.length > 0 && (queue[0]?.due ?? Infinity) <= performance.now());
+      this.#drainAt(to, queue);
+    }, Math.max(0, head.due - performance.now()));
   }
 
   apply(fault: Fault): void {
@@ -64,10 +87,7 @@ class Pipe {
       return;
     }
     if (fault.kind === 'blackhole') return;
-    for (const { to, chunk } of this.#held.splice(0)) {
-      if (fault.kind === 'latency') this.#delay(to, chunk, fault.ms);
-      else to.write(chunk);
-    }
+    for (const { to, chunk } of this.#held.splice(0)) this.#send(to, chunk);
   }
 
   destroy(): void {

@@ -84,6 +84,21 @@ describe.each(drivers)('%s driver', (driver) => {
     link.heal();
   });
 
+  it('latency never reorders a stream: commands sent across a heal land and answer in order', async () => {
+    const link = await nodes.link('latency-order');
+    const c = await client(link.urls[0] ?? '', 2000);
+    await c.del('order');
+    link.setFault(0, { kind: 'latency', ms: 150 });
+    const first = c.append('order', 'a');
+    // Let the first command reach the proxy (and wait there) before the fault is gone.
+    await new Promise((resolve) => setTimeout(resolve, 30));
+    link.heal();
+    const second = c.append('order', 'b');
+    // Reordered, 'b' would land first and each command would get the other's reply.
+    expect(await Promise.all([first, second])).toEqual([1, 2]);
+    expect(await c.get('order')).toBe('ab');
+  });
+
   it('blackhole accepts connections but never answers, and delivers once healed', async () => {
     const link = await nodes.link('blackhole');
     const c = await client(link.urls[1] ?? '', 5000);

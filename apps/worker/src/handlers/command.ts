@@ -71,6 +71,8 @@ export async function runCommand(config: CommandHandlerConfig, context: RunConte
   }
   // No command starts that the guard could not stop if this worker died or stalled.
   await guard.ready(context.signal);
+  const refused = startRefusal(context);
+  if (refused) throw refused;
   const started = performance.now();
   const child = spawn(GATE_SHELL, [...GATE_ARGS, executable, ...args], { cwd: config.cwd, env, detached: true, stdio: ['pipe', 'pipe', 'pipe', 'pipe'] });
   // All four are pipes (stdio above): never null.
@@ -102,8 +104,12 @@ export async function runCommand(config: CommandHandlerConfig, context: RunConte
   try {
     if (group) {
       // The gate opens only once the guard surely has the group: a crash before that closes it, and nothing runs.
+      // Nor after the lease could lapse: this worker may have been paused meanwhile (the guard then kills the
+      // group at once, but the command could start first). Once open, the guard's kill time is still ahead.
       try {
         await guard.watching(group.pgid, context.signal);
+        const refusal = startRefusal(context);
+        if (refusal) throw refusal;
         gate.end('open\n');
       } catch (error) {
         notStarted = error;
@@ -136,6 +142,19 @@ export async function runCommand(config: CommandHandlerConfig, context: RunConte
   if (result.code === 0) return { exitCode: 0, commandMs: durationMs, outputLines: output.lines };
   if (result.code !== null) throw new HandlerError(`command exited with code ${result.code}`, { exitCode: result.code });
   throw new HandlerError(`command was killed by ${result.signal ?? 'a signal'}`, { exitSignal: result.signal });
+}
+
+/**
+ * Why a command must not start now, if it must not: the run was aborted, or its lease has no
+ * more validity than the kill margin (the command could not be stopped before the lease ends).
+ */
+function startRefusal(context: RunContext): Error | undefined {
+  if (context.signal.aborted) return context.signal.reason as Error;
+  const msLeft = context.lease.msLeft();
+  if (msLeft > LEASE_KILL_MARGIN_MS) return undefined;
+  return new HandlerError(`the lease has ${Math.round(msLeft)} ms of validity left, not more than the ${LEASE_KILL_MARGIN_MS} ms kill margin: the command is not started`, {
+    code: 'LEASE_ENDING_BEFORE_START',
+  });
 }
 
 /**
