@@ -179,10 +179,7 @@ export class Redlock extends EventEmitter<RedlockEvents> {
     const replies = await this.#round({ script: scripts.acquire, header, keys, args, timeoutMs: s.nodeTimeoutMs, maxResources: s.maxBatchSize }, 'acquire', {
       decode: (raw) => {
         const { votes, maxFence, claimHolders } = decodeAcquire(raw, open.length);
-        // A node that granted stored our proposal: it counts as seen, like the fences nodes report,
-        // so this client's next proposal is above it whatever its clock or the nodes forget.
-        const seen = votes.includes('acquired') ? Math.max(maxFence, proposal) : maxFence;
-        if (seen > this.#fenceFloor) this.#fenceFloor = seen;
+        if (maxFence > this.#fenceFloor) this.#fenceFloor = maxFence;
         if (claimHolders) (claimHoldersOf ??= new Map()).set(votes, claimHolders);
         return votes;
       },
@@ -209,6 +206,9 @@ export class Redlock extends EventEmitter<RedlockEvents> {
       },
     });
     const end = clock.now();
+    // A node that granted stored our proposal: it counts as seen, like the fences nodes report, so
+    // this client's next proposal is above it whatever its clock says or the nodes forget.
+    if (acquired.some((count) => count > 0) && proposal > this.#fenceFloor) this.#fenceFloor = proposal;
     // Keys were set no earlier than `start`: they outlive `start + ttl - drift` on any node whose clock drifts within bounds.
     const validUntil = start + ttlMs - driftMs(ttlMs, s.driftFactor);
     const validity = validUntil - end;
