@@ -5,22 +5,58 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { sleep } from '@tickwarden/testkit';
 import { ChaosRunner, planFaults } from './chaos.ts';
-import { Cluster, LIBFAKETIME } from './cluster.ts';
-import { ledgerSchedules, ledgerTeamYaml } from './ledger-config.ts';
+import { Cluster, LIBFAKETIME, writeClockOffset } from './cluster.ts';
+import { HistoryCollector } from './history-collector.ts';
+import { expectedLedgerSchedule, ledgerTeamFile, type LedgerScheduleSpec } from './ledger-config.ts';
+import { LedgerEndpoint } from './ledger-endpoint.ts';
 import { buildReport, formatReport, reportFailures, unexplainedMisses, type TickReport } from './report.ts';
 
 const TEAM = 'chaos';
-const SCHEDULES = ['alpha', 'beta'];
-/** Runs longer than the lease TTL, so the watchdog extends (and aborts) while they run. */
-const LONG_TEAM = 'chaos-long';
-const LONG_SCHEDULES = ['gamma'];
-const LONG_CRON = '*/3 * * * * *';
-const LEASE_TTL_MS = 2000;
+const LEASE_TTL_MS = 3000;
+const LEASE_TTL = `${LEASE_TTL_MS / 1000}s`;
+const EVERY_SECOND = '* * * * * *';
+const EVERY_2S = '*/2 * * * * *';
+/**
+ * http runs stay shorter than the lease TTL: an endpoint cannot see a frozen (SIGSTOPped) worker,
+ * so a longer request would go on past the lease of a worker stopped right after sending it,
+ * which no worker can prevent (the fence header is for that). Shorter, a run that a later one
+ * overlaps was sent after its lease lapsed: a worker's fault.
+ */
+const HTTP_MAX_MS = LEASE_TTL_MS - 500;
+
+/**
+ * The schedules, as a team writes them: name, cron, overlap, leaseTtl and a handler (attempts 1,
+ * no startDeadline), `catchUp` on some. Half every second, half every 2 s; one in four `allow`,
+ * the rest `skip`; runs of 0.1-3 s. Plus a `cancel-previous` schedule whose period (2 s) is shorter
+ * than its lease TTL, and a long-period schedule with `catchUp: 3m` (its cron is set per run).
+ */
+function chaosSpecs(longCron: string): LedgerScheduleSpec[] {
+  const base = { leaseTtl: LEASE_TTL } as const;
+  return [
+    { ...base, name: 'cmd-1s', kind: 'command', cron: EVERY_SECOND, overlap: 'skip' },
+    { ...base, name: 'mod-1s', kind: 'module', cron: EVERY_SECOND, overlap: 'skip', catchUp: '10s' },
+    { ...base, name: 'http-1s', kind: 'http', cron: EVERY_SECOND, overlap: 'skip', maxMs: HTTP_MAX_MS },
+    { ...base, name: 'cmd-1s-allow', kind: 'command', cron: EVERY_SECOND, overlap: 'allow' },
+    { ...base, name: 'mod-2s', kind: 'module', cron: EVERY_2S, overlap: 'skip' },
+    { ...base, name: 'http-2s-allow', kind: 'http', cron: EVERY_2S, overlap: 'allow', catchUp: '10s', maxMs: HTTP_MAX_MS },
+    { ...base, name: 'cmd-2s', kind: 'command', cron: EVERY_2S, overlap: 'skip', catchUp: '10s' },
+    { ...base, name: 'http-2s', kind: 'http', cron: EVERY_2S, overlap: 'skip', maxMs: HTTP_MAX_MS },
+    { ...base, name: 'mod-cancel-2s', kind: 'module', cron: EVERY_2S, overlap: 'cancel-previous' },
+    { ...base, name: 'cmd-long', kind: 'command', cron: longCron, overlap: 'skip', catchUp: '3m' },
+  ];
+}
+
 const SLOTS = { schedulers: ['scheduler-1', 'scheduler-2', 'scheduler-3'], workers: ['worker-1', 'worker-2'] };
 /** Ticks due this long after the last fault healed must run too. */
 const TAIL_MS = 3000;
 /** How long to wait for late runs (a job lost with a killed worker waits for BullMQ's stalled check). */
 const SETTLE_MS = 75_000;
+/** The long schedule's first tick comes this long after the faults start. */
+const LONG_TICK_AT_MS = 8000;
+/** Its period: every 3 minutes. */
+const LONG_PERIOD_MS = 180_000;
+/** Time allowed for the cluster to start before the long schedule's first tick is due (about 5 s on the CI machine). */
+const STARTUP_ALLOWANCE_MS = 15_000;
 
 interface ChaosArgs {
   durationMs: number;
@@ -48,6 +84,12 @@ function parseChaosArgs(argv: string[]): ChaosArgs | string[] {
   return errors.length > 0 ? errors : { durationMs: duration * 1000, seed, out };
 }
 
+/** `S M-59/3 * * * *`: every 3 minutes, first at `firstMs` (a whole second). */
+function everyThreeMinutesFrom(firstMs: number): string {
+  const first = new Date(firstMs);
+  return `${first.getUTCSeconds()} ${first.getUTCMinutes() % 3}-59/3 * * * *`;
+}
+
 async function main(): Promise<number> {
   const args = parseChaosArgs(process.argv.slice(2));
   if (Array.isArray(args)) {
@@ -56,52 +98,102 @@ async function main(): Promise<number> {
     return 2;
   }
   const clockSkew = existsSync(LIBFAKETIME);
-  if (!clockSkew) console.log(`!!! ${LIBFAKETIME} is missing (apt-get install faketime): clock-skew faults are left out of this run !!!`);
+  if (!clockSkew) console.log(`!!! ${LIBFAKETIME} is missing (apt-get install faketime): clock faults (skew, stepped clock) are left out of this run !!!`);
   const dir = mkdtempSync(path.join(tmpdir(), 'tickwarden-chaos-'));
   const configDir = path.join(dir, 'config');
   mkdirSync(configDir);
   const ledgerFile = path.join(dir, 'ledger.txt');
-  writeFileSync(path.join(configDir, `${TEAM}.yaml`), ledgerTeamYaml({ team: TEAM, names: SCHEDULES, ledgerFile, leaseTtl: `${LEASE_TTL_MS}ms` }));
-  writeFileSync(path.join(configDir, `${LONG_TEAM}.yaml`), ledgerTeamYaml({ team: LONG_TEAM, names: LONG_SCHEDULES, ledgerFile, leaseTtl: `${LEASE_TTL_MS}ms`, cron: LONG_CRON, beats: 45 }));
-  const schedules = [...ledgerSchedules(TEAM, SCHEDULES), ...ledgerSchedules(LONG_TEAM, LONG_SCHEDULES, LONG_CRON)];
+  writeFileSync(ledgerFile, '');
+  const endpoint = await LedgerEndpoint.start(ledgerFile);
+  const longTickMs = Math.ceil((Date.now() + STARTUP_ALLOWANCE_MS) / 1000) * 1000;
+  const specs = chaosSpecs(everyThreeMinutesFrom(longTickMs));
+  writeFileSync(path.join(configDir, `${TEAM}.yaml`), ledgerTeamFile(TEAM, specs, { ledgerFile, httpUrl: endpoint.url }));
+  const schedules = specs.map((spec) => expectedLedgerSchedule(TEAM, spec));
+  const clockFiles = new Map(clockSkew ? SLOTS.schedulers.map((slot) => [slot, path.join(dir, `clock-${slot}.rc`)]) : []);
+  for (const file of clockFiles.values()) writeClockOffset(file, 0);
 
-  const cluster = await Cluster.start({ configDir });
+  const cluster = await Cluster.start({ configDir, logLevel: 'info', roleEnv: { worker: { TICKWARDEN_WORKER_CONCURRENCY: '16' } } });
   const interrupted = new Promise<number>((resolve) => process.once('SIGINT', () => resolve(130)));
+  let json: Record<string, unknown> | undefined;
+  const stem = args.out.replace(/\.json$/, '');
   try {
-    await Promise.all([...SLOTS.schedulers.map((name) => cluster.startApp('scheduler', name)), ...SLOTS.workers.map((name) => cluster.startApp('worker', name))]);
-    const plan = planFaults({ seed: args.seed, durationMs: args.durationMs, leaseTtlMs: LEASE_TTL_MS, clockSkew });
-    console.log(`chaos: seed ${args.seed}, ${args.durationMs / 1000} s, ${plan.length} faults planned, ${SCHEDULES.length} per-second schedules and one of ~2.5 s runs every 3 s, lease TTL ${LEASE_TTL_MS} ms`);
-    const runner = new ChaosRunner(cluster, SLOTS, LEASE_TTL_MS, (line) => console.log(line));
-    const startMs = Date.now();
-    const outcome = await Promise.race([interrupted, runner.run(plan, startMs).then(() => 0)]);
+    await Promise.all([
+      ...SLOTS.schedulers.map((name) => cluster.startApp('scheduler', name, clockFiles.has(name) ? { clockFile: clockFiles.get(name) as string } : {})),
+      ...SLOTS.workers.map((name) => cluster.startApp('worker', name)),
+    ]);
+    // The faults start LONG_TICK_AT_MS before the long schedule's first tick (later if the cluster was slow to start).
+    const startMs = Math.max(Date.now(), longTickMs - LONG_TICK_AT_MS);
+    await sleep(startMs - Date.now());
+    const longTicksAtMs = Array.from({ length: Math.ceil(args.durationMs / LONG_PERIOD_MS) + 1 }, (_, i) => longTickMs - startMs + i * LONG_PERIOD_MS).filter((atMs) => atMs < args.durationMs);
+    const plan = planFaults({ seed: args.seed, durationMs: args.durationMs, leaseTtlMs: LEASE_TTL_MS, clockSkew, longTicksAtMs });
+    const lateRestarts = plan.filter((fault) => fault.kind === 'late-restart-scheduler').length;
+    console.log(
+      `chaos: seed ${args.seed}, ${args.durationMs / 1000} s, ${plan.length} faults planned (${lateRestarts} late replica restarts), ${specs.length} schedules (lease TTL ${LEASE_TTL_MS} ms), ` +
+        `long schedule ${specs.at(-1)?.cron} ticks at +${longTicksAtMs.map((ms) => (ms / 1000).toFixed(1)).join(', +')} s`,
+    );
+    // The long schedule's ticks must run for their late restarts to show anything: no worker fault from 2 s before to 5 s after them.
+    const workersSpared = longTicksAtMs.map((atMs) => ({ fromMs: atMs - 2000, toMs: atMs + 5000 }));
+    const runner = new ChaosRunner(cluster, SLOTS, { leaseTtlMs: LEASE_TTL_MS, clockFiles, workersSpared, log: (line) => console.log(line) });
+    const history = new HistoryCollector(cluster);
+    const outcome = await Promise.race([interrupted, runner.run(plan, startMs).then(() => 0)]).finally(() => history.stop());
     if (outcome !== 0) return outcome;
     const fromMs = startMs + 1000;
     const toMs = Date.now() + TAIL_MS;
     await sleep(TAIL_MS + 1500);
-    const report = await settle(() => buildReport({ ledgerFile, records: cluster.records(), schedules, fromMs, toMs, outages: runner.outages }));
+    const report = await settle(async () => {
+      await history.read();
+      return buildReport({ ledgerFile, records: cluster.records(), schedules, fromMs, toMs, outages: runner.outages, history: history.records() });
+    });
     const lines = formatReport(report);
-    const failures = reportFailures(report);
-    console.log(['', ...lines, `faults applied: ${runner.applied.filter((fault) => fault.applied).length} of ${plan.length} planned`, `result: ${failures.length === 0 ? 'pass' : 'FAIL'}`, ...failures].join('\n'));
-    mkdirSync(path.dirname(path.resolve(args.out)), { recursive: true });
-    writeFileSync(args.out, `${JSON.stringify({ seed: args.seed, durationS: args.durationMs / 1000, leaseTtlMs: LEASE_TTL_MS, summary: lines, failures, outages: runner.outages, faults: runner.applied, report: { ...report, unexplained: unexplainedMisses(report) } }, null, 2)}\n`);
-    const stem = args.out.replace(/\.json$/, '');
-    copyFileSync(ledgerFile, `${stem}.ledger.txt`);
-    writeFileSync(`${stem}.logs.jsonl`, cluster.records().map((record) => JSON.stringify(record)).join('\n') + '\n');
-    console.log(`written: ${args.out}, with the ledger (${stem}.ledger.txt) and every process's log (${stem}.logs.jsonl)`);
+    // Silent ticks are judged against the history too: a run that could not read it judged nothing.
+    const { ok, failed } = history.reads;
+    const failures = [...reportFailures(report), ...(failed > 0 || ok === 0 ? [`tick history: ${failed} of ${ok + failed} reads failed`] : [])];
+    const { requests, completed, clientGone, rejected } = endpoint.stats;
+    console.log(
+      [
+        '',
+        ...lines,
+        `http runs: ${requests} requests, ${completed} completed, ${clientGone} stopped by the worker closing the connection${rejected > 0 ? `, ${rejected} rejected (bad request)` : ''}`,
+        `faults applied: ${runner.applied.filter((fault) => fault.applied).length} of ${plan.length} planned`,
+        `tick history: ${history.records().length} records from ${ok} reads (${failed} failed)`,
+        `result: ${failures.length === 0 ? 'pass' : 'FAIL'}`,
+        ...failures,
+      ].join('\n'),
+    );
+    json = {
+      seed: args.seed,
+      durationS: args.durationMs / 1000,
+      leaseTtlMs: LEASE_TTL_MS,
+      schedules: specs,
+      window: { fromMs, toMs },
+      summary: lines,
+      failures,
+      http: endpoint.stats,
+      outages: runner.outages,
+      faults: runner.applied,
+      report: { ...report, unexplained: unexplainedMisses(report) },
+    };
     return failures.length === 0 ? 0 : 1;
   } finally {
+    // The report, the ledger and every process's log, whether the run passed, failed or broke.
+    mkdirSync(path.dirname(path.resolve(args.out)), { recursive: true });
+    if (json) writeFileSync(args.out, `${JSON.stringify(json, null, 2)}\n`);
+    copyFileSync(ledgerFile, `${stem}.ledger.txt`);
+    writeFileSync(`${stem}.logs.jsonl`, cluster.records().map((record) => JSON.stringify(record)).join('\n') + '\n');
+    console.log(`written: ${json ? `${args.out}, with ` : ''}the ledger (${stem}.ledger.txt) and every process's log (${stem}.logs.jsonl)`);
     await cluster.close();
+    await endpoint.close();
     rmSync(dir, { recursive: true, force: true });
   }
 }
 
-/** Rebuilds the report until every miss is explained (late runs landed) or the settle time is up. */
-async function settle(build: () => TickReport): Promise<TickReport> {
+/** Rebuilds the report until every miss is explained and no tick is silent (late runs landed), or the settle time is up. */
+async function settle(build: () => Promise<TickReport>): Promise<TickReport> {
   const deadline = Date.now() + SETTLE_MS;
-  let report = build();
-  while (unexplainedMisses(report).length > 0 && Date.now() < deadline) {
-    await sleep(1000);
-    report = build();
+  let report = await build();
+  while ((unexplainedMisses(report).length > 0 || report.silent.length > 0) && Date.now() < deadline) {
+    await sleep(2000);
+    report = await build();
   }
   await sleep(1000); // runs in flight write their end lines
   return build();

@@ -1,21 +1,32 @@
-import { sleep } from '@tickwarden/testkit';
-import type { AppRole, Cluster } from './cluster.ts';
+import { sleep, type ClientLink, type Fault } from '@tickwarden/testkit';
+import { writeClockOffset, type AppRole, type Cluster } from './cluster.ts';
 import type { OutageWindow } from './report.ts';
 
-/** The faults the chaos suite draws from. */
+/** The faults the chaos suite draws from the seed (see the README's table). */
 export const FAULT_KINDS = [
   'kill-scheduler',
   'kill-worker',
   'pause-scheduler',
   'pause-worker',
   'skew-scheduler',
+  'step-clock-scheduler',
+  'partition-scheduler',
+  'partition-schedulers',
+  'partition-worker',
+  'latency',
+  'latency-lock-node',
+  'reset-links',
   'kill-lock-nodes',
   'pause-lock-nodes',
-  'latency',
-  'partition-scheduler',
-  'partition-worker',
 ] as const;
-export type FaultKind = (typeof FAULT_KINDS)[number];
+/** Drawn kinds, plus `late-restart-scheduler`: planned at fixed offsets after the long-period schedule's ticks. */
+export type FaultKind = (typeof FAULT_KINDS)[number] | 'late-restart-scheduler';
+
+/** Faults that need libfaketime. */
+const CLOCK_KINDS: readonly FaultKind[] = ['skew-scheduler', 'step-clock-scheduler'];
+
+/** How a killed lock node comes back. */
+export type LockNodeRestart = 'aof' | 'empty' | 'at-once';
 
 /** One fault of the seeded plan: what, when (from the run's start), for how long, and which slot it targets. */
 export interface PlannedFault {
@@ -24,17 +35,26 @@ export interface PlannedFault {
   durationMs: number;
   /** Picks the target among the slots of its kind (process slot or lock nodes), modulo their count. */
   target: number;
-  /** Kind-specific draw: lock node count (1-2), latency ms, clock offset ms, or whether a restarted node keeps its data. */
+  /**
+   * Kind-specific draw: lock node count (1-2), latency ms, clock offset or step ms, the delay
+   * of the second cut of `partition-schedulers`, ms.
+   */
   magnitude: number;
+  /** `kill-lock-nodes` only. */
+  restart?: LockNodeRestart;
 }
 
 export interface PlanOptions {
   seed: number;
   durationMs: number;
-  /** The schedules' lease TTL: pauses and partitions are drawn longer than it. */
+  /** The schedules' lease TTL: pauses are drawn longer than it, empty restarts wait longer than it. */
   leaseTtlMs: number;
-  /** Whether `skew-scheduler` may be drawn (needs libfaketime). */
+  /** Whether clock faults (`skew-scheduler`, `step-clock-scheduler`) may be drawn (they need libfaketime). */
   clockSkew: boolean;
+  /** Offsets (from the run's start) of the ticks of the long-period `catchUp` schedule: each gets a `late-restart-scheduler`. */
+  longTicksAtMs?: readonly number[];
+  /** How long after such a tick its late restart comes: past the job retention (`2 x leaseTtl + 60 s`). Default 75 s. */
+  lateRestartAfterMs?: number;
 }
 
 /** mulberry32: a small, well-mixed PRNG; the same seed gives the same plan on every machine. */
@@ -49,23 +69,82 @@ export function seededRandom(seed: number): () => number {
   };
 }
 
-/** The fault schedule of a run: a fault every 1.5-4.5 s, each drawn from the seed alone. */
+/** The late restart after a long tick. */
+export const LATE_RESTART_AFTER_MS = 75_000;
+
+/**
+ * The fault schedule of a run: a fault every 1-4 s, each drawn from the seed
+ * alone, plus a `late-restart-scheduler` 75 s after each tick of the long
+ * schedule (offsets given by the caller).
+ */
 export function planFaults(options: PlanOptions): PlannedFault[] {
   const random = seededRandom(options.seed);
   const between = (min: number, max: number): number => Math.round(min + random() * (max - min));
-  const kinds = FAULT_KINDS.filter((kind) => options.clockSkew || kind !== 'skew-scheduler');
+  const kinds = FAULT_KINDS.filter((kind) => options.clockSkew || !CLOCK_KINDS.includes(kind));
   const ttl = options.leaseTtlMs;
   const plan: PlannedFault[] = [];
-  for (let atMs = between(2000, 4000); atMs < options.durationMs; atMs += between(1500, 4500)) {
+  for (let atMs = between(2000, 4000); atMs < options.durationMs; atMs += between(1000, 4000)) {
     const kind = kinds[Math.floor(random() * kinds.length)] ?? 'latency';
     const target = Math.floor(random() * 1000);
-    const longerThanLease = between(ttl + 500, ttl + 2500);
-    const durationMs = kind.startsWith('pause') || kind.startsWith('partition') ? longerThanLease : between(1000, 2 * ttl + 2000);
-    const magnitude =
-      kind === 'latency' ? between(20, 250) : kind === 'skew-scheduler' ? between(-1000, 1000) : kind === 'kill-lock-nodes' || kind === 'pause-lock-nodes' ? between(1, 2) : 0;
-    plan.push({ atMs, kind, durationMs: Math.min(durationMs, options.durationMs - atMs + 1000), target, magnitude });
+    const draw = random();
+    const fault: PlannedFault = { atMs, kind, durationMs: 0, target, magnitude: 0 };
+    switch (kind) {
+      case 'kill-scheduler':
+      case 'kill-worker':
+        fault.durationMs = between(1000, 6000); // down this long
+        break;
+      case 'pause-scheduler':
+      case 'pause-worker':
+        fault.durationMs = between(ttl + 500, ttl + 2500);
+        break;
+      case 'skew-scheduler':
+        fault.durationMs = between(1000, 3000); // the skew stays; the slot is left alone this long
+        fault.magnitude = between(-1000, 1000);
+        break;
+      case 'step-clock-scheduler':
+        fault.durationMs = between(3000, 10_000);
+        fault.magnitude = (draw < 0.5 ? -1 : 1) * between(1000, 5000);
+        break;
+      case 'partition-scheduler':
+      case 'partition-worker':
+        fault.durationMs = between(5000, 7000);
+        break;
+      case 'partition-schedulers':
+        fault.durationMs = between(5000, 7000);
+        fault.magnitude = between(0, 2000);
+        break;
+      case 'latency':
+        fault.durationMs = between(1000, 8000);
+        fault.magnitude = between(20, 250);
+        break;
+      case 'latency-lock-node':
+        fault.durationMs = 5000;
+        fault.magnitude = 300;
+        break;
+      case 'reset-links':
+        fault.durationMs = between(200, 1500);
+        break;
+      case 'kill-lock-nodes': {
+        fault.magnitude = between(1, 2);
+        fault.restart = draw < 0.4 ? 'aof' : draw < 0.75 ? 'empty' : 'at-once';
+        // Without its data a node may rejoin only after every lease it held has lapsed (Redlock's delayed restart).
+        fault.durationMs = fault.restart === 'aof' ? between(1000, 6000) : fault.restart === 'empty' ? between(ttl + 1000, ttl + 3000) : 0;
+        break;
+      }
+      case 'pause-lock-nodes':
+        fault.durationMs = between(4000, 7000);
+        fault.magnitude = between(1, 2);
+        break;
+    }
+    if (fault.restart !== 'empty') fault.durationMs = Math.min(fault.durationMs, options.durationMs - atMs + 1000);
+    plan.push(fault);
   }
-  return plan;
+  const lateAfter = options.lateRestartAfterMs ?? LATE_RESTART_AFTER_MS;
+  for (const [i, tickAtMs] of (options.longTicksAtMs ?? []).entries()) {
+    const atMs = tickAtMs + lateAfter;
+    if (atMs < options.durationMs) plan.push({ atMs, kind: 'late-restart-scheduler', durationMs: 1000, target: i, magnitude: 0 });
+  }
+  return plan.sort((a, b) => a.atMs - b.atMs);
 }
 
 /** What happened to one planned fault. */
@@ -73,8 +152,6 @@ export interface AppliedFault extends PlannedFault {
   /** The process or lock nodes it hit, or why it was skipped (its target was already faulted). */
   on: string;
   applied: boolean;
-  /** Lock nodes only: restarted empty (false) or from their AOF (true). */
-  keptData?: boolean;
 }
 
 /** Process slots of the cluster the chaos runs: names are stable across restarts. */
@@ -83,33 +160,61 @@ export interface ChaosSlots {
   workers: readonly string[];
 }
 
+export interface ChaosRunnerOptions {
+  leaseTtlMs: number;
+  /** Per scheduler slot, the libfaketime timestamp file its clock follows (clock faults); absent without libfaketime. */
+  clockFiles?: ReadonlyMap<string, string>;
+  /**
+   * Stretches of the run (offsets from its start) that no worker fault may touch: around the long
+   * schedule's ticks, so that they run and a late restart can show whether a replica runs one again.
+   */
+  workersSpared?: readonly { fromMs: number; toMs: number }[];
+  log: (line: string) => void;
+}
+
+/** What one process slot's lock links suffer now; the proxies are set from this (see `#applyLinks`). */
+interface LinkState {
+  cut: Set<number>;
+  resetting: boolean;
+  latencyMs: number;
+}
+
 /**
  * Applies a fault plan to a running cluster and heals every fault after its
  * duration, while tracking when no scheduler replica could decide a tick (no
  * replica alive and running, or none reaching a lock majority): misses inside
  * those windows are allowed by design, all others fail the run.
+ *
+ * Rules that keep the faults those the system must survive: at most a
+ * minority of the lock nodes is faulted (killed, paused or slowed) at once;
+ * at most one worker is faulted at once (the other one is healthy); a slot
+ * already faulted is left alone (the fault is skipped, and listed as such);
+ * `partition-schedulers` needs all three replicas unfaulted and keeps the
+ * third one healthy while it lasts; no worker fault touches the stretches
+ * around the long schedule's ticks (`workersSpared`).
  */
 export class ChaosRunner {
   readonly applied: AppliedFault[] = [];
   readonly #cluster: Cluster;
   readonly #slots: ChaosSlots;
+  readonly #options: ChaosRunnerOptions;
   readonly #busy = new Set<string>();
   readonly #paused = new Set<string>();
   readonly #down = new Set<string>();
-  readonly #skew = new Map<string, number>();
-  /** Per process slot: lock node indexes it cannot reach. */
-  readonly #cut = new Map<string, Set<number>>();
+  /** Scheduler slots' clock offsets that stay (skew), ms. */
+  readonly #clockBase = new Map<string, number>();
+  readonly #links = new Map<string, LinkState>();
+  /** Lock nodes killed or paused (unreachable for everyone). */
   readonly #nodesDown = new Set<number>();
+  /** Lock nodes slowed for everyone: node -> ms. */
+  readonly #nodesSlow = new Map<number, number>();
   readonly #outages: OutageWindow[] = [];
   #openOutage: OutageWindow | undefined;
-  readonly #leaseTtlMs: number;
-  readonly #log: (line: string) => void;
 
-  constructor(cluster: Cluster, slots: ChaosSlots, leaseTtlMs: number, log: (line: string) => void) {
+  constructor(cluster: Cluster, slots: ChaosSlots, options: ChaosRunnerOptions) {
     this.#cluster = cluster;
     this.#slots = slots;
-    this.#leaseTtlMs = leaseTtlMs;
-    this.#log = log;
+    this.#options = options;
   }
 
   get outages(): OutageWindow[] {
@@ -121,7 +226,7 @@ export class ChaosRunner {
     const heals: Promise<void>[] = [];
     for (const fault of plan) {
       await sleep(Math.max(0, startMs + fault.atMs - Date.now()));
-      heals.push(this.#apply(fault, startMs).catch((error: unknown) => this.#log(`fault ${fault.kind} failed: ${(error as Error).message}`)));
+      heals.push(this.#apply(fault, startMs).catch((error: unknown) => this.#options.log(`fault ${fault.kind} failed: ${(error as Error).message}`)));
     }
     await Promise.all(heals);
   }
@@ -131,21 +236,84 @@ export class ChaosRunner {
     this.applied.push(record);
     const stamp = `+${((Date.now() - startMs) / 1000).toFixed(1)}s`;
     const heal = await this.#inject(fault, record);
-    this.#log(`${stamp} ${fault.kind} ${record.on}${record.applied ? ` for ${(fault.durationMs / 1000).toFixed(1)}s` : ''}${fault.magnitude && record.applied ? ` (${fault.magnitude})` : ''}`);
+    const detail = fault.kind === 'kill-lock-nodes' ? ` (restart ${fault.restart ?? 'aof'})` : fault.magnitude && record.applied ? ` (${fault.magnitude})` : '';
+    this.#options.log(`${stamp} ${fault.kind} ${record.on}${record.applied ? ` for ${(fault.durationMs / 1000).toFixed(1)}s${detail}` : ''}`);
     if (!heal) return;
     await sleep(fault.durationMs);
     await heal();
   }
 
+  #link(slot: string): Promise<ClientLink> {
+    return this.#cluster.locks.link(slot);
+  }
+
+  #linkState(slot: string): LinkState {
+    let state = this.#links.get(slot);
+    if (!state) this.#links.set(slot, (state = { cut: new Set(), resetting: false, latencyMs: 0 }));
+    return state;
+  }
+
+  /** Sets every lock link of `slot` from its state and the node-wide faults: cut > reset > the larger latency. */
+  async #applyLinks(slot: string): Promise<void> {
+    const link = await this.#link(slot);
+    const state = this.#linkState(slot);
+    for (let node = 0; node < this.#cluster.locks.nodes.length; node++) {
+      const latencyMs = Math.max(state.latencyMs, this.#nodesSlow.get(node) ?? 0);
+      const fault: Fault = state.cut.has(node) ? { kind: 'blackhole' } : state.resetting ? { kind: 'reset' } : latencyMs > 0 ? { kind: 'latency', ms: latencyMs } : { kind: 'none' };
+      link.setFault(node, fault);
+    }
+  }
+
+  #allSlots(): string[] {
+    return [...this.#slots.schedulers, ...this.#slots.workers];
+  }
+
+  /** A worker slot may be faulted only while every other worker is unfaulted. */
+  #workerFree(slot: string): boolean {
+    return !this.#busy.has(slot) && this.#slots.workers.every((worker) => worker === slot || !this.#busy.has(worker));
+  }
+
   /** Injects the fault; returns how to heal it, or undefined when its target was busy. */
   async #inject(fault: PlannedFault, record: AppliedFault): Promise<(() => Promise<void>) | undefined> {
-    if (fault.kind === 'kill-lock-nodes' || fault.kind === 'pause-lock-nodes') return this.#lockNodeFault(fault, record);
-    const role: AppRole = fault.kind.endsWith('worker') ? 'worker' : 'scheduler';
-    const slots = role === 'worker' ? this.#slots.workers : this.#slots.schedulers;
-    const slot = slots[fault.target % slots.length] ?? '';
+    switch (fault.kind) {
+      case 'kill-lock-nodes':
+      case 'pause-lock-nodes':
+      case 'latency-lock-node':
+        return this.#lockNodeFault(fault, record);
+      case 'partition-schedulers':
+        return this.#partitionTwo(fault, record);
+      case 'latency':
+      case 'reset-links': {
+        const slots = this.#allSlots();
+        return this.#processFault(fault, record, slots[fault.target % slots.length] ?? '');
+      }
+      case 'late-restart-scheduler': {
+        // It must happen: the first unfaulted replica from the target on.
+        const { schedulers } = this.#slots;
+        const free = Array.from({ length: schedulers.length }, (_, i) => schedulers[(fault.target + i) % schedulers.length] ?? '').find((slot) => !this.#busy.has(slot));
+        return this.#processFault(fault, record, free ?? schedulers[fault.target % schedulers.length] ?? '');
+      }
+      default: {
+        const slots = fault.kind.endsWith('worker') ? this.#slots.workers : this.#slots.schedulers;
+        return this.#processFault(fault, record, slots[fault.target % slots.length] ?? '');
+      }
+    }
+  }
+
+  async #processFault(fault: PlannedFault, record: AppliedFault, slot: string): Promise<(() => Promise<void>) | undefined> {
+    const role: AppRole = this.#slots.workers.includes(slot) ? 'worker' : 'scheduler';
     record.on = slot;
-    if (this.#busy.has(slot)) {
-      record.on = `${slot} (skipped: already faulted)`;
+    if (role === 'worker' && (this.#options.workersSpared ?? []).some((spared) => fault.atMs <= spared.toMs && fault.atMs + fault.durationMs >= spared.fromMs)) {
+      record.on = `${slot} (skipped: workers are spared around the long schedule's tick)`;
+      return undefined;
+    }
+    if (role === 'worker' ? !this.#workerFree(slot) : this.#busy.has(slot)) {
+      record.on = `${slot} (skipped: ${this.#busy.has(slot) ? 'already faulted' : 'the other worker is faulted'})`;
+      return undefined;
+    }
+    const clockFile = this.#options.clockFiles?.get(slot);
+    if ((fault.kind === 'skew-scheduler' || fault.kind === 'step-clock-scheduler') && clockFile === undefined) {
+      record.on = `${slot} (skipped: no libfaketime)`;
       return undefined;
     }
     this.#busy.add(slot);
@@ -154,20 +322,22 @@ export class ChaosRunner {
       this.#busy.delete(slot);
       this.#update();
     };
-    const app = this.#cluster.app(slot);
+    const start = (): Promise<unknown> => this.#cluster.startApp(role, slot, role === 'scheduler' && clockFile !== undefined ? { clockFile } : {});
     switch (fault.kind) {
       case 'kill-scheduler':
       case 'kill-worker':
+      case 'late-restart-scheduler':
         this.#down.add(slot);
         this.#update();
         await this.#cluster.stopApp(slot, 'SIGKILL');
         return async () => {
-          await this.#cluster.startApp(role, slot, { clockOffsetMs: this.#skew.get(slot) ?? 0 });
+          await start();
           this.#down.delete(slot);
           release();
         };
       case 'pause-scheduler':
-      case 'pause-worker':
+      case 'pause-worker': {
+        const app = this.#cluster.app(slot);
         this.#paused.add(slot);
         this.#update();
         app.process.signal('SIGSTOP');
@@ -176,68 +346,162 @@ export class ChaosRunner {
           this.#paused.delete(slot);
           release();
         };
+      }
       case 'skew-scheduler':
-        // A graceful restart with the wall clock shifted: the replica keeps the skew until its next restart.
+        // A graceful restart with the wall clock shifted: the replica keeps the skew.
         this.#down.add(slot);
         this.#update();
         await this.#cluster.stopApp(slot, 'SIGTERM');
-        this.#skew.set(slot, fault.magnitude);
-        await this.#cluster.startApp(role, slot, { clockOffsetMs: fault.magnitude });
+        this.#clockBase.set(slot, fault.magnitude);
+        writeClockOffset(clockFile as string, fault.magnitude);
+        await start();
         this.#down.delete(slot);
-        return async () => release();
-      case 'latency':
-        for (let node = 0; node < this.#cluster.locks.nodes.length; node++) app.link.setFault(node, { kind: 'latency', ms: fault.magnitude });
-        return async () => {
-          app.link.heal();
-          release();
-        };
-      case 'partition-scheduler':
-      case 'partition-worker': {
-        // Cut from a majority of the lock nodes, while still reaching the queue Redis.
-        const count = this.#cluster.locks.nodes.length;
-        const cut = new Set(Array.from({ length: Math.floor(count / 2) + 1 }, (_, i) => (fault.target + i) % count));
-        record.on = `${slot} from nodes ${[...cut].join(',')}`;
-        app.link.partition(cut);
-        this.#cut.set(slot, cut);
         this.#update();
+        return async () => release();
+      case 'step-clock-scheduler': {
+        // The live process's wall clock steps by `magnitude` (forward or back), and back when healed.
+        const base = this.#clockBase.get(slot) ?? 0;
+        writeClockOffset(clockFile as string, base + fault.magnitude);
         return async () => {
-          app.link.heal();
-          this.#cut.delete(slot);
+          writeClockOffset(clockFile as string, this.#clockBase.get(slot) ?? 0);
           release();
         };
       }
+      case 'latency': {
+        const state = this.#linkState(slot);
+        state.latencyMs = fault.magnitude;
+        await this.#applyLinks(slot);
+        return async () => {
+          state.latencyMs = 0;
+          await this.#applyLinks(slot);
+          release();
+        };
+      }
+      case 'reset-links': {
+        // Every open connection to every lock node is reset, and new ones too until healed.
+        const state = this.#linkState(slot);
+        state.resetting = true;
+        this.#update();
+        await this.#applyLinks(slot);
+        return async () => {
+          state.resetting = false;
+          await this.#applyLinks(slot);
+          release();
+        };
+      }
+      case 'partition-scheduler':
+      case 'partition-worker': {
+        // Cut from a majority of the lock nodes, while still reaching the queue Redis.
+        const cut = this.#majority(fault.target);
+        record.on = `${slot} from nodes ${[...cut].join(',')}`;
+        return this.#cut(slot, cut, release);
+      }
+      default:
+        throw new Error(`not a process fault: ${fault.kind}`);
     }
+  }
+
+  /** A majority of the lock nodes, from `first` on (modulo the count). */
+  #majority(first: number): Set<number> {
+    const count = this.#cluster.locks.nodes.length;
+    return new Set(Array.from({ length: Math.floor(count / 2) + 1 }, (_, i) => (first + i) % count));
+  }
+
+  async #cut(slot: string, cut: Set<number>, release: () => void): Promise<() => Promise<void>> {
+    const state = this.#linkState(slot);
+    state.cut = cut;
+    this.#update();
+    await this.#applyLinks(slot);
+    return async () => {
+      state.cut = new Set();
+      await this.#applyLinks(slot);
+      release();
+    };
+  }
+
+  /**
+   * Two replicas cut at once, each from a different majority (the second cut
+   * `magnitude` ms after the first), while the third stays healthy: only it can
+   * decide ticks, and both others hold claims on the nodes they reach.
+   */
+  async #partitionTwo(fault: PlannedFault, record: AppliedFault): Promise<(() => Promise<void>) | undefined> {
+    const { schedulers } = this.#slots;
+    if (schedulers.some((slot) => this.#busy.has(slot))) {
+      record.on = 'schedulers (skipped: one is already faulted)';
+      return undefined;
+    }
+    const count = this.#cluster.locks.nodes.length;
+    const first = schedulers[fault.target % schedulers.length] ?? '';
+    const second = schedulers[(fault.target + 1) % schedulers.length] ?? '';
+    const third = schedulers[(fault.target + 2) % schedulers.length] ?? '';
+    const quorum = Math.floor(count / 2) + 1;
+    const firstCut = this.#majority(fault.target % count);
+    const secondCut = this.#majority((fault.target + quorum - 1) % count);
+    for (const slot of schedulers) this.#busy.add(slot); // the third is kept healthy
+    record.applied = true;
+    record.on = `${first} from nodes ${[...firstCut].join(',')}, then ${second} from nodes ${[...secondCut].join(',')} (${third} healthy)`;
+    let released = 0;
+    const release = (): void => {
+      if (++released < 2) return;
+      for (const slot of schedulers) this.#busy.delete(slot);
+      this.#update();
+    };
+    const healFirst = await this.#cut(first, firstCut, release);
+    await sleep(fault.magnitude);
+    const healSecond = await this.#cut(second, secondCut, release);
+    return async () => {
+      await healFirst();
+      await sleep(fault.magnitude); // each cut lasts `durationMs` plus `magnitude`
+      await healSecond();
+    };
   }
 
   async #lockNodeFault(fault: PlannedFault, record: AppliedFault): Promise<(() => Promise<void>) | undefined> {
     const count = this.#cluster.locks.nodes.length;
     // At most a minority of the nodes is faulted at any time: the faults the system must survive.
-    const budget = Math.floor((count - 1) / 2) - this.#nodesDown.size;
+    const faulted = new Set([...this.#nodesDown, ...this.#nodesSlow.keys()]);
+    const budget = Math.floor((count - 1) / 2) - faulted.size;
+    const wanted = fault.kind === 'latency-lock-node' ? 1 : fault.magnitude;
     const nodes = Array.from({ length: count }, (_, i) => (fault.target + i) % count)
-      .filter((node) => !this.#nodesDown.has(node))
-      .slice(0, Math.min(fault.magnitude, budget));
+      .filter((node) => !faulted.has(node))
+      .slice(0, Math.min(wanted, budget));
     if (nodes.length === 0) {
       record.on = 'lock nodes (skipped: a minority is already faulted)';
       return undefined;
     }
     record.applied = true;
-    record.on = `lock nodes ${nodes.join(',')}`;
+    record.on = `lock node${nodes.length > 1 ? 's' : ''} ${nodes.join(',')}`;
+    const locks = this.#cluster.locks;
+    if (fault.kind === 'latency-lock-node') {
+      // Slow for every process: its links to these nodes.
+      for (const node of nodes) this.#nodesSlow.set(node, fault.magnitude);
+      await Promise.all(this.#allSlots().map((slot) => this.#applyLinks(slot)));
+      return async () => {
+        for (const node of nodes) this.#nodesSlow.delete(node);
+        await Promise.all(this.#allSlots().map((slot) => this.#applyLinks(slot)));
+      };
+    }
     for (const node of nodes) this.#nodesDown.add(node);
     this.#update();
-    const locks = this.#cluster.locks;
     if (fault.kind === 'pause-lock-nodes') {
       await Promise.all(nodes.map((node) => locks.node(node).pause()));
-    } else {
-      await Promise.all(nodes.map((node) => locks.node(node).kill()));
-      // Without its data a node may rejoin only after every lease it held has lapsed (Redlock's delayed restart).
-      record.keptData = fault.durationMs <= this.#leaseTtlMs + 1000 || fault.target % 2 === 0;
+      return async () => {
+        await Promise.all(nodes.map((node) => locks.node(node).resume()));
+        for (const node of nodes) this.#nodesDown.delete(node);
+        this.#update();
+      };
     }
-    return async () => {
-      if (fault.kind === 'pause-lock-nodes') await Promise.all(nodes.map((node) => locks.node(node).resume()));
-      else await Promise.all(nodes.map((node) => locks.node(node).restart({ keepData: record.keptData ?? true })));
+    await Promise.all(nodes.map((node) => locks.node(node).kill()));
+    const restart = async (): Promise<void> => {
+      await Promise.all(nodes.map((node) => locks.node(node).restart({ keepData: fault.restart !== 'empty' })));
       for (const node of nodes) this.#nodesDown.delete(node);
       this.#update();
     };
+    if (fault.restart === 'at-once') {
+      await restart();
+      return undefined;
+    }
+    return restart;
   }
 
   /** Opens or closes an outage window when the set of replicas able to decide a tick becomes empty or not. */
@@ -245,8 +509,9 @@ export class ChaosRunner {
     const quorum = Math.floor(this.#cluster.locks.nodes.length / 2) + 1;
     const running = this.#slots.schedulers.filter((slot) => !this.#down.has(slot) && !this.#paused.has(slot));
     const deciding = running.filter((slot) => {
-      const cut = this.#cut.get(slot) ?? new Set<number>();
-      const reachable = this.#cluster.locks.nodes.filter((_, node) => !cut.has(node) && !this.#nodesDown.has(node)).length;
+      const state = this.#links.get(slot);
+      if (state?.resetting) return false;
+      const reachable = this.#cluster.locks.nodes.filter((_, node) => !state?.cut.has(node) && !this.#nodesDown.has(node)).length;
       return reachable >= quorum;
     });
     const now = Date.now();

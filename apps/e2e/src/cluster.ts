@@ -1,4 +1,6 @@
-import { existsSync } from 'node:fs';
+import { execFile } from 'node:child_process';
+import { existsSync, rmSync, writeFileSync } from 'node:fs';
+import { promisify } from 'node:util';
 import { fileURLToPath } from 'node:url';
 import { PROCESS_NODE_FLAGS } from '@tickwarden/runtime';
 import { freePort, ManagedProcess, startRedisNodes, type ClientLink, type RedisDriver, type RedisNodes } from '@tickwarden/testkit';
@@ -10,6 +12,7 @@ const ENTRY: Record<AppRole, string> = {
   scheduler: fileURLToPath(new URL('../../scheduler/src/main.ts', import.meta.url)),
   worker: fileURLToPath(new URL('../../worker/src/main.ts', import.meta.url)),
 };
+const CLI = fileURLToPath(new URL('../../scheduler/src/cli.ts', import.meta.url));
 
 /** Debian's libfaketime: shifts the wall clock of one process (not its monotonic clock). */
 export const LIBFAKETIME = '/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1';
@@ -27,7 +30,14 @@ export interface ClusterOptions {
   logLevel?: string;
   /** Extra environment for every process. */
   env?: Record<string, string>;
+  /** Extra environment for the processes of one role (after `env`). */
+  roleEnv?: Partial<Record<AppRole, Record<string, string>>>;
+  /** `requirepass` of the lock nodes and of the queue Redis (the URLs the processes get carry them). Default none. */
+  passwords?: { locks?: string; queue?: string };
 }
+
+/** How often the cluster notes which log lines have arrived (each record's `seenMs`). */
+const SEEN_POLL_MS = 50;
 
 /** Workers look for jobs lost with a killed worker this often (production default 30 s): the suites wait for such retries. */
 const STALLED_INTERVAL = '3s';
@@ -35,6 +45,12 @@ const STALLED_INTERVAL = '3s';
 export interface StartAppOptions {
   /** Wall-clock offset of this process, ms (libfaketime; the monotonic clock is not shifted). */
   clockOffsetMs?: number;
+  /**
+   * A libfaketime timestamp file (see `writeClockOffset`) the process's wall clock follows while
+   * it runs: rewriting it steps the live process's clock (read on every call: no cache). The
+   * monotonic clock is not shifted. Excludes `clockOffsetMs`.
+   */
+  clockFile?: string;
 }
 
 /** One scheduler replica or worker started by the cluster. */
@@ -46,6 +62,15 @@ export interface AppProcess {
   /** Its own path to every lock node, through fault proxies (latency, partitions). */
   link: ClientLink;
   clockOffsetMs: number;
+  /** The libfaketime timestamp file its wall clock follows, if any. */
+  clockFile: string | undefined;
+}
+
+/** Per process: when the harness saw each stdout/stderr line (wall ms), and the records parsed so far. */
+interface LineLog {
+  seenMs: number[];
+  parsed: number;
+  records: (Record<string, unknown> & { process: string; seenMs: number })[];
 }
 
 /**
@@ -62,16 +87,30 @@ export class Cluster {
   readonly started: AppProcess[] = [];
   readonly #options: ClusterOptions;
   readonly #running = new Map<string, AppProcess>();
+  readonly #lines = new Map<AppProcess, LineLog>();
+  readonly #seenTimer: NodeJS.Timeout;
 
   private constructor(options: ClusterOptions, locks: RedisNodes, queue: RedisNodes) {
     this.#options = options;
     this.locks = locks;
     this.queue = queue;
+    this.#seenTimer = setInterval(() => this.#noteSeen(), SEEN_POLL_MS);
+    this.#seenTimer.unref();
+  }
+
+  /** Stamps lines that arrived since the last poll with the harness's wall clock. */
+  #noteSeen(): void {
+    const now = Date.now();
+    for (const app of this.started) {
+      const log = this.#lines.get(app);
+      if (!log) continue;
+      for (let i = log.seenMs.length; i < app.process.lines.length; i++) log.seenMs.push(now);
+    }
   }
 
   static async start(options: ClusterOptions): Promise<Cluster> {
-    const { lockNodes = 5, driver, aof = true } = options;
-    const [locks, queue] = await Promise.all([startRedisNodes({ count: lockNodes, driver, aof }), startRedisNodes({ count: 1, driver, aof: false })]);
+    const { lockNodes = 5, driver, aof = true, passwords = {} } = options;
+    const [locks, queue] = await Promise.all([startRedisNodes({ count: lockNodes, driver, aof, password: passwords.locks }), startRedisNodes({ count: 1, driver, aof: false, password: passwords.queue })]);
     return new Cluster(options, locks, queue);
   }
 
@@ -81,10 +120,26 @@ export class Cluster {
     return url;
   }
 
+  /**
+   * The newest `count` tick records of every schedule, as `tickwarden status --json -n COUNT`
+   * prints them (the cluster's tick history in the queue Redis), one object each.
+   */
+  async history(count: number): Promise<Record<string, unknown>[]> {
+    // The CLI parses the scheduler's whole environment, lock nodes included, whatever the command.
+    const env = { ...process.env, TICKWARDEN_CONFIG: this.#options.configDir, TICKWARDEN_QUEUE_REDIS: this.queueUrl, TICKWARDEN_LOCK_NODES: this.locks.urls.join(',') };
+    const { stdout } = await promisify(execFile)(process.execPath, ['--conditions=@tickwarden/source', CLI, 'status', '--json', '-n', String(count)], { env, timeout: 30_000, maxBuffer: 256 * 1024 * 1024 });
+    return stdout
+      .split('\n')
+      .filter((line) => line !== '')
+      .map((line) => JSON.parse(line) as Record<string, unknown>);
+  }
+
   /** Starts one process and waits until it logged that it started. */
   async startApp(role: AppRole, name: string, options: StartAppOptions = {}): Promise<AppProcess> {
     if (this.#running.has(name)) throw new Error(`${name} is already running`);
     const clockOffsetMs = options.clockOffsetMs ?? 0;
+    const { clockFile } = options;
+    if (clockFile !== undefined && clockOffsetMs !== 0) throw new Error(`${name}: clockFile and clockOffsetMs exclude each other`);
     const [httpPort, link] = await Promise.all([freePort(), this.locks.link(name)]);
     const env: Record<string, string> = {
       TICKWARDEN_CONFIG: this.#options.configDir,
@@ -94,14 +149,20 @@ export class Cluster {
       LOG_LEVEL: this.#options.logLevel ?? 'debug',
       ...(role === 'scheduler' ? { TICKWARDEN_REPLICA_ID: name } : { TICKWARDEN_STALLED_INTERVAL: STALLED_INTERVAL }),
       ...(clockOffsetMs === 0 ? {} : skewedClockEnv(clockOffsetMs)),
+      ...(clockFile === undefined ? {} : followedClockEnv(clockFile)),
       ...this.#options.env,
+      ...this.#options.roleEnv?.[role],
     };
     const process_ = ManagedProcess.start({ name, command: process.execPath, args: ['--conditions=@tickwarden/source', ...PROCESS_NODE_FLAGS[role], ENTRY[role]], env });
-    const app: AppProcess = { name, role, process: process_, httpPort, link, clockOffsetMs };
+    const app: AppProcess = { name, role, process: process_, httpPort, link, clockOffsetMs, clockFile };
     this.started.push(app);
+    this.#lines.set(app, { seenMs: [], parsed: 0, records: [] });
     this.#running.set(name, app);
+    const { pid } = process_;
     void process_.exited.then(() => {
       if (this.#running.get(name) === app) this.#running.delete(name);
+      // libfaketime keeps a shared-memory segment per faked process; a killed one cannot remove it.
+      if (pid !== undefined && (clockOffsetMs !== 0 || clockFile !== undefined)) removeFaketimeShm(pid);
     });
     const startedLine = `"msg":"${role} started"`;
     try {
@@ -130,17 +191,61 @@ export class Cluster {
     return app.process.stop(signal, graceMs);
   }
 
-  /** Every JSON log record of every process ever started, tagged with the process name. */
-  records(): (Record<string, unknown> & { process: string })[] {
-    return this.started.flatMap((app) => app.process.records.map((record) => ({ ...record, process: app.name })));
+  /**
+   * Every JSON log record of every process ever started, tagged with the process name and
+   * `seenMs`: when the harness read the line (its own wall clock, within ~50 ms; the same clock
+   * for every process, whatever libfaketime does to theirs).
+   */
+  records(): (Record<string, unknown> & { process: string; seenMs: number })[] {
+    this.#noteSeen();
+    return this.started.flatMap((app) => {
+      const log = this.#lines.get(app);
+      if (!log) return [];
+      const { lines } = app.process;
+      for (; log.parsed < log.seenMs.length; log.parsed++) {
+        const record = parseRecord(lines[log.parsed] ?? '');
+        if (record) log.records.push({ ...record, process: app.name, seenMs: log.seenMs[log.parsed] ?? Date.now() });
+      }
+      return log.records;
+    });
   }
 
   /** Stops every process (SIGKILL: tests have read what they need) and every Redis node. */
   async close(): Promise<void> {
+    clearInterval(this.#seenTimer);
     await Promise.all([...this.#running.values()].map((app) => app.process.stop('SIGKILL')));
     this.#running.clear();
     await Promise.all([this.locks.close(), this.queue.close()]);
   }
+}
+
+function parseRecord(line: string): Record<string, unknown> | undefined {
+  if (!line.startsWith('{')) return undefined;
+  try {
+    const value: unknown = JSON.parse(line);
+    return value && typeof value === 'object' && !Array.isArray(value) ? (value as Record<string, unknown>) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** libfaketime's shared memory and semaphore of the process `pid` (Debian's build names them by pid), if left behind. */
+function removeFaketimeShm(pid: number): void {
+  for (const file of [`/dev/shm/faketime_shm_${pid}`, `/dev/shm/sem.faketime_sem_${pid}`]) rmSync(file, { force: true });
+}
+
+/** Writes a libfaketime timestamp file: the followers' wall clock is `offsetMs` off the real one from their next clock read. */
+export function writeClockOffset(file: string, offsetMs: number): void {
+  const seconds = (Math.abs(offsetMs) / 1000).toFixed(3);
+  writeFileSync(file, `${offsetMs < 0 ? '-' : '+'}${seconds}\n`);
+}
+
+/** Environment that makes libfaketime follow a timestamp file, read on every clock call (so a step applies at once). */
+function followedClockEnv(file: string): Record<string, string> {
+  if (!existsSync(LIBFAKETIME)) throw new Error(`a stepped clock needs Debian's libfaketime (${LIBFAKETIME}): apt-get install faketime`);
+  if (!existsSync(file)) writeClockOffset(file, 0);
+  // FAKETIME must stay unset: it would take priority over the file.
+  return { LD_PRELOAD: LIBFAKETIME, FAKETIME_TIMESTAMP_FILE: file, FAKETIME_NO_CACHE: '1', FAKETIME_DONT_FAKE_MONOTONIC: '1' };
 }
 
 /** Environment that makes libfaketime shift one process's wall clock by `offsetMs`. */

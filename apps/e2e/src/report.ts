@@ -1,5 +1,5 @@
 import { Cron } from 'croner';
-import { checkLedger, readLedger, tickKey, type FenceRegression, type Overlap } from './ledger.ts';
+import { checkLedger, readLedger, splitTickKey, tickKey, type FenceRegression, type Overlap } from './ledger.ts';
 
 /** A stretch of time in which the system could not run ticks, by design: misses inside it are allowed. */
 export interface OutageWindow {
@@ -8,7 +8,10 @@ export interface OutageWindow {
   reason: 'no-replica' | 'no-lock-majority';
 }
 
-/** Why an expected tick never ran (and was not skipped by design). `unexplained` fails a run. */
+/** A schedule's `overlap` policy. */
+export type OverlapPolicy = 'skip' | 'allow' | 'cancel-previous';
+
+/** Why an expected tick never ran (and was not skipped or superseded by design). `unexplained` fails a run. */
 export type MissReason = OutageWindow['reason'] | 'unexplained';
 
 /** A schedule the suites expect ticks from (every one writes the ledger). */
@@ -16,100 +19,347 @@ export interface ExpectedSchedule {
   /** `team/name`. */
   id: string;
   cron: string;
+  overlap: OverlapPolicy;
+  leaseTtlMs: number;
 }
+
+/** One log record of a process (pino JSON), as `Cluster.records` gives it. */
+export type LogRecord = Record<string, unknown>;
 
 export interface ReportInput {
   ledgerFile: string;
-  /** Every log record of every process (see `Cluster.records`). */
-  records: readonly Record<string, unknown>[];
+  /**
+   * Every log record of every process (see `Cluster.records`). Read by field: `schedule`,
+   * `tick`, `outcome`, `level`, `fence`, `attempt`, `firstTick`/`lastTick` (a gap), and
+   * `seenMs` (when the harness read the line; else the record's own `time`).
+   */
+  records: readonly LogRecord[];
   schedules: readonly ExpectedSchedule[];
   /** Ticks in [fromMs, toMs] are expected to run. */
   fromMs: number;
   toMs: number;
   outages: readonly OutageWindow[];
+  /**
+   * The cluster's tick history (records of `tickwarden status --json`, read during the run): a
+   * tick whose outcome is recorded there but in no log line (its recorder died between writing
+   * the record and logging it) is not silent. Fields as the history keeps them.
+   */
+  history?: readonly LogRecord[];
+}
+
+/** A tick that did not run and was neither skipped nor superseded by design. */
+export interface MissedTick {
+  tick: string;
+  reason: MissReason;
+  /** Outcomes any process recorded for the tick (sorted, `missed(<reason>)` with a reason), empty when none. */
+  outcomes: string[];
+}
+
+/** When runs started relative to their tick: over ticks due outside every outage window. */
+export interface StartLag {
+  /** Runs measured. */
+  count: number;
+  p50Ms: number;
+  p99Ms: number;
+  maxMs: number;
+  minMs: number;
+  /** p99 must not exceed this: the largest `leaseTtl` plus 1 s. */
+  targetMs: number;
+  /** The latest starts (at most 10), for inspection. */
+  latest: { tick: string; lagMs: number }[];
+  /** The earliest starts (at most 10): a negative lag is a run that started before its tick (a replica's clock ahead, say). */
+  earliest: { tick: string; lagMs: number }[];
 }
 
 export interface TickReport {
   expected: number;
   enqueued: number;
   run: number;
-  /** Ticks enqueued by more than one winner, or completed more than once (both lists below, without repeats). */
+  /** Ticks enqueued by more than one winner, or started or completed more than once by one attempt number (the lists below, without repeats). */
   duplicates: string[];
   /** Ticks more than one replica logged as `enqueued` or `recovered`. */
   duplicateEnqueues: string[];
   /** Ticks completed more than once by the same attempt number (two jobs for one tick). */
   duplicateCompletions: string[];
+  /** Ticks started more than once by the same attempt number (two jobs for one tick, even if one was killed). */
+  duplicateStarts: string[];
   /** Ticks completed again by a later attempt of their one job (a completion lost with a killed worker): reported, allowed. */
   rerunsAfterCompletion: string[];
   overlaps: Overlap[];
   fenceRegressions: FenceRegression[];
-  /** Ticks not run because the previous run of their `skip` schedule still held the lease (logged by a scheduler or worker): by design. */
+  /** `skip` ticks not run because another run of the schedule held its lease when the skip was decided (recorded `skipped-overlap`): by design. */
   skipped: string[];
-  /** Ticks neither run nor skipped. */
-  missed: { tick: string; reason: MissReason }[];
+  /** `cancel-previous` ticks not run because a later tick took their lease (recorded `superseded`), a later tick's run started soon after: by design. */
+  superseded: string[];
+  /** Ticks neither run, skipped nor superseded; allowed only inside an outage window. */
+  missed: MissedTick[];
+  /** Expected ticks (run or not) for which no process logged an outcome at info or above, and no gap line covers. */
+  silent: string[];
+  /** The silent ticks that did not run. */
+  silentNotRun: number;
+  /** Expected ticks whose outcome only the tick history holds (no log line: its recorder died before logging it). */
+  historyOnly: string[];
+  startLag: StartLag;
   /** Ledger lines that do not parse. */
   malformed: number;
-  /** Validity left when a watchdog aborted a run (worker log `validityLeftMs`), ms. */
+  /** Runs aborted because their lease was lost (worker outcome `aborted-lease-lost`). */
+  watchdogAborts: number;
+  /** Validity left when a watchdog aborted a run (worker records with `validityLeftMs`), ms. */
   abortMarginsMs: number[];
 }
 
 /** A tick due just after an outage may still have failed inside it: its contest started before the outage ended. */
-const OUTAGE_SLACK_MS = 2_000;
+export const OUTAGE_SLACK_MS = 2_000;
 /**
  * A tick due just before every replica was down may have been in flight on the last one (contested
  * when due, its enqueue not done) when it died: with `catchUp` 0 no replica fires it later
  * (apps/scheduler/README.md, "Ticks"). No-replica outages only: a lock-majority outage stops no process.
  */
-const IN_FLIGHT_SLACK_MS = 1_000;
+export const IN_FLIGHT_SLACK_MS = 1_000;
+/** Clock and log-reading slack of the lease evidence behind a skip (harness poll, event-loop stalls), ms. */
+export const EVIDENCE_SLACK_MS = 1_000;
+/** pino's `info`: silent means no outcome at this level or above. */
+const INFO = 30;
+
+const cronCache = new Map<string, Cron>();
+function cronOf(pattern: string): Cron {
+  let cron = cronCache.get(pattern);
+  if (!cron) cronCache.set(pattern, (cron = new Cron(pattern, { timezone: 'UTC', paused: true })));
+  return cron;
+}
 
 /** Every tick of the schedules in [fromMs, toMs], as `schedule tick` keys. */
-export function expectedTicks(schedules: readonly ExpectedSchedule[], fromMs: number, toMs: number): string[] {
+export function expectedTicks(schedules: readonly Pick<ExpectedSchedule, 'id' | 'cron'>[], fromMs: number, toMs: number): string[] {
   return schedules.flatMap((schedule) => {
-    const cron = new Cron(schedule.cron, { timezone: 'UTC', paused: true });
+    const cron = cronOf(schedule.cron);
     const keys: string[] = [];
     for (let next = cron.nextRun(new Date(fromMs - 1)); next && next.getTime() <= toMs; next = cron.nextRun(next)) keys.push(tickKey(schedule.id, next.getTime()));
     return keys;
   });
 }
 
-/** Checks a run of the cluster: what was expected, enqueued and run, and every safety violation. */
+/** The schedule's next tick after `tickMs`, minus `tickMs`. */
+function periodAfter(schedule: ExpectedSchedule, tickMs: number): number {
+  const next = cronOf(schedule.cron).nextRun(new Date(tickMs));
+  return next ? next.getTime() - tickMs : Infinity;
+}
+
+/** What the logs say about one tick. */
+interface TickRecords {
+  outcomes: Set<string>;
+  /** An outcome was logged at info or above. */
+  visible: boolean;
+  /** When the `skipped-overlap` records were logged (harness time). */
+  skipTimesMs: number[];
+  /** When its job was deferred (a worker could not take its lease: it still held it). */
+  deferTimesMs: number[];
+  /** When a replica logged that it won the tick's lease but it lapsed before the enqueue (`lease-lapsed`: it was paused there). */
+  lapsedTimesMs: number[];
+  /** When the `enqueued` / `recovered` records were logged (harness time). */
+  enqueueTimesMs: number[];
+  enqueues: number;
+}
+
+function pushTo<T>(map: Map<string, T[]>, key: string, value: T): void {
+  const list = map.get(key);
+  if (list) list.push(value);
+  else map.set(key, [value]);
+}
+
+const recordTimeMs = (record: LogRecord): number | undefined => (typeof record['seenMs'] === 'number' ? record['seenMs'] : typeof record['time'] === 'number' ? record['time'] : undefined);
+
+/** Checks a run of the cluster: what was expected, enqueued and run, and every safety and liveness violation. */
 export function buildReport(input: ReportInput): TickReport {
-  const ledger = checkLedger(readLedger(input.ledgerFile));
-  const enqueueCounts = new Map<string, number>();
-  const skipped = new Set<string>();
+  const scheduleById = new Map(input.schedules.map((schedule) => [schedule.id, schedule]));
+  const byTick = new Map<string, TickRecords>();
+  const tickRecords = (key: string): TickRecords => {
+    let entry = byTick.get(key);
+    if (!entry) byTick.set(key, (entry = { outcomes: new Set(), visible: false, skipTimesMs: [], deferTimesMs: [], lapsedTimesMs: [], enqueueTimesMs: [], enqueues: 0 }));
+    return entry;
+  };
+  /** Per schedule: gaps (ticks missed while no replica ran) logged at info or above. */
+  const gaps = new Map<string, { fromMs: number; toMs: number }[]>();
+  /** `schedule tick fence` -> attempt, from worker records. */
+  const attempts = new Map<string, number>();
   const abortMarginsMs: number[] = [];
+  let watchdogAborts = 0;
   for (const record of input.records) {
-    const key = typeof record['schedule'] === 'string' && typeof record['tick'] === 'string' ? tickKey(record['schedule'], record['tick']) : undefined;
-    if (key && (record['outcome'] === 'enqueued' || record['outcome'] === 'recovered')) enqueueCounts.set(key, (enqueueCounts.get(key) ?? 0) + 1);
-    if (key && record['outcome'] === 'skipped-overlap') skipped.add(key);
-    if (record['msg'] === 'lease watchdog aborted a run' && typeof record['validityLeftMs'] === 'number') abortMarginsMs.push(record['validityLeftMs']);
+    const { schedule, tick, outcome } = record;
+    const level = typeof record['level'] === 'number' ? record['level'] : 0;
+    if (typeof record['validityLeftMs'] === 'number') abortMarginsMs.push(record['validityLeftMs']);
+    if (typeof schedule !== 'string') continue;
+    if (typeof record['firstTick'] === 'string' && typeof record['lastTick'] === 'string' && level >= INFO) {
+      pushTo(gaps, schedule, { fromMs: Date.parse(record['firstTick']), toMs: Date.parse(record['lastTick']) });
+    }
+    if (typeof tick !== 'string') continue;
+    if (typeof record['fence'] === 'number' && typeof record['attempt'] === 'number') attempts.set(`${schedule} ${tick} ${record['fence']}`, record['attempt']);
+    const at = recordTimeMs(record);
+    if (record['observation'] === 'lease-lapsed' && at !== undefined) tickRecords(tickKey(schedule, tick)).lapsedTimesMs.push(at);
+    if (typeof outcome !== 'string') continue;
+    const key = tickKey(schedule, tick);
+    const entry = tickRecords(key);
+    entry.outcomes.add(outcome === 'missed' && typeof record['reason'] === 'string' ? `missed(${record['reason']})` : outcome);
+    if (level >= INFO) entry.visible = true;
+    if (outcome === 'enqueued' || outcome === 'recovered') {
+      entry.enqueues++;
+      if (at !== undefined) entry.enqueueTimesMs.push(at);
+    }
+    if (outcome === 'skipped-overlap' && at !== undefined) entry.skipTimesMs.push(at);
+    if (outcome === 'deferred' && at !== undefined) entry.deferTimesMs.push(at);
+    if (outcome === 'aborted-lease-lost') watchdogAborts++;
   }
+  const historyOnly = new Set<string>();
+  for (const record of input.history ?? []) {
+    const { schedule, tick, outcome, tickMs, lagMs, reason, gap } = record as { schedule?: unknown; tick?: unknown; outcome?: unknown; tickMs?: unknown; lagMs?: unknown; reason?: unknown; gap?: { firstTickMs?: unknown } };
+    if (typeof schedule !== 'string' || typeof tick !== 'string' || typeof outcome !== 'string' || typeof tickMs !== 'number') continue;
+    if (gap && typeof gap.firstTickMs === 'number') {
+      pushTo(gaps, schedule, { fromMs: gap.firstTickMs, toMs: tickMs });
+      continue;
+    }
+    const key = tickKey(schedule, tick);
+    const entry = tickRecords(key);
+    if (entry.visible) continue;
+    historyOnly.add(key);
+    entry.visible = true;
+    entry.outcomes.add(outcome === 'missed' && typeof reason === 'string' ? `missed(${reason})` : outcome);
+    // Decided at its tick plus the lag the recorder measured (on its own clock).
+    const at = tickMs + (typeof lagMs === 'number' ? lagMs : 0);
+    if (outcome === 'enqueued' || outcome === 'recovered') {
+      entry.enqueues++;
+      entry.enqueueTimesMs.push(at);
+    }
+    if (outcome === 'skipped-overlap') entry.skipTimesMs.push(at);
+  }
+
+  const policyOf = (id: string): OverlapPolicy => scheduleById.get(id)?.overlap ?? 'skip';
+  const ledger = checkLedger(readLedger(input.ledgerFile), {
+    resourceOf: (schedule, tick) => (policyOf(schedule) === 'allow' ? tickKey(schedule, tick) : schedule),
+    attemptOf: (schedule, tick, fence) => attempts.get(`${schedule} ${tick} ${fence}`),
+  });
+
+  // Per schedule, when another tick's run or grant may have held the schedule's lease.
+  const holds = new Map<string, { key: string; fromMs: number; toMs: number }[]>();
+  const addHold = (schedule: string, key: string, fromMs: number, toMs: number): void => {
+    pushTo(holds, schedule, { key, fromMs, toMs });
+  };
+  for (const run of ledger.runs) {
+    const ttl = scheduleById.get(run.schedule)?.leaseTtlMs ?? 0;
+    // From the takeover (just before `start`) until its lease could have lapsed after its last line.
+    addHold(run.schedule, tickKey(run.schedule, run.tick), run.firstMs - EVIDENCE_SLACK_MS, run.lastMs + ttl + EVIDENCE_SLACK_MS);
+  }
+  for (const [key, entry] of byTick) {
+    const { schedule } = splitTickKey(key);
+    const ttl = scheduleById.get(schedule)?.leaseTtlMs ?? 0;
+    // A grant logged at `at` was made at most a TTL before (a winner whose lease lapsed does not enqueue under it), and lasts at most a TTL.
+    for (const at of entry.enqueueTimesMs) addHold(schedule, key, at - ttl - EVIDENCE_SLACK_MS, at + ttl + EVIDENCE_SLACK_MS);
+    // A job deferred at `at` still held its tick's lease: each takeover try refreshes it where it is left.
+    for (const at of entry.deferTimesMs) addHold(schedule, key, at - ttl - EVIDENCE_SLACK_MS, at + ttl + EVIDENCE_SLACK_MS);
+    // A lapsed grant logged at `at` (once its replica ran again) was made after the tick's contest began and ended before `at`.
+    for (const at of entry.lapsedTimesMs) addHold(schedule, key, splitTickKey(key).tickMs - ttl - EVIDENCE_SLACK_MS, at + EVIDENCE_SLACK_MS);
+  }
+  const leaseHeldByAnother = (schedule: string, key: string, atMs: number): boolean => (holds.get(schedule) ?? []).some((hold) => hold.key !== key && atMs >= hold.fromMs && atMs <= hold.toMs);
+  /** Runs of the schedule by tick, to find a superseded tick's successor. */
+  const startsBySchedule = new Map<string, { tickMs: number; startMs: number }[]>();
+  for (const [key, startMs] of ledger.firstStartMs) {
+    const { schedule, tickMs } = splitTickKey(key);
+    pushTo(startsBySchedule, schedule, { tickMs, startMs });
+  }
+
   const expected = expectedTicks(input.schedules, input.fromMs, input.toMs);
-  const notRun = expected.filter((key) => !ledger.ticksRun.has(key));
-  const missed = notRun.filter((key) => !skipped.has(key)).map((key) => ({ tick: key, reason: missReason(key, input.outages) }));
-  const duplicateEnqueues = [...enqueueCounts].filter(([, count]) => count > 1).map(([key]) => key);
-  const duplicates = [...new Set([...duplicateEnqueues, ...ledger.duplicateCompletions])];
+  const skipped: string[] = [];
+  const superseded: string[] = [];
+  const missed: MissedTick[] = [];
+  const silent: string[] = [];
+  let silentNotRun = 0;
+  const lags: { tick: string; lagMs: number }[] = [];
+  for (const key of expected) {
+    const { schedule: id, tickMs } = splitTickKey(key);
+    const schedule = scheduleById.get(id) as ExpectedSchedule;
+    const records = byTick.get(key);
+    const ran = ledger.ticksRun.has(key);
+    const outage = outageOf(tickMs, input.outages);
+    const inGap = (gaps.get(id) ?? []).some((gap) => tickMs >= gap.fromMs && tickMs <= gap.toMs);
+    if (!records?.visible && !inGap) {
+      silent.push(key);
+      if (!ran) silentNotRun++;
+    }
+    if (ran) {
+      const startMs = ledger.firstStartMs.get(key) as number;
+      if (outage === undefined) lags.push({ tick: key, lagMs: startMs - tickMs });
+      continue;
+    }
+    const outcomes = records?.outcomes ?? new Set<string>();
+    if (schedule.overlap === 'skip' && outcomes.has('skipped-overlap')) {
+      // Decided when logged; without a time (unit tests), at the tick.
+      const decidedAt = records && records.skipTimesMs.length > 0 ? records.skipTimesMs : [tickMs];
+      if (decidedAt.some((atMs) => leaseHeldByAnother(id, key, atMs))) {
+        skipped.push(key);
+        continue;
+      }
+    }
+    // A scheduler that recovers a cancel-previous tick after its successor is due records it skipped-overlap (it must not revoke the newer run): superseded too.
+    if (schedule.overlap === 'cancel-previous' && (outcomes.has('superseded') || outcomes.has('skipped-overlap'))) {
+      // A later tick took the lease: its run is due a lease TTL later at most, and may itself be superseded once.
+      const byMs = tickMs + 2 * periodAfter(schedule, tickMs) + schedule.leaseTtlMs + EVIDENCE_SLACK_MS;
+      if ((startsBySchedule.get(id) ?? []).some((run) => run.tickMs > tickMs && run.startMs <= byMs)) {
+        superseded.push(key);
+        continue;
+      }
+    }
+    missed.push({ tick: key, reason: outage ?? 'unexplained', outcomes: [...outcomes].sort() });
+  }
+
+  const enqueueCounts = [...byTick].filter(([, entry]) => entry.enqueues > 1).map(([key]) => key);
+  const duplicates = [...new Set([...enqueueCounts, ...ledger.duplicateStarts, ...ledger.duplicateCompletions])];
+  const targetMs = Math.max(0, ...input.schedules.map((schedule) => schedule.leaseTtlMs)) + 1000;
   return {
     expected: expected.length,
-    enqueued: expected.filter((key) => enqueueCounts.has(key)).length,
+    enqueued: expected.filter((key) => (byTick.get(key)?.enqueues ?? 0) > 0).length,
     run: expected.filter((key) => ledger.ticksRun.has(key)).length,
     duplicates,
-    duplicateEnqueues,
+    duplicateEnqueues: enqueueCounts,
     duplicateCompletions: ledger.duplicateCompletions,
+    duplicateStarts: ledger.duplicateStarts,
     rerunsAfterCompletion: ledger.rerunsAfterCompletion,
     overlaps: ledger.overlaps,
     fenceRegressions: ledger.fenceRegressions,
-    skipped: notRun.filter((key) => skipped.has(key)),
+    skipped,
+    superseded,
     missed,
+    silent,
+    silentNotRun,
+    historyOnly: expected.filter((key) => historyOnly.has(key)),
+    startLag: startLag(lags, targetMs),
     malformed: ledger.malformed.length,
+    watchdogAborts,
     abortMarginsMs,
   };
 }
 
-function missReason(key: string, outages: readonly OutageWindow[]): MissReason {
-  const tickMs = Date.parse(key.slice(key.lastIndexOf(' ') + 1));
+/** The outage a tick falls in (with the slacks above), if any. */
+export function outageOf(tickMs: number, outages: readonly OutageWindow[]): OutageWindow['reason'] | undefined {
   const outage = outages.find((window) => tickMs >= window.fromMs - (window.reason === 'no-replica' ? IN_FLIGHT_SLACK_MS : 0) && tickMs <= window.toMs + OUTAGE_SLACK_MS);
-  return outage?.reason ?? 'unexplained';
+  return outage?.reason;
+}
+
+/** Nearest-rank percentile of sorted values. */
+function percentile(sorted: readonly number[], p: number): number {
+  if (sorted.length === 0) return 0;
+  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(p * sorted.length) - 1))] as number;
+}
+
+function startLag(lags: { tick: string; lagMs: number }[], targetMs: number): StartLag {
+  const sorted = lags.map((lag) => lag.lagMs).sort((a, b) => a - b);
+  return {
+    count: sorted.length,
+    p50Ms: percentile(sorted, 0.5),
+    p99Ms: percentile(sorted, 0.99),
+    maxMs: sorted.at(-1) ?? 0,
+    minMs: sorted[0] ?? 0,
+    targetMs,
+    latest: [...lags].sort((a, b) => b.lagMs - a.lagMs).slice(0, 10),
+    earliest: [...lags].sort((a, b) => a.lagMs - b.lagMs).slice(0, 10),
+  };
 }
 
 /** Misses that no outage or designed skip explains. */
@@ -117,35 +367,71 @@ export function unexplainedMisses(report: TickReport): string[] {
   return report.missed.filter((miss) => miss.reason === 'unexplained').map((miss) => miss.tick);
 }
 
-/** Why the run fails (empty: it passed): any duplicate, overlap, fence regression, torn ledger line or unexplained miss. */
-export function reportFailures(report: TickReport): string[] {
+/** Which checks fail a run besides safety and unexplained misses (all by default; the end-to-end tests turn the two off). */
+export interface FailureRules {
+  /** A silent tick fails the run. */
+  silent?: boolean;
+  /** Start lag p99 above `startLag.targetMs` fails the run. */
+  startLag?: boolean;
+}
+
+/**
+ * Why the run fails (empty: it passed): any duplicate, overlap, fence regression, torn ledger line,
+ * unexplained miss, silent tick, or start lag p99 above the largest leaseTtl plus 1 s.
+ */
+export function reportFailures(report: TickReport, rules: FailureRules = {}): string[] {
+  const { silent = true, startLag = true } = rules;
   const failures: string[] = [];
-  if (report.duplicateEnqueues.length > 0) failures.push(`enqueued twice: ${report.duplicateEnqueues.slice(0, 10).join(', ')}`);
-  if (report.duplicateCompletions.length > 0) failures.push(`completed twice: ${report.duplicateCompletions.slice(0, 10).join(', ')}`);
-  for (const overlap of report.overlaps.slice(0, 10)) failures.push(`overlap: ${overlap.schedule} fence ${overlap.staleFence} wrote (ledger line ${overlap.line}) after fence ${overlap.newerFence} started`);
-  for (const regression of report.fenceRegressions.slice(0, 10)) failures.push(`fence regression: ${regression.schedule} fence ${regression.fence} started after ${regression.previousFence} (ledger line ${regression.line})`);
+  const some = (keys: readonly string[]): string => `${keys.slice(0, 10).join(', ')}${keys.length > 10 ? `, … (${keys.length})` : ''}`;
+  if (report.duplicateEnqueues.length > 0) failures.push(`enqueued twice: ${some(report.duplicateEnqueues)}`);
+  if (report.duplicateStarts.length > 0) failures.push(`started twice by the same attempt: ${some(report.duplicateStarts)}`);
+  if (report.duplicateCompletions.length > 0) failures.push(`completed twice: ${some(report.duplicateCompletions)}`);
+  for (const overlap of report.overlaps.slice(0, 10)) failures.push(`overlap: ${overlap.resource} fence ${overlap.staleFence} wrote (ledger line ${overlap.line}) after fence ${overlap.newerFence} started`);
+  for (const regression of report.fenceRegressions.slice(0, 10)) failures.push(`fence regression: ${regression.resource} fence ${regression.fence} started after ${regression.previousFence} (ledger line ${regression.line})`);
   if (report.malformed > 0) failures.push(`malformed ledger lines: ${report.malformed}`);
-  const unexplained = unexplainedMisses(report);
-  if (unexplained.length > 0) failures.push(`unexplained missed ticks: ${unexplained.slice(0, 10).join(', ')}`);
+  const unexplained = report.missed.filter((miss) => miss.reason === 'unexplained');
+  if (unexplained.length > 0) failures.push(`unexplained missed ticks: ${some(unexplained.map((miss) => `${miss.tick} [${miss.outcomes.join(',') || 'no outcome'}]`))}`);
+  if (silent && report.silent.length > 0) failures.push(`silent ticks (no outcome logged at info or above): ${some(report.silent)}`);
+  const lag = report.startLag;
+  if (startLag && lag.count > 0 && lag.p99Ms > lag.targetMs) failures.push(`start lag p99 ${lag.p99Ms} ms is above ${lag.targetMs} ms (leaseTtl + 1 s); latest: ${lag.latest.slice(0, 5).map((late) => `${late.tick} +${late.lagMs} ms`).join(', ')}`);
   return failures;
+}
+
+/** Unexplained misses counted by what was recorded for them (`none` when nothing was). */
+export function unexplainedByOutcome(report: TickReport): [string, number][] {
+  const counts = new Map<string, number>();
+  for (const miss of report.missed) {
+    if (miss.reason !== 'unexplained') continue;
+    const signature = miss.outcomes.join('+') || 'none';
+    counts.set(signature, (counts.get(signature) ?? 0) + 1);
+  }
+  return [...counts].sort((a, b) => b[1] - a[1]);
 }
 
 /** The summary, one figure per line in a fixed `name: value` form. */
 export function formatReport(report: TickReport): string[] {
-  const allowed = report.missed.length - unexplainedMisses(report).length;
+  const unexplained = unexplainedMisses(report).length;
+  const outages = report.missed.length - unexplained;
   const margins = [...report.abortMarginsMs].sort((a, b) => a - b);
   const late = margins.filter((ms) => ms <= 0).length;
   const marginText = margins.length === 0 ? '' : ` (validity left at abort: min ${margins[0]} ms, median ${margins[Math.floor(margins.length / 2)]} ms; after the lease lapsed, i.e. the worker was paused: ${late})`;
+  const byOutcome = unexplainedByOutcome(report);
+  const lag = report.startLag;
   return [
     `ticks expected: ${report.expected}`,
     `ticks enqueued: ${report.enqueued}`,
     `ticks run: ${report.run}`,
     `skipped (overlap): ${report.skipped.length}`,
+    `superseded (cancel-previous): ${report.superseded.length}`,
     `duplicates: ${report.duplicates.length}`,
     `re-runs after a lost completion: ${report.rerunsAfterCompletion.length}`,
     `overlaps: ${report.overlaps.length}`,
-    `missed: ${report.missed.length} (allowed: ${allowed})`,
     `fence regressions: ${report.fenceRegressions.length}`,
-    `watchdog aborts: ${margins.length}${marginText}`,
+    `missed: ${report.missed.length} (explained by an outage: ${outages}, unexplained: ${unexplained})`,
+    ...(byOutcome.length === 0 ? [] : [`unexplained by recorded outcome: ${byOutcome.map(([signature, count]) => `${signature} ${count}`).join(', ')}`]),
+    `silent: ${report.silent.length}${report.silent.length === 0 ? '' : ` (not run: ${report.silentNotRun})`}`,
+    ...(report.historyOnly.length === 0 ? [] : [`recorded only in the tick history (the recorder died before logging): ${report.historyOnly.join(', ')}`]),
+    `start lag: p50 ${lag.p50Ms} ms, p99 ${lag.p99Ms} ms, max ${lag.maxMs} ms, min ${lag.minMs} ms (${lag.count} runs due outside outages; p99 target ${lag.targetMs} ms)`,
+    `watchdog aborts: ${report.watchdogAborts}${marginText}`,
   ];
 }

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { planFaults } from '../src/index.ts';
+import { FAULT_KINDS, LATE_RESTART_AFTER_MS, planFaults } from '../src/index.ts';
 
 const CHAOS = fileURLToPath(new URL('../src/chaos-main.ts', import.meta.url));
 
@@ -20,11 +20,29 @@ function runChaos(args: string[]): Promise<{ code: number | null; output: string
 
 describe('the chaos suite', () => {
   it('draws the same fault plan from the same seed, and another from another seed', () => {
-    const options = { durationMs: 90_000, leaseTtlMs: 2000, clockSkew: true };
+    const options = { durationMs: 90_000, leaseTtlMs: 3000, clockSkew: true, longTicksAtMs: [8000] };
     expect(planFaults({ ...options, seed: 1 })).toEqual(planFaults({ ...options, seed: 1 }));
     expect(planFaults({ ...options, seed: 2 })).not.toEqual(planFaults({ ...options, seed: 1 }));
     const kinds = new Set(planFaults({ ...options, seed: 1 }).map((fault) => fault.kind));
-    expect(kinds.size).toBeGreaterThanOrEqual(6);
+    expect(kinds.size).toBeGreaterThanOrEqual(8);
+    // Over a few seeds, every kind is drawn; without libfaketime, no clock fault is.
+    const drawn = new Set<string>([1, 2, 3, 4, 5].flatMap((seed) => planFaults({ ...options, seed }).map((fault) => fault.kind)));
+    expect([...FAULT_KINDS, 'late-restart-scheduler'].filter((kind) => !drawn.has(kind))).toEqual([]);
+    const noClock = planFaults({ ...options, seed: 1, clockSkew: false }).map((fault) => fault.kind);
+    expect(noClock.filter((kind) => kind === 'skew-scheduler' || kind === 'step-clock-scheduler')).toEqual([]);
+  });
+
+  it('plans a replica restart 75 s after each tick of the long schedule (past the job retention), and empty lock-node restarts after the lease TTL', () => {
+    const plan = planFaults({ seed: 7, durationMs: 300_000, leaseTtlMs: 3000, clockSkew: true, longTicksAtMs: [8000, 188_000] });
+    expect(plan.filter((fault) => fault.kind === 'late-restart-scheduler').map((fault) => fault.atMs)).toEqual([83_000, 263_000]);
+    expect(LATE_RESTART_AFTER_MS).toBeGreaterThan(2 * 3000 + 60_000);
+    expect(plan.map((fault) => fault.atMs)).toEqual([...plan.map((fault) => fault.atMs)].sort((a, b) => a - b));
+    const empty = plan.filter((fault) => fault.kind === 'kill-lock-nodes' && fault.restart === 'empty');
+    expect(empty.length).toBeGreaterThan(0);
+    expect(empty.every((fault) => fault.durationMs >= 3000 + 1000)).toBe(true);
+    // A fault every 1-4 s.
+    const gaps = plan.filter((fault) => fault.kind !== 'late-restart-scheduler').map((fault, i, all) => fault.atMs - (all[i - 1]?.atMs ?? fault.atMs));
+    expect(Math.max(...gaps)).toBeLessThanOrEqual(4000);
   });
 
   it('rejects bad arguments naming them, before starting anything', async () => {
@@ -37,7 +55,7 @@ describe('the chaos suite', () => {
     expect(unknown.output).toContain("Unknown option '--durration'");
   });
 
-  it('a seeded 90-second run: no duplicate, overlap, fence regression or unexplained miss', { timeout: 300_000 }, async () => {
+  it('a seeded 90-second run: no duplicate, overlap, fence regression, unexplained miss or silent tick; start lag p99 within leaseTtl + 1 s', { timeout: 300_000 }, async () => {
     const dir = mkdtempSync(path.join(tmpdir(), 'tickwarden-chaos-test-'));
     const out = path.join(dir, 'chaos.json');
     let passed = false;
@@ -47,7 +65,8 @@ describe('the chaos suite', () => {
       const result = JSON.parse(readFileSync(out, 'utf8')) as { summary: string[]; failures: string[]; faults: { applied: boolean }[] };
       expect(result.failures).toEqual([]);
       expect(code).toBe(0);
-      for (const figure of ['duplicates: 0', 'overlaps: 0', 'fence regressions: 0']) expect(result.summary).toContain(figure);
+      for (const figure of ['duplicates: 0', 'overlaps: 0', 'fence regressions: 0', 'silent: 0']) expect(result.summary).toContain(figure);
+      expect(result.summary.find((line) => line.startsWith('missed:'))).toMatch(/unexplained: 0\)$/);
       expect(result.summary.find((line) => line.startsWith('ticks run:'))).toMatch(/^ticks run: [1-9]\d+$/);
       expect(result.faults.filter((fault) => fault.applied).length).toBeGreaterThanOrEqual(15);
       passed = true;

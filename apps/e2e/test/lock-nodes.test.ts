@@ -24,7 +24,7 @@ describe('lock nodes failing under a running system', () => {
     expectSafe(report);
   });
 
-  it('three of five lock nodes down: nothing is enqueued; everything resumes when they return', async () => {
+  it('three of five lock nodes down for 5 s: nothing is enqueued meanwhile; once they return each tick of the outage is recovered or skipped, none missed', async () => {
     system = await startLedgerSystem({ names: ['alpha', 'beta'], schedulers: 3, workers: 2 });
     const { cluster } = system;
     const from = Date.now() + 1000;
@@ -36,16 +36,20 @@ describe('lock nodes failing under a running system', () => {
     await Promise.all([0, 1, 2].map((i) => cluster.locks.node(i).restart({ keepData: true })));
     await sleep(5000);
     const to = Date.now() - 1500;
-    const outage = { fromMs: downAt, toMs: upAt, reason: 'no-lock-majority' as const };
-    const report = await system.settle(from, to, [outage]);
+    const report = await system.settle(from, to);
     // Safety: no replica logged an enqueue while a majority was down (a contest already in flight may finish within a second).
-    const enqueuedDuringOutage = cluster.records().filter((r) => (r['outcome'] === 'enqueued' || r['outcome'] === 'recovered') && Number(r['time']) > downAt + 1000 && Number(r['time']) < upAt);
-    expect(enqueuedDuringOutage).toEqual([]);
-    expect(report.missed.length).toBeGreaterThan(0);
-    expect(report.missed.every((miss) => miss.reason === 'no-lock-majority')).toBe(true);
-    // Liveness: every tick from two seconds after the nodes returned ran.
-    const after = system.report(upAt + 2000, to);
-    expect(after.missed).toEqual([]);
+    const decided = cluster.records().filter((r) => r['outcome'] === 'enqueued' || r['outcome'] === 'recovered');
+    expect(decided.filter((r) => Number(r['time']) > downAt + 1000 && Number(r['time']) < upAt)).toEqual([]);
+    // Liveness: the default start deadline (lease TTL + 10 s) outlasts the outage, so each of its ticks is recovered when the
+    // nodes return, or skipped if the run of a tick due since then already holds the lease (overlap: skip).
+    for (const schedule of ['e2e/alpha', 'e2e/beta']) {
+      for (let tick = Math.ceil((downAt + 1000) / 1000) * 1000; tick < upAt - 1000; tick += 1000) {
+        const iso = new Date(tick).toISOString();
+        const outcomes = cluster.records().filter((r) => r['schedule'] === schedule && r['tick'] === iso && (r['outcome'] === 'recovered' || r['outcome'] === 'skipped-overlap'));
+        expect(outcomes.length, `${schedule} ${iso}`).toBeGreaterThan(0);
+      }
+    }
+    expect(report.missed).toEqual([]);
     expectSafe(report);
   });
 });

@@ -2,17 +2,45 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { buildReport, expectedTicks, formatReport, reportFailures } from '../src/index.ts';
+import { buildReport, expectedTicks, formatReport, reportFailures, unexplainedByOutcome, type ExpectedSchedule, type LogRecord, type OutageWindow } from '../src/index.ts';
 
 const dir = mkdtempSync(path.join(tmpdir(), 'tickwarden-report-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 const T0 = Date.UTC(2030, 0, 1, 0, 0, 0);
 const iso = (s: number): string => new Date(T0 + s * 1000).toISOString();
+const at = (s: number): number => T0 + s * 1000;
+const INFO = 30;
+const DEBUG = 20;
+
+const EVERY_SECOND: ExpectedSchedule = { id: 't/a', cron: '* * * * * *', overlap: 'skip', leaseTtlMs: 2000 };
 
 function ledger(lines: string[]): string {
   const file = path.join(dir, `ledger-${Math.random()}.txt`);
-  writeFileSync(file, lines.join('\n') + '\n');
+  writeFileSync(file, lines.length === 0 ? '' : lines.join('\n') + '\n');
   return file;
+}
+
+/** A run's ledger lines: start `startS` seconds after T0, end `endS` after (no end when undefined). */
+function run(schedule: string, tickS: number, fence: number, startS: number, endS?: number, attempt = 1): string[] {
+  const lines = [`${schedule} ${iso(tickS)} ${fence} ${attempt} start 9 ${at(startS)}`];
+  if (endS !== undefined) lines.push(`${schedule} ${iso(tickS)} ${fence} ${attempt} end 9 ${at(endS)}`);
+  return lines;
+}
+
+/** An outcome record for a tick, at info unless said, seen by the harness at `seenS`. */
+function outcome(schedule: string, tickS: number, name: string, extra: LogRecord = {}): LogRecord {
+  return { level: INFO, schedule, tick: iso(tickS), outcome: name, ...extra };
+}
+
+/** Every tick 0..n-1 ran for 0.1 s from its tick, enqueued (logged at info). */
+function steady(schedule: string, n: number, fenceFrom = 1): { lines: string[]; records: LogRecord[] } {
+  const lines = Array.from({ length: n }, (_, s) => run(schedule, s, fenceFrom + s, s + 0.05, s + 0.15)).flat();
+  const records = Array.from({ length: n }, (_, s) => outcome(schedule, s, 'enqueued', { seenMs: at(s) }));
+  return { lines, records };
+}
+
+function report(options: { lines: string[]; records: LogRecord[]; schedules?: ExpectedSchedule[]; fromS?: number; toS: number; outages?: OutageWindow[]; history?: LogRecord[] }): ReturnType<typeof buildReport> {
+  return buildReport({ ledgerFile: ledger(options.lines), records: options.records, schedules: options.schedules ?? [EVERY_SECOND], fromMs: at(options.fromS ?? 0), toMs: at(options.toS), outages: options.outages ?? [], history: options.history });
 }
 
 describe('the run report', () => {
@@ -20,46 +48,249 @@ describe('the run report', () => {
     expect(expectedTicks([{ id: 't/a', cron: '*/2 * * * * *' }], T0, T0 + 4000)).toEqual([`t/a ${iso(0)}`, `t/a ${iso(2)}`, `t/a ${iso(4)}`]);
   });
 
-  it('a tick that never ran is allowed inside an outage, skipped when a process logged the skip, and otherwise fails the run', () => {
-    const ledgerFile = ledger([`t/a ${iso(0)} 1 1 start 9`, `t/a ${iso(0)} 1 1 end 9`]);
-    const records = [
-      { schedule: 't/a', tick: iso(0), outcome: 'enqueued' },
-      { schedule: 't/a', tick: iso(1), outcome: 'skipped-overlap' },
-    ];
-    const report = buildReport({ ledgerFile, records, schedules: [{ id: 't/a', cron: '* * * * * *' }], fromMs: T0, toMs: T0 + 3000, outages: [{ fromMs: T0 + 2000, toMs: T0 + 2500, reason: 'no-lock-majority' }] });
-    expect(report.skipped).toEqual([`t/a ${iso(1)}`]);
-    expect(report.missed).toEqual([
-      { tick: `t/a ${iso(2)}`, reason: 'no-lock-majority' },
-      { tick: `t/a ${iso(3)}`, reason: 'no-lock-majority' }, // within the slack after the outage
+  it('a tick that never ran is allowed inside an outage, and otherwise fails the run whatever was recorded for it', () => {
+    const lines = run('t/a', 0, 1, 0.05, 0.2);
+    const records = [outcome('t/a', 0, 'enqueued'), outcome('t/a', 2, 'missed', { reason: 'no-quorum' }), outcome('t/a', 3, 'missed', { reason: 'no-quorum' })];
+    const inside = report({ lines, records, toS: 3, outages: [{ fromMs: at(1.5), toMs: at(2.5), reason: 'no-lock-majority' }] });
+    expect(inside.missed).toEqual([
+      { tick: `t/a ${iso(1)}`, reason: 'unexplained', outcomes: [] },
+      { tick: `t/a ${iso(2)}`, reason: 'no-lock-majority', outcomes: ['missed(no-quorum)'] },
+      { tick: `t/a ${iso(3)}`, reason: 'no-lock-majority', outcomes: ['missed(no-quorum)'] }, // within the slack after the outage
     ]);
-    expect(reportFailures(report)).toEqual([]);
-    const later = buildReport({ ledgerFile, records, schedules: [{ id: 't/a', cron: '* * * * * *' }], fromMs: T0, toMs: T0 + 6000, outages: [] });
-    expect(reportFailures(later)).toEqual([`unexplained missed ticks: t/a ${iso(2)}, t/a ${iso(3)}, t/a ${iso(4)}, t/a ${iso(5)}, t/a ${iso(6)}`]);
-    expect(formatReport(later)).toContain('missed: 5 (allowed: 0)');
+    // A tick recorded `missed` while the system could run it is unexplained: the record explains nothing.
+    const later = report({ lines, records, toS: 5 });
+    expect(later.missed.map((miss) => miss.reason)).toEqual(['unexplained', 'unexplained', 'unexplained', 'unexplained', 'unexplained']);
+    expect(unexplainedByOutcome(later)).toEqual([
+      ['none', 3],
+      ['missed(no-quorum)', 2],
+    ]);
+    expect(reportFailures(later, { silent: false })).toEqual([
+      `unexplained missed ticks: t/a ${iso(1)} [no outcome], t/a ${iso(2)} [missed(no-quorum)], t/a ${iso(3)} [missed(no-quorum)], t/a ${iso(4)} [no outcome], t/a ${iso(5)} [no outcome]`,
+    ]);
+    expect(formatReport(later)).toContain('missed: 5 (explained by an outage: 0, unexplained: 5)');
+    expect(formatReport(later)).toContain('unexplained by recorded outcome: none 3, missed(no-quorum) 2');
   });
 
   it('a tick due at most 1 s before every replica was down is allowed (in flight on the last one); earlier ones, or before a lock outage, are not', () => {
-    const ledgerFile = ledger([`t/a ${iso(0)} 1 1 start 9`, `t/a ${iso(0)} 1 1 end 9`]);
-    const schedules = [{ id: 't/a', cron: '* * * * * *' }];
-    const run = (reason: 'no-replica' | 'no-lock-majority') =>
-      buildReport({ ledgerFile, records: [], schedules, fromMs: T0, toMs: T0 + 3000, outages: [{ fromMs: T0 + 2600, toMs: T0 + 10_000, reason }] });
-    expect(run('no-replica').missed).toEqual([
-      { tick: `t/a ${iso(1)}`, reason: 'unexplained' },
-      { tick: `t/a ${iso(2)}`, reason: 'no-replica' },
-      { tick: `t/a ${iso(3)}`, reason: 'no-replica' },
+    const lines = run('t/a', 0, 1, 0.05, 0.2);
+    const withOutage = (reason: OutageWindow['reason']) => report({ lines, records: [], toS: 3, outages: [{ fromMs: at(2.6), toMs: at(10), reason }] });
+    expect(withOutage('no-replica').missed.map((miss) => [miss.tick, miss.reason])).toEqual([
+      [`t/a ${iso(1)}`, 'unexplained'],
+      [`t/a ${iso(2)}`, 'no-replica'],
+      [`t/a ${iso(3)}`, 'no-replica'],
     ]);
-    expect(run('no-lock-majority').missed.map((miss) => miss.reason)).toEqual(['unexplained', 'unexplained', 'no-lock-majority']);
+    expect(withOutage('no-lock-majority').missed.map((miss) => miss.reason)).toEqual(['unexplained', 'unexplained', 'no-lock-majority']);
+  });
+
+  describe('skip: a tick skipped because another run held the lease is by design; any other skip is a miss', () => {
+    it('the previous run was still writing (or could still hold its lease) when the skip was decided', () => {
+      // Tick 0 runs 0.05-1.6 s; tick 1 skipped at 1.02 s: held. Tick 5 skipped at 5.01 s: tick 4's run ended at 4.15 s,
+      // its lease could last a TTL (2 s) after its last line (a release that failed on a node): held.
+      const lines = [...run('t/a', 0, 1, 0.05, 1.6), ...run('t/a', 2, 2, 2.05, 2.1), ...run('t/a', 3, 3, 3.05, 3.1), ...run('t/a', 4, 4, 4.05, 4.15)];
+      const records = [outcome('t/a', 1, 'skipped-overlap', { seenMs: at(1.02) }), outcome('t/a', 5, 'skipped-overlap', { seenMs: at(5.01) })];
+      const result = report({ lines, records, toS: 5 });
+      expect(result.skipped).toEqual([`t/a ${iso(1)}`, `t/a ${iso(5)}`]);
+      expect(result.missed).toEqual([]);
+      expect(formatReport(result)).toContain('skipped (overlap): 2');
+    });
+
+    it('a grant of another tick (logged enqueued or recovered) holds the lease for a TTL, run or not', () => {
+      // Tick 0 enqueued at 0.01 s and never started (its worker was stopped): tick 1, skipped at 1.01 s, is by design.
+      const records = [outcome('t/a', 0, 'enqueued', { seenMs: at(0.01) }), outcome('t/a', 1, 'skipped-overlap', { seenMs: at(1.01) })];
+      expect(report({ lines: [], records, fromS: 1, toS: 1 }).skipped).toEqual([`t/a ${iso(1)}`]);
+    });
+
+    it('a job of another tick deferred near the skip (a worker could not take its lease) still held it', () => {
+      // Tick 0 enqueued at 0.01 s, deferred at 3.5 s and 6.9 s (its takeover kept refreshing the lease): tick 9, skipped at 9.01 s, is by design; tick 13 at 13.01 s is not.
+      const records = [
+        outcome('t/a', 0, 'enqueued', { seenMs: at(0.01) }),
+        outcome('t/a', 0, 'deferred', { seenMs: at(3.5) }),
+        outcome('t/a', 0, 'deferred', { seenMs: at(6.9) }),
+        outcome('t/a', 9, 'skipped-overlap', { seenMs: at(9.01) }),
+        outcome('t/a', 13, 'skipped-overlap', { seenMs: at(13.01) }),
+      ];
+      const result = report({ lines: [], records, fromS: 9, toS: 13 });
+      expect(result.skipped).toEqual([`t/a ${iso(9)}`]);
+      expect(result.missed.map((miss) => miss.tick)).toEqual([10, 11, 12, 13].map((s) => `t/a ${iso(s)}`));
+    });
+
+    it('a replica that won another tick and was paused before enqueueing it (lease-lapsed, logged once it ran again) held the lease meanwhile', () => {
+      // Tick 8's winner paused from 7.8 s; its lease lapsed; it logged lease-lapsed at 11.8 s: tick 9, skipped at 9.5 s, is by design.
+      const records = [{ level: 40, schedule: 't/a', tick: iso(8), observation: 'lease-lapsed', seenMs: at(11.8) }, outcome('t/a', 9, 'skipped-overlap', { seenMs: at(9.5) }), outcome('t/a', 14, 'skipped-overlap', { seenMs: at(14.01) })];
+      const result = report({ lines: [], records, fromS: 9, toS: 9 });
+      expect(result.skipped).toEqual([`t/a ${iso(9)}`]);
+      // Long after it logged, it explains nothing.
+      expect(report({ lines: [], records, fromS: 14, toS: 14 }).missed.map((miss) => miss.tick)).toEqual([`t/a ${iso(14)}`]);
+    });
+
+    it('no run or grant of another tick near the skip: the skip is a miss', () => {
+      // Tick 0 ended at 0.2 s; tick 5's skip at 5.01 s finds nothing that could hold the lease.
+      const lines = run('t/a', 0, 1, 0.05, 0.2);
+      const records = [outcome('t/a', 0, 'enqueued', { seenMs: at(0.01) }), outcome('t/a', 5, 'skipped-overlap', { seenMs: at(5.01) })];
+      const result = report({ lines, records, fromS: 5, toS: 5 });
+      expect(result.skipped).toEqual([]);
+      expect(result.missed).toEqual([{ tick: `t/a ${iso(5)}`, reason: 'unexplained', outcomes: ['skipped-overlap'] }]);
+    });
+
+    it('allow and cancel-previous schedules are never skipped for an earlier run: a skipped-overlap there is a miss', () => {
+      for (const overlap of ['allow', 'cancel-previous'] as const) {
+        const schedule = { ...EVERY_SECOND, overlap };
+        const lines = run('t/a', 0, 1, 0.05, 1.6);
+        const result = report({ lines, records: [outcome('t/a', 1, 'skipped-overlap', { seenMs: at(1.02) })], schedules: [schedule], fromS: 1, toS: 1 });
+        expect(result.missed.map((miss) => miss.reason), overlap).toEqual(['unexplained']);
+      }
+    });
+  });
+
+  describe('cancel-previous: a superseded tick is by design when a later tick of the schedule started soon after', () => {
+    const CANCEL: ExpectedSchedule = { id: 't/c', cron: '*/2 * * * * *', overlap: 'cancel-previous', leaseTtlMs: 3000 };
+
+    it('superseded, and a later tick started within two periods, a lease TTL and 1 s', () => {
+      // Tick 0 superseded by tick 2, whose run waited a lease TTL: started at 5.2 s (bound: 0 + 4 + 3 + 1 = 8 s).
+      const lines = run('t/c', 2, 5, 5.2, 6);
+      const records = [outcome('t/c', 0, 'superseded'), outcome('t/c', 2, 'enqueued')];
+      const result = report({ lines, records, schedules: [CANCEL], toS: 2 });
+      expect(result.superseded).toEqual([`t/c ${iso(0)}`]);
+      expect(result.missed).toEqual([]);
+      expect(formatReport(result)).toContain('superseded (cancel-previous): 1');
+    });
+
+    it('superseded while no later tick runs in time (a schedule starved by its own ticks) is a miss', () => {
+      const lines = run('t/c', 6, 5, 10.5, 11); // bounds: tick 0 by 8 s, tick 2 by 10 s, tick 4 by 12 s
+      const result = report({ lines, records: [outcome('t/c', 0, 'superseded'), outcome('t/c', 2, 'superseded'), outcome('t/c', 4, 'superseded')], schedules: [CANCEL], toS: 4 });
+      expect(result.superseded).toEqual([`t/c ${iso(4)}`]);
+      expect(result.missed.map((miss) => [miss.tick, miss.reason])).toEqual([
+        [`t/c ${iso(0)}`, 'unexplained'],
+        [`t/c ${iso(2)}`, 'unexplained'],
+      ]);
+    });
+
+    it('cancel-previous: a tick recovered after its successor was due is recorded skipped-overlap by the scheduler, and counts as superseded when a later tick ran in time', () => {
+      const schedule = { ...EVERY_SECOND, overlap: 'cancel-previous' as const };
+      const lines = run('t/a', 2, 1, 2.1, 2.5);
+      const result = report({ lines, records: [outcome('t/a', 1, 'skipped-overlap', { seenMs: at(3.2) })], schedules: [schedule], fromS: 1, toS: 1 });
+      expect(result.superseded).toEqual([`t/a ${iso(1)}`]);
+      expect(result.missed).toEqual([]);
+    });
+
+    it('superseded is no explanation for a skip schedule', () => {
+      const lines = run('t/a', 1, 5, 1.05, 1.1);
+      expect(report({ lines, records: [outcome('t/a', 0, 'superseded')], toS: 0 }).missed.map((miss) => miss.reason)).toEqual(['unexplained']);
+    });
+
+    it('a superseded run that writes after its successor started is an overlap', () => {
+      const lines = [...run('t/c', 0, 4, 0.05), ...run('t/c', 2, 5, 5.2, 6), `t/c ${iso(0)} 4 1 beat 9 ${at(5.25)}`];
+      const result = report({ lines, records: [outcome('t/c', 0, 'enqueued'), outcome('t/c', 2, 'enqueued')], schedules: [CANCEL], toS: 2 });
+      expect(result.overlaps).toEqual([{ schedule: 't/c', resource: 't/c', staleFence: 4, newerFence: 5, line: 4 }]);
+      expect(reportFailures(result)).toEqual([`overlap: t/c fence 4 wrote (ledger line 4) after fence 5 started`]);
+    });
+  });
+
+  it('allow: runs of different ticks may overlap (one lease per tick); attempts of one tick may not', () => {
+    const ALLOW: ExpectedSchedule = { id: 't/x', cron: '* * * * * *', overlap: 'allow', leaseTtlMs: 3000 };
+    const records = [outcome('t/x', 0, 'enqueued'), outcome('t/x', 1, 'enqueued')];
+    const lines = [...run('t/x', 0, 10, 0.05), ...run('t/x', 1, 11, 1.05, 2), `t/x ${iso(0)} 10 1 end 9 ${at(2.5)}`];
+    expect(report({ lines, records, schedules: [ALLOW], toS: 1 }).overlaps).toEqual([]);
+    const retried = [...run('t/x', 0, 10, 0.05), ...run('t/x', 0, 12, 4, 5, 2), `t/x ${iso(0)} 10 1 beat 9 ${at(4.5)}`];
+    expect(report({ lines: retried, records, schedules: [ALLOW], toS: 0 }).overlaps).toEqual([{ schedule: 't/x', resource: `t/x ${iso(0)}`, staleFence: 10, newerFence: 12, line: 4 }]);
+  });
+
+  describe('silent: no outcome logged at info or above for a tick, and no gap line over it', () => {
+    it('counts ticks without a record, or with only debug records; a gap line covers its ticks', () => {
+      const { lines, records } = steady('t/a', 3);
+      const more = [
+        outcome('t/a', 3, 'skipped-overlap', { level: DEBUG, seenMs: at(3.01) }), // debug only: silent
+        outcome('t/a', 4, 'lost-race', { level: DEBUG }),
+        // tick 5: nothing at all
+        { level: 40, schedule: 't/a', outcome: 'missed', missed: 2, firstTick: iso(6), lastTick: iso(7), msg: 'ticks missed while no replica ran' },
+        outcome('t/a', 8, 'missed', { reason: 'lock-unavailable', level: 40 }),
+      ];
+      const result = report({ lines, records: [...records, ...more], toS: 8, outages: [{ fromMs: at(5.5), toMs: at(7.2), reason: 'no-replica' }] });
+      expect(result.silent).toEqual([`t/a ${iso(3)}`, `t/a ${iso(4)}`, `t/a ${iso(5)}`]);
+      expect(result.silentNotRun).toBe(3);
+      expect(formatReport(result)).toContain('silent: 3 (not run: 3)');
+      expect(reportFailures(result).filter((failure) => failure.startsWith('silent'))).toEqual([`silent ticks (no outcome logged at info or above): t/a ${iso(3)}, t/a ${iso(4)}, t/a ${iso(5)}`]);
+      expect(reportFailures(result, { silent: false }).some((failure) => failure.startsWith('silent'))).toBe(false);
+    });
+
+    it('a tick that ran but whose outcome nobody logged is silent too', () => {
+      const { lines, records } = steady('t/a', 3);
+      const result = report({ lines, records: records.filter((record) => record['tick'] !== iso(1)), toS: 2 });
+      expect(result.silent).toEqual([`t/a ${iso(1)}`]);
+      expect(result.silentNotRun).toBe(0);
+      expect(result.missed).toEqual([]);
+      expect(formatReport(result)).toContain('silent: 1 (not run: 0)');
+    });
+
+    it('an outcome only the tick history holds (its recorder died before logging it) is not silent, and is explained as a logged one would be', () => {
+      const { lines, records } = steady('t/a', 3);
+      // Tick 3 was skipped while tick 2's run held the lease; tick 4's record is a gap (no replica ran).
+      const history = [
+        { schedule: 't/a', tick: iso(3), tickMs: at(3), outcome: 'skipped-overlap', reason: 'another run holds the schedule\'s lease', lagMs: 20, replica: 'r2' },
+        { schedule: 't/a', tick: iso(4), tickMs: at(4), outcome: 'missed', reason: 'no-replica', lagMs: 9000, replica: 'r1', gap: { firstTickMs: at(4), count: 1, atLeast: false } },
+        { schedule: 't/a', tick: iso(1), tickMs: at(1), outcome: 'enqueued', lagMs: 5, replica: 'r1' },
+      ];
+      const result = report({ lines, records, toS: 4, history, outages: [{ fromMs: at(3.9), toMs: at(4.5), reason: 'no-replica' }] });
+      expect(result.silent).toEqual([]);
+      expect(result.historyOnly).toEqual([`t/a ${iso(3)}`]);
+      expect(result.skipped).toEqual([`t/a ${iso(3)}`]);
+      // Logged and in the history: one enqueue.
+      expect(result.duplicates).toEqual([]);
+      expect(formatReport(result)).toContain(`recorded only in the tick history (the recorder died before logging): t/a ${iso(3)}`);
+      expect(report({ lines, records, toS: 3 }).silent).toEqual([`t/a ${iso(3)}`]);
+    });
+
+    it('a worker outcome counts as much as a scheduler one', () => {
+      const lines = run('t/a', 0, 1, 0.05, 0.2);
+      const result = report({ lines, records: [{ level: INFO, worker: 'w-1', schedule: 't/a', tick: iso(0), jobId: 'j', attempt: 1, fence: 1, outcome: 'succeeded' }], toS: 0 });
+      expect(result.silent).toEqual([]);
+      expect(formatReport(result)).toContain('silent: 0');
+    });
+  });
+
+  describe('start lag: first start minus tick, over ticks due outside outages', () => {
+    it('p50, p99 and max; ticks inside an outage are left out; p99 above leaseTtl + 1 s fails the run', () => {
+      const lines: string[] = [];
+      const records: LogRecord[] = [];
+      // 200 ticks: 100 ms late, but one 3.5 s late, and one 20 s late inside an outage (left out, with the next one: the slack).
+      for (let s = 0; s < 200; s++) {
+        const lagS = s === 40 ? 3.5 : s === 70 ? 20 : 0.1;
+        lines.push(...run('t/a', s, s + 1, s + lagS, s + lagS + 0.1));
+        records.push(outcome('t/a', s, 'enqueued'));
+      }
+      // A retry of tick 10, later: the first start counts.
+      lines.push(...run('t/a', 10, 500, 230, 230.1, 2));
+      const outage: OutageWindow = { fromMs: at(69.5), toMs: at(69.8), reason: 'no-lock-majority' };
+      const result = report({ lines, records, toS: 199, outages: [outage] });
+      expect(result.startLag).toMatchObject({ count: 198, p50Ms: 100, p99Ms: 100, maxMs: 3500, minMs: 100, targetMs: 3000 });
+      expect(result.startLag.latest[0]).toEqual({ tick: `t/a ${iso(40)}`, lagMs: 3500 });
+      expect(formatReport(result)).toContain('start lag: p50 100 ms, p99 100 ms, max 3500 ms, min 100 ms (198 runs due outside outages; p99 target 3000 ms)');
+      expect(result.startLag.earliest[0]).toEqual({ tick: `t/a ${iso(0)}`, lagMs: 100 });
+      expect(reportFailures(result)).toEqual([]);
+
+      // Two more late runs: 3 of 200 are late, so p99 is.
+      const late = [...lines, ...run('t/a', 200, 700, 204, 204.1), ...run('t/a', 201, 701, 204.8, 205)];
+      const slow = report({ lines: late, records: [...records, outcome('t/a', 200, 'enqueued'), outcome('t/a', 201, 'enqueued')], toS: 201, outages: [outage] });
+      expect(slow.startLag).toMatchObject({ count: 200, p99Ms: 3500, maxMs: 4000 });
+      expect(reportFailures(slow)).toEqual([`start lag p99 3500 ms is above 3000 ms (leaseTtl + 1 s); latest: t/a ${iso(200)} +4000 ms, t/a ${iso(201)} +3800 ms, t/a ${iso(40)} +3500 ms, t/a ${iso(0)} +100 ms, t/a ${iso(1)} +100 ms`]);
+      expect(reportFailures(slow, { startLag: false })).toEqual([]);
+    });
   });
 
   it('a tick enqueued by two winners is a duplicate', () => {
-    const ledgerFile = ledger([`t/a ${iso(0)} 1 1 start 9`, `t/a ${iso(0)} 1 1 end 9`]);
-    const records = [
-      { schedule: 't/a', tick: iso(0), outcome: 'enqueued' },
-      { schedule: 't/a', tick: iso(0), outcome: 'recovered' },
-    ];
-    const report = buildReport({ ledgerFile, records, schedules: [{ id: 't/a', cron: '* * * * * *' }], fromMs: T0, toMs: T0, outages: [] });
-    expect(report.duplicates).toEqual([`t/a ${iso(0)}`]);
-    expect(reportFailures(report)).toEqual([`enqueued twice: t/a ${iso(0)}`]);
-    expect(formatReport(report)).toContain('duplicates: 1');
+    const lines = run('t/a', 0, 1, 0.05, 0.2);
+    const records = [outcome('t/a', 0, 'enqueued'), outcome('t/a', 0, 'recovered')];
+    const result = report({ lines, records, toS: 0 });
+    expect(result.duplicates).toEqual([`t/a ${iso(0)}`]);
+    expect(reportFailures(result)).toEqual([`enqueued twice: t/a ${iso(0)}`]);
+    expect(formatReport(result)).toContain('duplicates: 1');
+  });
+
+  it('counts watchdog aborts by outcome and keeps their margins', () => {
+    const lines = run('t/a', 0, 1, 0.05);
+    const records = [outcome('t/a', 0, 'enqueued'), outcome('t/a', 0, 'aborted-lease-lost', { level: 50 }), { level: 40, validityLeftMs: 180, msg: 'lease watchdog aborted a run' }];
+    const result = report({ lines, records, toS: 0 });
+    expect(result.watchdogAborts).toBe(1);
+    expect(formatReport(result)).toContain('watchdog aborts: 1 (validity left at abort: min 180 ms, median 180 ms; after the lease lapsed, i.e. the worker was paused: 0)');
   });
 });

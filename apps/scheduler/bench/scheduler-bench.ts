@@ -76,7 +76,7 @@ const TW_QUEUE = queueName('default');
 // Both systems' members run as plain JavaScript, as deployed (compiled.ts); the consumer, the same
 // process for both, runs from its source.
 const MAIN = compiledScheduler();
-const CONSUMER = fileURLToPath(new URL('./consumer.ts', import.meta.url));
+const CONSUMER = fileURLToPath(new URL('../../worker/bench/consumer.ts', import.meta.url));
 const PRODUCER = strippedScript(fileURLToPath(new URL('./bullmq-producer.ts', import.meta.url)));
 const ROOT = new URL('../../../', import.meta.url);
 
@@ -535,6 +535,7 @@ class Fleet {
       BENCH_QUEUE_REDIS: this.queueUrl,
       BENCH_QUEUE: this.system === 'tickwarden' ? TW_QUEUE : PEER_QUEUE,
       BENCH_KIND: this.system,
+      ...(this.#locks ? { BENCH_LOCK_NODES: this.#locks.urls.join(',') } : {}),
     });
     await this.consumer.proc.waitForLine((line) => line.includes('consumer ready'), 'consumer ready', 30_000);
     this.consumer.readyAt = Date.now();

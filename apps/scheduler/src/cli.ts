@@ -1,13 +1,17 @@
 // `tickwarden`: validate config, preview ticks, pause/resume/trigger schedules and show their status.
 import { parseArgs } from 'node:util';
-import { formatConfigError, loadConfig, parseSchedulerEnv, type ScheduleConfig } from '@tickwarden/config';
+import { ALLOW_VARIABLE, DENY_VARIABLE, formatConfigError, loadConfig, parseHttpDestinations, parseSchedulerEnv, type ScheduleConfig } from '@tickwarden/config';
 import { leaseResource, manualClaim, manualJobId, queueName } from '@tickwarden/contracts';
 import { Redlock, systemClock } from '@tickwarden/redlock';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
-import { ControlState } from './control.ts';
-import { TickEnqueuer } from './tick-enqueuer.ts';
+import { pino } from 'pino';
+import { BullJobQueue } from './bull-job-queue.ts';
+import { RedisReplicaStore } from './replica-store.ts';
 import { TickPlanner } from './tick-planner.ts';
+import { TickPublisher } from './tick-publisher.ts';
+import { TickRecorder } from './tick-recorder.ts';
+import { tickWindow } from './tick-window.ts';
 
 const USAGE = `usage: tickwarden <command> [options]
 
@@ -16,11 +20,17 @@ const USAGE = `usage: tickwarden <command> [options]
   pause SCHEDULE [--note TEXT]   stop firing a schedule, on every replica
   resume SCHEDULE                fire it again
   trigger SCHEDULE               enqueue one run now (a lease and a job, like a tick)
-  status [SCHEDULE]              next ticks and recent runs with outcome, lag and fencing token
+  status [SCHEDULE] [-n COUNT] [--json]
+                                 next ticks and the last COUNT tick records (default 5) with
+                                 outcome, lag and fencing token; --json: the records only, one
+                                 JSON object per line, newest tick first
 
 SCHEDULE is team/name. pause, resume, trigger and status read TICKWARDEN_CONFIG,
 TICKWARDEN_QUEUE_REDIS and (trigger) TICKWARDEN_LOCK_NODES from the environment.
 `;
+
+/** The most ticks `next` lists and `status` shows per schedule (`-n`). */
+const MAX_COUNT = 10_000;
 
 /** A CLI usage error: printed with the usage, exit code 2. */
 class UsageError extends Error {}
@@ -77,8 +87,11 @@ async function withQueueRedis<T>(url: string, use: (redis: Redis) => Promise<T>)
   }
 }
 
+/** `validate` applies the deployment's http destination policy when its variables are set, as the replicas and workers do. */
 async function validate(path: string): Promise<number> {
-  const loaded = await loadConfig(path);
+  const destinations = parseHttpDestinations(process.env[ALLOW_VARIABLE], process.env[DENY_VARIABLE]);
+  if (destinations.errors.length > 0) throw new UsageError(destinations.errors.map((error) => `${error.variable}: ${error.message}`).join('\n'));
+  const loaded = await loadConfig(path, { httpDestinations: destinations.value });
   if (!loaded.ok) {
     for (const error of loaded.errors) process.stderr.write(`${formatConfigError(error)}\n`);
     process.stderr.write(`${loaded.errors.length} error(s)\n`);
@@ -99,14 +112,14 @@ async function next(path: string, id: string, count: number): Promise<number> {
 async function pause(id: string, note: string): Promise<number> {
   const env = environment();
   find(await schedulesAt(env.configPath), id);
-  await withQueueRedis(env.queueRedis, (redis) => new ControlState(redis).pause(id, { by: process.env['USER'] ?? 'cli', atMs: Date.now(), note }));
+  await withQueueRedis(env.queueRedis, (redis) => new RedisReplicaStore(redis).pause(id, { by: process.env['USER'] ?? 'cli', atMs: Date.now(), note }));
   say(`paused ${id}`);
   return 0;
 }
 
 async function resume(id: string): Promise<number> {
   const env = environment();
-  const was = await withQueueRedis(env.queueRedis, (redis) => new ControlState(redis).resume(id));
+  const was = await withQueueRedis(env.queueRedis, (redis) => new RedisReplicaStore(redis).resume(id));
   say(was ? `resumed ${id}` : `${id} was not paused`);
   return 0;
 }
@@ -117,31 +130,42 @@ async function trigger(id: string): Promise<number> {
   const redlock = new Redlock(env.lockNodes, { quorum: env.lockQuorum });
   try {
     const now = Date.now();
-    const lease = await redlock.acquire(leaseResource(schedule.id, schedule.overlap, now), schedule.leaseTtlMs, { claim: manualClaim(now) });
-    const jobId = manualJobId(schedule.id, now);
-    await withQueueRedis(env.queueRedis, async (redis) => {
-      const enqueuer = new TickEnqueuer(redis, systemClock, 'cli');
+    const planner = new TickPlanner(schedule);
+    const next = planner.next(now);
+    const nextDueMs = next === undefined ? undefined : planner.dueMs(next);
+    const tick = { schedule, tickMs: now, dueMs: now, nextDueMs, jobId: manualJobId(schedule.id, now), ...tickWindow(schedule, now, nextDueMs) };
+    const lease = await redlock.acquire(leaseResource(schedule.id, schedule.overlap, now), schedule.leaseTtlMs, { claim: manualClaim(now), claimRetentionMs: tick.retentionMs });
+    const published = await withQueueRedis(env.queueRedis, async (redis) => {
+      const queue = new BullJobQueue(redis, systemClock, 'cli');
+      const recorder = new TickRecorder({ replicaId: 'cli', store: new RedisReplicaStore(redis), logger: pino({ level: 'silent' }), now: Date.now });
       try {
-        await enqueuer.enqueue(schedule, { tickMs: now, dueMs: now, jobId }, lease);
+        // The one path that publishes a tick's job, as the replicas do.
+        const [outcome] = await new TickPublisher({ replicaId: 'cli', leases: redlock, queue, recorder, now: Date.now }).publish([{ tick, lease }], 'triggered');
+        await recorder.flush();
+        return outcome;
       } finally {
-        await enqueuer.close();
+        await queue.close();
       }
-      await new ControlState(redis).record([{ scheduleId: schedule.id, tick: { tickMs: now, outcome: 'triggered', lagMs: 0, fence: lease.fence, jobId, replica: 'cli' } }]);
     });
-    say(`triggered ${id}: job ${jobId}, fence ${lease.fence}`);
+    if (published !== 'published') throw new Error(`could not enqueue the run of ${id} (${published}): see the queue Redis`);
+    say(`triggered ${id}: job ${tick.jobId}, fence ${lease.fence}`);
     return 0;
   } finally {
     await redlock.close();
   }
 }
 
-async function status(id: string | undefined): Promise<number> {
+async function status(id: string | undefined, count: number, json: boolean): Promise<number> {
   const env = environment();
   const all = await schedulesAt(env.configPath);
   const schedules = id ? [find(all, id)] : all;
   await withQueueRedis(env.queueRedis, async (redis) => {
-    const control = new ControlState(redis);
-    const paused = await control.paused();
+    const store = new RedisReplicaStore(redis);
+    if (json) {
+      for (const schedule of schedules) for (const record of await store.history(schedule.id, count)) say(JSON.stringify({ schedule: schedule.id, tick: new Date(record.tickMs).toISOString(), ...record }));
+      return;
+    }
+    const paused = await store.paused();
     for (const schedule of schedules) {
       const planner = new TickPlanner(schedule);
       const pause = paused.get(schedule.id);
@@ -152,16 +176,15 @@ async function status(id: string | undefined): Promise<number> {
       say(`  next: ${upcoming.join(', ') || 'none'}`);
       const queue = new Queue(queueName(schedule.queue), { connection: redis });
       try {
-        // Replicas record in the order their enqueues finish (a gap when it is found): show the newest ticks first.
-        const runs = (await control.history(schedule.id)).toSorted((x, y) => y.tickMs - x.tickMs).slice(0, 5);
+        const runs = await store.history(schedule.id, count);
         for (const run of runs) {
           if (run.gap) {
             say(`  ${new Date(run.gap.firstTickMs).toISOString()} .. ${new Date(run.tickMs).toISOString()}  missed  ${run.gap.count}${run.gap.atLeast ? ' or more' : ''} ticks while no replica ran  found by ${run.replica}`);
             continue;
           }
           const job = run.jobId ? await queue.getJob(run.jobId) : undefined;
-          const state = job ? await job.getState() : run.outcome === 'enqueued' ? 'removed' : run.outcome;
-          say(`  ${new Date(run.tickMs).toISOString()}  ${run.outcome}  job ${state}  ${run.lagMs < 0 ? `${-run.lagMs} ms ahead` : `lag ${run.lagMs} ms`}  fence ${run.fence ?? '-'}  by ${run.replica}`);
+          const state = job ? `job ${await job.getState()}` : run.outcome === 'enqueued' || run.outcome === 'recovered' ? 'job removed' : (run.reason ?? '');
+          say(`  ${new Date(run.tickMs).toISOString()}  ${run.outcome}  ${state}  ${run.lagMs < 0 ? `${-run.lagMs} ms ahead` : `lag ${run.lagMs} ms`}  fence ${run.fence ?? '-'}  by ${run.replica}`);
         }
       } finally {
         await queue.close();
@@ -176,7 +199,7 @@ async function run(argv: string[]): Promise<number> {
     args: argv,
     allowPositionals: true,
     strict: true,
-    options: { n: { type: 'string', short: 'n' }, note: { type: 'string' }, help: { type: 'boolean', short: 'h' } },
+    options: { n: { type: 'string', short: 'n' }, note: { type: 'string' }, json: { type: 'boolean' }, help: { type: 'boolean', short: 'h' } },
   });
   const [command, ...rest] = positionals;
   const need = (count: number) => {
@@ -187,14 +210,17 @@ async function run(argv: string[]): Promise<number> {
     say(USAGE);
     return values.help ? 0 : 2;
   }
+  const count = (): number => {
+    const n = values.n === undefined ? 5 : Number(values.n);
+    if (!Number.isInteger(n) || n < 1 || n > MAX_COUNT) throw new UsageError(`-n must be a whole number from 1 to ${MAX_COUNT}, got "${values.n}"`);
+    return n;
+  };
   switch (command) {
     case 'validate':
       return validate(need(1)[0] as string);
     case 'next': {
       const [path, id] = need(2) as [string, string];
-      const count = values.n === undefined ? 5 : Number(values.n);
-      if (!Number.isInteger(count) || count < 1) throw new UsageError(`-n must be a whole number >= 1, got "${values.n}"`);
-      return next(path, id, count);
+      return next(path, id, count());
     }
     case 'pause':
       return pause(need(1)[0] as string, values.note ?? '');
@@ -204,7 +230,7 @@ async function run(argv: string[]): Promise<number> {
       return trigger(need(1)[0] as string);
     case 'status':
       if (rest.length > 1) throw new UsageError(`status takes at most 1 argument, got ${rest.length}`);
-      return status(rest[0]);
+      return status(rest[0], count(), values.json ?? false);
     default:
       throw new UsageError(`unknown command "${command}"`);
   }

@@ -16,7 +16,7 @@ async function main(): Promise<number> {
     for (const error of env.errors) process.stderr.write(`${error.variable}: ${error.message}\n`);
     return 2;
   }
-  const { configPath, lockNodes, lockQuorum, queueRedis, replicaId, httpPort, logLevel, contestLeadMs } = env.value;
+  const { configPath, lockNodes, lockQuorum, queueRedis, replicaId, httpPort, logLevel, contestLeadMs, httpDestinations } = env.value;
   const logger = pino({ level: logLevel, base: { replica: replicaId } });
   const metrics = new SchedulerMetrics();
   let scheduler: Scheduler | undefined;
@@ -25,6 +25,8 @@ async function main(): Promise<number> {
     logger,
     onReload: (config) => scheduler?.setSchedules(config.schedules),
     onReloadResult: (result) => metrics.configReloads.inc({ result }),
+    // The workers refuse such a config: the replicas must not fire its ticks either.
+    httpDestinations,
   });
   if (!live) return 2;
 
@@ -40,7 +42,8 @@ async function main(): Promise<number> {
     queueConnection,
     logger: logger.child({ component: 'scheduler' }),
     ...(contestLeadMs === undefined ? {} : { contestLeadMs }),
-    onOutcome: (outcome, _schedule, _tick, lagMs) => metrics.recordTick(outcome, lagMs),
+    onOutcome: ({ outcome, lagMs, recorded }) => metrics.recordTick(outcome, lagMs, recorded),
+    onObservation: (observation) => metrics.observeTick(observation),
   });
   scheduler.setSchedules(live.config.schedules);
   scheduler.start();

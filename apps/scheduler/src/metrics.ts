@@ -1,14 +1,25 @@
 import type { Redlock } from '@tickwarden/redlock';
 import { ProcessMetrics } from '@tickwarden/runtime';
 import { Counter, Histogram } from 'prom-client';
-import type { TickOutcome } from './scheduler.ts';
+import { TICK_OBSERVATIONS, TICK_OUTCOMES, type TickObservation, type TickOutcome } from './outcomes.ts';
 
 /** The scheduler's Prometheus metrics, on their own registry. */
 export class SchedulerMetrics extends ProcessMetrics {
-  readonly ticks = new Counter({ name: 'tickwarden_ticks_total', help: 'Ticks by outcome on this replica', labelNames: ['outcome'] as const, registers: [this.registry] });
+  readonly ticks = new Counter({
+    name: 'tickwarden_ticks_total',
+    help: 'Tick outcomes this replica recorded for the cluster (each tick is counted by one replica: sum over replicas)',
+    labelNames: ['outcome'] as const,
+    registers: [this.registry],
+  });
+  readonly observations = new Counter({
+    name: 'tickwarden_tick_observations_total',
+    help: 'What this replica saw of ticks it did not decide (lost-race), or failed to publish and left to recovery',
+    labelNames: ['observation'] as const,
+    registers: [this.registry],
+  });
   readonly tickLag = new Histogram({
     name: 'tickwarden_tick_enqueue_lag_seconds',
-    help: 'From the tick to its job being enqueued (this replica won); 0 when enqueued ahead of the tick (contest lead)',
+    help: 'From the tick to its job being enqueued or recovered; 0 when enqueued ahead of the tick (contest lead)',
     buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
     registers: [this.registry],
   });
@@ -19,9 +30,21 @@ export class SchedulerMetrics extends ProcessMetrics {
     registers: [this.registry],
   });
 
-  recordTick(outcome: TickOutcome, lagMs: number): void {
+  constructor() {
+    super();
+    for (const outcome of TICK_OUTCOMES) this.ticks.inc({ outcome }, 0);
+    for (const observation of TICK_OBSERVATIONS) this.observations.inc({ observation }, 0);
+  }
+
+  /** An outcome this replica decided; counted when it became the tick's record. */
+  recordTick(outcome: TickOutcome, lagMs: number, recorded: boolean): void {
+    if (!recorded) return;
     this.ticks.inc({ outcome });
-    if (outcome === 'enqueued') this.tickLag.observe(Math.max(0, lagMs) / 1000);
+    if (outcome === 'enqueued' || outcome === 'recovered') this.tickLag.observe(Math.max(0, lagMs) / 1000);
+  }
+
+  observeTick(observation: TickObservation): void {
+    this.observations.inc({ observation });
   }
 
   /** Feeds the lease library's hooks into the metrics. */

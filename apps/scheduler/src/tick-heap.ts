@@ -1,3 +1,5 @@
+import type { Tick } from './ports.ts';
+
 /** A tick waiting to be contested. */
 export interface PendingTick {
   scheduleId: string;
@@ -7,7 +9,7 @@ export interface PendingTick {
   /** When to contest it: up to the contest lead before `dueMs`, or `dueMs` itself. */
   contestAtMs: number;
   /** A second contest, at `dueMs`, of a tick whose contest ahead found the lease taken or no quorum: its outcome stands. */
-  atDue?: true;
+  atDue?: Tick;
 }
 
 /** Min-heap of pending ticks by `contestAtMs`: the one timing structure for all schedules. */

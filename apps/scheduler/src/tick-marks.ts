@@ -1,4 +1,4 @@
-import type { ControlState } from './control.ts';
+import type { ReplicaStore } from './ports.ts';
 
 /** Ticks of a schedule that no replica took up: after `afterMs` (its mark), before `beforeMs` (this replica's first tick). */
 export interface MarkGap {
@@ -31,7 +31,7 @@ export const GAP_CHECK_RETRY_MS = 1000;
  * however many replicas start together.
  */
 export class TickMarks {
-  readonly #control: ControlState;
+  readonly #store: Pick<ReplicaStore, 'raiseMarks' | 'forgetMarks'>;
   /** The highest tick taken up per schedule since the last write. */
   #pending = new Map<string, number>();
   /** This replica's first tick per schedule, for the gap check. */
@@ -39,8 +39,8 @@ export class TickMarks {
   #gapCheck: GapCheck = 'waiting';
   #gapCheckAtMs = Number.POSITIVE_INFINITY;
 
-  constructor(control: ControlState) {
-    this.#control = control;
+  constructor(store: Pick<ReplicaStore, 'raiseMarks' | 'forgetMarks'>) {
+    this.#store = store;
   }
 
   /** The replica runs: the gap check is due `delayMs` after `nowMs`. */
@@ -69,7 +69,7 @@ export class TickMarks {
       this.#pending.delete(id);
       this.#firstTicks.delete(id);
     }
-    await this.#control.forgetMarks(scheduleIds);
+    await this.#store.forgetMarks(scheduleIds);
   }
 
   /**
@@ -90,7 +90,7 @@ export class TickMarks {
     if (claim) this.#gapCheck = 'claiming';
     let previous: Map<string, number | undefined>;
     try {
-      previous = await this.#control.raiseMarks(marks);
+      previous = await this.#store.raiseMarks(marks);
     } catch (error) {
       for (const [id, tickMs] of pending) this.takenUp(id, tickMs);
       if (claim) {

@@ -11,7 +11,7 @@ import { Redis } from 'ioredis';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Scheduler, type TickOutcome } from '../src/index.ts';
-import { ControlState } from '../src/control.ts';
+import { RedisReplicaStore } from '../src/replica-store.ts';
 
 const BIN = fileURLToPath(new URL('../bin/tickwarden.js', import.meta.url));
 
@@ -34,8 +34,9 @@ describe('tickwarden CLI', () => {
   let dir: string;
   let env: Record<string, string>;
 
-  const cli = (...args: string[]) => {
-    const result = spawnSync(process.execPath, [BIN, ...args], { env: { ...process.env, ...env }, encoding: 'utf8' });
+  const cli = (...args: string[]) => cliWith({}, ...args);
+  const cliWith = (extraEnv: Record<string, string>, ...args: string[]) => {
+    const result = spawnSync(process.execPath, [BIN, ...args], { env: { ...process.env, ...env, ...extraEnv }, encoding: 'utf8' });
     return { code: result.status, out: result.stdout, err: result.stderr };
   };
 
@@ -61,6 +62,20 @@ describe('tickwarden CLI', () => {
     expect(result.err).toContain('x.yaml:5:22: schedules[0].handler.kind');
   });
 
+  it('validate applies the http destination policy of its environment; a bad policy exits 2 naming the variable', () => {
+    const hooks = mkdtempSync(path.join(tmpdir(), 'tickwarden-cli-http-'));
+    writeFileSync(path.join(hooks, 'x.yaml'), 'team: x\nschedules:\n  - name: a\n    cron: "0 * * * *"\n    handler: { kind: http, url: "https://hooks.example.org/a" }\n');
+    const allowed = cliWith({ TICKWARDEN_HTTP_ALLOW: '*.example.org' }, 'validate', hooks);
+    const refused = cliWith({ TICKWARDEN_HTTP_DENY: 'hooks.example.org' }, 'validate', hooks);
+    const badPolicy = cliWith({ TICKWARDEN_HTTP_DENY: '10.0.0.0/99' }, 'validate', hooks);
+    rmSync(hooks, { recursive: true, force: true });
+    expect(allowed).toMatchObject({ code: 0 });
+    expect(refused.code).toBe(1);
+    expect(refused.err).toContain('x.yaml:3:1: schedules[0].handler.url: destination refused: host hooks.example.org is denied (TICKWARDEN_HTTP_DENY)');
+    expect(badPolicy.code).toBe(2);
+    expect(badPolicy.err).toContain('TICKWARDEN_HTTP_DENY: entry "10.0.0.0/99"');
+  });
+
   it('next: upcoming ticks in the schedule time zone; bad arguments exit 2 with the usage', () => {
     const result = cli('next', dir, 'ops/nightly', '-n', '2');
     expect(result.code).toBe(0);
@@ -78,7 +93,7 @@ describe('tickwarden CLI', () => {
     const outcomes: { outcome: TickOutcome; tickMs: number }[] = [];
     const redlock = new Redlock(locks.urls);
     const connection = new Redis(queue.urls[0] ?? '', { maxRetriesPerRequest: null });
-    const scheduler = new Scheduler({ replicaId: 'cli-test', redlock, queueConnection: connection, logger: pino({ level: 'silent' }), onOutcome: (outcome, schedule, tickMs) => schedule.id === 'ops/every-second' && outcomes.push({ outcome, tickMs }) });
+    const scheduler = new Scheduler({ replicaId: 'cli-test', redlock, queueConnection: connection, logger: pino({ level: 'silent' }), onOutcome: ({ outcome, scheduleId, tickMs }) => scheduleId === 'ops/every-second' && outcomes.push({ outcome, tickMs }) });
     scheduler.setSchedules(loaded.config.schedules);
     scheduler.start();
     try {
@@ -103,7 +118,7 @@ describe('tickwarden CLI', () => {
 
       // A gap a starting replica found (tick-marks.test.ts records real ones): one line.
       const gap = { firstTickMs: Date.UTC(2026, 10, 26, 3, 0, 1), count: 4, atLeast: false };
-      await new ControlState(connection).record([{ scheduleId: 'ops/nightly', tick: { tickMs: gap.firstTickMs + 3000, outcome: 'missed', lagMs: 9000, fence: undefined, jobId: undefined, replica: 'b0', gap } }]);
+      await new RedisReplicaStore(connection).record([{ scheduleId: 'ops/nightly', keepMs: 86_400_000, record: { tickMs: gap.firstTickMs + 3000, outcome: 'missed', reason: 'no-replica', lagMs: 9000, fence: undefined, jobId: undefined, replica: 'b0', gap } }]);
       const status = cli('status').out;
       expect(status).toContain('  2026-11-26T03:00:01.000Z .. 2026-11-26T03:00:04.000Z  missed  4 ticks while no replica ran  found by b0');
       expect(status).toContain('ops/nightly  30 2 * * * (Europe/Berlin)  active');
@@ -111,6 +126,16 @@ describe('tickwarden CLI', () => {
       // Newest tick first, not recording order: the gap (03:00) was recorded after the trigger (now).
       expect(status.indexOf('triggered  job')).toBeLessThan(status.indexOf('missed  4 ticks'));
       expect(status).toMatch(/ops\/every-second[\s\S]*enqueued {2}job (waiting|delayed) {2}(lag \d+ ms|\d+ ms ahead) {2}fence \d+ {2}by cli-test/);
+
+      // --json: the tick records only, one object per line, newest tick first, -n of them.
+      const json = cli('status', 'ops/every-second', '--json', '-n', '3');
+      expect(json.code).toBe(0);
+      const records = json.out.trim().split('\n').map((line) => JSON.parse(line) as Record<string, unknown>);
+      expect(records).toHaveLength(3);
+      expect(records.every((r) => r['schedule'] === 'ops/every-second' && r['tick'] === new Date(Number(r['tickMs'])).toISOString())).toBe(true);
+      expect(records.map((r) => Number(r['tickMs']))).toEqual(records.map((r) => Number(r['tickMs'])).sort((a, b) => b - a));
+      expect(new Set(records.map((r) => r['outcome']))).toEqual(new Set(outcomes.filter((o) => records.some((r) => r['tickMs'] === o.tickMs)).map((o) => o.outcome)));
+      expect(cli('status', '--json', '-n', '10001')).toMatchObject({ code: 2 });
     } finally {
       await scheduler.stop();
       await redlock.close();

@@ -1,18 +1,18 @@
-import { startRedisNodes, type RedisNodes } from '@tickwarden/testkit';
-import { LeaseLostError, Redlock, resourceKeys, systemClock, type Clock } from '@tickwarden/redlock';
 import { leaseResource, tickClaim, tickJobId } from '@tickwarden/contracts';
+import { LeaseLostError, Redlock, systemClock, type Clock, type Lease } from '@tickwarden/redlock';
+import { startRedisNodes, waitUntil, type RedisNodes } from '@tickwarden/testkit';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ORPHAN_CHECK_DELAY_MS, Scheduler, type Schedule, type TickOutcome } from '../src/index.ts';
-import { ControlState, HISTORY_LENGTH, type TickRecord } from '../src/control.ts';
+import { Scheduler, type OutcomeEvent, type Schedule, type TickObservation } from '../src/index.ts';
+import { RedisReplicaStore } from '../src/replica-store.ts';
 import { scheduleFixture } from './support.ts';
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, Math.max(0, ms)));
 
-function everySecond(id: string): Schedule {
-  return scheduleFixture({ id, cron: '* * * * * *', overlap: 'allow', leaseTtlMs: 5000, payload: { id } });
+function everySecond(id: string, overrides: Partial<Schedule> = {}): Schedule {
+  return scheduleFixture({ id, cron: '* * * * * *', overlap: 'allow', leaseTtlMs: 5000, payload: { id }, ...overrides });
 }
 
 /** A clock whose wall time is shifted by `offsetMs` (the replica's clock is skewed). */
@@ -20,16 +20,22 @@ function skewedClock(offsetMs: number): Clock {
   return { ...systemClock, wallMicros: () => systemClock.wallMicros() + offsetMs * 1000 };
 }
 
+/** The next whole second at least `aheadMs` from now. */
+const nextSecond = (aheadMs: number) => Math.ceil((Date.now() + aheadMs) / 1000) * 1000;
+
 interface Replica {
   scheduler: Scheduler;
   redlock: Redlock;
   queue: Redis;
 }
 
+type Seen = OutcomeEvent & { replica: string };
+
 describe('replicated schedulers', () => {
   let locks: RedisNodes;
   let queueRedis: RedisNodes;
-  const outcomes: { replica: string; outcome: TickOutcome; schedule: string; tickMs: number; lagMs: number }[] = [];
+  const outcomes: Seen[] = [];
+  const observations: { replica: string; observation: TickObservation; scheduleId: string; tickMs: number }[] = [];
 
   beforeAll(async () => {
     [locks, queueRedis] = await Promise.all([startRedisNodes({ count: 5, aof: false }), startRedisNodes({ count: 1, aof: false })]);
@@ -38,16 +44,20 @@ describe('replicated schedulers', () => {
     await Promise.all([locks.close(), queueRedis.close()]);
   });
 
-  function startReplica(name: string, schedules: Schedule[], clock: Clock = systemClock, lockClock: Clock = clock): Replica {
+  const queueUrl = () => queueRedis.urls[0] ?? '';
+
+  function startReplica(name: string, schedules: Schedule[], clock: Clock = systemClock, lockClock: Clock = clock, extra: { contestLeadMs?: number } = {}): Replica {
     const redlock = new Redlock(locks.urls, { clock: lockClock, nodeTimeoutMs: 250 });
-    const queue = new Redis(queueRedis.urls[0] ?? '', { maxRetriesPerRequest: null });
+    const queue = new Redis(queueUrl(), { maxRetriesPerRequest: null });
     const scheduler = new Scheduler({
       replicaId: name,
       redlock,
       queueConnection: queue,
       clock,
-      logger: pino({ level: 'silent' }),
-      onOutcome: (outcome, schedule, tickMs, lagMs) => outcomes.push({ replica: name, outcome, schedule: schedule.id, tickMs, lagMs }),
+      logger: pino({ level: process.env['TEST_LOG'] ?? 'silent' }),
+      onOutcome: (event) => outcomes.push({ ...event, replica: name }),
+      onObservation: (observation, scheduleId, tickMs) => observations.push({ replica: name, observation, scheduleId, tickMs }),
+      ...extra,
     });
     scheduler.setSchedules(schedules);
     scheduler.start();
@@ -60,103 +70,139 @@ describe('replicated schedulers', () => {
     queue.disconnect();
   }
 
-  /** Ticks in [from, to) of `schedule`, each with how many replicas enqueued it. */
-  function enqueuedPerTick(schedule: string, from: number, to: number): Map<number, number> {
-    const counts = new Map<number, number>();
-    for (let tick = Math.ceil(from / 1000) * 1000; tick < to; tick += 1000) counts.set(tick, 0);
-    for (const o of outcomes) if (o.schedule === schedule && o.outcome === 'enqueued' && counts.has(o.tickMs)) counts.set(o.tickMs, (counts.get(o.tickMs) ?? 0) + 1);
-    return counts;
+  /** The cluster's record of each tick in [from, to): per tick, the outcomes recorded (recorded = true), in order. */
+  function records(schedule: string, from: number, to: number): Map<number, string[]> {
+    const byTick = new Map<number, string[]>();
+    for (const o of outcomes) {
+      if (o.scheduleId !== schedule || !o.recorded || o.tickMs < from || o.tickMs >= to) continue;
+      byTick.set(o.tickMs, [...(byTick.get(o.tickMs) ?? []), o.outcome]);
+    }
+    return byTick;
   }
 
-  it('three replicas, clocks skewed by +-500 ms: 200 per-second ticks, each enqueued exactly once', async () => {
+  /** Replicas that enqueued or recovered each tick (their add made the job). */
+  function publishers(schedule: string, tickMs: number): string[] {
+    return outcomes.filter((o) => o.scheduleId === schedule && o.tickMs === tickMs && (o.outcome === 'enqueued' || o.outcome === 'recovered') && !o.found).map((o) => o.replica);
+  }
+
+  async function storedJob(queueName: string, jobId: string) {
+    const connection = new Redis(queueUrl(), { maxRetriesPerRequest: null });
+    const queue = new Queue(queueName, { connection });
+    try {
+      const job = await queue.getJob(jobId);
+      return job ? { data: job.data as { tickMs: number; dueMs: number; lease: { value: string; fence: number }; enqueuedBy: string }, state: await job.getState(), readyAtMs: job.timestamp + job.delay } : undefined;
+    } finally {
+      await queue.close();
+      connection.disconnect();
+    }
+  }
+
+  it('three replicas, clocks skewed by +-500 ms: 200 per-second ticks, each enqueued exactly once and recorded once', async () => {
     const schedules = Array.from({ length: 20 }, (_, i) => everySecond(`team-${i % 4}/job-${i}`));
     const replicas = [startReplica('r0', schedules, skewedClock(-500)), startReplica('r1', schedules), startReplica('r2', schedules, skewedClock(500))];
-    const from = Date.now() + 1500;
+    const from = nextSecond(1500);
     await sleep(13_000);
     const to = Date.now() - 1500;
     await Promise.all(replicas.map(stopReplica));
     let ticks = 0;
     for (const schedule of schedules) {
-      const counts = enqueuedPerTick(schedule.id, from, to);
-      ticks += counts.size;
-      expect([...counts.values()].every((n) => n === 1), `${schedule.id}: ${JSON.stringify([...counts])}`).toBe(true);
+      for (let tick = from; tick < to; tick += 1000) {
+        ticks++;
+        expect(publishers(schedule.id, tick), `${schedule.id} @ ${tick}`).toHaveLength(1);
+        expect(records(schedule.id, tick, tick + 1).get(tick), `${schedule.id} @ ${tick}`).toEqual(['enqueued']);
+      }
     }
     expect(ticks).toBeGreaterThanOrEqual(200);
   });
 
-  it('with the majority of lock nodes down nothing is enqueued; when they return, ticks are enqueued again', async () => {
+  it('the lock majority down for 6.5 s: nothing is enqueued meanwhile; once it is back the ticks of the outage are recovered, each once, within their start deadline', async () => {
     const schedule = everySecond('team-c/majority');
+    const replicas = [startReplica('m0', [schedule]), startReplica('m1', [schedule])];
+    await sleep(1500);
     const down = locks.nodes.slice(0, 3);
     for (const node of down) await node.kill();
-    const replicas = [startReplica('m0', [schedule]), startReplica('m1', [schedule])];
     const downFrom = Date.now();
-    await sleep(5000);
+    await sleep(6500);
     const downTo = Date.now();
     for (const node of down) await node.restart({ keepData: false });
-    await sleep(3500);
-    const upTo = Date.now() - 1200;
+    await sleep(4000);
     await Promise.all(replicas.map(stopReplica));
-    // A contest still retrying (5 tries of about 500 ms, contestNodeTimeoutMs) when the nodes come back may rightly win then: only ticks contested wholly while they were down count.
-    const whileDown = outcomes.filter((o) => o.schedule === schedule.id && o.tickMs >= downFrom && o.tickMs < downTo - 3000);
-    expect(whileDown.filter((o) => o.outcome === 'enqueued')).toEqual([]);
-    expect(whileDown.some((o) => o.outcome === 'lock-unavailable')).toBe(true);
-    const recovered = [...enqueuedPerTick(schedule.id, upTo - 1500, upTo).values()];
-    expect(recovered.length).toBeGreaterThan(0);
-    expect(recovered.every((n) => n === 1)).toBe(true);
+    // Ticks contested wholly while the nodes were down (allow: 1.7 s ahead, a contest retries for up to
+    // 2.5 s), and contested again at their due time at least a second before the nodes came back.
+    const from = Math.ceil((downFrom + 2500) / 1000) * 1000;
+    const to = Math.floor((downTo - 1000) / 1000) * 1000;
+    expect(to - from).toBeGreaterThanOrEqual(1000);
+    expect(observations.some((o) => o.scheduleId === schedule.id && o.observation === 'lock-unavailable' && o.tickMs >= from)).toBe(true);
+    for (let tick = from; tick <= to; tick += 1000) {
+      expect(records(schedule.id, tick, tick + 1).get(tick), `tick ${tick}`).toEqual(['recovered']);
+      expect(publishers(schedule.id, tick)).toHaveLength(1);
+    }
+  });
+
+  it('the lock majority down past the start deadline: each tick of the outage is recorded missed once, with why', async () => {
+    const schedule = everySecond('team-c/deadline', { startDeadlineMs: 1500 });
+    const replicas = [startReplica('d0', [schedule]), startReplica('d1', [schedule])];
+    await sleep(1500);
+    const down = locks.nodes.slice(0, 3);
+    for (const node of down) await node.kill();
+    const downFrom = Date.now();
+    await sleep(5000);
+    for (const node of down) await node.restart({ keepData: false });
+    await sleep(2500);
+    await Promise.all(replicas.map(stopReplica));
+    const from = Math.ceil((downFrom + 2500) / 1000) * 1000;
+    // Each recorded once; the order they were recorded in is the replicas' (recovery takes open ticks in any order).
+    const missed = [...records(schedule.id, from, from + 2000)].sort(([a], [b]) => a - b);
+    expect(missed).toEqual([
+      [from, ['missed']],
+      [from + 1000, ['missed']],
+    ]);
+    const history = await new RedisReplicaStore(new Redis(queueUrl())).history(schedule.id, 100);
+    expect(history.filter((r) => r.tickMs >= from && r.tickMs < from + 2000).map((r) => r.reason)).toEqual(['no-lock-quorum', 'no-lock-quorum']);
   });
 
   it('a winner whose lease lapsed before its enqueue (paused between claim and enqueue) does not enqueue under it: the tick is recovered once', async () => {
-    // A 1 s lease: the leases this replica skips enqueueing under are really gone from the nodes a second later.
-    const schedule = { ...everySecond('team-p/paused-winner'), leaseTtlMs: 1000 };
-    // The lock library's monotonic time leaps a lease TTL ahead right after each grant: as if the process was paused there.
+    const schedule = everySecond('team-p/paused-winner', { leaseTtlMs: 1000 });
+    // The lock library's monotonic time leaps a lease TTL right after each tick's first grant: as if the process was paused there.
     let leapMs = 0;
+    const granted = new Set<string>();
     const lockClock: Clock = { ...systemClock, now: () => systemClock.now() + leapMs };
     const replica = startReplica('p0', [schedule], systemClock, lockClock);
-    replica.redlock.on('acquired', () => (leapMs += schedule.leaseTtlMs));
-    const from = Date.now() + 500;
-    await sleep(6000);
+    replica.redlock.on('acquired', ({ resource }) => {
+      if (granted.has(resource)) return;
+      granted.add(resource);
+      leapMs += schedule.leaseTtlMs;
+    });
+    const from = nextSecond(500);
+    await sleep(5000);
     await stopReplica(replica);
-    const seen = outcomes.filter((o) => o.schedule === schedule.id && o.tickMs >= from && o.tickMs < Date.now() - 4000);
-    expect(seen.length).toBeGreaterThan(0);
-    expect(seen.filter((o) => o.outcome === 'enqueued')).toEqual([]);
-    const recovered = new Map<number, number>();
-    for (const o of seen) if (o.outcome === 'recovered') recovered.set(o.tickMs, (recovered.get(o.tickMs) ?? 0) + 1);
-    expect(recovered.size).toBeGreaterThan(0);
-    expect([...recovered.values()].every((n) => n === 1)).toBe(true);
+    const to = Date.now() - 2500;
+    expect(observations.filter((o) => o.scheduleId === schedule.id && o.observation === 'lease-lapsed').length).toBeGreaterThan(0);
+    for (let tick = from; tick < to; tick += 1000) expect(records(schedule.id, tick, tick + 1).get(tick), `tick ${tick}`).toEqual(['recovered']);
   });
 
-  it('a winner paused during its enqueue, whose tick another replica recovered meanwhile, records lost-race, not a second enqueue', async () => {
-    const schedule = { ...everySecond('team-q/paused-in-add'), leaseTtlMs: 1000 };
-    // The recovered job is already stored when the winner's add lands (a no-op for an existing job id).
-    const tick = Math.ceil((Date.now() + 1500) / 1000) * 1000;
-    const connection = new Redis(queueRedis.urls[0] ?? '', { maxRetriesPerRequest: null });
+  it('a publisher whose add finds another job of the tick stored (paused in its add) records lost-race and releases its lease', async () => {
+    const schedule = everySecond('team-q/paused-in-add', { leaseTtlMs: 1000 });
+    const tick = nextSecond(1500);
+    const connection = new Redis(queueUrl(), { maxRetriesPerRequest: null });
     const queue = new Queue('tickwarden-default', { connection });
-    await queue.add(schedule.id, { lease: { value: 'another-replicas-lease' } }, { jobId: tickJobId(schedule.id, tick), delay: 60_000 });
-    // The lock clock leaps a lease TTL right after the winner's validity check: as if paused in the add.
-    let leapMs = 0;
-    let granted = false;
-    const lockClock: Clock = {
-      ...systemClock,
-      now: () => {
-        const now = systemClock.now() + leapMs;
-        if (granted) [granted, leapMs] = [false, leapMs + schedule.leaseTtlMs];
-        return now;
-      },
-    };
-    const replica = startReplica('q0', [schedule], systemClock, lockClock);
-    replica.redlock.on('acquired', () => (granted = true));
+    await queue.add(schedule.id, { lease: { value: 'another-replicas-lease', fence: 1 }, enqueuedBy: 'q9' }, { jobId: tickJobId(schedule.id, tick), delay: 60_000 });
+    const replica = startReplica('q0', [schedule]);
     await sleep(tick + 1500 - Date.now());
     await stopReplica(replica);
     await queue.close();
     connection.disconnect();
-    const atTick = outcomes.filter((o) => o.schedule === schedule.id && o.tickMs === tick).map((o) => o.outcome);
-    expect(atTick).toEqual(['lost-race']);
-    // The ticks before it had no job yet: enqueued as usual although the lease lapsed during their add.
-    expect(outcomes.some((o) => o.schedule === schedule.id && o.tickMs < tick && o.outcome === 'enqueued')).toBe(true);
+    expect(publishers(schedule.id, tick)).toEqual([]);
+    expect(observations.filter((o) => o.scheduleId === schedule.id && o.tickMs === tick).map((o) => o.observation)).toContain('lost-race');
+    // Released: the stored job's worker can take the resource.
+    const worker = new Redlock(locks.urls, { retryCount: 0 });
+    await expect(worker.acquire(leaseResource(schedule.id, 'allow', tick), 1000, { value: 'f'.repeat(40) })).resolves.toMatchObject({ fence: expect.any(Number) });
+    await worker.close();
+    expect(publishers(schedule.id, tick - 1000)).toEqual(['q0']);
   });
 
   it('a previous run\'s lease held on two nodes while a third is down: the tick is skipped for overlap, not lost as lock-unavailable', async () => {
-    const schedule = { ...everySecond('team-h/held'), overlap: 'skip' as const };
+    const schedule = everySecond('team-h/held', { overlap: 'skip' });
     // The holder holds the schedule's lease on nodes 0-2 only (4 and 5 reset: nothing lands there); then
     // node 2 goes down: the scheduler sees "taken" twice, one node unreachable, two nodes free.
     const link = await locks.link('held-holder');
@@ -165,12 +211,12 @@ describe('replicated schedulers', () => {
     const lease = await holder.acquire(leaseResource(schedule.id, 'skip', 0), 30_000);
     await locks.node(2).kill();
     const replica = startReplica('h0', [schedule]);
-    const from = Date.now() + 500;
+    const from = nextSecond(500);
     await sleep(3000);
     await stopReplica(replica);
-    const seen = outcomes.filter((o) => o.schedule === schedule.id && o.tickMs >= from);
+    const seen = [...records(schedule.id, from, Date.now() - 500).values()];
     expect(seen.length).toBeGreaterThan(0);
-    expect(seen.every((o) => o.outcome === 'skipped-overlap'), JSON.stringify(seen)).toBe(true);
+    expect(seen.every((recorded) => recorded.join() === 'skipped-overlap'), JSON.stringify(seen)).toBe(true);
     await locks.node(2).restart({ keepData: false });
     await holder.release(lease);
     await holder.close();
@@ -186,7 +232,7 @@ describe('replicated schedulers', () => {
       contests.push([...new Set(requests.map((request) => Number(request.claim?.slice('tick:'.length))))]);
       return acquireBatch(requests, ttlMs, options);
     };
-    const queue = new Redis(queueRedis.urls[0] ?? '', { maxRetriesPerRequest: null });
+    const queue = new Redis(queueUrl(), { maxRetriesPerRequest: null });
     const scheduler = new Scheduler({ replicaId: 'lead', redlock, queueConnection: queue, logger: pino({ level: 'silent' }) });
     scheduler.setSchedules(schedules);
     scheduler.start();
@@ -200,7 +246,7 @@ describe('replicated schedulers', () => {
     expect(new Set(seconds).size).toBe(9);
   });
 
-  it('catch-up after every replica was down: the missed tick inside the window fires once, late; without catch-up it is missed', async () => {
+  it('catch-up after every replica was down: the missed tick inside the window fires once, late; without catch-up it is not fired', async () => {
     const withCatchUp = scheduleFixture({ id: 'team-d/catch-up', cron: '*/5 * * * * *', overlap: 'allow', leaseTtlMs: 5000, catchUpMs: 10_000 });
     const without = scheduleFixture({ id: 'team-d/no-catch-up', cron: '*/5 * * * * *', overlap: 'allow', leaseTtlMs: 5000 });
     // Stop the only replica before it contests a tick (the lead: a third of the 5 s lease TTL), and start again 1.5 s after it.
@@ -214,112 +260,224 @@ describe('replicated schedulers', () => {
     const third = startReplica('c2', [withCatchUp, without]);
     await sleep(1000);
     await Promise.all([stopReplica(second), stopReplica(third)]);
-    const at = (schedule: string) => outcomes.filter((o) => o.schedule === schedule && o.tickMs === missedTick);
-    expect(at('team-d/catch-up').filter((o) => o.outcome === 'enqueued').map((o) => o.replica)).toEqual(['c1']);
-    expect(at('team-d/catch-up').filter((o) => o.replica === 'c2').map((o) => o.outcome)).toEqual(['lost-race']);
-    expect(at('team-d/no-catch-up').filter((o) => o.outcome === 'enqueued')).toEqual([]);
+    expect(publishers('team-d/catch-up', missedTick)).toEqual(['c1']);
+    expect(observations.filter((o) => o.scheduleId === 'team-d/catch-up' && o.tickMs === missedTick && o.replica === 'c2').map((o) => o.observation)).toEqual(['lost-race']);
+    expect(publishers('team-d/no-catch-up', missedTick)).toEqual([]);
   });
 
-  it('a winner that dies between claim and enqueue: another replica enqueues the tick once its job is missing', async () => {
-    const schedule = scheduleFixture({ id: 'team-e/orphan', cron: '* * * * * *', overlap: 'allow', leaseTtlMs: 2000 });
-    // Play the dead winner: claim the next tick (lease and claim granted) and never enqueue.
-    const tick = Math.ceil((Date.now() + 1500) / 1000) * 1000;
-    const deadWinner = new Redlock(locks.urls);
-    await deadWinner.acquire(leaseResource(schedule.id, 'allow', tick), 2000, { claim: tickClaim(tick) });
-    await deadWinner.close();
-    const replicas = [startReplica('o0', [schedule]), startReplica('o1', [schedule])];
-    await sleep(tick + ORPHAN_CHECK_DELAY_MS + 3500 - Date.now());
-    await Promise.all(replicas.map(stopReplica));
-    const forTick = outcomes.filter((o) => o.schedule === schedule.id && o.tickMs === tick);
-    expect(forTick.filter((o) => o.outcome === 'lost-race')).toHaveLength(2);
-    expect(forTick.filter((o) => o.outcome === 'recovered')).toHaveLength(1);
-    const connection = new Redis(queueRedis.urls[0] ?? '', { maxRetriesPerRequest: null });
+  it('a completed tick is not run again when a replica restarts with catchUp after its job was removed: its publish marker says it ran', async () => {
+    const tick = nextSecond(2000);
+    // Once a minute, at the tick's second; catch-up reaches back over it.
+    const schedule = scheduleFixture({ id: 'team-k/nightly', cron: `${new Date(tick).getUTCSeconds()} * * * * *`, overlap: 'skip', leaseTtlMs: 2000, catchUpMs: 50_000 });
+    const first = startReplica('k0', [schedule]);
+    await sleep(tick + 1000 - Date.now());
+    await stopReplica(first);
+    expect(publishers(schedule.id, tick)).toEqual(['k0']);
+    // The run completes and BullMQ removes the job by age (removeOnComplete), as it does minutes later in
+    // production; the tick's history is gone too (trimmed). Only the publish marker is left.
+    const connection = new Redis(queueUrl(), { maxRetriesPerRequest: null });
     const queue = new Queue('tickwarden-default', { connection });
-    const job = await queue.getJob(tickJobId(schedule.id, tick));
+    const jobId = tickJobId(schedule.id, tick);
+    await connection.del(queue.toKey(jobId));
+    await connection.zrem(queue.toKey('delayed'), jobId);
+    await connection.lrem(queue.toKey('wait'), 0, jobId);
+    await connection.del(`tickwarden:control:ticks:{${schedule.id}}`);
+    const second = startReplica('k1', [schedule]);
+    await sleep(3500);
+    await stopReplica(second);
+    expect(await queue.getJob(jobId)).toBeUndefined();
     await queue.close();
     connection.disconnect();
-    expect(job?.data.tickMs).toBe(tick);
+    expect(publishers(schedule.id, tick)).toEqual(['k0']);
+    // k1 caught the tick up, found it published, and recorded that (not a run).
+    expect(outcomes.filter((o) => o.scheduleId === schedule.id && o.tickMs === tick && o.replica === 'k1').map((o) => [o.outcome, o.found])).toEqual([['enqueued', true]]);
   });
 
-  it('a recovery that gives up while two lock nodes are down and a later run holds the schedule on a node that answers records skipped-overlap, not missed', async () => {
-    // One tick a minute, 2-3 s from now: no later tick of its own gets in the way within the test.
-    const tick = Math.ceil((Date.now() + 2000) / 1000) * 1000;
+  it('a winner that dies between claim and enqueue: another replica recovers the tick within the lease TTL plus a second, under the claim\'s lease', async () => {
+    const schedule = everySecond('team-e/orphan', { leaseTtlMs: 2000 });
+    // Play the dead winner: claim the next tick (lease and claim granted) and never enqueue.
+    const tick = nextSecond(1500);
+    const deadWinner = new Redlock(locks.urls);
+    const claimed = await deadWinner.acquire(leaseResource(schedule.id, 'allow', tick), 2000, { claim: tickClaim(tick) });
+    await deadWinner.close();
+    const replicas = [startReplica('o0', [schedule]), startReplica('o1', [schedule])];
+    await waitUntil(() => publishers(schedule.id, tick).length > 0, 'the tick recovered', { timeoutMs: 10_000 });
+    const recoveredAt = Date.now();
+    await sleep(1500);
+    await Promise.all(replicas.map(stopReplica));
+    expect(recoveredAt - tick).toBeLessThanOrEqual(schedule.leaseTtlMs + 1000);
+    expect(observations.filter((o) => o.scheduleId === schedule.id && o.tickMs === tick && o.observation === 'lost-race').length).toBeGreaterThanOrEqual(2);
+    expect(records(schedule.id, tick, tick + 1).get(tick)).toEqual(['recovered']);
+    expect(publishers(schedule.id, tick)).toHaveLength(1);
+    // The claim is honoured: the job carries the claim's lease value (a worker takes that lease over).
+    expect((await storedJob('tickwarden-default', tickJobId(schedule.id, tick)))?.data.lease.value).toBe(claimed.value);
+  });
+
+  it('a contender that died mid-contest left the tick\'s claim on two of five nodes, and a third node hangs: recovery takes that claim over and the tick is recovered', async () => {
+    const schedule = everySecond('team-k/split', { leaseTtlMs: 2000 });
+    const tick = nextSecond(1500);
+    // The dead contender got two nodes only (a split it never released).
+    const deadContender = new Redlock(locks.urls.slice(0, 2));
+    const partial = await deadContender.acquire(leaseResource(schedule.id, 'allow', tick), 2000, { claim: tickClaim(tick) });
+    await deadContender.close();
+    await locks.node(4).pause();
+    let recoveredAt: number;
+    try {
+      const replicas = [startReplica('k0', [schedule]), startReplica('k1', [schedule])];
+      // Only nodes 2 and 3 are free: no fresh value can win until node 4 answers again.
+      // Before the tick's start deadline (leaseTtl + 10 s by default); recoverers retry about every second.
+      await waitUntil(() => publishers(schedule.id, tick).length > 0, 'the tick recovered while node 4 hangs', { timeoutMs: tick + schedule.leaseTtlMs + 10_000 - Date.now() });
+      recoveredAt = Date.now();
+      await sleep(1500);
+      await Promise.all(replicas.map(stopReplica));
+    } finally {
+      await locks.node(4).resume();
+    }
+    // Within its start deadline (leaseTtl + 10 s by default), while node 4 still hung.
+    expect(recoveredAt - tick).toBeLessThan(schedule.leaseTtlMs + 10_000);
+    expect(records(schedule.id, tick, tick + 1).get(tick)).toEqual(['recovered']);
+    expect(publishers(schedule.id, tick)).toHaveLength(1);
+    expect((await storedJob('tickwarden-default', tickJobId(schedule.id, tick)))?.data.lease.value).toBe(partial.value);
+  });
+
+  it('every replica that took a tick up stopped before deciding it: a replica started later (no catch-up) recovers it', async () => {
+    const schedule = everySecond('team-g/orphan', { leaseTtlMs: 2000 });
+    const tick = nextSecond(1500);
+    const deadWinner = new Redlock(locks.urls);
+    const claimed = await deadWinner.acquire(leaseResource(schedule.id, 'allow', tick), 2000, { claim: tickClaim(tick) });
+    await deadWinner.close();
+    // The only replica takes the tick up (loses its claim to the dead winner) and stops before recovery looks at it.
+    const first = startReplica('g0', [schedule]);
+    await waitUntil(() => observations.some((o) => o.replica === 'g0' && o.tickMs === tick && o.observation === 'lost-race'), 'the tick taken up', { timeoutMs: 5000 });
+    await stopReplica(first);
+    expect(records(schedule.id, tick, tick + 1).get(tick)).toBeUndefined();
+    await sleep(tick + 2500 - Date.now());
+    const second = startReplica('g1', [schedule]);
+    await waitUntil(() => publishers(schedule.id, tick).length > 0, 'the tick recovered by the new replica', { timeoutMs: 5000 });
+    await stopReplica(second);
+    expect(publishers(schedule.id, tick)).toEqual(['g1']);
+    expect(records(schedule.id, tick, tick + 1).get(tick)).toEqual(['recovered']);
+    expect((await storedJob('tickwarden-default', tickJobId(schedule.id, tick)))?.data.lease.value).toBe(claimed.value);
+  });
+
+  it('overlap skip: the lease taken on a minority of nodes at the due time while another node is silent (a moment\'s contender) is not a skip: recovery runs the tick once it is free', async () => {
+    const tick = nextSecond(2000);
+    const schedule = scheduleFixture({ id: 'team-m/minority', cron: `${new Date(tick).getUTCSeconds()} * * * * *`, overlap: 'skip', leaseTtlMs: 1000 });
+    // A replica cut off from the rest, recovering an older tick: its value on two nodes while the due-time contest runs.
+    const contender = new Redlock(locks.urls.slice(0, 2));
+    const held = await contender.acquire(leaseResource(schedule.id, 'skip', 0), 10_000);
+    await locks.node(4).pause();
+    const replica = startReplica('m0', [schedule]);
+    try {
+      await waitUntil(() => observations.some((o) => o.replica === 'm0' && o.tickMs === tick && o.observation === 'lock-unavailable') || records(schedule.id, tick, tick + 1).has(tick), 'the due-time contest to end', { timeoutMs: 5000 });
+      await contender.release(held);
+      await waitUntil(() => records(schedule.id, tick, tick + 1).has(tick), 'the tick decided', { timeoutMs: 5000 });
+    } finally {
+      await locks.node(4).resume();
+      await contender.close();
+      await stopReplica(replica);
+    }
+    expect(records(schedule.id, tick, tick + 1).get(tick)).toEqual(['recovered']);
+  });
+
+  it('a contest won late (this replica\'s links slow) for a tick another replica already recorded skipped: the skip stands, nothing is enqueued, the lease is released', async () => {
+    const tick = nextSecond(2000);
+    const schedule = scheduleFixture({ id: 'team-w/late-win', cron: `${new Date(tick).getUTCSeconds()} * * * * *`, overlap: 'skip', leaseTtlMs: 10_000 });
+    const resource = leaseResource(schedule.id, 'skip', 0);
+    // A previous run holds the lease on two nodes until 2.5 s after the tick; node 4 hangs, so each of
+    // this replica's tries waits a node timeout (1 s with this TTL) and its contest is won only seconds late.
+    const previous = new Redlock(locks.urls.slice(0, 2));
+    await previous.acquire(resource, tick + 2500 - Date.now());
+    await locks.node(4).pause();
+    const replica = startReplica('w0', [schedule]);
+    try {
+      // Another replica, on time, found the lease taken and recorded the skip.
+      await sleep(tick + 300 - Date.now());
+      const other = new Redis(queueUrl());
+      await new RedisReplicaStore(other).record([
+        { scheduleId: schedule.id, keepMs: 600_000, record: { tickMs: tick, outcome: 'skipped-overlap', reason: 'another run holds the schedule\'s lease', lagMs: 300, fence: undefined, jobId: undefined, replica: 'w1' } },
+      ]);
+      other.disconnect();
+      await sleep(tick + 7000 - Date.now());
+    } finally {
+      await locks.node(4).resume();
+      await previous.close();
+      await stopReplica(replica);
+    }
+    expect(publishers(schedule.id, tick)).toEqual([]);
+    expect(await storedJob('tickwarden-default', tickJobId(schedule.id, tick))).toBeUndefined();
+    // Released: a fresh acquire gets the lease at once.
+    const check = new Redlock(locks.urls);
+    await check.release(await check.acquire(resource, 1000, { retryCount: 0 }));
+    await check.close();
+  });
+
+  it('recovery that finds a later run holding the schedule\'s lease (overlap skip) records skipped-overlap, not missed', async () => {
+    const tick = nextSecond(2000);
     const schedule = scheduleFixture({ id: 'team-s/busy', cron: `${new Date(tick).getUTCSeconds()} * * * * *`, overlap: 'skip', leaseTtlMs: 2000 });
     const resource = leaseResource(schedule.id, 'skip', 0);
     // The dead winner claims the tick and never enqueues; a later run then holds the schedule's lease.
     const deadWinner = new Redlock(locks.urls);
     const claimed = await deadWinner.acquire(resource, 1000, { claim: tickClaim(tick) });
     const replica = startReplica('s0', [schedule]);
-    await sleep(tick + 500 - Date.now());
+    await sleep(tick + 300 - Date.now());
     await deadWinner.release(claimed);
     const laterRun = await deadWinner.acquire(resource, 60_000);
-    // Before the recovery gives up (10 s after the tick): the later run's lease is left on node 0
-    // alone (1 and 2 lost it) and nodes 3 and 4 are down - no quorum either way, but a lease that may be valid.
-    await sleep(tick + 8500 - Date.now());
-    const lockKey = resourceKeys('tickwarden', resource).lock;
-    for (const i of [1, 2]) {
-      const client = new Redis(locks.node(i).url, { maxRetriesPerRequest: 0 });
-      await client.del(lockKey);
-      client.disconnect();
-    }
-    await Promise.all([locks.node(3).kill(), locks.node(4).kill()]);
-    try {
-      await sleep(tick + 13_000 - Date.now());
-    } finally {
-      await stopReplica(replica);
-      await Promise.all([locks.node(3).restart({ keepData: false }), locks.node(4).restart({ keepData: false })]);
-      await deadWinner.release(laterRun);
-      await deadWinner.close();
-    }
-    const forTick = outcomes.filter((o) => o.schedule === schedule.id && o.tickMs === tick).map((o) => o.outcome);
-    expect(forTick).toEqual(['lost-race', 'skipped-overlap']);
-  }, 60_000);
+    await waitUntil(() => records(schedule.id, tick, tick + 1).has(tick), 'the tick decided', { timeoutMs: 5000 });
+    await stopReplica(replica);
+    await deadWinner.release(laterRun);
+    await deadWinner.close();
+    expect(records(schedule.id, tick, tick + 1).get(tick)).toEqual(['skipped-overlap']);
+  });
 
-  it('a recoverer whose add finds the paused winner\'s job stored since its check releases its lease and records lost-race, not recovered', async () => {
-    const schedule = scheduleFixture({ id: 'team-r/late-winner', cron: '* * * * * *', overlap: 'allow', leaseTtlMs: 1000 });
-    const tick = Math.ceil((Date.now() + 2000) / 1000) * 1000;
+  it('a recoverer whose add finds the paused winner\'s job stored since its look records lost-race and leaves the shared lease to the job', async () => {
+    const schedule = everySecond('team-r/late-winner', { leaseTtlMs: 1000 });
+    const tick = nextSecond(2000);
     const resource = leaseResource(schedule.id, 'allow', tick);
     const jobId = tickJobId(schedule.id, tick);
     // The winner: claims the tick and is paused (its add lands only later, below).
     const winner = new Redlock(locks.urls);
     const winnerLease = await winner.acquire(resource, schedule.leaseTtlMs, { claim: tickClaim(tick) });
     const redlock = new Redlock(locks.urls);
-    const connection = new Redis(queueRedis.urls[0] ?? '', { maxRetriesPerRequest: null });
+    const connection = new Redis(queueUrl(), { maxRetriesPerRequest: null });
     const scheduler = new Scheduler({
       replicaId: 'r0',
       redlock,
       queueConnection: connection,
       logger: pino({ level: 'silent' }),
-      onOutcome: (outcome, s, tickMs, lagMs) => outcomes.push({ replica: 'r0', outcome, schedule: s.id, tickMs, lagMs }),
+      onOutcome: (event) => outcomes.push({ ...event, replica: 'r0' }),
+      onObservation: (observation, scheduleId, tickMs) => observations.push({ replica: 'r0', observation, scheduleId, tickMs }),
     });
-    // The winner's add lands right after the recoverer found the job missing: the test hooks the
-    // recoverer's pipelined EXISTS round trip (MONITOR would do, but ioredis 6 trips over it).
-    const queueConnection = new Redis(queueRedis.urls[0] ?? '', { maxRetriesPerRequest: null });
+    // The winner's add lands right after recovery found the tick unpublished: the test hooks recovery's
+    // pipelined read of the job.
+    const queueConnection = new Redis(queueUrl(), { maxRetriesPerRequest: null });
     const queue = new Queue('tickwarden-default', { connection: queueConnection });
     let winnerAdded: Promise<unknown> | undefined;
     const pipeline = connection.pipeline.bind(connection);
     connection.pipeline = ((commands?: unknown[][]) => {
       const started = pipeline(commands as never);
-      if (winnerAdded || !commands?.some(([name, key]) => name === 'exists' && key === queue.toKey(jobId))) return started;
       const exec = started.exec.bind(started);
       started.exec = (async () => {
         const replies = await exec();
-        winnerAdded = queue.add(schedule.id, { lease: { value: winnerLease.value } }, { jobId, delay: 60_000 });
-        await winnerAdded;
+        const readsJob = started.length === 2 && !winnerAdded && replies?.[0]?.[1] === null && Date.now() > tick;
+        if (readsJob) {
+          winnerAdded = queue.add(schedule.id, { lease: { value: winnerLease.value, fence: winnerLease.fence }, enqueuedBy: 'the-winner' }, { jobId, delay: 60_000 });
+          await winnerAdded;
+        }
         return replies;
       }) as typeof started.exec;
       return started;
     }) as typeof connection.pipeline;
     scheduler.setSchedules([schedule]);
     scheduler.start();
-    await sleep(tick + ORPHAN_CHECK_DELAY_MS + 2500 - Date.now());
+    await sleep(tick + 3000 - Date.now());
     await scheduler.stop();
     expect(winnerAdded).toBeDefined();
-    await winnerAdded;
-    const forTick = outcomes.filter((o) => o.schedule === schedule.id && o.tickMs === tick).map((o) => o.outcome);
-    expect(forTick).toEqual(['lost-race', 'lost-race']);
+    expect(publishers(schedule.id, tick)).toEqual([]);
+    expect(observations.filter((o) => o.replica === 'r0' && o.tickMs === tick).map((o) => o.observation)).toEqual(['lost-race', 'lost-race']);
     expect((await queue.getJob(jobId))?.data.lease.value).toBe(winnerLease.value);
-    // Released: the stored job's worker can take the resource (the winner's lease has expired).
+    // Not released by the recoverer: the job's lease value holds the resource until it expires; then the worker takes it.
+    await sleep(schedule.leaseTtlMs);
     const worker = new Redlock(locks.urls, { retryCount: 0 });
     await expect(worker.acquire(resource, 1000, { value: winnerLease.value })).resolves.toMatchObject({ resource });
     await Promise.all([worker.close(), winner.close(), redlock.close(), queue.close()]);
@@ -327,9 +485,8 @@ describe('replicated schedulers', () => {
     queueConnection.disconnect();
   });
 
-  it('overlap cancel-previous: the running run is revoked (its watchdog aborts it) and the tick runs one lease TTL later', async () => {
+  it('overlap cancel-previous: the contest at the tick revokes the running run (its watchdog aborts it) and the new run is due at its tick', async () => {
     const schedule = scheduleFixture({ id: 'team-f/cancel', cron: '* * * * * *', overlap: 'cancel-previous', leaseTtlMs: 1500 });
-    // A run of the schedule that would go on for a long time, under its lease's watchdog.
     const running = new Redlock(locks.urls, { abortMarginMs: 100 });
     const runStarted = Date.now();
     let held: () => void = () => undefined;
@@ -338,7 +495,6 @@ describe('replicated schedulers', () => {
       held();
       return new Promise<unknown>((resolve) => signal.addEventListener('abort', () => resolve(signal.reason), { once: true }));
     });
-    // The replicas start once the run holds the lease: a tick before that would just win it (seen on a loaded machine).
     await acquired;
     const replicas = [startReplica('x0', [schedule]), startReplica('x1', [schedule])];
     const reason = await abort;
@@ -348,24 +504,48 @@ describe('replicated schedulers', () => {
     await running.close();
     expect(reason).toBeInstanceOf(LeaseLostError);
     expect(abortedAt - runStarted).toBeLessThan(3000);
-    const enqueued = outcomes.filter((o) => o.schedule === schedule.id && o.outcome === 'enqueued' && o.tickMs >= runStarted);
+    const enqueued = outcomes.filter((o) => o.scheduleId === schedule.id && o.outcome === 'enqueued' && o.tickMs >= runStarted);
     expect(enqueued.length).toBeGreaterThan(0);
     expect(new Set(enqueued.map((o) => o.tickMs)).size).toBe(enqueued.length);
-    // The tick that revoked the run is due one lease TTL after it (later ticks may find the lease free
-    // and run on time, so which enqueue comes first depends on timing; the delayed one must exist).
-    const connection = new Redis(queueRedis.urls[0] ?? '', { maxRetriesPerRequest: null });
-    const queue = new Queue('tickwarden-default', { connection });
-    const delays = await Promise.all(enqueued.map(async (o) => ((await queue.getJob(tickJobId(schedule.id, o.tickMs)))?.data.dueMs ?? 0) - o.tickMs));
-    expect(Math.max(...delays)).toBeGreaterThanOrEqual(1400);
-    await queue.close();
-    connection.disconnect();
+    // Contested when due (never ahead), and due at its tick: the worker waits for the revoked run to stop.
+    expect(enqueued.every((o) => o.lagMs >= 0)).toBe(true);
+    for (const o of enqueued) expect((await storedJob('tickwarden-default', tickJobId(schedule.id, o.tickMs)))?.data.dueMs).toBe(o.tickMs);
   });
 
-  it('1,201 schedules due at the same instant: every job is added once, in round trips of at most 500 commands (jobs added in slices, history in script calls)', async () => {
+  it('overlap cancel-previous, a replica\'s clock 3 s ahead (more than the period): it cannot revoke early, the replica on time publishes every tick', async () => {
+    const schedule = scheduleFixture({ id: 'team-f/cancel-skewed', cron: '*/2 * * * * *', overlap: 'cancel-previous', leaseTtlMs: 3000 });
+    const replicas = [startReplica('k0', [schedule], skewedClock(3000)), startReplica('k1', [schedule])];
+    const from = nextSecond(1000);
+    await sleep(7000);
+    await Promise.all(replicas.map(stopReplica));
+    const to = Date.now() - 2000;
+    const published = outcomes.filter((o) => o.scheduleId === schedule.id && o.recorded && o.outcome === 'enqueued' && o.tickMs >= from && o.tickMs < to);
+    // Without the lock nodes' clocks deciding, k0 revokes each tick 3 s early: every tick would be superseded by the next before it is due.
+    const due = Array.from({ length: 5 }, (_, i) => Math.ceil(from / 2000) * 2000 + i * 2000).filter((tick) => tick < to);
+    expect(due.length).toBeGreaterThanOrEqual(2);
+    expect(published.map((o) => o.tickMs).sort((a, b) => a - b)).toEqual(due);
+    expect(published.every((o) => o.replica === 'k1')).toBe(true);
+    expect(observations.some((o) => o.replica === 'k0' && o.scheduleId === schedule.id && o.observation === 'clock-ahead')).toBe(true);
+  });
+
+  it('three replicas: a paused schedule\'s ticks are each recorded skipped-paused once for the cluster', async () => {
+    const schedule = everySecond('team-z/paused', { paused: true });
+    const replicas = ['z0', 'z1', 'z2'].map((name) => startReplica(name, [schedule]));
+    const from = nextSecond(1000);
+    await sleep(4000);
+    await Promise.all(replicas.map(stopReplica));
+    const to = Math.floor((Date.now() - 1000) / 1000) * 1000;
+    for (let tick = from; tick < to; tick += 1000) {
+      expect(records(schedule.id, tick, tick + 1).get(tick), `tick ${tick}`).toEqual(['skipped-paused']);
+      expect(outcomes.filter((o) => o.scheduleId === schedule.id && o.tickMs === tick).length).toBe(3);
+    }
+    const history = await new RedisReplicaStore(new Redis(queueUrl())).history(schedule.id, 100);
+    expect(history.filter((r) => r.tickMs >= from && r.tickMs < to)).toHaveLength((to - from) / 1000);
+  });
+
+  it('1,201 schedules due at the same instant: every job is added once, in round trips of at most 500 commands', async () => {
     const schedules = Array.from({ length: 1201 }, (_, i) => scheduleFixture({ id: `team-s/s${i}`, cron: '*/5 * * * * *', overlap: 'allow', leaseTtlMs: 6000, queue: 'slices' }));
     const replica = startReplica('s0', schedules);
-    // Round trips on the queue connection, by size: addBulk sends one pipeline of one add per job;
-    // the tick history one of one script call per 500 ticks.
     const sizes: number[] = [];
     const pipeline = replica.queue.pipeline.bind(replica.queue);
     replica.queue.pipeline = ((commands?: unknown[][]) => {
@@ -380,72 +560,40 @@ describe('replicated schedulers', () => {
     const tick = Math.ceil((Date.now() + 4000) / 5000) * 5000;
     await sleep(tick + 500 - Date.now());
     await stopReplica(replica);
-    const atTick = outcomes.filter((o) => o.schedule.startsWith('team-s/') && o.tickMs === tick);
+    const atTick = outcomes.filter((o) => o.scheduleId.startsWith('team-s/') && o.tickMs === tick);
     expect(atTick.length).toBe(1201);
-    expect(new Set(atTick.map((o) => o.schedule)).size).toBe(1201);
-    expect(atTick.every((o) => o.outcome === 'enqueued')).toBe(true);
-    const connection = new Redis(queueRedis.urls[0] ?? '', { maxRetriesPerRequest: null });
-    const queue = new Queue('tickwarden-slices', { connection });
-    expect(await Promise.all(schedules.slice(0, 3).map(async (s) => (await queue.getJob(tickJobId(s.id, tick)))?.data.tickMs))).toEqual([tick, tick, tick]);
-    // BullMQ does not close a connection it was given.
-    await queue.close();
-    connection.disconnect();
+    expect(new Set(atTick.map((o) => o.scheduleId)).size).toBe(1201);
+    expect(atTick.every((o) => o.outcome === 'enqueued' && o.recorded)).toBe(true);
+    expect((await storedJob('tickwarden-slices', tickJobId('team-s/s0', tick)))?.data.tickMs).toBe(tick);
     expect(Math.max(...sizes)).toBeLessThanOrEqual(500);
     expect(sizes.filter((size) => size > 1).length).toBeGreaterThanOrEqual(3);
   });
 
-  it('tick history: 1,100 ticks of 2 schedules, interleaved, recorded in one call keep each schedule\'s newest 20, newest first', async () => {
-    const connection = new Redis(queueRedis.urls[0] ?? '', { maxRetriesPerRequest: null });
-    const control = new ControlState(connection);
-    const tick = (tickMs: number): TickRecord => ({ tickMs, outcome: 'enqueued', lagMs: 1, fence: tickMs, jobId: `j${tickMs}`, replica: 'h0' });
-    await control.record(Array.from({ length: 1100 }, (_, i) => ({ scheduleId: `team-h/h${i % 2}`, tick: tick(i) })));
-    const newest = (parity: number) => Array.from({ length: HISTORY_LENGTH }, (_, i) => tick(1100 - 2 + parity - 2 * i));
-    expect(await control.history('team-h/h0')).toEqual(newest(0));
-    expect(await control.history('team-h/h1')).toEqual(newest(1));
-    connection.disconnect();
-  });
-
   describe('contest lead: ticks are contested and enqueued ahead of their due time', () => {
-    async function storedDueMs(scheduleId: string, tickMs: number): Promise<{ dueMs: number; state: string; readyAtMs: number }> {
-      const connection = new Redis(queueRedis.urls[0] ?? '', { maxRetriesPerRequest: null });
-      const queue = new Queue('tickwarden-default', { connection });
-      const job = await queue.getJob(tickJobId(scheduleId, tickMs));
-      const result = { dueMs: job?.data.dueMs ?? 0, state: job ? await job.getState() : 'missing', readyAtMs: (job?.timestamp ?? 0) + (job?.delay ?? 0) };
-      await queue.close();
-      connection.disconnect();
-      return result;
-    }
-
     it('overlap allow: the job is enqueued before its tick, as a delayed job that becomes ready at the due time', async () => {
       // Lease TTL 6 s: the lead is min(9.5 s default, a third of the TTL) = 2 s.
       const schedule = scheduleFixture({ id: 'team-i/ahead', cron: '*/3 * * * * *', overlap: 'allow', leaseTtlMs: 6000 });
       const replica = startReplica('i0', [schedule]);
       const tick = Math.ceil((Date.now() + 3000) / 3000) * 3000;
       await sleep(tick - 500 - Date.now());
-      const stored = await storedDueMs(schedule.id, tick);
+      const stored = await storedJob('tickwarden-default', tickJobId(schedule.id, tick));
       await stopReplica(replica);
-      const [enqueued] = outcomes.filter((o) => o.schedule === schedule.id && o.tickMs === tick);
+      const [enqueued] = outcomes.filter((o) => o.scheduleId === schedule.id && o.tickMs === tick);
       expect(enqueued?.outcome).toBe('enqueued');
       expect(enqueued?.lagMs).toBeLessThan(-1000);
       expect(enqueued?.lagMs).toBeGreaterThanOrEqual(-2000);
-      // A worker's BullMQ moves it to waiting at readyAtMs (the worker tests run such jobs).
-      expect(stored).toEqual({ dueMs: tick, state: 'delayed', readyAtMs: tick });
+      expect(stored).toMatchObject({ data: { dueMs: tick }, state: 'delayed', readyAtMs: tick });
     });
 
     it('contestLeadMs 0 contests when due; a negative lead is refused naming the setting', async () => {
       const schedule = scheduleFixture({ id: 'team-i/no-lead', cron: '* * * * * *', overlap: 'allow', leaseTtlMs: 6000 });
-      const redlock = new Redlock(locks.urls, { nodeTimeoutMs: 250 });
-      const queueConnection = new Redis(queueRedis.urls[0] ?? '', { maxRetriesPerRequest: null });
-      const options = { replicaId: 'i3', redlock, queueConnection, logger: pino({ level: 'silent' }) };
-      expect(() => new Scheduler({ ...options, contestLeadMs: -1 })).toThrow(/^contestLeadMs: expected a number of milliseconds >= 0, got -1$/);
-      const scheduler = new Scheduler({ ...options, contestLeadMs: 0, onOutcome: (outcome, s, tickMs, lagMs) => outcomes.push({ replica: 'i3', outcome, schedule: s.id, tickMs, lagMs }) });
-      scheduler.setSchedules([schedule]);
-      scheduler.start();
+      expect(() => new Scheduler({ replicaId: 'i3', redlock: new Redlock(locks.urls), queueConnection: new Redis(queueUrl(), { lazyConnect: true }), logger: pino({ level: 'silent' }), contestLeadMs: -1 })).toThrow(
+        /^contestLeadMs: expected a number of milliseconds >= 0, got -1$/,
+      );
+      const replica = startReplica('i3', [schedule], systemClock, systemClock, { contestLeadMs: 0 });
       await sleep(2500);
-      await scheduler.stop();
-      await redlock.close();
-      queueConnection.disconnect();
-      const enqueued = outcomes.filter((o) => o.schedule === schedule.id && o.outcome === 'enqueued');
+      await stopReplica(replica);
+      const enqueued = outcomes.filter((o) => o.scheduleId === schedule.id && o.outcome === 'enqueued');
       expect(enqueued.length).toBeGreaterThan(0);
       expect(enqueued.every((o) => o.lagMs >= 0)).toBe(true);
     });
@@ -453,7 +601,7 @@ describe('replicated schedulers', () => {
     it('overlap skip: a contest ahead that finds the previous run holding the lease is contested again when due', async () => {
       const schedule = scheduleFixture({ id: 'team-i/skip', cron: '*/4 * * * * *', overlap: 'skip', leaseTtlMs: 6000 });
       const holder = new Redlock(locks.urls, { nodeTimeoutMs: 250 });
-      const lease = await holder.acquire(leaseResource(schedule.id, 'skip', 0), 30_000);
+      const lease: Lease = await holder.acquire(leaseResource(schedule.id, 'skip', 0), 30_000);
       const replica = startReplica('i1', [schedule]);
       // Not the replica's first tick (that one has no known previous run and is contested when due):
       // contested ahead at tick - 2 s while the previous run holds the lease, which it releases 1 s before the tick.
@@ -463,26 +611,11 @@ describe('replicated schedulers', () => {
       await holder.close();
       await sleep(tick + 1000 - Date.now());
       await stopReplica(replica);
-      const seen = outcomes.filter((o) => o.schedule === schedule.id);
+      const seen = outcomes.filter((o) => o.scheduleId === schedule.id);
       expect(seen.filter((o) => o.tickMs < tick).map((o) => o.outcome)).toContain('skipped-overlap');
       const atTick = seen.filter((o) => o.tickMs === tick);
       expect(atTick.map((o) => o.outcome)).toEqual(['enqueued']);
       expect(atTick[0]?.lagMs).toBeGreaterThanOrEqual(0);
-    });
-
-    it('overlap cancel-previous: the running run is revoked when the next tick is due, not during the lead', async () => {
-      // Every 2 s, lease TTL 3 s (lead 1 s). No worker takes the jobs over, so each run's lease is held
-      // by its queued job for 3 s: every later tick finds it taken ahead, and must revoke it only when due.
-      const schedule = scheduleFixture({ id: 'team-i/cancel', cron: '*/2 * * * * *', overlap: 'cancel-previous', leaseTtlMs: 3000 });
-      const from = Date.now();
-      const replica = startReplica('i2', [schedule]);
-      await sleep(6500);
-      await stopReplica(replica);
-      const enqueued = outcomes.filter((o) => o.schedule === schedule.id && o.outcome === 'enqueued' && o.tickMs > from);
-      const revoking = (await Promise.all(enqueued.map(async (o) => ({ tickMs: o.tickMs, ...(await storedDueMs(schedule.id, o.tickMs)) })))).filter((job) => job.dueMs > job.tickMs);
-      expect(revoking.length).toBeGreaterThan(0);
-      // Revoked at the tick (or later): the new run is due one lease TTL after that. Revoked at the contest ahead, it would be 1 s earlier.
-      for (const job of revoking) expect(job.dueMs - job.tickMs).toBeGreaterThanOrEqual(3000);
     });
   });
 });

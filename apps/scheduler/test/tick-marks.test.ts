@@ -4,7 +4,7 @@ import { Redis } from 'ioredis';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Scheduler, type Schedule, type TickOutcome } from '../src/index.ts';
-import { ControlState } from '../src/control.ts';
+import { RedisReplicaStore } from '../src/replica-store.ts';
 import { scheduleFixture } from './support.ts';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -49,7 +49,7 @@ describe('high-water marks: ticks missed while no replica ran', () => {
       queueConnection: queue,
       logger,
       gapCheckDelayMs,
-      onOutcome: (outcome, schedule, tickMs) => outcomes.push({ replica: name, outcome, schedule: schedule.id, tickMs }),
+      onOutcome: ({ outcome, scheduleId, tickMs }) => outcomes.push({ replica: name, outcome, schedule: scheduleId, tickMs }),
     });
     scheduler.setSchedules(schedules);
     scheduler.start();
@@ -88,7 +88,7 @@ describe('high-water marks: ticks missed while no replica ran', () => {
       ]);
       // The history `tickwarden status` shows: one entry for the gap.
       const connection = new Redis(queueRedis.urls[0] ?? '', { maxRetriesPerRequest: null });
-      const gaps = (await new ControlState(connection).history(schedule.id)).filter((run) => run.gap);
+      const gaps = (await new RedisReplicaStore(connection).history(schedule.id)).filter((run) => run.gap);
       connection.disconnect();
       expect(gaps).toEqual([expect.objectContaining({ outcome: 'missed', tickMs: expected.at(-1), gap: { firstTickMs: expected[0], count: expected.length, atLeast: false } })]);
     }
@@ -127,7 +127,7 @@ describe('high-water marks: ticks missed while no replica ran', () => {
     const schedule = everySecond('gap/huge');
     const connection = new Redis(queueRedis.urls[0] ?? '');
     const markedAt = Math.floor(Date.now() / 1000) * 1000 - 3 * 3_600_000; // three hours of per-second ticks ago
-    await new ControlState(connection).raiseMarks(new Map([[schedule.id, markedAt]]));
+    await new RedisReplicaStore(connection).raiseMarks(new Map([[schedule.id, markedAt]]));
     connection.disconnect();
     const replica = startReplica('h0', [schedule], 200);
     await sleep(2500);

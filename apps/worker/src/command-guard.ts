@@ -10,7 +10,7 @@ import type { WorkerMetrics } from './metrics.ts';
 // The guard process sits next to this file, as .ts in the sources and .js once built.
 const GUARD_PROCESS = fileURLToPath(new URL(`./command-guard-process${path.extname(fileURLToPath(import.meta.url))}`, import.meta.url));
 
-/** A command run waits at most this long for a running guard, then fails (COMMAND_GUARD_UNAVAILABLE), ms. */
+/** A command or module run waits at most this long for a running guard, then fails (COMMAND_GUARD_UNAVAILABLE), ms. */
 export const GUARD_READY_TIMEOUT_MS = 5_000;
 /** A guard that exits before it is ready is spawned again only after this, so a broken guard cannot spin, ms. */
 export const GUARD_RESPAWN_DELAY_MS = 1_000;
@@ -35,8 +35,8 @@ type GuardChild = ChildProcessByStdio<Writable, Readable, null>;
 
 /**
  * The worker's side of the command guard (command-guard-process.ts): spawns
- * the guard once, tells it each command's process group and the time to
- * SIGKILL it (just before the run's lease validity ends, moved on with each
+ * the guard once, tells it each command's (and module process's, see
+ * handlers/module.ts) process group and the time to SIGKILL it (just before the run's lease validity ends, moved on with each
  * extension), and respawns it if it exits. The guard acts when this process
  * cannot: it died (the pipe reaches EOF) or it is paused or stuck (a kill time
  * passes without being moved).
@@ -91,7 +91,7 @@ export class CommandGuard {
       };
       const onReady = (): void => settle();
       const onAbort = (): void => settle(signal.reason);
-      const timer = setTimeout(() => settle(new HandlerError(`no command guard is running after ${timeoutMs} ms: the command is not started`, { code: 'COMMAND_GUARD_UNAVAILABLE' })), timeoutMs);
+      const timer = setTimeout(() => settle(new HandlerError(`no command guard is running after ${timeoutMs} ms: nothing is started`, { code: 'COMMAND_GUARD_UNAVAILABLE' })), timeoutMs);
       signal.addEventListener('abort', onAbort, { once: true });
       this.#readyListeners.add(onReady);
     });
@@ -189,7 +189,7 @@ export class CommandGuard {
     this.#options.metrics?.commandGuardKills.inc();
     this.#options.logger.error(
       { code: 'COMMAND_GUARD_KILLED', pgid, lateMs },
-      'command guard SIGKILLed a command: its lease deadline passed without an extension reaching the guard (this worker was paused or stuck)',
+      'command guard SIGKILLed a run\'s process group (a command or a module process): its lease deadline passed without an extension reaching the guard (this worker was paused or stuck)',
     );
   }
 
@@ -202,7 +202,7 @@ export class CommandGuard {
     const respawnInMs = wasReady ? 0 : GUARD_RESPAWN_DELAY_MS;
     this.#options.logger.error(
       { ...fields, code: 'COMMAND_GUARD_EXITED', unguardedGroups: this.#killAt.size, respawnInMs },
-      'command guard exited: starting a new one; running commands are unguarded until it is ready',
+      'command guard exited: starting a new one; running commands and module processes are unguarded until it is ready',
     );
     this.#respawnTimer = setTimeout(() => this.#spawn(), respawnInMs);
   }

@@ -1,13 +1,26 @@
+export { predecessorsWaitUntil, type ActivePeer } from './cancel-previous.ts';
 export { CommandGuard, GUARD_READY_TIMEOUT_MS, GUARD_RESPAWN_DELAY_MS, hostMonotonicMs, type CommandGuardOptions } from './command-guard.ts';
-export { handlerStarted, markHandlerStarted, type HandlerStartedMark } from './handler-started.ts';
+export { deferralsOf, handlerStarted, lostFinish, markDeferred, markFinished, markHandlerStarted, type DeferralMarks, type FinishedMark, type HandlerStartedMark, type LastDeferral, type RunProgress } from './run-progress.ts';
 export { LEASE_KILL_MARGIN_MS, runCommand, type CommandHandlerConfig, type CommandRunOptions } from './handlers/command.ts';
-export { HTTP_ERROR_BODY_LIMIT, runHttp, type HttpHandlerConfig } from './handlers/http.ts';
-export { runHandler } from './handlers/index.ts';
+export { HTTP_DESTINATION_REFUSED, HTTP_ERROR_BODY_LIMIT, runHttp, type HttpHandlerConfig } from './handlers/http.ts';
+export { runHandler, type HandlerOptions } from './handlers/index.ts';
 export { resolveModulePath, runModule, type ModuleHandlerConfig } from './handlers/module.ts';
 export { DEFAULT_OUTPUT_LIMITS, OutputLog, type OutputLimits } from './handlers/output.ts';
 export { HandlerError, type LeaseValidity, type RunContext, type RunDetails } from './handlers/types.ts';
-export { JobRunner, RunAbortedError, TAKEOVER_SLACK_MS, type AbortKind, type JobRunnerOptions, type RunResult } from './job-runner.ts';
+export {
+  CANCEL_PREVIOUS_EXTEND_MS,
+  DEFER_DELAY_MS,
+  DEFER_JITTER_MS,
+  JobRunner,
+  PREDECESSOR_POLL_MS,
+  RunAbortedError,
+  TAKEOVER_SLACK_MS,
+  type AbortKind,
+  type JobRunnerOptions,
+  type RunResult,
+} from './job-runner.ts';
+export { leaseNodeTimeoutMs, MAX_LEASE_NODE_TIMEOUT_MS, MIN_TAKEOVER_WINDOW_MS, TAKEOVER_RETRY_MS, takeOverLease, type TakeOverOptions } from './lease-takeover.ts';
 export { LeaseValidityTracker } from './lease-validity-tracker.ts';
 export { RUN_OUTCOMES, WorkerMetrics, type RunOutcome } from './metrics.ts';
 export { RunLeaseValidity } from './run-lease-validity.ts';
-export { lockDurationFor, MIN_LOCK_DURATION_MS, WorkerService, type WorkerServiceOptions } from './worker-service.ts';
+export { lockDurationFor, MAX_STALLED_COUNT, MIN_LOCK_DURATION_MS, QUORUM_POLL_MS, WorkerService, type WorkerServiceOptions } from './worker-service.ts';

@@ -1,13 +1,15 @@
-import type { ScheduleConfig } from '@tickwarden/config';
+import { nextTickAfter, type HttpDestinations, type ScheduleConfig } from '@tickwarden/config';
 import { parseTickJob, type TickJobData } from '@tickwarden/contracts';
-import { AcquireAbortedError, LockTakenError, type Lease, type Redlock } from '@tickwarden/redlock';
-import { UnrecoverableError, type Job } from 'bullmq';
+import { AcquireAbortedError, LeaseLostError, LockTakenError, QuorumUnavailableError, RedlockError, type Lease, type Redlock } from '@tickwarden/redlock';
+import { DelayedError, UnrecoverableError, type Job } from 'bullmq';
 import type { Logger } from 'pino';
 import type { CommandGuard } from './command-guard.ts';
-import { handlerStarted, markHandlerStarted } from './handler-started.ts';
-import { runHandler } from './handlers/index.ts';
+import { deferralsOf, handlerStarted, lostFinish, markDeferred, markFinished, markHandlerStarted, unmarkHandlerStarted, type FinishedMark, type LastDeferral } from './run-progress.ts';
+import { LEASE_ENDING_BEFORE_START, runHandler } from './handlers/index.ts';
 import type { OutputLimits } from './handlers/output.ts';
-import type { LeaseValidity, RunDetails } from './handlers/types.ts';
+import { HandlerError, type LeaseValidity, type RunDetails } from './handlers/types.ts';
+import { predecessorsWaitUntil, type ActivePeer } from './cancel-previous.ts';
+import { leaseNodeTimeoutMs, pause, TAKEOVER_RETRY_MS, takeOverLease } from './lease-takeover.ts';
 import { LeaseValidityTracker } from './lease-validity-tracker.ts';
 import type { RunOutcome, WorkerMetrics } from './metrics.ts';
 
@@ -26,7 +28,7 @@ export class RunAbortedError extends Error {
 
 /** What a job attempt returns to BullMQ (the job's return value) when it does not fail. */
 export interface RunResult {
-  outcome: Extract<RunOutcome, 'succeeded' | 'skipped-overlap' | 'missed-deadline'>;
+  outcome: Extract<RunOutcome, 'succeeded' | 'skipped-overlap' | 'missed-deadline' | 'superseded'>;
   /** The fencing token of this attempt's grant (absent when it did not run). */
   fence?: number;
   details?: RunDetails;
@@ -45,21 +47,82 @@ export interface JobRunnerOptions {
   onOutcome?: ((outcome: RunOutcome, data: TickJobData | undefined, job: Job) => void) | undefined;
   /** Caps on logged handler output (default 1,000 lines of at most 4 KiB per run). */
   outputLimits?: OutputLimits | undefined;
+  /** Where the Secrets that schedules' `{ secret, key }` values name are mounted; default DEFAULT_SECRETS_DIR. */
+  secretsDir?: string | undefined;
+  /** Where http handlers may connect; default DEFAULT_HTTP_DESTINATIONS (link-local denied). */
+  httpDestinations?: HttpDestinations | undefined;
   /** Wall clock, ms (default `Date.now`): for the start deadline. */
   now?: (() => number) | undefined;
+  /** Names the worker in a job's last deferral (its `progress`). */
+  workerId?: string | undefined;
+  /**
+   * Why the worker does not take jobs now (no lock quorum answers it), or
+   * undefined while it does: a job BullMQ still hands over meanwhile is
+   * deferred at once with this reason, and a takeover stops retrying.
+   */
+  notTakingJobs?: (() => string | undefined) | undefined;
+  /** Told when a lease could not be taken for want of a lock quorum (not a shutdown): the service then probes the lock nodes. */
+  onQuorumUnavailable?: ((error: QuorumUnavailableError, nodeTimeoutMs: number) => void) | undefined;
+  /**
+   * The other jobs of the job's schedule active now in its BullMQ queue: a
+   * `cancel-previous` run waits for those whose handler started before its own
+   * handler starts. Without it, it does not wait.
+   */
+  activePeers?: ((job: Job) => Promise<readonly ActivePeer[]>) | undefined;
+  /** Records on a started peer's job that this run (enqueued at `atMs`) found it active: see predecessorsWaitUntil. */
+  notePeerRevoked?: ((job: Job, peerJobId: string, atMs: number) => Promise<void>) | undefined;
 }
 
-/** A later start waits for the previous attempt's lease at most its TTL plus this, ms. */
+/** A later start waits for the previous attempt's lease at most its TTL plus this, ms; a cancel-previous run waits for its predecessors at most until its scheduler lease's TTL plus this. */
 export const TAKEOVER_SLACK_MS = 1000;
+/** A deferred job is due again after this plus up to {@link DEFER_JITTER_MS}, ms (sooner when its start deadline is closer). */
+export const DEFER_DELAY_MS = 500;
+export const DEFER_JITTER_MS = 500;
+/** A cancel-previous run's watchdog extends at least this often, ms: a revoked run learns it within about this. */
+export const CANCEL_PREVIOUS_EXTEND_MS = 500;
+/**
+ * A job ready more than this before its due time by the worker's clock is put back until then, ms:
+ * the scheduler that enqueued it has a clock ahead (BullMQ makes a delayed job ready by the
+ * enqueuer's clock); a run must not start early because one replica's clock is wrong.
+ */
+const EARLY_TOLERANCE_MS = 100;
+/** A cancel-previous run stops confirming its lease (and aborts) with this little validity left, ms: the watchdog's own margin. */
+const LEASE_CHECK_MARGIN_MS = 200;
+/** How often a cancel-previous run reads the queue's active jobs while it waits for its predecessors, ms. */
+export const PREDECESSOR_POLL_MS = 100;
+
+
+function tryParseTickJob(data: unknown): TickJobData | undefined {
+  try {
+    return parseTickJob(data);
+  } catch {
+    return undefined;
+  }
+}
+
+/** Whether an abort is a cancel-previous revocation: the watchdog found another value holding the lease. */
+function revoked(aborted: RunAbortedError): boolean {
+  const { cause } = aborted;
+  return aborted.kind === 'lease-lost' && cause instanceof LeaseLostError && [...cause.nodeCauses.values()].includes('taken');
+}
 
 /** One attempt of one tick's job, as the runner follows it. */
 interface Attempt {
   job: Job;
+  /** BullMQ's lock token of this processor call (to put the job back). */
+  token: string | undefined;
   data: TickJobData;
   jobId: string;
+  /** Processor calls of the job so far, deferrals not counted. */
   attempt: number;
-  /** The first processor call of the job: the scheduler's lease is ours to take over by value (or to release). */
+  /**
+   * No attempt of the job has ended or stalled yet (deferrals aside): the
+   * scheduler's lease is ours to take over by value (or to release).
+   */
   firstStart: boolean;
+  /** Deferrals before this processor call, and the last one's cause (from the job's progress). */
+  deferrals: number;
+  lastDeferral: LastDeferral | undefined;
   log: Logger;
   /** `performance.now()` when BullMQ called the processor. */
   started: number;
@@ -72,6 +135,8 @@ interface Held {
   leaseSignal: AbortSignal;
   validity: LeaseValidity;
   log: Logger;
+  /** Set by the handler right before its work can begin (`RunContext.started`): from then on the attempt counts as run. */
+  state: { handlerStarted: boolean };
 }
 
 const abortOnce = (controller: AbortController, reason: RunAbortedError): void => {
@@ -81,13 +146,19 @@ const abortOnce = (controller: AbortController, reason: RunAbortedError): void =
 /**
  * Runs tick jobs: takes the schedule's lease over from the scheduler (first
  * start) or waits for the previous attempt's lease to lapse (later starts),
- * then runs the handler under the lease watchdog. `processJob` is BullMQ's
- * processor; `abortAll` stops every run (worker shutdown past its grace).
+ * then runs the handler under the lease watchdog. A lease it cannot take
+ * (another run holding it aside) puts the job back without consuming an
+ * attempt (a deferral) until the tick's start deadline. `processJob` is
+ * BullMQ's processor; `stopStarting` ends every lease wait (shutdown) and
+ * `abortAll` stops every run (shutdown past its grace).
  */
 export class JobRunner {
   readonly #options: JobRunnerOptions;
   readonly #validities: LeaseValidityTracker;
   readonly #active = new Set<AbortController>();
+  /** Aborted once the worker stops: no lease wait goes on, no new run starts (jobs are deferred). */
+  readonly #stopping = new AbortController();
+  /** Aborted past the shutdown grace: every run is aborted. */
   readonly #shutdown = new AbortController();
 
   constructor(options: JobRunnerOptions) {
@@ -100,28 +171,58 @@ export class JobRunner {
     return this.#active.size;
   }
 
+  /** The worker is stopping: lease waits end and jobs not yet running go back to the queue (deferred); running handlers go on. */
+  stopStarting(): void {
+    if (!this.#stopping.signal.aborted) this.#stopping.abort(new RunAbortedError('shutdown', 'the worker is shutting down'));
+  }
+
   /** Aborts every run (its handler's signal fires with a `shutdown` RunAbortedError) and every lease wait; no new run starts. */
   abortAll(): void {
     const reason = new RunAbortedError('shutdown', 'the worker is shutting down');
+    this.stopStarting();
     if (!this.#shutdown.signal.aborted) this.#shutdown.abort(reason);
     for (const controller of this.#active) abortOnce(controller, reason);
   }
 
   /** BullMQ's processor: three parameters, so BullMQ passes its AbortSignal (job cancellation). */
-  async processJob(job: Job, _token: string | undefined, signal: AbortSignal | undefined): Promise<RunResult> {
-    const run = this.#begin(job);
+  async processJob(job: Job, token: string | undefined, signal: AbortSignal | undefined): Promise<RunResult> {
+    const run = this.#begin(job, token);
+    const finished = lostFinish(job);
+    if (finished) return this.#finishedEarlier(run, finished);
+    const earlyMs = run.data.dueMs - this.#now();
+    if (earlyMs > EARLY_TOLERANCE_MS) return this.#defer(run, `due in ${earlyMs} ms by this worker's clock`, {}, { delayMs: earlyMs, message: 'job ready before its due time (the clock of the scheduler that enqueued it is ahead): delayed until then (no attempt consumed)' });
     const lateMs = this.#lateMs(run);
-    if (lateMs !== undefined) return this.#missDeadline(run, lateMs);
+    if (lateMs !== undefined) return this.#missDeadline(run, lateMs, run.lastDeferral?.reason);
     const schedule = await this.#scheduleOf(run);
+    const successorDueMs = this.#successorDue(run, schedule);
+    if (successorDueMs !== undefined) return this.#supersededLate(run, successorDueMs);
+    if (this.#stopping.signal.aborted) return this.#defer(run, 'the worker is shutting down: the run did not start');
+    const notTaking = this.#options.notTakingJobs?.();
+    if (notTaking !== undefined) return this.#defer(run, notTaking);
     const lease = await this.#takeLease(run);
-    if (!lease) return { outcome: 'skipped-overlap' };
+    if (!('value' in lease)) return lease;
     return this.#runUnderLease(run, schedule, lease, signal);
   }
 
-  #begin(job: Job): Attempt {
+  /** BullMQ failed the job for stalling more than MAX_STALLED_COUNT times, without calling the processor: records it. */
+  stalledTooOften(job: Job, reason: string): void {
+    const started = performance.now();
+    const data = tryParseTickJob(job.data);
+    const jobId = job.id ?? '(no id)';
+    const log = this.#options.logger.child({ ...(data ? { schedule: data.schedule, tick: new Date(data.tickMs).toISOString() } : {}), jobId, attempt: job.attemptsStarted });
+    this.#record('failed', data, job, log, started, { reason, stalls: job.stalledCounter }, 'the job stalled too often (its worker died or paused past the job lock each time): failed by BullMQ, not retried');
+  }
+
+  #now(): number {
+    return (this.#options.now ?? Date.now)();
+  }
+
+  #begin(job: Job, token: string | undefined): Attempt {
     const started = performance.now();
     const jobId = job.id ?? '(no id)';
-    const attempt = Math.max(1, job.attemptsStarted);
+    const { deferrals, lastDeferral } = deferralsOf(job);
+    // Deferred processor calls consumed nothing: they do not count as attempts.
+    const attempt = Math.max(1, job.attemptsStarted - deferrals);
     let data: TickJobData;
     try {
       data = parseTickJob(job.data);
@@ -131,26 +232,79 @@ export class JobRunner {
     }
     const tick = new Date(data.tickMs).toISOString();
     const log = this.#options.logger.child({ schedule: data.schedule, tick, jobId, attempt });
-    return { job, data, jobId, attempt, firstStart: job.attemptsStarted <= 1 && job.stalledCounter === 0, log, started };
+    // Deferrals leave attemptsMade as it was (BullMQ's moveToDelayed skips the attempt); a stall counts.
+    const firstStart = job.attemptsMade === 0 && job.stalledCounter === 0;
+    return { job, token, data, jobId, attempt, firstStart, deferrals, lastDeferral, log, started };
+  }
+
+  /**
+   * A re-run after BullMQ lost the end of the attempt whose handler finished (its worker paused or
+   * died before the end was recorded, and the stalled check moved the job back): records that end
+   * as BullMQ would have, without running the handler again.
+   */
+  #finishedEarlier(run: Attempt, finished: FinishedMark): RunResult {
+    const fields = { fence: finished.fence, finishedAttempt: finished.attempt, finishedOutcome: finished.outcome };
+    if (finished.outcome === 'failed') {
+      this.#record('finished-earlier', run.data, run.job, run.log, run.started, { ...fields, error: finished.error }, 'an earlier attempt failed but BullMQ lost its end: recorded as failed, not run again (retried if attempts remain)');
+      throw new Error(finished.error ?? 'failed');
+    }
+    this.#record('finished-earlier', run.data, run.job, run.log, run.started, fields, 'an earlier attempt succeeded but BullMQ lost its completion: completed, not run again');
+    return { outcome: 'succeeded', fence: finished.fence, details: finished.details ?? {} };
+  }
+
+  /**
+   * cancel-previous: when the schedule's next tick is already due (wall ms; its jitter left out, so
+   * a little early), a start of this tick - deferred, retried or re-run after a stall - would run
+   * after, or during, the newer one's run: it is superseded instead. Undefined when it may start.
+   */
+  #successorDue({ data }: Attempt, schedule: ScheduleConfig): number | undefined {
+    if (data.overlap !== 'cancel-previous') return undefined;
+    const next = nextTickAfter(schedule.cron, schedule.timezone, data.tickMs);
+    return next !== undefined && next <= this.#now() ? next : undefined;
+  }
+
+  async #supersededLate(run: Attempt, successorDueMs: number): Promise<RunResult> {
+    const { data } = run;
+    // Only a first start surely holds the scheduler's lease (if the next tick has not revoked it yet).
+    if (run.firstStart) await this.#options.redlock.release(data.lease);
+    const fields = { fence: data.lease.fence, firstStart: run.firstStart, successorTick: new Date(successorDueMs).toISOString() };
+    this.#record('superseded', data, run.job, run.log, run.started, fields, 'the schedule\'s next tick is due (cancel-previous): superseded, not run');
+    return { outcome: 'superseded' };
+  }
+
+  /** The tick's start deadline (wall ms), or undefined when none applies: none set (older jobs), or a handler already started for the tick. */
+  #deadlineMs({ data, job }: Attempt): number | undefined {
+    if (data.startDeadlineMs === null || handlerStarted(job)) return undefined;
+    return data.dueMs + data.startDeadlineMs;
   }
 
   /**
    * How late past its start deadline the attempt starts, or undefined if it may
    * start. The deadline holds until a handler has started for the tick, on a
-   * first start, a retry or a stalled re-run alike; after that, later attempts
-   * continue a run that started in time.
+   * first start, a deferred one, a retry or a stalled re-run alike; after that,
+   * later attempts continue a run that started in time.
    */
-  #lateMs({ data, job }: Attempt): number | undefined {
-    if (data.startDeadlineMs === null || handlerStarted(job)) return undefined;
-    const lateMs = (this.#options.now ?? Date.now)() - data.dueMs;
-    return lateMs > data.startDeadlineMs ? lateMs : undefined;
+  #lateMs(run: Attempt): number | undefined {
+    const deadlineMs = this.#deadlineMs(run);
+    if (deadlineMs === undefined) return undefined;
+    const now = this.#now();
+    return now > deadlineMs ? now - run.data.dueMs : undefined;
   }
 
-  async #missDeadline(run: Attempt, lateMs: number): Promise<RunResult> {
+  /** Records the miss and completes the job; `reason`: why it could not start in time (the last lease failure), when known. */
+  async #missDeadline(run: Attempt, lateMs: number, reason: string | undefined): Promise<RunResult> {
     const { data } = run;
     // Only a first start surely holds the scheduler's lease; on a later start a stalled, maybe alive, first attempt may hold that value.
     if (run.firstStart) await this.#options.redlock.release(data.lease);
-    this.#record('missed-deadline', data, run.job, run.log, run.started, { fence: data.lease.fence, lateMs, startDeadlineMs: data.startDeadlineMs, firstStart: run.firstStart }, 'run missed its start deadline: not run');
+    const fields = {
+      fence: data.lease.fence,
+      lateMs,
+      startDeadlineMs: data.startDeadlineMs,
+      firstStart: run.firstStart,
+      ...(reason === undefined ? {} : { reason }),
+      ...(run.deferrals > 0 ? { deferrals: run.deferrals } : {}),
+    };
+    this.#record('missed-deadline', data, run.job, run.log, run.started, fields, 'run missed its start deadline: not run');
     return { outcome: 'missed-deadline' };
   }
 
@@ -163,24 +317,64 @@ export class JobRunner {
     throw new UnrecoverableError(`schedule "${data.schedule}" is not in this worker's configuration`);
   }
 
-  /** The attempt's lease; undefined when another run holds it (recorded as skipped). Throws, recorded, when it cannot be taken. */
-  async #takeLease(run: Attempt): Promise<Lease | undefined> {
+  /**
+   * Puts the job back in the queue without consuming an attempt, due again in
+   * about a second (any worker may take it), unless the tick's start deadline
+   * has passed: then the tick is missed (recorded with `reason`) and the job
+   * completes. Throws BullMQ's DelayedError once the job is back.
+   */
+  async #defer(run: Attempt, reason: string, fields: Record<string, unknown> = {}, how: { delayMs?: number; message?: string; unstartedFence?: number } = {}): Promise<RunResult> {
     const { data, job, log, started } = run;
+    // This attempt marked the handler started, but it never did: the start deadline still holds, and the mark goes.
+    if (how.unstartedFence !== undefined) unmarkHandlerStarted(job, how.unstartedFence);
+    const now = this.#now();
+    const deadlineMs = this.#deadlineMs(run);
+    if (deadlineMs !== undefined && now >= deadlineMs) return this.#missDeadline(run, now - data.dueMs, reason);
+    const backoffMs = how.delayMs ?? DEFER_DELAY_MS + Math.round(Math.random() * DEFER_JITTER_MS);
+    // Due again before the deadline when it is near, for a last try.
+    const delayMs = deadlineMs === undefined ? backoffMs : Math.min(backoffMs, Math.max(100, deadlineMs - now - 100));
+    let deferrals: number;
     try {
-      return run.firstStart ? await this.#options.redlock.acquire(data.lease.resource, data.lease.ttlMs, { value: data.lease.value, retryCount: 0 }) : await this.#acquireAfterPrevious(data);
+      deferrals = await markDeferred(job, { reason, atMs: now, ...(this.#options.workerId === undefined ? {} : { worker: this.#options.workerId }) });
+      await job.moveToDelayed(Date.now() + delayMs, run.token);
     } catch (error) {
-      if (error instanceof LockTakenError) {
-        this.#record('skipped-overlap', data, job, log, started, { fence: data.lease.fence, takenOn: error.takenOn }, 'another run holds the schedule\'s lease: skipped');
-        return undefined;
-      }
-      if (error instanceof AcquireAbortedError) {
-        const why = new Error('aborted: the worker is shutting down: the run did not start', { cause: error });
-        this.#record('aborted-shutdown', data, job, log, started, { fence: data.lease.fence, reason: why.message }, 'the worker is shutting down while the run waited for its lease: not started; retried if attempts remain');
-        throw why;
-      }
-      this.#record('failed', data, job, log, started, { fence: data.lease.fence, err: error }, 'could not take the lease: the job is retried if attempts remain');
+      this.#record('failed', data, job, log, started, { fence: data.lease.fence, reason, err: error }, 'could not take the lease, and could not put the job back: the job fails (retried if attempts remain)');
       throw error;
     }
+    const startDeadline = deadlineMs === undefined ? null : new Date(deadlineMs).toISOString();
+    this.#record('deferred', data, job, log, started, { fence: data.lease.fence, reason, deferrals, delayMs, startDeadline, ...fields }, how.message ?? 'could not take the lease: job deferred (no attempt consumed)');
+    throw new DelayedError(`deferred: ${reason}`);
+  }
+
+  /**
+   * The attempt's lease, or the result when it does not run: another run holds
+   * the lease (skipped-overlap; superseded for cancel-previous), or it could
+   * not be taken (deferred, or missed-deadline past the start deadline).
+   */
+  async #takeLease(run: Attempt): Promise<Lease | RunResult> {
+    const { data, job, log, started } = run;
+    try {
+      return run.firstStart ? await this.#takeOver(data) : await this.#acquireAfterPrevious(data);
+    } catch (error) {
+      if (error instanceof LockTakenError) {
+        if (data.overlap === 'cancel-previous') {
+          this.#record('superseded', data, job, log, started, { fence: data.lease.fence, takenOn: error.takenOn }, 'a later run of the schedule holds its lease (cancel-previous): superseded, not run');
+          return { outcome: 'superseded' };
+        }
+        this.#record('skipped-overlap', data, job, log, started, { fence: data.lease.fence, takenOn: error.takenOn }, 'another run holds the schedule\'s lease: skipped');
+        return { outcome: 'skipped-overlap' };
+      }
+      if (error instanceof AcquireAbortedError) return this.#defer(run, 'the worker is shutting down while the run waited for its lease');
+      if (error instanceof QuorumUnavailableError) this.#options.onQuorumUnavailable?.(error, leaseNodeTimeoutMs(data.lease.ttlMs));
+      const message = error instanceof Error ? error.message : String(error);
+      return this.#defer(run, message, error instanceof RedlockError ? {} : { err: error });
+    }
+  }
+
+  /** A first start takes the scheduler's lease over by its value (see takeOverLease). */
+  #takeOver(data: TickJobData): Promise<Lease> {
+    const { redlock, notTakingJobs, onQuorumUnavailable } = this.#options;
+    return takeOverLease(redlock, data, { now: () => this.#now(), signal: this.#stopping.signal, stopRetrying: () => notTakingJobs?.() !== undefined, onQuorumUnavailable });
   }
 
   /**
@@ -193,7 +387,13 @@ export class JobRunner {
     const ttlMs = data.lease.ttlMs;
     const retryDelayMs = Math.min(250, Math.max(50, Math.round(ttlMs / 10)));
     const retryCount = Math.ceil((ttlMs + TAKEOVER_SLACK_MS) / retryDelayMs);
-    return this.#options.redlock.acquire(data.lease.resource, ttlMs, { retryCount, retryDelayMs, retryJitterMs: Math.round(retryDelayMs / 2), signal: this.#shutdown.signal });
+    return this.#options.redlock.acquire(data.lease.resource, ttlMs, {
+      retryCount,
+      retryDelayMs,
+      retryJitterMs: Math.round(retryDelayMs / 2),
+      nodeTimeoutMs: leaseNodeTimeoutMs(ttlMs),
+      signal: this.#stopping.signal,
+    });
   }
 
   async #runUnderLease(run: Attempt, schedule: ScheduleConfig, lease: Lease, signal: AbortSignal | undefined): Promise<RunResult> {
@@ -204,13 +404,16 @@ export class JobRunner {
     if (this.#shutdown.signal.aborted) abortOnce(controller, this.#shutdown.signal.reason as RunAbortedError);
     this.#active.add(controller);
     this.#options.metrics?.activeRuns.inc();
-    log.info({ firstStart: run.firstStart, leaseTtlMs: lease.ttlMs, handler: schedule.handler.kind }, 'run started');
+    log.info({ firstStart: run.firstStart, leaseTtlMs: lease.ttlMs, handler: schedule.handler.kind, ...(run.deferrals > 0 ? { deferrals: run.deferrals } : {}) }, 'run started');
     log.debug({ payload: run.data.payload }, 'run payload');
+    // cancel-previous: the next tick revokes this lease; extending often, the watchdog learns it within CANCEL_PREVIOUS_EXTEND_MS.
+    const holdSettings = run.data.overlap === 'cancel-previous' ? { extendRatio: Math.min(1 / 3, CANCEL_PREVIOUS_EXTEND_MS / lease.ttlMs) } : {};
+    const state = { handlerStarted: false };
     let details: RunDetails | undefined;
     let failure: unknown;
     try {
       details = await this.#validities.follow(lease, (validity) =>
-        this.#options.redlock.hold(lease, (leaseSignal) => this.#handle(run, schedule, { lease, controller, leaseSignal, validity, log })),
+        this.#options.redlock.hold(lease, (leaseSignal) => this.#handle(run, schedule, { lease, controller, leaseSignal, validity, log, state }), holdSettings),
       );
     } catch (error) {
       failure = error;
@@ -220,36 +423,139 @@ export class JobRunner {
       this.#options.metrics?.activeRuns.dec();
     }
     // An abort decides the outcome even if the handler then ended well: its work may have raced another holder.
-    if (controller.signal.aborted) throw this.#abortFailure(run, log, controller.signal.reason as RunAbortedError);
+    if (controller.signal.aborted) {
+      const aborted = controller.signal.reason as RunAbortedError;
+      // Stopped before its handler started (a shutdown, or a lease lost while waiting for predecessors or while this worker
+      // was paused): nothing ran, the lease is released; the job goes back.
+      if (!state.handlerStarted && !revoked(aborted) && (aborted.kind === 'shutdown' || aborted.kind === 'lease-lost')) return this.#defer(run, `${aborted.message} (before the handler started)`, {}, { unstartedFence: lease.fence });
+      throw this.#abortFailure(run, log, aborted);
+    }
+    // A program not started because its lease could lapse first (this worker was paused): nothing ran either.
+    if (!state.handlerStarted && failure instanceof HandlerError && failure.details['code'] === LEASE_ENDING_BEFORE_START) return this.#defer(run, `${failure.message} (before the handler started)`, {}, { unstartedFence: lease.fence });
     if (failure !== undefined) throw this.#handlerFailure(run, log, failure);
     this.#record('succeeded', run.data, run.job, log, run.started, { ...details }, 'run succeeded');
     return { outcome: 'succeeded', fence: lease.fence, details: details ?? {} };
   }
 
-  /** The routine under the watchdog: aborts on lease loss or `maxRuntime`, marks the job, runs the handler. */
+  /** The routine under the watchdog: aborts on lease loss or `maxRuntime`, waits for predecessors (cancel-previous), marks the job, runs the handler. */
   async #handle(run: Attempt, schedule: ScheduleConfig, held: Held): Promise<RunDetails> {
-    const { lease, controller, leaseSignal, validity, log } = held;
+    const { lease, controller, leaseSignal, validity, log, state } = held;
     const onLeaseLost = (): void => {
       const cause = leaseSignal.reason as Error;
       abortOnce(controller, new RunAbortedError('lease-lost', `lease lost: ${cause.message}`, { cause }));
     };
     leaseSignal.addEventListener('abort', onLeaseLost, { once: true });
+    if (leaseSignal.aborted) onLeaseLost();
     let runtimeTimer: NodeJS.Timeout | undefined;
     try {
+      if (run.data.overlap === 'cancel-previous') await this.#awaitPredecessors(run, controller, log);
+      controller.signal.throwIfAborted();
       // Before the handler: a later start that finds no mark knows no handler ran, so the start deadline still holds.
       await markHandlerStarted(run.job, run.attempt, lease.fence);
       controller.signal.throwIfAborted();
+      // cancel-previous: a successor that read our progress before the mark did not wait for us. The lease,
+      // checked after the mark, says whether one can exist: a revocation since makes this extension fail.
+      if (run.data.overlap === 'cancel-previous') await this.#confirmLease(lease, controller, validity);
       const { maxRuntimeMs } = run.data;
       if (maxRuntimeMs !== null) runtimeTimer = setTimeout(() => abortOnce(controller, new RunAbortedError('timeout', `timed out after ${maxRuntimeMs} ms (maxRuntime)`)), maxRuntimeMs);
       const { data, jobId, attempt } = run;
-      return await runHandler(
-        schedule,
-        { schedule: data.schedule, tickMs: data.tickMs, fence: lease.fence, jobId, attempt, payload: data.payload, signal: controller.signal, lease: validity, logger: log },
-        { guard: this.#options.guard, limits: this.#options.outputLimits },
-      );
+      let details: RunDetails;
+      try {
+        details = await runHandler(
+          schedule,
+          { schedule: data.schedule, tickMs: data.tickMs, fence: lease.fence, jobId, attempt, payload: data.payload, signal: controller.signal, lease: validity, logger: log, started: () => (state.handlerStarted = true) },
+          { guard: this.#options.guard, limits: this.#options.outputLimits, secretsDir: this.#options.secretsDir, httpDestinations: this.#options.httpDestinations },
+        );
+      } catch (error) {
+        if (state.handlerStarted && !controller.signal.aborted) await this.#markFinished(run, lease, log, { outcome: 'failed', error: error instanceof Error ? error.message : String(error) });
+        throw error;
+      }
+      if (!controller.signal.aborted) await this.#markFinished(run, lease, log, { outcome: 'succeeded', details });
+      return details;
     } finally {
       clearTimeout(runtimeTimer);
       leaseSignal.removeEventListener('abort', onLeaseLost);
+    }
+  }
+
+  /** Writes the finished mark, still under the lease; a failure to write it is logged, not the run's failure. */
+  async #markFinished(run: Attempt, lease: Lease, log: Logger, end: Pick<FinishedMark, 'outcome' | 'details' | 'error'>): Promise<void> {
+    try {
+      await markFinished(run.job, { attemptsMade: run.job.attemptsMade, attempt: run.attempt, fence: lease.fence, ...end });
+    } catch (error) {
+      log.warn({ err: error }, 'could not mark the run finished in its job: if BullMQ loses its end too, the run is tried again');
+    }
+  }
+
+  /**
+   * cancel-previous: the lease is ours (taken from the previous tick's run by the scheduler's
+   * revocation), but that run may still be stopping. Waits, holding the lease under the watchdog
+   * (a later revocation ends this run too, before its handler), until no started run of the
+   * schedule is active in the queue, at most until their revoked leases cannot be valid any more
+   * (see predecessorsWaitUntil).
+   */
+  async #awaitPredecessors(run: Attempt, controller: AbortController, log: Logger): Promise<void> {
+    const activePeers = this.#options.activePeers;
+    if (!activePeers) return;
+    const { data, job, jobId } = run;
+    const self = { enqueuedAtMs: data.enqueuedAtMs, ttlMs: data.lease.ttlMs };
+    const onStopping = (): void => abortOnce(controller, new RunAbortedError('shutdown', 'the worker is shutting down'));
+    this.#stopping.signal.addEventListener('abort', onStopping, { once: true });
+    if (this.#stopping.signal.aborted) onStopping();
+    const from = performance.now();
+    let waitingFor: readonly string[] | undefined;
+    let readFailed = false;
+    try {
+      for (;;) {
+        controller.signal.throwIfAborted();
+        let untilMs: number | undefined;
+        let started: string[] = [];
+        try {
+          const peers = (await activePeers(job)).filter((peer) => peer.jobId !== jobId);
+          untilMs = predecessorsWaitUntil(self, peers, TAKEOVER_SLACK_MS);
+          const startedPeers = peers.filter((peer) => peer.started);
+          started = startedPeers.map((peer) => peer.jobId);
+          for (const peer of startedPeers) if (peer.revokedByMs === undefined) await this.#options.notePeerRevoked?.(job, peer.jobId, self.enqueuedAtMs);
+        } catch (error) {
+          if (!readFailed) log.warn({ err: error }, 'cannot read the queue\'s active jobs: waiting for the previous run\'s lease to be surely over');
+          readFailed = true;
+          untilMs = self.enqueuedAtMs + self.ttlMs + TAKEOVER_SLACK_MS;
+        }
+        controller.signal.throwIfAborted();
+        if (untilMs === undefined) break;
+        if (waitingFor === undefined) log.info({ waitingFor: started, untilMs }, 'waiting for the schedule\'s other runs to stop (cancel-previous)');
+        waitingFor = started;
+        if (this.#now() >= untilMs) {
+          log.warn({ stillActive: waitingFor }, 'the schedule\'s other runs are still active, but their revoked lease cannot be valid any more: starting');
+          return;
+        }
+        await pause(PREDECESSOR_POLL_MS, controller.signal);
+      }
+    } finally {
+      this.#stopping.signal.removeEventListener('abort', onStopping);
+    }
+    if (waitingFor !== undefined) log.info({ waitedMs: Math.round(performance.now() - from) }, 'the schedule\'s other runs have stopped: starting');
+  }
+
+  /**
+   * Extends the lease once it can: a majority reporting it taken or gone (a revocation) aborts the
+   * run before its handler; no quorum is tried again (100-200 ms apart) while the lease is valid,
+   * as the watchdog would, and then aborts it too (deferred: the handler never started).
+   */
+  async #confirmLease(lease: Lease, controller: AbortController, validity: LeaseValidity): Promise<void> {
+    for (;;) {
+      controller.signal.throwIfAborted();
+      try {
+        await this.#options.redlock.extend(lease, lease.ttlMs, { nodeTimeoutMs: leaseNodeTimeoutMs(lease.ttlMs) });
+        return;
+      } catch (error) {
+        const waitMs = TAKEOVER_RETRY_MS + Math.random() * TAKEOVER_RETRY_MS;
+        if (error instanceof LeaseLostError || validity.msLeft() <= waitMs + LEASE_CHECK_MARGIN_MS) {
+          abortOnce(controller, new RunAbortedError('lease-lost', `lease lost: ${(error as Error).message}`, { cause: error }));
+          controller.signal.throwIfAborted();
+        }
+        await pause(waitMs, controller.signal);
+      }
     }
   }
 
@@ -259,6 +565,10 @@ export class JobRunner {
       this.#record(outcome, run.data, run.job, log, run.started, { reason: aborted.message, ...fields }, message);
     switch (aborted.kind) {
       case 'lease-lost':
+        if (run.data.overlap === 'cancel-previous' && revoked(aborted)) {
+          record('superseded', 'run superseded: a later tick of the schedule took its lease (cancel-previous); not retried');
+          return new UnrecoverableError(`superseded: ${aborted.message}`);
+        }
         record('aborted-lease-lost', 'run aborted: lease lost; not retried (another holder may be running)');
         return new UnrecoverableError(aborted.message);
       case 'timeout':
@@ -286,7 +596,7 @@ export class JobRunner {
     this.#options.metrics?.recordRun(outcome, durationMs);
     this.#options.onOutcome?.(outcome, data, job);
     const record = { ...fields, outcome, durationMs };
-    if (outcome === 'succeeded' || outcome === 'skipped-overlap') log.info(record, message);
+    if (outcome === 'succeeded' || outcome === 'skipped-overlap' || outcome === 'superseded') log.info(record, message);
     else if (outcome === 'failed' || outcome === 'aborted-lease-lost') log.error(record, message);
     else log.warn(record, message);
   }

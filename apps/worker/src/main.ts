@@ -16,7 +16,7 @@ async function main(): Promise<number> {
     for (const error of env.errors) process.stderr.write(`${error.variable}: ${error.message}\n`);
     return 2;
   }
-  const { configPath, lockNodes, lockQuorum, queueRedis, httpPort, logLevel, concurrency, queues, shutdownGraceMs: graceMs, stalledIntervalMs } = env.value;
+  const { configPath, lockNodes, lockQuorum, queueRedis, httpPort, logLevel, concurrency, queues, shutdownGraceMs: graceMs, stalledIntervalMs, secretsDir, httpDestinations } = env.value;
   const workerId = `${hostname()}-${process.pid}`;
   const logger = pino({ level: logLevel, base: { worker: workerId } });
   const metrics = new WorkerMetrics();
@@ -27,6 +27,7 @@ async function main(): Promise<number> {
     logger,
     onReload: (config) => service?.setConfig(config),
     onReloadResult: (result) => metrics.configReloads.inc({ result }),
+    httpDestinations,
   });
   if (!live) return 2;
 
@@ -34,7 +35,7 @@ async function main(): Promise<number> {
   metrics.observe(redlock);
   redlock.on('nodeError', ({ node, operation, error }) => logger.debug({ node, operation, err: error }, 'lock node error'));
   redlock.on('aborted', ({ resource, reason, validityLeftMs }) => logger.warn({ resource, code: reason.code, validityLeftMs: Math.round(validityLeftMs) }, 'lease watchdog aborted a run'));
-  service = new WorkerService({ workerId, queueRedis, redlock, logger, config: live.config, queues, concurrency, metrics, stalledIntervalMs });
+  service = new WorkerService({ workerId, queueRedis, redlock, logger, config: live.config, queues, concurrency, metrics, stalledIntervalMs, secretsDir, httpDestinations });
   try {
     await service.start();
   } catch (error) {
@@ -51,12 +52,8 @@ async function main(): Promise<number> {
   );
 
   const running = service;
-  const server = await startHttpServer(httpPort, metrics.registry, async () => {
-    const reasons = await running.readiness();
-    const probe = await redlock.probe();
-    if (!probe.quorum) reasons.push(`lock quorum unreachable (${probe.reachable.length} of ${redlock.nodes.length} answer, ${redlock.quorum} needed)`);
-    return reasons;
-  });
+  // Readiness: the command guard, the queue Redis, a lock quorum probed now, and whether the worker takes jobs.
+  const server = await startHttpServer(httpPort, metrics.registry, () => running.readiness());
   logger.info({ port: httpPort }, 'http listening');
 
   await untilStopSignal();

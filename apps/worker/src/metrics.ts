@@ -3,7 +3,18 @@ import { ProcessMetrics } from '@tickwarden/runtime';
 import { Counter, Gauge, Histogram } from 'prom-client';
 
 /** What happened to one attempt of one tick's job on this worker. One name per outcome, in logs and metrics alike. */
-export const RUN_OUTCOMES = ['succeeded', 'failed', 'aborted-lease-lost', 'aborted-timeout', 'aborted-shutdown', 'skipped-overlap', 'missed-deadline'] as const;
+export const RUN_OUTCOMES = [
+  'succeeded',
+  'failed',
+  'aborted-lease-lost',
+  'aborted-timeout',
+  'aborted-shutdown',
+  'skipped-overlap',
+  'missed-deadline',
+  'deferred',
+  'superseded',
+  'finished-earlier',
+] as const;
 export type RunOutcome = (typeof RUN_OUTCOMES)[number];
 
 /** The worker's Prometheus metrics, on their own registry. */
@@ -14,6 +25,11 @@ export class WorkerMetrics extends ProcessMetrics {
     help: 'Duration of job attempts that ran a handler, from the job start to its end, by outcome',
     labelNames: ['outcome'] as const,
     buckets: [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600],
+    registers: [this.registry],
+  });
+  readonly takingJobs = new Gauge({
+    name: 'tickwarden_worker_taking_jobs',
+    help: '1 while the worker takes jobs; 0 while it does not (a lock quorum unreachable from it, stopping, not started)',
     registers: [this.registry],
   });
   readonly activeRuns = new Gauge({ name: 'tickwarden_worker_active_runs', help: 'Job attempts running now (lease held)', registers: [this.registry] });

@@ -1,16 +1,43 @@
-import type { ScheduleConfig, TickwardenConfig } from '@tickwarden/config';
+import { DEFAULT_STALLED_INTERVAL_MS, type ScheduleConfig, type TickwardenConfig } from '@tickwarden/config';
 import { queueName } from '@tickwarden/contracts';
-import type { Redlock } from '@tickwarden/redlock';
-import { Worker } from 'bullmq';
+import type { QuorumUnavailableError, Redlock } from '@tickwarden/redlock';
+import { Worker, type Job } from 'bullmq';
 import { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import { CommandGuard } from './command-guard.ts';
 import type { OutputLimits } from './handlers/output.ts';
 import { JobRunner, type JobRunnerOptions } from './job-runner.ts';
+import type { ActivePeer } from './cancel-previous.ts';
+import { handlerStarted } from './run-progress.ts';
+import { MAX_LEASE_NODE_TIMEOUT_MS } from './lease-takeover.ts';
 import type { WorkerMetrics } from './metrics.ts';
 
-/** BullMQ's job lock never lasts less than this, ms (BullMQ's own default). */
-export const MIN_LOCK_DURATION_MS = 30_000;
+/**
+ * A field Tickwarden adds to a cancel-previous job's BullMQ hash: when a later job of the schedule
+ * first found it started and active (see predecessorsWaitUntil). BullMQ ignores fields it does not
+ * know, and removes it with the job.
+ */
+const REVOKED_BY_FIELD = 'tickwardenRevokedByMs';
+
+/**
+ * BullMQ's job lock never lasts less than this, ms. Short on purpose: a job whose worker died
+ * before its handler started comes back after the lock and a stalled check, and must within its
+ * start deadline (lease TTL + 10 s by default). The lease, not this lock, keeps runs apart: a
+ * re-run waits for the lease of a run still alive.
+ */
+export const MIN_LOCK_DURATION_MS = 5000;
+/**
+ * How often a job may stall (its worker died or paused past the job lock) and still come back;
+ * one more and BullMQ fails it without calling the processor (JobRunner.stalledTooOften records
+ * that). Stalls are safe to retry - a re-run waits for the lease, and one after the handler ended
+ * records that end - so more than BullMQ's 1, but bounded: a job whose runs kill their worker
+ * (out of memory) must not take one down after another.
+ */
+export const MAX_STALLED_COUNT = 3;
+/** BullMQ's reason for a job failed for stalling more than MAX_STALLED_COUNT times. */
+const STALL_LIMIT_REASON = 'job stalled more than allowable limit';
+/** While no lock quorum answers, the lock nodes are probed this often, ms. */
+export const QUORUM_POLL_MS = 1000;
 
 export interface WorkerServiceOptions {
   /** Names this worker in logs and on the jobs it processes. */
@@ -27,19 +54,30 @@ export interface WorkerServiceOptions {
   metrics?: WorkerMetrics | undefined;
   onOutcome?: JobRunnerOptions['onOutcome'];
   outputLimits?: OutputLimits | undefined;
+  /** Where the Secrets that schedules' `{ secret, key }` values name are mounted (`TICKWARDEN_SECRETS_DIR`). */
+  secretsDir?: string | undefined;
+  /** Where http handlers may connect (`TICKWARDEN_HTTP_ALLOW`, `TICKWARDEN_HTTP_DENY`). */
+  httpDestinations?: JobRunnerOptions['httpDestinations'];
   /**
-   * BullMQ job lock duration, ms. Default: the largest lease TTL in the config, at least 30 s,
-   * so BullMQ's stalled check cannot re-run a job while its lease may be alive; a reload that
-   * raises it replaces the queue workers. Tests fix it (then reloads never change it).
+   * BullMQ job lock duration, ms. Default: the largest lease TTL in the config, at least
+   * MIN_LOCK_DURATION_MS; a reload that raises it replaces the queue workers. Tests fix it (then
+   * reloads never change it).
    */
   lockDurationMs?: number | undefined;
-  /** BullMQ stalled-check interval, ms (default BullMQ's 30 s). Tests shorten it. */
+  /** BullMQ stalled-check interval, ms (default DEFAULT_STALLED_INTERVAL_MS). */
   stalledIntervalMs?: number | undefined;
 }
 
 /** The lock duration a config needs: its largest lease TTL, at least {@link MIN_LOCK_DURATION_MS}. */
 export function lockDurationFor(schedules: readonly Pick<ScheduleConfig, 'leaseTtlMs'>[]): number {
   return Math.max(MIN_LOCK_DURATION_MS, ...schedules.map((schedule) => schedule.leaseTtlMs));
+}
+
+/** What the last probe of the lock nodes found. */
+interface QuorumProbe {
+  reachable: number;
+  nodes: number;
+  needed: number;
 }
 
 /** One BullMQ Worker consuming one queue, on its own connection. */
@@ -51,7 +89,8 @@ interface QueueWorker {
 /**
  * The worker: one BullMQ Worker per queue, all sharing one {@link JobRunner}
  * and one {@link CommandGuard}; the configuration can be replaced while it
- * runs (hot reload).
+ * runs (hot reload). A worker that cannot reach a lock quorum stops taking
+ * jobs (its BullMQ Workers are paused) until a quorum answers again.
  */
 export class WorkerService {
   readonly runner: JobRunner;
@@ -66,6 +105,17 @@ export class WorkerService {
   /** Set once the guard ran at start: until then no queue is consumed, not even one a reload adds. */
   #consuming = false;
   #lockDurationMs: number;
+  /** False while no lock quorum answers this worker: its queue workers are paused. */
+  #takingJobs = true;
+  /** The probe that closed the gate (while closed). */
+  #lastProbe: QuorumProbe | undefined;
+  /** A probe in flight, started by a failed lease acquire or the poll. */
+  #probing: Promise<void> | undefined;
+  #pollTimer: NodeJS.Timeout | undefined;
+  /** Reads the queues' active lists (cancel-previous runs wait for their schedule's others). */
+  #reader: Redis | undefined;
+  /** The per-node timeout of the last takeover that found no quorum: the gate's probe waits as long. */
+  #probeTimeoutMs = MAX_LEASE_NODE_TIMEOUT_MS;
 
   constructor(options: WorkerServiceOptions) {
     this.#options = options;
@@ -81,6 +131,13 @@ export class WorkerService {
       metrics: options.metrics,
       onOutcome: options.onOutcome,
       outputLimits: options.outputLimits,
+      secretsDir: options.secretsDir,
+      httpDestinations: options.httpDestinations,
+      workerId: options.workerId,
+      notTakingJobs: () => (this.#takingJobs ? undefined : `lock quorum unreachable from this worker${this.#probeText()}: not taking jobs`),
+      onQuorumUnavailable: (error, nodeTimeoutMs) => this.#quorumUnavailable(error, nodeTimeoutMs),
+      activePeers: (job) => this.#activePeers(job),
+      notePeerRevoked: (job, peerJobId, atMs) => this.#notePeerRevoked(job, peerJobId, atMs),
     });
   }
 
@@ -102,6 +159,11 @@ export class WorkerService {
     return this.#stopping !== undefined;
   }
 
+  /** Whether the queue workers take jobs: false while no lock quorum answers this worker (or once stopping). */
+  get takingJobs(): boolean {
+    return this.#takingJobs && this.#consuming && !this.#stopping;
+  }
+
   #wantedQueues(): string[] {
     return [...new Set(this.#options.queues ?? this.#config.schedules.map((schedule) => schedule.queue))];
   }
@@ -115,6 +177,9 @@ export class WorkerService {
     this.guard.start();
     await this.guard.ready();
     this.#consuming = true;
+    this.#reader = new Redis(this.#options.queueRedis, { maxRetriesPerRequest: 1 });
+    this.#reader.on('error', (error) => this.#options.logger.debug({ err: error }, 'queue redis error (reader)'));
+    this.#options.metrics?.takingJobs.set(this.#takingJobs ? 1 : 0);
     for (const queue of this.#wantedQueues()) this.#startQueue(queue);
     if (this.#workers.size === 0) this.#options.logger.warn('no queue to consume: the configuration has no schedules and TICKWARDEN_QUEUES is unset');
   }
@@ -135,10 +200,17 @@ export class WorkerService {
       concurrency,
       name: workerId,
       lockDuration: this.#lockDurationMs,
-      ...(stalledIntervalMs === undefined ? {} : { stalledInterval: stalledIntervalMs }),
+      stalledInterval: stalledIntervalMs ?? DEFAULT_STALLED_INTERVAL_MS,
+      maxStalledCount: MAX_STALLED_COUNT,
+      // Started below, or left paused while no lock quorum answers (resume() runs it then).
+      autorun: false,
     });
     worker.on('error', (error) => logger.warn({ err: error, queue }, 'queue worker error'));
-    logger.info({ queue, bullQueue: queueName(queue), concurrency, lockDurationMs: this.#lockDurationMs }, 'consuming queue');
+    // Failed by BullMQ itself, without the processor: it would be silent otherwise.
+    worker.on('failed', (job, error) => job && error.message === STALL_LIMIT_REASON && this.runner.stalledTooOften(job, error.message));
+    if (this.#takingJobs) worker.run().catch((error: unknown) => worker.emit('error', error as Error));
+    else worker.pause(true).catch((error: unknown) => logger.warn({ err: error, queue }, 'could not pause the queue worker'));
+    logger.info({ queue, bullQueue: queueName(queue), concurrency, lockDurationMs: this.#lockDurationMs, paused: !this.#takingJobs }, 'consuming queue');
     return { worker, connection };
   }
 
@@ -172,15 +244,100 @@ export class WorkerService {
     if (this.#options.queues === undefined) for (const queue of this.#wantedQueues()) this.#startQueue(queue);
   }
 
-  /** Pings the queue Redis through every worker's connection: reasons it is not ready (empty when ready). */
+  /**
+   * Reasons it is not ready (empty when ready): pings the queue Redis through
+   * every worker's connection, probes the lock nodes, and says when it does
+   * not take jobs for want of a lock quorum.
+   */
   async readiness(): Promise<string[]> {
     if (this.#stopping) return ['shutting down'];
     const reasons = this.guard.running ? [] : ['command guard not running'];
+    if (!this.#takingJobs) reasons.push(`not taking jobs: lock quorum unreachable${this.#probeText()}`);
+    const { redlock } = this.#options;
+    const probing = redlock.probe({ nodeTimeoutMs: MAX_LEASE_NODE_TIMEOUT_MS });
     for (const [queue, { connection }] of this.#workers) {
       const pong = await Promise.race([connection.ping().catch(() => 'down'), new Promise<string>((resolve) => setTimeout(() => resolve('timeout'), 1000).unref())]);
       if (pong !== 'PONG') reasons.push(`queue redis unreachable for queue ${queue}`);
     }
+    const probe = await probing;
+    if (!probe.quorum) reasons.push(`lock quorum unreachable (${probe.reachable.length} of ${redlock.nodes.length} answer, ${redlock.quorum} needed)`);
     return reasons;
+  }
+
+  /** What the probe that closed the gate found, for messages. */
+  #probeText(): string {
+    const probe = this.#lastProbe;
+    return probe ? ` at the last probe (${probe.reachable} of ${probe.nodes} answer, ${probe.needed} needed)` : '';
+  }
+
+  /**
+   * The other jobs of the job's schedule in the active list of its queue (BullMQ's
+   * `<prefix>:<queue>:active`; job ids `<schedule>@<tick ms>`), each with its progress (the
+   * handler-started mark) and enqueue time: one LRANGE, then one pipelined HMGET per peer.
+   */
+  async #activePeers(job: Job): Promise<ActivePeer[]> {
+    const reader = this.#reader;
+    if (!reader) throw new Error('the worker is not started');
+    const prefix = `${String((job.data as { schedule?: unknown }).schedule)}@`;
+    const ids = (await reader.lrange(`${job.queueQualifiedName}:active`, 0, -1)).filter((id) => id.startsWith(prefix) && id !== job.id);
+    if (ids.length === 0) return [];
+    const pipeline = reader.pipeline(ids.map((id) => ['hmget', `${job.queueQualifiedName}:${id}`, 'progress', REVOKED_BY_FIELD]));
+    const replies = (await pipeline.exec()) ?? [];
+    return ids.map((jobId, i) => {
+      const [error, fields] = replies[i] ?? [];
+      if (error) throw error;
+      const [progress, revokedBy] = (fields ?? []) as (string | null)[];
+      return { jobId, tickMs: Number(jobId.slice(prefix.length)), started: handlerStarted({ progress: parseJson(progress) as Job['progress'] }), revokedByMs: revokedBy ? Number(revokedBy) : undefined };
+    });
+  }
+
+  /** Keeps the first (earliest run's) record only: HSETNX on the peer's job hash (gone with the job). */
+  async #notePeerRevoked(job: Job, peerJobId: string, atMs: number): Promise<void> {
+    await this.#reader?.hsetnx(`${job.queueQualifiedName}:${peerJobId}`, REVOKED_BY_FIELD, String(atMs));
+  }
+
+  /** A lease could not be taken for want of a quorum: probes the lock nodes, and stops taking jobs if no quorum answers. */
+  #quorumUnavailable(_error: QuorumUnavailableError, nodeTimeoutMs: number): void {
+    // Probed as the failed call waited: a node slower than that is as good as down for this worker's takeovers.
+    this.#probeTimeoutMs = nodeTimeoutMs;
+    if (!this.#takingJobs || this.#stopping || this.#probing) return;
+    this.#probing = this.#probe()
+      .catch((error: unknown) => this.#options.logger.warn({ err: error }, 'lock quorum probe failed'))
+      .finally(() => (this.#probing = undefined));
+  }
+
+  async #probe(): Promise<void> {
+    const { redlock } = this.#options;
+    const probe = await redlock.probe({ nodeTimeoutMs: this.#probeTimeoutMs });
+    if (this.#stopping) return;
+    const found: QuorumProbe = { reachable: probe.reachable.length, nodes: redlock.nodes.length, needed: redlock.quorum };
+    if (probe.quorum) {
+      if (!this.#takingJobs) this.#openGate(found);
+      return;
+    }
+    if (this.#takingJobs) this.#closeGate(found, [...probe.unreachable.keys()]);
+    this.#lastProbe = found;
+    this.#pollTimer = setTimeout(() => {
+      this.#pollTimer = undefined;
+      if (!this.#stopping) this.#probing ??= this.#probe().catch((error: unknown) => this.#options.logger.warn({ err: error }, 'lock quorum probe failed')).finally(() => (this.#probing = undefined));
+    }, QUORUM_POLL_MS);
+  }
+
+  /** Pauses every queue worker without waiting for its running jobs (they go on under their leases). */
+  #closeGate(probe: QuorumProbe, unreachable: string[]): void {
+    this.#takingJobs = false;
+    this.#lastProbe = probe;
+    this.#options.metrics?.takingJobs.set(0);
+    this.#options.logger.warn({ ...probe, unreachable }, 'lock quorum unreachable: not taking jobs until it returns');
+    for (const [queue, { worker }] of this.#workers) worker.pause(true).catch((error: unknown) => this.#options.logger.warn({ err: error, queue }, 'could not pause the queue worker'));
+  }
+
+  #openGate(probe: QuorumProbe): void {
+    this.#takingJobs = true;
+    this.#lastProbe = undefined;
+    this.#options.metrics?.takingJobs.set(1);
+    this.#options.logger.info(probe, 'lock quorum reachable again: taking jobs');
+    for (const { worker } of this.#workers.values()) void worker.resume();
   }
 
   /**
@@ -198,6 +355,10 @@ export class WorkerService {
     const { logger } = this.#options;
     const workers = [...this.#workers.values()];
     logger.info({ activeRuns: this.runner.activeRuns, graceMs }, 'stopping: no new jobs; waiting for running jobs');
+    this.#options.metrics?.takingJobs.set(0);
+    clearTimeout(this.#pollTimer);
+    // Jobs waiting for their lease (or for a cancel-previous predecessor) go back to the queue at once, for another worker.
+    this.runner.stopStarting();
     const grace = setTimeout(() => {
       logger.warn({ activeRuns: this.runner.activeRuns }, 'shutdown grace over: aborting running jobs');
       this.runner.abortAll();
@@ -208,6 +369,9 @@ export class WorkerService {
       clearTimeout(grace);
     }
     logger.info('queues closed');
+    await this.#probing;
+    clearTimeout(this.#pollTimer);
+    await this.#reader?.quit().catch(() => this.#reader?.disconnect());
     await this.guard.close();
   }
 }
@@ -217,3 +381,14 @@ async function closeQueueWorker({ worker, connection }: QueueWorker): Promise<vo
   await worker.close();
   await connection.quit().catch(() => connection.disconnect());
 }
+
+/** A stored JSON field, or undefined when absent or not JSON. */
+function parseJson(text: string | null | undefined): unknown {
+  if (!text) return undefined;
+  try {
+    return JSON.parse(text) as unknown;
+  } catch {
+    return undefined;
+  }
+}
+

@@ -322,4 +322,56 @@ describe('worker as an OS process', () => {
     expect(worker.records.find((r) => r['code'] === 'COMMAND_GUARD_KILLED')).toMatchObject({ pgid });
     expect((await worker.stop()).code).toBe(0);
   });
+
+  it('a worker paused (SIGSTOP) past a module run\'s lease: the guard kills the module\'s process group at the lease deadline; resumed, nothing of the module writes again', async () => {
+    // A module that ignores its signal and beats every 50 ms: run in the worker's own memory (a thread), it was
+    // paused with the worker and wrote again on resume, after the next run had started (issue #17's chaos run).
+    mkdirSync(path.join(configDir, 'jobs'), { recursive: true });
+    writeFileSync(
+      path.join(configDir, 'jobs', 'beat.mjs'),
+      `import { appendFileSync, writeFileSync } from 'node:fs';
+       export async function run(ctx) {
+         writeFileSync(${JSON.stringify(file('paused-module.env'))}, JSON.stringify(Object.keys(process.env).filter((name) => name.startsWith('TICKWARDEN_')).sort()));
+         appendFileSync(${JSON.stringify(file('paused-module.txt'))}, 'pid ' + process.pid + '\\n');
+         setInterval(() => appendFileSync(${JSON.stringify(file('paused-module.txt'))}, Date.now() + '\\n'), 50);
+         await new Promise(() => {});
+       }\n`,
+    );
+    const schedule = scheduleFixture('paused-module/job', { kind: 'module', path: './jobs/beat.mjs', exportName: 'run', killGraceMs: 10_000 }, { queue: 'paused-module', leaseTtlMs: 2000 });
+    writeTeam('paused-module', [{ name: 'job', handler: { kind: 'module', path: './jobs/beat.mjs', export: 'run', killGrace: '10s' }, leaseTtl: '2s', queue: 'paused-module' }]);
+    const { worker } = await startWorker('paused-module', { TICKWARDEN_QUEUES: 'paused-module' });
+    const { jobId, lease } = await enqueueTick(scheduler, connection, schedule);
+    await runStarted(worker, jobId);
+    await waitUntil(() => lines('paused-module.txt').length > 3, 'heartbeats');
+    const pgid = Number(lines('paused-module.txt')[0]?.split(' ')[1]);
+    // A process of its own (the gate's group), not the worker.
+    expect(pgid).not.toBe(worker.pid);
+    // The run's variables only: none of the worker's settings (TICKWARDEN_LOCK_NODES, TICKWARDEN_QUEUE_REDIS, ...).
+    expect(JSON.parse(readFileSync(file('paused-module.env'), 'utf8'))).toEqual(['TICKWARDEN_ATTEMPT', 'TICKWARDEN_FENCE', 'TICKWARDEN_JOB_ID', 'TICKWARDEN_SCHEDULE', 'TICKWARDEN_TICK']);
+    const beats = () => lines('paused-module.txt').slice(1).map(Number);
+    worker.signal('SIGSTOP');
+    let second: Lease | undefined;
+    let grantedBy: number;
+    let count: number;
+    try {
+      // Another run of the schedule: granted once the paused worker's lease lapsed on a majority.
+      second = await scheduler.acquire(lease.resource, 2000, { retryCount: 200, retryDelayMs: 50, retryJitterMs: 0 });
+      grantedBy = Date.now();
+      // The paused worker cannot reap it: a zombie at most, running nothing.
+      expect(runningMembers(pgid)).toEqual([]);
+      expect(Math.max(...beats())).toBeLessThan(grantedBy);
+      count = beats().length;
+    } finally {
+      worker.signal('SIGCONT');
+    }
+    await worker.waitForLine((line) => line.includes('"outcome":"aborted-lease-lost"'), 'the run to fail as lease lost');
+    await sleep(300);
+    // Resumed, the worker's own timers fire late (the module's beat, in the thread of old, wrote on): nothing writes.
+    expect(beats()).toHaveLength(count);
+    expect(Math.max(...beats())).toBeLessThan(grantedBy);
+    expect(groupAlive(pgid)).toBe(false);
+    expect(worker.records.find((r) => r['code'] === 'COMMAND_GUARD_KILLED')).toMatchObject({ pgid });
+    await scheduler.release(second);
+    expect((await worker.stop()).code).toBe(0);
+  });
 });

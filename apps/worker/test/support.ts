@@ -38,6 +38,7 @@ export function runContext(signal: AbortSignal, logger: Logger, overrides: Parti
     signal,
     lease: testLease(3_600_000),
     logger,
+    started: () => undefined,
     ...overrides,
   };
 }
@@ -77,15 +78,17 @@ export function nodeCommand(script: string, extra: Partial<Extract<HandlerConfig
  * Enqueues a tick's job the way a scheduler replica does: wins the tick's
  * lease (claim-once on the tick) with `@tickwarden/redlock`, then adds the
  * job with the lease in its data and the schedule's attempts and backoff.
+ * `revoke`: as a scheduler contests a `cancel-previous` tick, taking the lease
+ * from the previous tick's run (running or still queued).
  */
 export async function enqueueTick(
   redlock: Redlock,
   connection: Redis,
   schedule: ScheduleConfig,
-  options: { tickMs?: number; dueMs?: number; delayMs?: number; data?: Partial<TickJobData> } = {},
+  options: { tickMs?: number; dueMs?: number; delayMs?: number; revoke?: boolean; data?: Partial<TickJobData> } = {},
 ): Promise<{ jobId: string; lease: Lease; data: TickJobData }> {
   const tickMs = options.tickMs ?? Date.now();
-  const lease = await redlock.acquire(leaseResource(schedule.id, schedule.overlap, tickMs), schedule.leaseTtlMs, { claim: tickClaim(tickMs), retryCount: 0 });
+  const lease = await redlock.acquire(leaseResource(schedule.id, schedule.overlap, tickMs), schedule.leaseTtlMs, { claim: tickClaim(tickMs), retryCount: 0, revoke: options.revoke });
   const data: TickJobData = {
     version: 1,
     schedule: schedule.id,

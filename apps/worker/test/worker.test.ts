@@ -1,14 +1,14 @@
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import type { ScheduleConfig } from '@tickwarden/config';
+import { DEFAULT_STALLED_INTERVAL_MS, type ScheduleConfig } from '@tickwarden/config';
 import { leaseResource, queueName, type TickJobData } from '@tickwarden/contracts';
 import { Redlock, resourceKeys, type RedlockEvents } from '@tickwarden/redlock';
 import { sleep, startRedisNodes, waitUntil, type RedisNodes } from '@tickwarden/testkit';
-import { Queue, type Job } from 'bullmq';
+import { Queue, Worker, type Job } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { CommandGuard, JobRunner, WorkerMetrics, WorkerService } from '../src/index.ts';
+import { CommandGuard, JobRunner, lockDurationFor, MAX_STALLED_COUNT, WorkerMetrics, WorkerService } from '../src/index.ts';
 import { captureLogger, enqueueTick, groupAlive, nodeCommand, outcomes, scheduleFixture, settledJob } from './support.ts';
 
 describe('worker: jobs under the lease, against real Redis', () => {
@@ -60,6 +60,19 @@ describe('worker: jobs under the lease, against real Redis', () => {
     return { service, records, events, metrics, redlock };
   }
 
+  /** A BullMQ worker with a real worker's job lock and stalled check that takes a job and hangs; disconnecting `connection` kills it (no lock renewals). */
+  function dyingWorker(queue: string, schedule: ScheduleConfig) {
+    const connection = new Redis(queueNodes.urls[0] as string, { maxRetriesPerRequest: null });
+    let taken!: () => void;
+    const tookIt = new Promise<void>((resolve) => (taken = resolve));
+    const worker = new Worker(queueName(queue), async () => {
+      taken();
+      await new Promise(() => undefined);
+    }, { connection, lockDuration: lockDurationFor([schedule]), stalledInterval: DEFAULT_STALLED_INTERVAL_MS, maxStalledCount: MAX_STALLED_COUNT });
+    worker.on('error', () => undefined);
+    return { worker, connection, tookIt };
+  }
+
   const file = (name: string) => path.join(dir, name);
   const lines = (name: string) => (existsSync(file(name)) ? readFileSync(file(name), 'utf8').trim().split('\n') : []);
   /** Appends "<fence> <attempt> <start ms>" to a file, then runs `rest`. */
@@ -86,7 +99,9 @@ describe('worker: jobs under the lease, against real Redis', () => {
     expect(Number(fence)).toBeGreaterThan(lease.fence);
     expect(attempt).toBe('1');
     // Marked before the handler started: a later start reads it to know the start deadline no longer applies.
-    expect(job.progress).toEqual({ handlerStarted: true, attempt: 1, fence: Number(fence) });
+    expect(job.progress).toMatchObject({ handlerStarted: true, attempt: 1, fence: Number(fence) });
+    // and its end, for a re-run after BullMQ lost the completion
+    expect(job.progress).toMatchObject({ finished: { outcome: 'succeeded', attemptsMade: 0, attempt: 1, fence: Number(fence), details: { exitCode: 0 } } });
     const [done] = outcomes(records, jobId);
     expect(done).toMatchObject({ worker: 'test-worker', schedule: 'team-a/ok', tick: new Date((job.data as TickJobData).tickMs).toISOString(), jobId, fence: Number(fence), attempt: 1, outcome: 'succeeded', exitCode: 0 });
     expect(typeof done?.['durationMs']).toBe('number');
@@ -126,6 +141,137 @@ describe('worker: jobs under the lease, against real Redis', () => {
     const text = await metrics.registry.metrics();
     expect(text).toMatch(/tickwarden_worker_runs_total\{outcome="aborted-lease-lost"\} 1/);
     expect(text).toMatch(/tickwarden_worker_lease_abort_validity_left_seconds_count 1/);
+  });
+
+  it('a worker paused after "run started" but before its command began, past the lease: the run is deferred (nothing ran; no attempt consumed) and runs once later', async () => {
+    const schedule = scheduleFixture('team-a/paused-before', recording('paused-before.txt', ''), { queue: 'q-paused-before', leaseTtlMs: 1000, startDeadlineMs: 30_000 });
+    const { records, service } = await startWorker([schedule]);
+    // As if SIGSTOPped while telling the guard of the program's group: the event loop stands still past the lease.
+    const watching = service.guard.watching.bind(service.guard);
+    let paused = false;
+    service.guard.watching = (pgid, signal) => {
+      if (!paused) {
+        paused = true;
+        const until = performance.now() + 1500;
+        while (performance.now() < until);
+      }
+      return watching(pgid, signal);
+    };
+    const { jobId } = await enqueueTick(scheduler, connection, schedule);
+    const job = await settledJob(connection, 'q-paused-before', jobId);
+    expect(paused).toBe(true);
+    expect(await job.getState()).toBe('completed');
+    expect(job.returnvalue).toMatchObject({ outcome: 'succeeded' });
+    expect(outcomes(records, jobId).map((r) => r['outcome'])).toEqual(['deferred', 'succeeded']);
+    expect(outcomes(records, jobId)[0]?.['reason']).toMatch(/before the handler started/);
+    // One run, and the mark it left names that run's fence, not the deferred attempt's.
+    const ran = lines('paused-before.txt');
+    expect(ran).toHaveLength(1);
+    expect(job.progress).toMatchObject({ handlerStarted: true, fence: Number(ran[0]?.split(' ')[0]), deferrals: 1 });
+  });
+
+  it('a worker that died after taking a job, before its handler started: the job comes back within the default start deadline and runs once', async () => {
+    const schedule = scheduleFixture('team-a/orphaned', recording('orphaned.txt', ''), { queue: 'q-orphaned', leaseTtlMs: 3000 });
+    // The start deadline the scheduler gives such a tick by default (leaseTtl + 10 s: apps/scheduler tick-window.ts).
+    const startDeadlineMs = schedule.leaseTtlMs + 10_000;
+    // The dead worker, with the job lock and stalled check a worker would use: it takes the job and is gone (no lock renewals).
+    const { worker: dead, connection: deadConnection, tookIt } = dyingWorker('q-orphaned', schedule);
+    try {
+      const { jobId, data } = await enqueueTick(scheduler, connection, schedule, { data: { startDeadlineMs } });
+      await tookIt;
+      deadConnection.disconnect();
+      const { records } = await startWorker([schedule]);
+      const job = await settledJob(connection, 'q-orphaned', jobId);
+      expect(job.returnvalue).toMatchObject({ outcome: 'succeeded' });
+      const started = Number(lines('orphaned.txt')[0]?.split(' ')[2]);
+      expect(started - data.dueMs).toBeLessThan(startDeadlineMs);
+      expect(outcomes(records, jobId).map((r) => r['outcome'])).toEqual(['succeeded']);
+    } finally {
+      await dead.close(true).catch(() => undefined);
+    }
+  });
+
+  it.each([
+    { end: 'succeeded', rest: '', state: 'completed' },
+    { end: 'failed', rest: 'process.exit(3)', state: 'failed' },
+  ] as const)('a worker paused after its handler $end, past the job lock, before BullMQ recorded that end: the re-run records it without running the handler again', async ({ end, rest, state }) => {
+    const name = `lost-${end}`;
+    const schedule = scheduleFixture(`team-a/${name}`, recording(`${name}.txt`, rest), { queue: `q-${name}`, leaseTtlMs: 1000 });
+    const guard = new CommandGuard({ logger: captureLogger().logger });
+    await guard.start();
+    const redlock = new Redlock(locks.urls);
+    redlocks.push(redlock);
+    const runner = new JobRunner({ redlock, logger: captureLogger().logger, guard, schedule: (id) => (id === schedule.id ? schedule : undefined) });
+    // The paused worker: its handler ends, then it stands still (no lock renewals, no completion) until BullMQ's stalled check gives the job away.
+    const pausedConnection = new Redis(queueNodes.urls[0] as string, { maxRetriesPerRequest: null });
+    let ended!: () => void;
+    const handlerEnded = new Promise<void>((resolve) => (ended = resolve));
+    const paused = new Worker(
+      queueName(`q-${name}`),
+      async (job, token, signal) => {
+        await runner.processJob(job, token, signal).catch(() => undefined);
+        pausedConnection.disconnect();
+        ended();
+        await new Promise(() => undefined);
+      },
+      { connection: pausedConnection, lockDuration: lockDurationFor([schedule]), stalledInterval: DEFAULT_STALLED_INTERVAL_MS },
+    );
+    paused.on('error', () => undefined);
+    try {
+      const { jobId } = await enqueueTick(scheduler, connection, schedule);
+      await handlerEnded;
+      const { records } = await startWorker([schedule]);
+      const job = await settledJob(connection, `q-${name}`, jobId);
+      expect(await job.getState()).toBe(state);
+      const ran = lines(`${name}.txt`);
+      expect(ran).toHaveLength(1);
+      const fence = Number(ran[0]?.split(' ')[0]);
+      expect(outcomes(records, jobId)).toEqual([expect.objectContaining({ outcome: 'finished-earlier', finishedOutcome: end, fence, finishedAttempt: 1 })]);
+      if (end === 'succeeded') expect(job.returnvalue).toMatchObject({ outcome: 'succeeded', fence, details: { exitCode: 0 } });
+      else expect(job.failedReason).toBe('command exited with code 3');
+      expect(job.attemptsMade).toBe(1);
+    } finally {
+      await paused.close(true).catch(() => undefined);
+      await guard.close();
+    }
+  });
+
+  it('a job that stalls twice (two workers die holding it, before its handler started) comes back each time and runs once', async () => {
+    const schedule = scheduleFixture('team-a/stalled-twice', recording('stalled-twice.txt', ''), { queue: 'q-stalled-twice', leaseTtlMs: 1000, startDeadlineMs: 60_000 });
+    const { jobId } = await enqueueTick(scheduler, connection, schedule);
+    const dead: Worker[] = [];
+    try {
+      for (let i = 0; i < 2; i++) {
+        // A worker that takes the job and is gone (no lock renewals); the next one's stalled check gives the job back.
+        const { worker, connection: deadConnection, tookIt } = dyingWorker('q-stalled-twice', schedule);
+        dead.push(worker);
+        await tookIt;
+        deadConnection.disconnect();
+      }
+      const { records } = await startWorker([schedule]);
+      const job = await settledJob(connection, 'q-stalled-twice', jobId);
+      expect(await job.getState()).toBe('completed');
+      expect(job.stalledCounter).toBe(2);
+      expect(lines('stalled-twice.txt')).toHaveLength(1);
+      expect(outcomes(records, jobId).map((r) => r['outcome'])).toEqual(['succeeded']);
+    } finally {
+      await Promise.all(dead.map((worker) => worker.close(true).catch(() => undefined)));
+    }
+  });
+
+  it(`a job that stalled more than ${MAX_STALLED_COUNT} times, which BullMQ fails without calling the processor, is recorded failed (not silent); the handler never runs`, async () => {
+    const schedule = scheduleFixture('team-a/stalls', recording('stalls.txt', ''), { queue: 'q-stalls' });
+    const { jobId } = await enqueueTick(scheduler, connection, schedule);
+    // What BullMQ's stalled check writes on the job at the stall past maxStalledCount (moveStalledJobsToWait.lua: "defa").
+    await connection.hset(`bull:${queueName('q-stalls')}:${jobId}`, 'defa', 'job stalled more than allowable limit');
+    const { records, metrics } = await startWorker([schedule]);
+    const job = await settledJob(connection, 'q-stalls', jobId);
+    expect(await job.getState()).toBe('failed');
+    expect(job.failedReason).toBe('job stalled more than allowable limit');
+    await waitUntil(() => outcomes(records, jobId).length > 0, 'the failure recorded');
+    expect(outcomes(records, jobId)).toEqual([expect.objectContaining({ outcome: 'failed', schedule: schedule.id, level: 50, reason: 'job stalled more than allowable limit' })]);
+    expect(lines('stalls.txt')).toEqual([]);
+    expect(await metrics.registry.metrics()).toMatch(/tickwarden_worker_runs_total\{outcome="failed"\} 1/);
   });
 
   it('a lock node restarted empty during a long run: the run continues (the key is re-established) and succeeds', async () => {
@@ -267,28 +413,36 @@ describe('worker: jobs under the lease, against real Redis', () => {
     expect(two).toBeGreaterThan(one as number);
   });
 
-  it('start deadline through BullMQ: a retry after a failed handler runs although late; a retry of an attempt that never reached its handler is dropped', async () => {
+  it('start deadline through BullMQ: a retry after a failed handler runs although late; a job whose lease could not be taken is deferred (no attempt consumed) and, back past its deadline, dropped', async () => {
     const backoff = { type: 'fixed' as const, delayMs: 1500 };
     // Attempt 1's handler fails; attempt 2 starts 1.5 s later, past the 1 s deadline, and still runs.
     const failing = scheduleFixture('team-a/late-retry', recording('late-retry.txt', 'process.exit(process.env.TICKWARDEN_ATTEMPT === "1" ? 1 : 0)'), { queue: 'q-deadline', attempts: 2, backoff, startDeadlineMs: 1000 });
-    // Attempt 1 cannot take its lease (the lock majority is paused); attempt 2 comes past the deadline and never runs.
-    const blocked = scheduleFixture('team-a/late-blocked', recording('late-blocked.txt', ''), { queue: 'q-deadline', attempts: 2, backoff, startDeadlineMs: 1000 });
-    const { records } = await startWorker([failing, blocked]);
+    // Its first start cannot take its lease (the lock majority is paused; the takeover tries for 1 s): deferred, it comes back past the deadline and never runs.
+    const blocked = scheduleFixture('team-a/late-blocked', recording('late-blocked.txt', ''), { queue: 'q-deadline', attempts: 2, backoff, startDeadlineMs: 2000 });
+    const { records, service } = await startWorker([failing, blocked]);
     const dropped = await enqueueTick(scheduler, connection, blocked, { delayMs: 300 });
     const paused = [0, 1, 2].map((i) => locks.node(i));
     await Promise.all(paused.map((node) => node.pause()));
     try {
-      await waitUntil(() => outcomes(records, dropped.jobId).length === 1, 'the blocked job\'s first attempt to fail');
+      await waitUntil(() => outcomes(records, dropped.jobId).length === 1, 'the blocked job\'s first start to give up');
+      await waitUntil(() => Date.now() > dropped.data.dueMs + 2000, 'its start deadline to pass', { intervalMs: 20 });
     } finally {
       await Promise.all(paused.map((node) => node.resume()));
     }
+    // The worker stopped taking jobs while no quorum answered it; it takes them again once one does.
+    await waitUntil(() => service.takingJobs, 'the worker to take jobs again', { timeoutMs: 5000 });
     const retried = await enqueueTick(scheduler, connection, failing);
     const [ran, notRun] = await Promise.all([settledJob(connection, 'q-deadline', retried.jobId), settledJob(connection, 'q-deadline', dropped.jobId)]);
     expect(outcomes(records, retried.jobId).map((r) => r['outcome'])).toEqual(['failed', 'succeeded']);
     expect(ran.returnvalue).toMatchObject({ outcome: 'succeeded' });
     expect(ran.progress).toMatchObject({ handlerStarted: true, attempt: 1 });
-    expect(outcomes(records, dropped.jobId).map((r) => r['outcome'])).toEqual(['failed', 'missed-deadline']);
+    const ends = outcomes(records, dropped.jobId).map((r) => r['outcome']);
+    expect(ends).toEqual([...ends.slice(0, -1).map(() => 'deferred'), 'missed-deadline']);
+    expect(ends[0]).toBe('deferred');
     expect(notRun.returnvalue).toEqual({ outcome: 'missed-deadline' });
+    // BullMQ counts the completing call as made; the deferrals before it consumed nothing.
+    expect(notRun.attemptsMade).toBe(1);
+    expect(notRun.attemptsStarted).toBe(ends.length);
     expect(lines('late-blocked.txt')).toHaveLength(0);
   });
 
@@ -296,12 +450,12 @@ describe('worker: jobs under the lease, against real Redis', () => {
     const short = scheduleFixture('team-a/short', recording('reload-short.txt', 'setTimeout(() => {}, 1500)'), { queue: 'q-reload', leaseTtlMs: 1000 });
     const long = scheduleFixture('team-a/long', recording('reload-long.txt', 'setTimeout(() => {}, 1500)'), { queue: 'q-reload', leaseTtlMs: 45_000 });
     const { service, records } = await startWorker([short]);
-    expect(service.lockDurationMs).toBe(30_000);
+    expect(service.lockDurationMs).toBe(5000);
     const running = await enqueueTick(scheduler, connection, short);
     await waitUntil(() => lines('reload-short.txt').length === 1, 'the running job\'s command');
     service.setConfig({ schedules: [short, long], files: [] });
     expect(service.lockDurationMs).toBe(45_000);
-    expect(records.filter((r) => r['msg'] === 'consuming queue' && r['queue'] === 'q-reload').map((r) => r['lockDurationMs'])).toEqual([30_000, 45_000]);
+    expect(records.filter((r) => r['msg'] === 'consuming queue' && r['queue'] === 'q-reload').map((r) => r['lockDurationMs'])).toEqual([5000, 45_000]);
     const next = await enqueueTick(scheduler, connection, long);
     await waitUntil(() => lines('reload-long.txt').length === 1, 'the new job\'s command');
     const lockPttl = await connection.pttl(`bull:${queueName('q-reload')}:${next.jobId}:lock`);

@@ -179,9 +179,30 @@ describe('each policy catches what it is for (fed a mutated prod render)', () =>
     expect([policies.byteSize('768mb'), policies.byteSize('1Gi'), policies.byteSize('10x')]).toEqual([768e6, 2 ** 30, Number.NaN]);
   });
 
+  it('appNetworkPolicy: an open ingress or egress rule, and apps no policy denies by default', () => {
+    const apps = (objects: KubeObject[]) => objects.find((object) => object.kind === 'NetworkPolicy' && object.metadata.name === 'tickwarden-apps') as KubeObject;
+    const open = mutated((o) => {
+      const spec = apps(o)['spec'] as { ingress: { from?: unknown[] }[]; egress: { ports?: unknown[] }[] };
+      delete spec.ingress[0]?.from;
+      delete spec.egress[1]?.ports;
+    });
+    expect(policies.appNetworkPolicy(open)).toEqual([
+      'NetworkPolicy/tickwarden-apps ingress rule 0: admits more than the metrics scraper\'s namespace on named ports',
+      'NetworkPolicy/tickwarden-apps egress rule 1: admits every destination or every port',
+      'NetworkPolicy/tickwarden-apps ingress rule 0: admits more than the metrics scraper\'s namespace on named ports',
+      'NetworkPolicy/tickwarden-apps egress rule 1: admits every destination or every port',
+    ]);
+    const none = prod.filter((object) => !(object.kind === 'NetworkPolicy' && object.metadata.name.startsWith('tickwarden-apps')));
+    expect(policies.appNetworkPolicy(none)).toEqual([
+      'Deployment/tickwarden-scheduler: no ingress NetworkPolicy selects its pods',
+      'Deployment/tickwarden-scheduler: no egress NetworkPolicy selects its pods',
+      'Deployment/tickwarden-worker: no ingress NetworkPolicy selects its pods',
+    ]);
+  });
+
   it('redisNetworkPolicy: a rule admitting every pod, and no policy at all', () => {
     const openRule = mutated((o) => {
-      const policy = o.find((object) => object.kind === 'NetworkPolicy');
+      const policy = o.find((object) => object.kind === 'NetworkPolicy' && object.metadata.name === 'tickwarden-redis');
       const [rule] = (policy?.['spec'] as { ingress: { from: unknown[] }[] }).ingress;
       if (rule) rule.from = [{ podSelector: {} }];
     });
@@ -252,10 +273,12 @@ describe('per overlay', () => {
     expect(dev.find((object) => object.kind === 'Secret')?.metadata.name).toMatch(/^tickwarden-redis-/);
   });
 
-  it('managed-redis: no Redis pods or their policy; both apps read the URLs from the managed Secret', () => {
+  it('managed-redis: no Redis pods or their policy; both apps read the URLs from the managed Secret, and reach Redis ports outside', () => {
     const managed = rendered.get('managed-redis') ?? [];
     expect(workloads(managed).map((workload) => workload.name)).toEqual(['tickwarden-scheduler', 'tickwarden-worker']);
-    expect(managed.some((object) => object.kind === 'NetworkPolicy')).toBe(false);
+    expect(managed.filter((object) => object.kind === 'NetworkPolicy').map((object) => object.metadata.name)).toEqual(['tickwarden-apps', 'tickwarden-worker-egress']);
+    const egress = (managed.find((object) => object.metadata.name === 'tickwarden-apps')?.['spec'] as { egress: { ports: { port: number }[] }[] }).egress;
+    expect(egress.map((rule) => rule.ports.map((port) => port.port))).toEqual([[53, 53], [6379, 6380]]);
     for (const app of policies.APP_COMPONENTS) {
       const secretKeys = envOf(managed, app).flatMap((variable) => (variable.valueFrom?.secretKeyRef ? [`${variable.name}<-${variable.valueFrom.secretKeyRef.name}/${variable.valueFrom.secretKeyRef.key}`] : []));
       expect(secretKeys.sort()).toEqual(['TICKWARDEN_LOCK_NODES<-tickwarden-managed-redis/lock-nodes', 'TICKWARDEN_QUEUE_REDIS<-tickwarden-managed-redis/queue-redis']);

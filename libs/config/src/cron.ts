@@ -50,3 +50,17 @@ export function cronProblem(pattern: string, timezone: string): string | undefin
     job?.stop();
   }
 }
+
+/**
+ * The pattern's first tick strictly after `afterMs` (epoch ms) in `timezone`, or undefined when it
+ * has none. For one-off questions (a worker asking whether a `cancel-previous` run's successor is
+ * due); the scheduler plans ticks with its own shared patterns.
+ */
+export function nextTickAfter(pattern: string, timezone: string, afterMs: number): number | undefined {
+  const job = new Cron(pattern, { timezone, paused: true });
+  try {
+    return job.nextRun(new Date(afterMs))?.getTime();
+  } finally {
+    job.stop();
+  }
+}

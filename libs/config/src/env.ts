@@ -1,5 +1,6 @@
 import { hostname } from 'node:os';
 import { formatDuration, parseDuration } from './duration.ts';
+import { ALLOW_VARIABLE, DENY_VARIABLE, parseHttpDestinations, type HttpDestinations } from './http-destinations.ts';
 import { redactUrl } from './redact.ts';
 import { QUEUE_PATTERN } from './schema.ts';
 
@@ -27,6 +28,8 @@ interface CommonEnv {
   httpPort: number;
   /** `LOG_LEVEL`. */
   logLevel: LogLevel;
+  /** `TICKWARDEN_HTTP_ALLOW` and `TICKWARDEN_HTTP_DENY`: where http handlers may connect (config validation and runs). */
+  httpDestinations: HttpDestinations;
 }
 
 export interface SchedulerEnv extends CommonEnv {
@@ -45,10 +48,22 @@ export interface WorkerEnv extends CommonEnv {
   shutdownGraceMs: number;
   /**
    * `TICKWARDEN_STALLED_INTERVAL`: how often BullMQ's stalled check looks for jobs whose worker died, ms;
-   * default 30 s (BullMQ's). A job lost with its worker is retried within about two intervals (its lease wait still applies).
+   * default DEFAULT_STALLED_INTERVAL_MS. A job lost with its worker comes back after its lock and about two intervals (its lease wait still applies).
    */
   stalledIntervalMs: number;
+  /** `TICKWARDEN_SECRETS_DIR`: where the Secrets that schedules' `{ secret, key }` values name are mounted, one directory per Secret; default DEFAULT_SECRETS_DIR. */
+  secretsDir: string;
 }
+
+/**
+ * How often a worker's BullMQ stalled check runs unless TICKWARDEN_STALLED_INTERVAL says otherwise,
+ * ms: a job whose worker died comes back within its lock and about two of these, inside its start
+ * deadline. One short script per queue and interval, shared by all workers.
+ */
+export const DEFAULT_STALLED_INTERVAL_MS = 2500;
+
+/** Where a worker reads `{ secret, key }` values unless TICKWARDEN_SECRETS_DIR says otherwise. */
+export const DEFAULT_SECRETS_DIR = '/var/run/tickwarden/secrets';
 
 type Env = Readonly<Record<string, string | undefined>>;
 
@@ -77,8 +92,10 @@ export function parseWorkerEnv(env: Env): EnvResult<WorkerEnv> {
   const concurrency = reader.integer('TICKWARDEN_WORKER_CONCURRENCY', 10, 1, Number.MAX_SAFE_INTEGER, 'an integer of at least 1');
   const queues = readQueues(reader);
   const shutdownGraceMs = readDuration(reader, 'TICKWARDEN_SHUTDOWN_GRACE', 20_000, 0);
-  const stalledIntervalMs = readDuration(reader, 'TICKWARDEN_STALLED_INTERVAL', 30_000, 1000);
-  return reader.result(() => ({ ...common(), concurrency, queues, shutdownGraceMs, stalledIntervalMs }));
+  const stalledIntervalMs = readDuration(reader, 'TICKWARDEN_STALLED_INTERVAL', DEFAULT_STALLED_INTERVAL_MS, 1000);
+  const secretsDir = reader.get('TICKWARDEN_SECRETS_DIR') ?? DEFAULT_SECRETS_DIR;
+  if (!secretsDir.startsWith('/')) reader.fail('TICKWARDEN_SECRETS_DIR', `expected an absolute path, got ${quote(secretsDir)}`);
+  return reader.result(() => ({ ...common(), concurrency, queues, shutdownGraceMs, stalledIntervalMs, secretsDir }));
 }
 
 /** A duration variable, ms: `fallbackMs` when unset; an error (and the fallback) when invalid or under `minMs`. */
@@ -103,8 +120,10 @@ function readCommon(reader: EnvReader, defaultPort: number): () => CommonEnv {
   const logLevelText = reader.get('LOG_LEVEL') ?? 'info';
   const logLevel = LOG_LEVELS.find((level) => level === logLevelText);
   if (logLevel === undefined) reader.fail('LOG_LEVEL', `expected one of ${LOG_LEVELS.join(', ')}, got ${quote(logLevelText)}`);
+  const destinations = parseHttpDestinations(reader.get(ALLOW_VARIABLE), reader.get(DENY_VARIABLE));
+  for (const error of destinations.errors) reader.fail(error.variable, error.message);
   // only called when there is no error, so every value is set
-  return () => ({ configPath: configPath ?? '', lockNodes, lockQuorum, queueRedis: queueRedisText ?? '', httpPort, logLevel: logLevel ?? 'info' });
+  return () => ({ configPath: configPath ?? '', lockNodes, lockQuorum, queueRedis: queueRedisText ?? '', httpPort, logLevel: logLevel ?? 'info', httpDestinations: destinations.value });
 }
 
 const LOCK_NODES = 'TICKWARDEN_LOCK_NODES';

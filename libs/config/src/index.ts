@@ -1,7 +1,10 @@
+export { nextTickAfter } from './cron.ts';
 export { formatDuration, parseDuration } from './duration.ts';
 export {
   parseSchedulerEnv,
   parseWorkerEnv,
+  DEFAULT_SECRETS_DIR,
+  DEFAULT_STALLED_INTERVAL_MS,
   LOG_LEVELS,
   type EnvError,
   type EnvResult,
@@ -10,7 +13,9 @@ export {
   type WorkerEnv,
 } from './env.ts';
 export { formatConfigError } from './errors.ts';
+export { addressRefusal, ALLOW_VARIABLE, DEFAULT_HTTP_DESTINATIONS, DENY_VARIABLE, hostRefusal, httpDestinationErrors, parseHttpDestinations, type HttpDestinations } from './http-destinations.ts';
 export { loadConfig } from './load.ts';
 export { redactUrl } from './redact.ts';
-export type { BackoffType, ConfigError, ConfigResult, HandlerConfig, HttpMethod, Overlap, ScheduleConfig, TickwardenConfig } from './types.ts';
+export { MAX_TICK_WINDOW_MS } from './schema.ts';
+export type { BackoffType, ConfigError, ConfigResult, ConfigValue, HandlerConfig, HttpMethod, HttpRedirects, Overlap, SecretRef, ScheduleConfig, TickwardenConfig } from './types.ts';
 export { validateConfigText, validateConfigTexts, type ConfigText } from './validate.ts';

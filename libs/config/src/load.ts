@@ -1,6 +1,7 @@
 import { readFile, readdir, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { sortErrors } from './errors.ts';
+import { httpDestinationErrors, type HttpDestinations } from './http-destinations.ts';
 import type { ConfigError, ConfigResult } from './types.ts';
 import { validateConfigTexts, type ConfigText } from './validate.ts';
 
@@ -13,8 +14,9 @@ const YAML_FILE = /\.ya?ml$/;
  * skips the `..data` and `..2024_01_01_...` entries of a Kubernetes ConfigMap volume while reading
  * its `team.yaml -> ..data/team.yaml` links. Files are read in name order. Every error of every
  * file is reported; unreadable files and an empty directory are errors at line 1, column 1.
+ * With `httpDestinations`, an http schedule whose URL the policy refuses is an error at its `url`.
  */
-export async function loadConfig(path: string): Promise<ConfigResult> {
+export async function loadConfig(path: string, options: { httpDestinations?: HttpDestinations | undefined } = {}): Promise<ConfigResult> {
   let files: string[];
   try {
     const stats = await stat(path);
@@ -36,8 +38,9 @@ export async function loadConfig(path: string): Promise<ConfigResult> {
     }
   }
   const result = validateConfigTexts(texts);
-  if (readErrors.length === 0) return result;
-  return failure(sortErrors([...readErrors, ...(result.ok ? [] : result.errors)], files));
+  const policyErrors = result.ok && options.httpDestinations ? httpDestinationErrors(result.config, options.httpDestinations) : [];
+  if (readErrors.length === 0 && policyErrors.length === 0) return result;
+  return failure(sortErrors([...readErrors, ...policyErrors, ...(result.ok ? [] : result.errors)], files));
 }
 
 async function yamlFilesIn(directory: string): Promise<string[]> {

@@ -15,6 +15,12 @@ export const NAME_PATTERN = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/;
 export const QUEUE_PATTERN = /^[a-z0-9][a-z0-9-]{0,62}$/;
 /** The longest duration accepted anywhere: timers cannot wait longer than 2^31-1 ms (~24.8 days). */
 export const MAX_DURATION_MS = 24 * 86_400_000;
+/**
+ * The longest `catchUp` and `startDeadline`: whether a tick already ran is kept (its claim on the
+ * lock nodes, its publish marker in the queue Redis) for the longer of the two plus a margin, and
+ * both stay bounded so that state does (per-second schedules keep one entry per tick).
+ */
+export const MAX_TICK_WINDOW_MS = 86_400_000;
 
 const HEADER_NAME = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
 const IDENTIFIER = /^[A-Za-z_$][\w$]*$/;
@@ -30,7 +36,7 @@ export function expecting(what: string): (issue: IssueInput) => string {
 
 const DURATION_EXAMPLE = 'a duration like 30s, 10m, 2h';
 
-function duration(min: number): z.ZodPipe<z.ZodString, z.ZodTransform<number, string>> {
+function duration(min: number, max = MAX_DURATION_MS, why = ''): z.ZodPipe<z.ZodString, z.ZodTransform<number, string>> {
   const atLeast = min === 0 ? '' : min === 1 ? 'a duration greater than 0s' : `a duration of at least ${formatDuration(min)}`;
   return z
     .string({
@@ -46,7 +52,7 @@ function duration(min: number): z.ZodPipe<z.ZodString, z.ZodTransform<number, st
         message = `expected ${DURATION_EXAMPLE}, got ${describeValue(text)}`;
         if (/^\s*-/.test(text)) message += ' (a duration cannot be negative)';
       } else if (ms < min) message = `expected ${atLeast}, got ${describeValue(text)}`;
-      else if (ms > MAX_DURATION_MS) message = `expected a duration of at most ${formatDuration(MAX_DURATION_MS)}, got ${describeValue(text)}`;
+      else if (ms > max) message = `expected a duration of at most ${formatDuration(max)}${why}, got ${describeValue(text)}`;
       if (message === undefined && ms !== undefined) return ms;
       ctx.addIssue({ code: 'custom', message, input: text });
       return z.NEVER;
@@ -58,10 +64,25 @@ const dnsName = (what: string, example: string): z.ZodString =>
     .string({ error: expecting(`a ${what} like ${example}`) })
     .regex(NAME_PATTERN, { error: expecting(`a ${what} of 1-63 lower-case letters, digits and "-", starting and ending with a letter or digit`) });
 
-const stringMap = (what: string, keyWhat: string, keyPattern: RegExp): z.ZodRecord<z.ZodString, z.ZodString> =>
-  z.record(z.string().regex(keyPattern, { error: expecting(keyWhat) }), z.string({ error: expecting('a string value (quote numbers and booleans)') }), {
-    error: expecting(`a mapping of ${what} to string values`),
-  });
+/** A Kubernetes Secret's name (a DNS subdomain) and one of its keys. */
+const SECRET_NAME = /^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/;
+const SECRET_KEY = /^(?!\.{1,2}$)[-._a-zA-Z0-9]{1,253}$/;
+
+/**
+ * A value a worker reads at run time from a Secret it mounts (`TICKWARDEN_SECRETS_DIR/<secret>/<key>`):
+ * the value is never in a schedule file, a job, a log line or the tick history.
+ */
+const secretRef = z.strictObject({
+  secret: z.string().regex(SECRET_NAME, { error: expecting('a Secret name (lower-case letters, digits, "-" and ".")') }),
+  key: z.string().regex(SECRET_KEY, { error: expecting('a key of the Secret (letters, digits, "-", "_" and ".")') }),
+});
+
+const stringMap = (what: string, keyWhat: string, keyPattern: RegExp) =>
+  z.record(
+    z.string().regex(keyPattern, { error: expecting(keyWhat) }),
+    z.union([z.string(), secretRef], { error: expecting('a string value (quote numbers and booleans) or { secret, key }') }),
+    { error: expecting(`a mapping of ${what} to string values`) },
+  );
 
 const isHttpUrl = (text: string): boolean => {
   try {
@@ -73,17 +94,20 @@ const isHttpUrl = (text: string): boolean => {
 };
 
 export const HTTP_METHODS = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'] as const;
+/** Which redirects an http handler follows: none (a 3xx fails the run), or those to the same origin. */
+export const HTTP_REDIRECTS = ['none', 'same-origin'] as const;
 
 const httpHandler = z.strictObject({
   kind: z.literal('http'),
   url: z.string({ error: expecting('an http(s) URL string') }).refine(isHttpUrl, { error: expecting('an http:// or https:// URL') }),
   method: z.enum(HTTP_METHODS, { error: expecting(`one of ${HTTP_METHODS.join(', ')}`) }).default('POST'),
   headers: stringMap('header names', "a header name (letters, digits and !#$%&'*+-.^_`|~)", HEADER_NAME)
-    .refine((headers) => Object.values(headers).every((value) => !/[\r\n\0]/.test(value)), {
+    .refine((headers) => Object.values(headers).every((value) => typeof value !== 'string' || !/[\r\n\0]/.test(value)), {
       error: 'expected header values without line breaks or NUL characters',
     })
     .default({}),
   timeout: duration(1).default(30_000),
+  redirects: z.enum(HTTP_REDIRECTS, { error: expecting(`one of ${HTTP_REDIRECTS.join(', ')}`) }).default('none'),
 });
 
 const commandHandler = z.strictObject({
@@ -149,6 +173,8 @@ const jsonValue = z.unknown().superRefine((value, ctx) => {
   visit(value, []);
 });
 
+const TICK_WINDOW_WHY = ' (whether a tick already ran is kept that long)';
+
 export const OVERLAP_VALUES = ['skip', 'allow', 'cancel-previous'] as const;
 export const BACKOFF_TYPES = ['fixed', 'exponential'] as const;
 
@@ -173,8 +199,8 @@ const schedule = z.strictObject(
     overlap: z.enum(OVERLAP_VALUES, { error: expecting(`one of ${OVERLAP_VALUES.join(', ')}`) }).default('skip'),
     leaseTtl: duration(1_000).default(30_000),
     maxRuntime: duration(1).optional(),
-    startDeadline: duration(1).optional(),
-    catchUp: duration(0).default(0),
+    startDeadline: duration(1, MAX_TICK_WINDOW_MS, TICK_WINDOW_WHY).optional(),
+    catchUp: duration(0, MAX_TICK_WINDOW_MS, TICK_WINDOW_WHY).default(0),
     jitter: duration(0).default(0),
     attempts: z
       .number({ error: expecting('an integer of at least 1') })

@@ -2,10 +2,18 @@
 export type Overlap = 'skip' | 'allow' | 'cancel-previous';
 
 export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
+export type HttpRedirects = 'none' | 'same-origin';
+/** A value read at run time from a mounted Secret (`TICKWARDEN_SECRETS_DIR/<secret>/<key>`), never written in a schedule file. */
+export interface SecretRef {
+  secret: string;
+  key: string;
+}
+/** A header or environment value: as written, or from a Secret. */
+export type ConfigValue = string | SecretRef;
 
 export type HandlerConfig =
-  | { kind: 'http'; url: string; method: HttpMethod; headers: Record<string, string>; timeoutMs: number }
-  | { kind: 'command'; argv: string[]; cwd: string | undefined; env: Record<string, string>; killGraceMs: number }
+  | { kind: 'http'; url: string; method: HttpMethod; headers: Record<string, ConfigValue>; timeoutMs: number; redirects: HttpRedirects }
+  | { kind: 'command'; argv: string[]; cwd: string | undefined; env: Record<string, ConfigValue>; killGraceMs: number }
   | { kind: 'module'; path: string; exportName: string; killGraceMs: number };
 
 export type BackoffType = 'fixed' | 'exponential';

@@ -387,7 +387,7 @@ function buildSchedule(team: string, schedule: ParsedSchedule, source: { file: s
 function buildHandler(handler: ParsedSchedule['handler']): HandlerConfig {
   switch (handler.kind) {
     case 'http':
-      return { kind: 'http', url: handler.url, method: handler.method, headers: handler.headers, timeoutMs: handler.timeout };
+      return { kind: 'http', url: handler.url, method: handler.method, headers: handler.headers, timeoutMs: handler.timeout, redirects: handler.redirects };
     case 'command':
       return { kind: 'command', argv: handler.argv, cwd: handler.cwd, env: handler.env, killGraceMs: handler.killGrace };
     case 'module':

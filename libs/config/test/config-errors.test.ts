@@ -39,7 +39,7 @@ const cases: Case[] = [
   {
     name: 'unknown handler key (a key of another kind)',
     files: withLine('      argv: [echo]'),
-    expected: ['teams/payments.yaml:8:7: schedules[0].handler.argv: unknown key "argv" in an http handler; expected one of kind, url, method, headers, timeout'],
+    expected: ['teams/payments.yaml:8:7: schedules[0].handler.argv: unknown key "argv" in an http handler; expected one of kind, url, method, headers, timeout, redirects'],
   },
   {
     name: 'missing team',
@@ -142,6 +142,11 @@ const cases: Case[] = [
     expected: ['teams/payments.yaml:5:33: schedules[0].handler.url: expected an http:// or https:// URL, got "ftp://deploy:***@example.com/x"'],
   },
   {
+    name: 'http redirects neither none nor same-origin',
+    files: withLine('      redirects: follow'),
+    expected: ['teams/payments.yaml:8:18: schedules[0].handler.redirects: expected one of none, same-origin, got "follow"'],
+  },
+  {
     name: 'http bad method',
     files: withLine('      method: post'),
     expected: ['teams/payments.yaml:8:15: schedules[0].handler.method: expected one of GET, POST, PUT, PATCH, DELETE, got "post"'],
@@ -149,7 +154,17 @@ const cases: Case[] = [
   {
     name: 'http header value that is not a string',
     files: withLine('      headers: { X-Retry: 3 }'),
-    expected: ['teams/payments.yaml:8:27: schedules[0].handler.headers.X-Retry: expected a string value (quote numbers and booleans), got the number 3'],
+    expected: ['teams/payments.yaml:8:27: schedules[0].handler.headers.X-Retry: expected a string value (quote numbers and booleans) or { secret, key }, got the number 3'],
+  },
+  {
+    name: 'http header from a Secret whose name is not one',
+    files: withLine('      headers: { X-Token: { secret: Team_Secrets, key: token } }'),
+    expected: ['teams/payments.yaml:8:37: schedules[0].handler.headers.X-Token.secret: expected a Secret name (lower-case letters, digits, "-" and "."), got "Team_Secrets"'],
+  },
+  {
+    name: 'command env from a Secret with an unknown field',
+    files: schedule('"0 2 * * *"', '    handler: { kind: command, argv: ["true"], env: { TOKEN: { secret: s, key: k, file: x } } }'),
+    expected: ['teams/payments.yaml:5:82: schedules[0].handler.env.TOKEN.file: unknown key "file"'],
   },
   {
     name: 'command with empty argv',
@@ -165,6 +180,14 @@ const cases: Case[] = [
     name: 'negative duration',
     files: withLine('    catchUp: -5m'),
     expected: ['teams/payments.yaml:8:14: schedules[0].catchUp: expected a duration like 30s, 10m, 2h, got "-5m" (a duration cannot be negative)'],
+  },
+  {
+    name: 'catchUp and startDeadline longer than whether a tick ran is kept',
+    files: withLine('    catchUp: 2d\n    startDeadline: 25h'),
+    expected: [
+      'teams/payments.yaml:8:14: schedules[0].catchUp: expected a duration of at most 1d (whether a tick already ran is kept that long), got "2d"',
+      'teams/payments.yaml:9:20: schedules[0].startDeadline: expected a duration of at most 1d (whether a tick already ran is kept that long), got "25h"',
+    ],
   },
   {
     name: 'malformed duration',

@@ -1,7 +1,7 @@
 import { mkdir, symlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { formatConfigError, loadConfig, validateConfigText, type ScheduleConfig } from '../src/index.ts';
+import { formatConfigError, loadConfig, parseHttpDestinations, validateConfigText, type ScheduleConfig } from '../src/index.ts';
 import { configOf, minimalSchedule, tempDir, yaml } from './support.ts';
 
 describe('valid configurations', () => {
@@ -42,7 +42,7 @@ describe('valid configurations', () => {
     );
     const handlers = configOf(validateConfigText(text, 'p.yaml')).schedules.map((schedule) => schedule.handler);
     expect(handlers).toStrictEqual([
-      { kind: 'http', url: 'https://example.com/hook', method: 'POST', headers: {}, timeoutMs: 30_000 },
+      { kind: 'http', url: 'https://example.com/hook', method: 'POST', headers: {}, timeoutMs: 30_000, redirects: 'none' },
       { kind: 'command', argv: ['./run.sh'], cwd: undefined, env: {}, killGraceMs: 10_000 },
       { kind: 'module', path: './c.js', exportName: 'default', killGraceMs: 10_000 },
     ]);
@@ -59,7 +59,8 @@ describe('valid configurations', () => {
       '      kind: http',
       '      url: https://example.com/hook',
       '      method: PUT',
-      '      headers: { X-Team: payments, "X-Count": "3" }',
+      '      redirects: same-origin',
+      '      headers: { X-Team: payments, "X-Count": "3", X-Token: { secret: payments-api, key: token } }',
       '      timeout: 1m30s',
       '    payload: { report: daily, limits: [1, 2.5, null, true], nested: { a: "b" } }',
       '    overlap: cancel-previous',
@@ -86,7 +87,7 @@ describe('valid configurations', () => {
       name: 'nightly-report',
       cron: '0 2 * * *',
       timezone: 'Europe/Berlin',
-      handler: { kind: 'http', url: 'https://example.com/hook', method: 'PUT', headers: { 'X-Team': 'payments', 'X-Count': '3' }, timeoutMs: 90_000 },
+      handler: { kind: 'http', url: 'https://example.com/hook', method: 'PUT', headers: { 'X-Team': 'payments', 'X-Count': '3', 'X-Token': { secret: 'payments-api', key: 'token' } }, timeoutMs: 90_000, redirects: 'same-origin' },
       payload: { report: 'daily', limits: [1, 2.5, null, true], nested: { a: 'b' } },
       overlap: 'cancel-previous',
       leaseTtlMs: 45_000,
@@ -101,7 +102,7 @@ describe('valid configurations', () => {
       source: { file: 'teams/payments.yaml', line: 3 },
     } satisfies ScheduleConfig);
     expect(cleanup?.handler).toStrictEqual({ kind: 'command', argv: ['node', 'cleanup.js', '--dry-run'], cwd: '/srv/jobs', env: { MODE: 'fast' }, killGraceMs: 0 });
-    expect(cleanup?.source.line).toBe(23);
+    expect(cleanup?.source.line).toBe(24);
     expect(digest?.handler).toStrictEqual({ kind: 'module', path: './jobs/digest.js', exportName: 'sendDigest', killGraceMs: 5_000 });
     expect(digest?.cron).toBe('@daily');
   });
@@ -217,6 +218,20 @@ describe('loadConfig', () => {
       `${join(dir, 'b.yaml')}:8:15: schedules[0].attempts: expected an integer of at least 1, got the number 0`,
       `${join(dir, 'c.yaml')}:4:1: YAML syntax error: Flow sequence in block collection must be sufficiently indented and end with a ]`,
     ]);
+  });
+
+  it('with an http destination policy, an http schedule whose URL it refuses is an error naming file, schedule line and field', async () => {
+    const file = join(dir, 'payments.yaml');
+    const http = (name: string, url: string) => `  - { name: ${name}, cron: "0 * * * *", handler: { kind: http, url: "${url}" } }`;
+    await writeFile(file, yaml('team: payments', 'schedules:', ...minimalSchedule('report'), http('ok', 'https://api.corp.example/hook'), http('metadata', 'http://169.254.169.254/latest/'), http('elsewhere', 'https://example.org/')));
+    const policy = parseHttpDestinations('*.corp.example', undefined).value;
+    const result = await loadConfig(file, { httpDestinations: policy });
+    expect(result.ok ? [] : result.errors.map(formatConfigError)).toEqual([
+      `${file}:9:1: schedules[2].handler.url: destination refused: address 169.254.169.254 is link-local (cloud metadata lives there): always denied`,
+      `${file}:10:1: schedules[3].handler.url: destination refused: host example.org is not in TICKWARDEN_HTTP_ALLOW`,
+    ]);
+    // Without a policy (the CLI's validate with no variables set, unit tests), nothing is refused.
+    expect((await loadConfig(file)).ok).toBe(true);
   });
 
   it('reports the same errors for a file as validateConfigText', async () => {

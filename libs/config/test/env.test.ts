@@ -1,6 +1,6 @@
 import { hostname } from 'node:os';
 import { describe, expect, it } from 'vitest';
-import { parseSchedulerEnv, parseWorkerEnv, redactUrl, type EnvError, type EnvResult } from '../src/index.ts';
+import { DEFAULT_HTTP_DESTINATIONS, hostRefusal, parseSchedulerEnv, parseWorkerEnv, redactUrl, type EnvError, type EnvResult } from '../src/index.ts';
 
 const base = {
   TICKWARDEN_CONFIG: '/etc/tickwarden',
@@ -27,6 +27,7 @@ describe('parseSchedulerEnv', () => {
       queueRedis: 'redis://queue:6379/0',
       httpPort: 8080,
       logLevel: 'info',
+      httpDestinations: DEFAULT_HTTP_DESTINATIONS,
       replicaId: hostname(),
       contestLeadMs: undefined,
     });
@@ -67,6 +68,19 @@ describe('parseSchedulerEnv', () => {
       { variable: 'TICKWARDEN_QUEUE_REDIS', message: 'is required: a redis:// or rediss:// URL of the BullMQ Redis' },
       { variable: 'TICKWARDEN_HTTP_PORT', message: 'expected a port number from 0 to 65535, got "80a"' },
       { variable: 'LOG_LEVEL', message: 'expected one of fatal, error, warn, info, debug, trace, silent, got "verbose"' },
+    ]);
+  });
+
+  it('reads the http destination policy, naming the variable of each bad entry', () => {
+    const { httpDestinations } = valueOf(parseSchedulerEnv({ ...base, TICKWARDEN_HTTP_ALLOW: '10.0.0.0/8, *.Corp.example', TICKWARDEN_HTTP_DENY: 'db.corp.example' }));
+    expect(hostRefusal(httpDestinations, 'api.corp.example')).toBeUndefined();
+    expect(hostRefusal(httpDestinations, 'db.corp.example')).toBe('host db.corp.example is denied (TICKWARDEN_HTTP_DENY)');
+    expect(hostRefusal(httpDestinations, '10.1.2.3')).toBeUndefined();
+    expect(hostRefusal(httpDestinations, '192.168.0.1')).toBe('address 192.168.0.1 is not in TICKWARDEN_HTTP_ALLOW');
+    expect(hostRefusal(httpDestinations, '169.254.169.254')).toBe('address 169.254.169.254 is link-local (cloud metadata lives there): always denied');
+    expect(errorsOf(parseSchedulerEnv({ ...base, TICKWARDEN_HTTP_ALLOW: '10.0.0.0/33', TICKWARDEN_HTTP_DENY: 'not a host' }))).toEqual([
+      { variable: 'TICKWARDEN_HTTP_ALLOW', message: 'entry "10.0.0.0/33": expected an address or a CIDR such as 10.0.0.0/8 (prefix 0-32)' },
+      { variable: 'TICKWARDEN_HTTP_DENY', message: 'entry "not a host": expected a CIDR (10.0.0.0/8), an address, a host name or *.domain' },
     ]);
   });
 
@@ -164,16 +178,23 @@ describe('parseWorkerEnv', () => {
       queueRedis: 'redis://queue:6379/0',
       httpPort: 8081,
       logLevel: 'info',
+      httpDestinations: DEFAULT_HTTP_DESTINATIONS,
       concurrency: 10,
       queues: undefined,
       shutdownGraceMs: 20_000,
-      stalledIntervalMs: 30_000,
+      stalledIntervalMs: 2500,
+      secretsDir: '/var/run/tickwarden/secrets',
     });
+  });
+
+  it('reads where the Secrets are mounted: an absolute path', () => {
+    expect(valueOf(parseWorkerEnv({ ...base, TICKWARDEN_SECRETS_DIR: '/mnt/secrets' })).secretsDir).toBe('/mnt/secrets');
+    expect(errorsOf(parseWorkerEnv({ ...base, TICKWARDEN_SECRETS_DIR: 'secrets' }))).toEqual([{ variable: 'TICKWARDEN_SECRETS_DIR', message: 'expected an absolute path, got "secrets"' }]);
   });
 
   it('reads the shutdown grace as a duration and rejects a malformed one with the others', () => {
     expect(valueOf(parseWorkerEnv({ ...base, TICKWARDEN_SHUTDOWN_GRACE: '1m30s' })).shutdownGraceMs).toBe(90_000);
-    expect(valueOf(parseWorkerEnv(base)).stalledIntervalMs).toBe(30_000);
+    expect(valueOf(parseWorkerEnv(base)).stalledIntervalMs).toBe(2500);
     expect(valueOf(parseWorkerEnv({ ...base, TICKWARDEN_STALLED_INTERVAL: '5s' })).stalledIntervalMs).toBe(5000);
     expect(errorsOf(parseWorkerEnv({ ...base, TICKWARDEN_STALLED_INTERVAL: '500ms' }))).toEqual([
       { variable: 'TICKWARDEN_STALLED_INTERVAL', message: 'expected a duration of at least 1s such as 20s or 1m30s, got "500ms"' },
@@ -224,6 +245,12 @@ describe('redactUrl', () => {
     ['redis://user:pass word@host', 'redis://user:***@host'],
     ['redis://user:pa/ss@host', 'redis://user:***@host'],
     ['user:secret@host:6379', 'user:***@host:6379'],
+    // a `@` after the parser's host: the password may run up to the last one
+    ['redis://:ab@cd/ef@queue:6379', 'redis://:***@queue:6379'],
+    ['redis://user:ab@cd?x@queue:6379/0', 'redis://user:***@queue:6379/0'],
+    // ioredis authenticates with a password query parameter
+    ['redis://queue:6379/0?password=secret', 'redis://queue:6379/0?password=***'],
+    ['rediss://queue:6379?tls=true&Password=s%40cret&db=1#x', 'rediss://queue:6379?tls=true&Password=***&db=1#x'],
     // nothing to mask
     ['redis://host:6379', 'redis://host:6379'],
     ['redis://user@host:6379', 'redis://user@host:6379'],

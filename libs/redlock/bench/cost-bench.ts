@@ -64,12 +64,12 @@ async function serverTimes(): Promise<ServerCall[]> {
     // The acquire's arguments as the library sends them on a first attempt that may yield, without a claim.
     const acquireArgs = (i: number): [number, ...(string | number)[]] => {
       const { claimRetentionMs, fenceRetentionMs, retryDelayMs, retryJitterMs, nodeTimeoutMs } = DEFAULT_SETTINGS;
-      return [1, base(`r${i}`), TTL_MS, claimRetentionMs, retryDelayMs + retryJitterMs + nodeTimeoutMs, '1', Math.max(fenceRetentionMs, TTL_MS), v, Date.now() * 1000 + i, ''];
+      return [1, base(`r${i}`), TTL_MS, claimRetentionMs, retryDelayMs + retryJitterMs + nodeTimeoutMs, '1', Math.max(fenceRetentionMs, TTL_MS), '0', '', v, Date.now() * 1000 + i, '', '1'];
     };
     const calls: [string, 'evalsha' | 'set', (i: number) => Promise<unknown>][] = [
       ['empty script (the acquire\'s arguments)', 'evalsha', (i) => client.evalsha(empty, ...acquireArgs(i))],
       ['tickwarden acquire', 'evalsha', (i) => client.evalsha(acquire, ...acquireArgs(i))],
-      ['tickwarden release', 'evalsha', (i) => client.evalsha(release, 1, base(`r${i}`), '0', v, '')],
+      ['tickwarden release', 'evalsha', (i) => client.evalsha(release, 1, base(`r${i}`), '0', v, '', '')],
       ['node-redlock acquire', 'evalsha', (i) => client.evalsha(nrAcquire, 1, `nr${i}`, v, TTL_MS)],
       ['node-redlock release', 'evalsha', (i) => client.evalsha(nrRelease, 1, `nr${i}`, v)],
       ['floor SET NX PX', 'set', (i) => client.set(`fl${i}`, v, 'PX', TTL_MS, 'NX')],

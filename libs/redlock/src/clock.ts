@@ -4,6 +4,8 @@ import { randomFillSync } from 'node:crypto';
  * Time as the library sees it. Validity is measured on `now()` (monotonic), never
  * on the wall clock; `wallMicros()` only seeds fencing-token proposals, where a
  * wrong clock costs a round trip but never safety. Tests inject a skewed clock.
+ * Apps plan on `wallMicros()` too (the scheduler's ticks): it follows the host
+ * clock, steps included.
  */
 export interface Clock {
   /** Monotonic milliseconds (any origin). */
@@ -14,10 +16,15 @@ export interface Clock {
   clearTimeout(handle: unknown): void;
 }
 
-/** The process clock; timers are unref'd so a pending extension never keeps a process alive. */
+/**
+ * The process clock; timers are unref'd so a pending extension never keeps a process alive.
+ * Wall time is `Date.now()` read afresh each call (`performance.timeOrigin` is fixed at process
+ * start, so a clock stepped since would never show), with the sub-millisecond part of the
+ * monotonic clock as microseconds: proposals one after the other rarely tie.
+ */
 export const systemClock: Clock = Object.freeze({
   now: () => performance.now(),
-  wallMicros: () => Math.floor((performance.timeOrigin + performance.now()) * 1000),
+  wallMicros: () => Date.now() * 1000 + Math.floor((performance.now() % 1) * 1000),
   setTimeout: (callback: () => void, ms: number) => setTimeout(callback, ms).unref(),
   clearTimeout: (handle: unknown) => clearTimeout(handle as NodeJS.Timeout),
 });

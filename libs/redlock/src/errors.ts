@@ -12,7 +12,7 @@ export const ErrorCode = Object.freeze({
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
 
 /** Why one node did not vote for an operation: an error, a timeout, or its answer. */
-export type NodeCause = Error | 'taken' | 'queued' | 'claimed' | 'stale' | 'gone' | 'not-held';
+export type NodeCause = Error | 'taken' | 'queued' | 'claimed' | 'stale' | 'early' | 'gone' | 'not-held';
 
 /** Base of every error the library throws or aborts with. */
 export abstract class RedlockError extends Error {
@@ -33,13 +33,24 @@ function describeCauses(causes: ReadonlyMap<string, NodeCause>): string {
   return ` (${parts.join('; ')})`;
 }
 
+/**
+ * The values holding a failed acquire's claim on some nodes of its last attempt, with how many
+ * nodes each: none on a quorum (that is a ClaimAlreadyGrantedError). Such a split is left by
+ * contenders that failed, or died, before they could release what they got; acquiring with one
+ * of these values (and the claim) takes its part over, as its owner's own retry would.
+ */
+export type ClaimHolders = ReadonlyMap<string, number>;
+
 /** Another holder owns the lock on enough nodes that no quorum is possible. */
 export class LockTakenError extends RedlockError {
   readonly code = ErrorCode.lockTaken;
   readonly resource: string;
-  constructor(resource: string, causes: ReadonlyMap<string, NodeCause>, attempts: number) {
+  /** See {@link ClaimHolders}. */
+  readonly claimHolders: ClaimHolders;
+  constructor(resource: string, causes: ReadonlyMap<string, NodeCause>, attempts: number, claimHolders: ClaimHolders = new Map()) {
     super(`lock "${resource}" is taken by another holder after ${attempts} attempt(s)${describeCauses(causes)}`, causes);
     this.resource = resource;
+    this.claimHolders = claimHolders;
   }
   /** Node ids on which another holder owns the lock (or, `queued`, others were waiting first). */
   get takenOn(): string[] {
@@ -51,9 +62,12 @@ export class LockTakenError extends RedlockError {
 export class QuorumUnavailableError extends RedlockError {
   readonly code = ErrorCode.quorumUnavailable;
   readonly resource: string;
-  constructor(resource: string, operation: string, causes: ReadonlyMap<string, NodeCause>, needed: number) {
+  /** See {@link ClaimHolders}; empty but for an acquire with a claim. */
+  readonly claimHolders: ClaimHolders;
+  constructor(resource: string, operation: string, causes: ReadonlyMap<string, NodeCause>, needed: number, claimHolders: ClaimHolders = new Map()) {
     super(`${operation} of "${resource}" could not reach a quorum of ${needed}${describeCauses(causes)}`, causes);
     this.resource = resource;
+    this.claimHolders = claimHolders;
   }
 }
 
@@ -80,10 +94,16 @@ export class ClaimAlreadyGrantedError extends RedlockError {
   readonly code = ErrorCode.claimAlreadyGranted;
   readonly resource: string;
   readonly claim: string;
-  constructor(resource: string, claim: string, causes: ReadonlyMap<string, NodeCause>) {
+  /**
+   * The lease value the claim is granted to: acquiring with this value (and the
+   * claim) takes that lease over, as its winner's own acquire would.
+   */
+  readonly holder: string;
+  constructor(resource: string, claim: string, holder: string, causes: ReadonlyMap<string, NodeCause>) {
     super(`claim "${claim}" on "${resource}" was already granted${describeCauses(causes)}`, causes);
     this.resource = resource;
     this.claim = claim;
+    this.holder = holder;
   }
 }
 

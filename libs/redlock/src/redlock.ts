@@ -8,6 +8,8 @@ import {
   LockTakenError,
   QuorumUnavailableError,
   InvalidSettingsError,
+  NodeTimeoutError,
+  type ClaimHolders,
   type NodeCause,
   type RedlockError,
 } from './errors.ts';
@@ -17,7 +19,7 @@ import type { AcquireRequest, BatchResult, Lease, ReleaseResult } from './lease.
 import { LeaseWatchdog } from './lease-watchdog.ts';
 import { IoredisLockNode, type LockNode } from './lock-node.ts';
 import { causesExcept, countVotes, runRound, type NodeReply, type RoundSpec } from './node-calls.ts';
-import { decodeAcquire, decodeExtend, decodeRelease, decodeRevoke, scripts, type AcquireVote, type ReleaseVote } from './scripts.ts';
+import { decodeAcquire, decodeExtend, decodeRelease, scripts, type AcquireVote, type ReleaseVote } from './scripts.ts';
 import { checkTtl, driftMs, resolveSettings, validateCallSettings, type CallSettings, type RedlockSettings } from './settings.ts';
 
 /** A node as the constructor accepts it: a client, a URL, or a custom {@link LockNode}. */
@@ -29,10 +31,29 @@ export interface AcquireOptions extends Partial<CallSettings> {
   value?: string | undefined;
   /** Cancels waiting between attempts (an attempt in flight settles within `nodeTimeoutMs`). */
   signal?: AbortSignal | undefined;
+  /**
+   * Takes the lock from whoever holds it, in the same script step (overlap
+   * cancel-previous): the fence is raised as for any grant, so the revoked
+   * holder can neither extend nor re-establish, and its watchdog aborts it at
+   * its next extension. Its validity may still run for up to one TTL from its
+   * last extension: a new holder must not act before that unless it knows the
+   * old one stopped. A claim granted to another value still wins.
+   */
+  revoke?: boolean | undefined;
+  /**
+   * Each node grants only once its own clock reads at least this wall time (ms
+   * since the epoch); earlier it answers `early` and changes nothing. With
+   * `revoke`, a client whose clock runs ahead can neither take the lock nor
+   * cancel its holder before its time.
+   */
+  notBeforeMs?: number | undefined;
 }
 
+/** Options of a batch acquire: call settings, plus the signal, `revoke` and `notBeforeMs` of {@link AcquireOptions}. */
+export type AcquireBatchOptions = Partial<CallSettings> & Pick<AcquireOptions, 'signal' | 'revoke' | 'notBeforeMs'>;
+
 /** What a node was asked to do when it failed. */
-export type NodeOperation = 'acquire' | 'extend' | 'release' | 'revoke';
+export type NodeOperation = 'acquire' | 'extend' | 'release';
 
 /** Hooks for logs and metrics: the library itself prints nothing. */
 export interface RedlockEvents {
@@ -45,11 +66,21 @@ export interface RedlockEvents {
   aborted: [{ resource: string; reason: RedlockError; validityLeftMs: number }];
 }
 
+/** The value that holds a claim on at least `quorum` nodes, if one does. */
+function quorumHolder(counts: ReadonlyMap<string, number> | undefined, quorum: number): string | undefined {
+  for (const [value, count] of counts ?? []) if (count >= quorum) return value;
+  return undefined;
+}
+
 /** One resource inside an acquire attempt. */
 interface Contender {
   request: AcquireRequest & { value: string };
+  /** The caller gave the value (a takeover): it may be its owner's live lease on the nodes (see #releaseFailed). */
+  supplied: boolean;
   result?: BatchResult<Lease>;
   lastCauses: Map<string, NodeCause>;
+  /** Values holding the claim in the last attempt, with their node counts (see ClaimHolders). */
+  lastClaimHolders?: ClaimHolders | undefined;
 }
 
 /**
@@ -108,8 +139,8 @@ export class Redlock extends EventEmitter<RedlockEvents> {
 
   /** Acquires one lease. Throws LockTakenError, QuorumUnavailableError, ClaimAlreadyGrantedError or AcquireAbortedError. */
   async acquire(resource: string, ttlMs: number, options: AcquireOptions = {}): Promise<Lease> {
-    const { claim, value, signal, ...overrides } = options;
-    const [result] = await this.acquireBatch([{ resource, claim, value }], ttlMs, { ...overrides, signal });
+    const { claim, value, ...batchOptions } = options;
+    const [result] = await this.acquireBatch([{ resource, claim, value }], ttlMs, batchOptions);
     if (!result) throw new Error('unreachable: one request gives one result');
     if (!result.ok) throw result.error;
     return result.lease;
@@ -119,15 +150,16 @@ export class Redlock extends EventEmitter<RedlockEvents> {
    * Acquires many independent leases with one script call per node per attempt;
    * resources that lost a split vote or met errors are retried together.
    */
-  async acquireBatch(requests: readonly AcquireRequest[], ttlMs: number, options: Partial<CallSettings> & { signal?: AbortSignal | undefined } = {}): Promise<BatchResult<Lease>[]> {
+  async acquireBatch(requests: readonly AcquireRequest[], ttlMs: number, options: AcquireBatchOptions = {}): Promise<BatchResult<Lease>[]> {
     checkTtl(ttlMs);
-    const { signal, ...overrides } = options;
+    const { signal, revoke = false, notBeforeMs, ...overrides } = options;
     const s = this.#callSettings(overrides);
     if (requests.length > s.maxBatchSize) return this.#inChunks(requests, s.maxBatchSize, (chunk) => this.acquireBatch(chunk, ttlMs, options));
-    // The claim key without a claim id is the one `revoke` checks when it has none: it must never be written.
+    // acquire.lua reads an empty claim id as "no claim".
     if (requests.some((r) => r.claim === '')) throw new InvalidSettingsError('claim', 'a claim id must not be empty');
     const contenders: Contender[] = requests.map((request) => ({
       request: { ...request, value: request.value ?? this.#newValue() },
+      supplied: request.value !== undefined,
       lastCauses: new Map(),
     }));
     const started = this.settings.clock.now();
@@ -138,7 +170,7 @@ export class Redlock extends EventEmitter<RedlockEvents> {
         for (const c of open) c.result = { resource: c.request.resource, ok: false, error: new AcquireAbortedError(c.request.resource, signal.reason) };
         break;
       }
-      const { staleOnly } = await this.#attempt(open, ttlMs, s, attempt, retriesLeft > 0, started);
+      const { staleOnly } = await this.#attempt(open, ttlMs, s, { attempt, willRetry: retriesLeft > 0, revoke, notBeforeMs, acquireStarted: started });
       const pending = contenders.filter((c) => !c.result);
       if (pending.length === 0) break;
       // A proposal below a node's fence is not contention: propose again at once, above what was seen.
@@ -152,20 +184,21 @@ export class Redlock extends EventEmitter<RedlockEvents> {
     return contenders.map((c) => c.result as BatchResult<Lease>);
   }
 
-  /** One attempt for the open contenders; releases what a failed contender got before returning. */
-  async #attempt(open: Contender[], ttlMs: number, s: CallSettings, attempt: number, willRetry: boolean, acquireStarted: number): Promise<{ staleOnly: boolean }> {
+  /** One attempt for the open contenders; releases what a failed contender got before returning (its own fresh value only). */
+  async #attempt(open: Contender[], ttlMs: number, s: CallSettings, round: { attempt: number; willRetry: boolean; revoke: boolean; notBeforeMs: number | undefined; acquireStarted: number }): Promise<{ staleOnly: boolean }> {
+    const { attempt, willRetry, revoke, notBeforeMs, acquireStarted } = round;
     const { clock, keyPrefix, quorum } = this.settings;
     const n = this.nodes.length;
     const proposal = this.#nextProposal();
     // Only an acquire that will retry leaves a waiter mark, and only its first attempt yields to one.
-    const yields = s.yieldToWaiters && willRetry;
+    const yields = s.yieldToWaiters && willRetry && !revoke;
     const waiterMarkMs = yields ? Math.ceil(s.retryDelayMs + s.retryJitterMs) + s.nodeTimeoutMs : 0;
-    const header = [String(ttlMs), String(s.claimRetentionMs), String(waiterMarkMs), yields && attempt === 1 ? '1' : '0', String(Math.max(s.fenceRetentionMs, ttlMs))];
+    const header = [String(ttlMs), String(s.claimRetentionMs), String(waiterMarkMs), yields && attempt === 1 ? '1' : '0', String(Math.max(s.fenceRetentionMs, ttlMs)), revoke ? '1' : '0', notBeforeMs === undefined ? '' : String(Math.ceil(notBeforeMs))];
     const keys: string[] = [];
     const args: string[] = [];
-    for (const { request } of open) {
+    for (const { request, supplied } of open) {
       keys.push(resourceBase(keyPrefix, request.resource));
-      args.push(request.value, String(proposal), request.claim ?? '');
+      args.push(request.value, String(proposal), request.claim ?? '', supplied ? '0' : '1');
     }
     const acquired = new Array<number>(open.length).fill(0);
     /** Per contender whose claim a node reported held: nodes per value holding it (created on the first such vote). */
@@ -188,7 +221,7 @@ export class Redlock extends EventEmitter<RedlockEvents> {
         if (reply.ok) {
           const holders = claimHoldersOf?.get(reply.reply);
           reply.reply.forEach((vote, i) => {
-            if (vote === 'acquired') acquired[i] = (acquired[i] ?? 0) + 1;
+            if (vote === 'acquired' || vote === 'refreshed') acquired[i] = (acquired[i] ?? 0) + 1;
             const holder = holders?.[i];
             if (holder === undefined) return;
             const counts = (claimedBy[i] ??= new Map());
@@ -217,28 +250,70 @@ export class Redlock extends EventEmitter<RedlockEvents> {
     let staleOnly = true;
     open.forEach((c, i) => {
       const { request } = c;
-      if (countVotes(replies, i, 'acquired') >= quorum && validity > s.minValidityMs) {
+      if (countVotes(replies, i, 'acquired', 'refreshed') >= quorum && validity > s.minValidityMs) {
         c.result = { resource: request.resource, ok: true, lease: { resource: request.resource, value: request.value, fence: proposal, ttlMs, validUntil, claim: request.claim } };
         if (this.listenerCount('acquired') > 0) this.emit('acquired', { resource: request.resource, fence: proposal, attempts: attempt, elapsedMs: end - acquireStarted, validityMs: validity });
         return;
       }
       failed.push(c);
-      c.lastCauses = causesExcept(replies, i, ['acquired']) as Map<string, NodeCause>;
+      c.lastCauses = causesExcept(replies, i, ['acquired', 'refreshed']) as Map<string, NodeCause>;
+      c.lastClaimHolders = claimedBy[i];
       // Granted = one other value holds the claim on a quorum. Claims split among contenders of a failed round are released: retry.
-      if (request.claim !== undefined && mostClaimed(i) >= quorum) {
-        c.result = { resource: request.resource, ok: false, error: new ClaimAlreadyGrantedError(request.resource, request.claim, c.lastCauses) };
+      const holder = request.claim === undefined ? undefined : quorumHolder(claimedBy[i], quorum);
+      if (request.claim !== undefined && holder !== undefined) {
+        c.result = { resource: request.resource, ok: false, error: new ClaimAlreadyGrantedError(request.resource, request.claim, holder, c.lastCauses) };
       }
-      if (!(countVotes(replies, i, 'stale') > 0 && countVotes(replies, i, 'acquired', 'stale') >= quorum)) staleOnly = false;
+      if (!(countVotes(replies, i, 'stale') > 0 && countVotes(replies, i, 'acquired', 'refreshed', 'stale') >= quorum)) staleOnly = false;
     });
-    if (failed.length > 0) await this.#releaseValues(failed.map((c) => c.request), true, s);
+    if (failed.length > 0) await this.#releaseFailed(failed, open, replies, proposal, s);
     return { staleOnly: failed.length > 0 && staleOnly };
+  }
+
+  /**
+   * Releases what failed contenders of an attempt got, each only while the resource's fence is still
+   * the attempt's proposal (nobody granted since). A value the library made up is released on every
+   * node, with the claims it recorded: acquire.lua never refreshes such a value (a takeover by value
+   * may share it by now), so a lock holding it with this fence was set by this attempt. A value the caller supplied (a takeover) only where this attempt set it
+   * (`acquired`), claims kept: where the lock already held it (`refreshed`) it may be its owner's
+   * live lease and claim - a failed takeover must not take either away, nor leave what it set afresh
+   * to block others for a TTL. The fence check covers the race in between: another holder of the
+   * same value that refreshed the lock after this attempt set it has raised the fence.
+   */
+  async #releaseFailed(failed: readonly Contender[], open: readonly Contender[], replies: readonly NodeReply<readonly AcquireVote[]>[], proposal: number, s: CallSettings): Promise<void> {
+    const fence = String(proposal);
+    const madeUp = failed.filter((c) => !c.supplied);
+    const supplied = failed.filter((c) => c.supplied);
+    await Promise.all([
+      madeUp.length > 0 ? this.#releaseValues(madeUp.map((c) => ({ ...c.request, fence })), true, s) : undefined,
+      ...replies.map((reply) => {
+        if (!reply.ok) return undefined;
+        const fresh = supplied.filter((c) => reply.reply[open.indexOf(c)] === 'acquired');
+        return fresh.length > 0 ? this.#releaseOn(reply.node, fresh.map((c) => c.request), fence, s) : undefined;
+      }),
+    ]);
+  }
+
+  /** One fence-checked release call on one node (no claims dropped); its error is emitted, never thrown. */
+  async #releaseOn(node: LockNode, leases: readonly Pick<Lease, 'resource' | 'value'>[], fence: string, s: CallSettings): Promise<void> {
+    const { keyPrefix, clock } = this.settings;
+    const keys = leases.map((lease) => resourceBase(keyPrefix, lease.resource));
+    const args = ['0', ...leases.flatMap((lease) => [lease.value, '', fence])];
+    let timer: unknown;
+    const timeout = new Promise<never>((_, reject) => (timer = clock.setTimeout(() => reject(new NodeTimeoutError(s.nodeTimeoutMs)), s.nodeTimeoutMs)));
+    try {
+      await Promise.race([node.run(scripts.release, keys, args, s.nodeTimeoutMs), timeout]);
+    } catch (error) {
+      if (this.listenerCount('nodeError') > 0) this.emit('nodeError', { node: node.id, operation: 'release', error: error as Error });
+    } finally {
+      clock.clearTimeout(timer);
+    }
   }
 
   #acquireFailure(c: Contender, attempts: number): RedlockError {
     const { resource } = c.request;
-    const blocked = [...c.lastCauses.values()].filter((cause) => cause === 'taken' || cause === 'queued' || cause === 'claimed').length;
-    if (blocked > this.nodes.length - this.quorum) return new LockTakenError(resource, c.lastCauses, attempts);
-    return new QuorumUnavailableError(resource, 'acquire', c.lastCauses, this.quorum);
+    const blocked = [...c.lastCauses.values()].filter((cause) => cause === 'taken' || cause === 'queued' || cause === 'claimed' || cause === 'early').length;
+    if (blocked > this.nodes.length - this.quorum) return new LockTakenError(resource, c.lastCauses, attempts, c.lastClaimHolders);
+    return new QuorumUnavailableError(resource, 'acquire', c.lastCauses, this.quorum, c.lastClaimHolders);
   }
 
   #wait(ms: number, signal: AbortSignal | undefined): Promise<void> {
@@ -343,50 +418,20 @@ export class Redlock extends EventEmitter<RedlockEvents> {
     return this.#releaseValues(leases, false, s);
   }
 
-  /**
-   * Takes `resource` away from its holder, whoever it is (overlap cancel-previous):
-   * deletes the lock on every node and raises the fence above any granted token,
-   * so the holder can neither extend nor re-establish it - its watchdog aborts
-   * it at its next extension. Its validity may still run for up to one TTL from
-   * its last extension: a new holder must not start before that. With a
-   * `claim`, nodes where that claim is already granted are left alone (a late
-   * revoker must not take the claim winner's lease). Throws
-   * QuorumUnavailableError unless a quorum answered.
-   */
-  async revoke(resource: string, options: Partial<CallSettings> & { claim?: string | undefined } = {}): Promise<void> {
-    const { claim, ...overrides } = options;
-    const s = this.#callSettings(overrides);
-    const { keyPrefix, quorum } = this.settings;
-    const replies = await this.#round(
-      {
-        script: scripts.revoke,
-        header: [String(s.fenceRetentionMs)],
-        keys: [resourceBase(keyPrefix, resource)],
-        args: [String(this.#nextProposal()), claim ?? ''],
-        timeoutMs: s.nodeTimeoutMs,
-        maxResources: s.maxBatchSize,
-      },
-      'revoke',
-      { decode: (raw) => decodeRevoke(raw, 1) },
-    );
-    if (replies.filter((r) => r.ok).length < quorum) {
-      throw new QuorumUnavailableError(resource, 'revoke', causesExcept(replies, 0, ['revoked', 'free', 'claimed']) as Map<string, NodeCause>, quorum);
-    }
-  }
-
   /** Runs `call` on chunks of at most `size` items in parallel; results in input order. */
   async #inChunks<I, R>(items: readonly I[], size: number, call: (chunk: readonly I[]) => Promise<R[]>): Promise<R[]> {
     const chunks = Array.from({ length: Math.ceil(items.length / size) }, (_, i) => items.slice(i * size, (i + 1) * size));
     return (await Promise.all(chunks.map(call))).flat();
   }
 
-  async #releaseValues(leases: readonly { resource: string; value: string; claim?: string | undefined }[], dropClaims: boolean, s: CallSettings): Promise<ReleaseResult[]> {
+  /** Releases by value (and, with `fence`, only while the resource's fence is still that: see release.lua). */
+  async #releaseValues(leases: readonly { resource: string; value: string; claim?: string | undefined; fence?: string }[], dropClaims: boolean, s: CallSettings): Promise<ReleaseResult[]> {
     const { keyPrefix } = this.settings;
     const keys: string[] = [];
     const args: string[] = [];
     for (const lease of leases) {
       keys.push(resourceBase(keyPrefix, lease.resource));
-      args.push(lease.value, lease.claim ?? '');
+      args.push(lease.value, lease.claim ?? '', lease.fence ?? '');
     }
     const header = [dropClaims ? '1' : '0'];
     const { quorum } = this.settings;
@@ -446,11 +491,12 @@ export class Redlock extends EventEmitter<RedlockEvents> {
   }
 
   /**
-   * Which nodes answer a (no-op) script call within `nodeTimeoutMs`, and whether
-   * they make a quorum: for readiness probes.
+   * Which nodes answer a (no-op) script call within `nodeTimeoutMs` (the setting, or
+   * the override: probe with the timeout your calls use), and whether they make a
+   * quorum: for readiness probes.
    */
-  async probe(): Promise<{ quorum: boolean; reachable: string[]; unreachable: Map<string, Error> }> {
-    const { nodeTimeoutMs, maxBatchSize } = this.settings;
+  async probe(overrides: Pick<Partial<CallSettings>, 'nodeTimeoutMs'> = {}): Promise<{ quorum: boolean; reachable: string[]; unreachable: Map<string, Error> }> {
+    const { nodeTimeoutMs, maxBatchSize } = this.#callSettings(overrides);
     const replies = await this.#round({ script: scripts.release, header: ['0'], keys: [], args: [], timeoutMs: nodeTimeoutMs, maxResources: maxBatchSize }, undefined, { decode: (raw) => raw });
     const reachable = replies.filter((r) => r.ok).map((r) => r.node.id);
     const unreachable = new Map(replies.flatMap((r) => (r.ok ? [] : [[r.node.id, r.error] as const])));

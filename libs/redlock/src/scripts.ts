@@ -18,23 +18,25 @@ export const scripts = Object.freeze({
   acquire: load('acquire'),
   extend: load('extend'),
   release: load('release'),
-  revoke: load('revoke'),
 });
 
 /** A node's answer for one resource, decoded from the scripts' integer codes (the one place they are mapped). */
-export type AcquireVote = 'acquired' | 'taken' | 'claimed' | 'stale' | 'queued';
+/** `acquired`: set by this call; `refreshed`: the lock already held the caller's value (both are grants). */
+/** `early`: the node's clock has not reached the acquire's not-before time. */
+export type AcquireVote = 'acquired' | 'refreshed' | 'taken' | 'claimed' | 'stale' | 'queued' | 'early';
 export type ExtendVote = 'extended' | 'reestablished' | 'taken' | 'gone';
 export type ReleaseVote = 'released' | 'not-held';
-export type RevokeVote = 'revoked' | 'free' | 'claimed';
 
 // The one place the scripts' integer codes are mapped (switches: the lookups sit on every reply's path).
 function acquireVote(code: unknown): AcquireVote {
   switch (Number(code)) {
     case 1: return 'acquired';
+    case 2: return 'refreshed';
     case 0: return 'taken';
     case -1: return 'claimed';
     case -2: return 'stale';
     case -4: return 'queued';
+    case -5: return 'early';
     default: throw unknownCode('acquire', code);
   }
 }
@@ -54,15 +56,6 @@ function releaseVote(code: unknown): ReleaseVote {
     case 1: return 'released';
     case 0: return 'not-held';
     default: throw unknownCode('release', code);
-  }
-}
-
-function revokeVote(code: unknown): RevokeVote {
-  switch (Number(code)) {
-    case 1: return 'revoked';
-    case 0: return 'free';
-    case 2: return 'claimed';
-    default: throw unknownCode('revoke', code);
   }
 }
 
@@ -104,4 +97,3 @@ function decodeCodes<V>(reply: unknown, count: number, vote: (code: unknown) => 
 
 export const decodeExtend = (reply: unknown, count: number): ExtendVote[] => decodeCodes(reply, count, extendVote);
 export const decodeRelease = (reply: unknown, count: number): ReleaseVote[] => decodeCodes(reply, count, releaseVote);
-export const decodeRevoke = (reply: unknown, count: number): RevokeVote[] => decodeCodes(reply, count, revokeVote);

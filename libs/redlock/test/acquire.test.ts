@@ -170,6 +170,21 @@ describe('node failures with 5 nodes', () => {
     }
   });
 
+  it('probe({ nodeTimeoutMs }) counts a node slower than the setting but inside the override as reachable', async () => {
+    const link = await cluster.nodes.link('slow-probe');
+    const redlock = redlockOn(link.urls, { nodeTimeoutMs: 100 });
+    expect((await redlock.probe({ nodeTimeoutMs: 5000 })).quorum).toBe(true); // connected
+    for (const node of [0, 1, 2]) link.setFault(node, { kind: 'latency', ms: 200 });
+    try {
+      expect((await redlock.probe()).quorum).toBe(false);
+      const probe = await redlock.probe({ nodeTimeoutMs: 1000 });
+      expect(probe.quorum).toBe(true);
+      expect(probe.reachable).toHaveLength(cluster.nodes.nodes.length);
+    } finally {
+      link.heal();
+    }
+  });
+
   it('emits per-node errors as events and prints nothing', async () => {
     const redlock = redlockOn(cluster.nodes.urls, { nodeTimeoutMs: 100 });
     const errors: string[] = [];
@@ -185,8 +200,9 @@ describe('node failures with 5 nodes', () => {
       await node.kill();
       await waitUntil(() => errors.length === 2, 'the calls in flight to fail', { timeoutMs: 5000 });
       expect(errors.sort()).toEqual([`acquire ${node.id}`, `release ${node.id}`]);
-      // Down, it is reported by the calls that meet it.
+      // Down, it is reported by the calls that meet it (a quorum may decide a call before its error arrives).
       await redlock.release(await redlock.acquire('events', 1000));
+      await waitUntil(() => errors.length >= 4, 'the calls to the down node to fail', { timeoutMs: 5000 });
       expect(errors.filter((e) => e.endsWith(node.id))).toHaveLength(4);
     } finally {
       await node.restart({ keepData: false });

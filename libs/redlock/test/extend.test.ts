@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { LeaseExpiredError, LeaseLostError, QuorumUnavailableError, resourceKeys } from '../src/index.ts';
+import { ClaimAlreadyGrantedError, LeaseExpiredError, LeaseLostError, LockTakenError, QuorumUnavailableError, resourceKeys, type Lease } from '../src/index.ts';
 import { inspect, redlockOn, sleep, TestClock, useNodes } from './support.ts';
 
 describe.each([3, 5])('extend with %i nodes', (count) => {
@@ -103,10 +103,10 @@ describe.each([3, 5])('extend with %i nodes', (count) => {
   });
 });
 
-describe('revoke', () => {
+describe('acquire with revoke', () => {
   const cluster = useNodes(3);
 
-  it('takes a lease away: the holder watchdog aborts as lease lost, and the next grant has a greater fence', async () => {
+  it('takes a lease away in one step: the holder watchdog aborts as lease lost, and the new grant has a greater fence', async () => {
     const holder = redlockOn(cluster.nodes.urls, { abortMarginMs: 50 });
     // A clock far ahead: its token is above anything the revoker would propose from its own clock.
     const ahead = Object.assign(new TestClock(), { wallOffsetMicros: 3_600_000_000 });
@@ -114,24 +114,57 @@ describe('revoke', () => {
     for (const [name, redlock] of [['revoked', holder], ['revoked-ahead', aheadHolder]] as const) {
       const revoker = redlockOn(cluster.nodes.urls);
       let fence = 0;
+      let next: Lease | undefined;
       const reason = await redlock.using(name, 600, async (signal, lease) => {
         fence = lease.fence;
-        await revoker.revoke(name);
+        next = await revoker.acquire(name, 1000, { revoke: true });
         return new Promise((resolve) => signal.addEventListener('abort', () => resolve(signal.reason), { once: true }));
       });
       expect(reason).toBeInstanceOf(LeaseLostError);
-      const next = await revoker.acquire(name, 1000);
-      expect(next.fence).toBeGreaterThan(fence);
-      await revoker.release(next);
+      expect(next?.fence).toBeGreaterThan(fence);
+      // The revoked holder's release (at the end of `using`) left the new lease alone.
+      await expect(revoker.extend(next as Lease)).resolves.toMatchObject({ value: next?.value });
+      await revoker.release(next as Lease);
     }
+  });
+
+  it('no one slips in between: a takeover by the revoked value after the revocation finds the lock taken', async () => {
+    const scheduler = redlockOn(cluster.nodes.urls);
+    const queued = await scheduler.acquire('queued-run', 5000);
+    const next = await redlockOn(cluster.nodes.urls).acquire('queued-run', 5000, { revoke: true });
+    const worker = redlockOn(cluster.nodes.urls, { retryCount: 0 });
+    await expect(worker.acquire('queued-run', 5000, { value: queued.value })).rejects.toBeInstanceOf(LockTakenError);
+    await scheduler.release(next);
+  });
+
+  it('grants only once the nodes\' own clocks reach the not-before time: a revoker whose clock runs ahead can neither revoke nor take a free lock early', async () => {
+    const holder = redlockOn(cluster.nodes.urls);
+    const lease = await holder.acquire('not-before', 5000);
+    const revoker = redlockOn(cluster.nodes.urls, { retryCount: 1 });
+    // The revoker's own clock may say anything: the nodes read theirs (the host's, here).
+    const early = await revoker.acquire('not-before', 5000, { revoke: true, notBeforeMs: Date.now() + 60_000 }).catch((error: unknown) => error);
+    expect(early).toBeInstanceOf(LockTakenError);
+    // Settled once a majority answered `early`.
+    const causes = [...(early as LockTakenError).nodeCauses.values()];
+    expect(causes.length).toBeGreaterThanOrEqual(2);
+    expect(causes.every((cause) => cause === 'early')).toBe(true);
+    await expect(holder.extend(lease)).resolves.toMatchObject({ value: lease.value });
+    await expect(revoker.acquire('not-before-free', 5000, { notBeforeMs: Date.now() + 60_000 })).rejects.toBeInstanceOf(LockTakenError);
+    const next = await revoker.acquire('not-before', 5000, { revoke: true, notBeforeMs: Date.now() - 100 });
+    await expect(holder.extend(lease)).rejects.toBeInstanceOf(LeaseLostError);
+    await revoker.release(next);
   });
 
   it('a revocation for a claim leaves the lease of that claim\'s winner alone', async () => {
     const winner = redlockOn(cluster.nodes.urls);
     const lease = await winner.acquire('claimed-revoke', 5000, { claim: 'tick-1' });
-    await redlockOn(cluster.nodes.urls).revoke('claimed-revoke', { claim: 'tick-1' });
+    const late = await redlockOn(cluster.nodes.urls, { retryCount: 0 })
+      .acquire('claimed-revoke', 5000, { claim: 'tick-1', revoke: true })
+      .catch((error: unknown) => error);
+    expect(late).toBeInstanceOf(ClaimAlreadyGrantedError);
     await expect(winner.extend(lease)).resolves.toMatchObject({ value: lease.value });
-    await redlockOn(cluster.nodes.urls).revoke('claimed-revoke', { claim: 'tick-2' });
+    const next = await redlockOn(cluster.nodes.urls).acquire('claimed-revoke', 5000, { claim: 'tick-2', revoke: true });
     await expect(winner.extend(lease)).rejects.toBeInstanceOf(LeaseLostError);
+    await winner.release(next);
   });
 });

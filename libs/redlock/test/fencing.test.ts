@@ -38,9 +38,9 @@ describe('fencing tokens', () => {
     await fenceTtlsWithin('held-long', 4000); // at least the lease TTL
     await short.extend(long, 8000);
     await fenceTtlsWithin('held-long', 7000);
-    await redlock.revoke('one-off');
+    const revoked = await redlock.acquire('one-off', 5000, { revoke: true });
     await fenceTtlsWithin('one-off', 55_000);
-    await Promise.all([redlock.release(lease), short.release(long)]);
+    await Promise.all([redlock.release(lease), redlock.release(revoked), short.release(long)]);
   });
 
   it('a client proposes above the tokens it was granted: its clock jumping back cannot lower its next token, even where the nodes lost theirs', async () => {

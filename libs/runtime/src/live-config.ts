@@ -1,4 +1,4 @@
-import { formatConfigError, loadConfig, type TickwardenConfig } from '@tickwarden/config';
+import { formatConfigError, loadConfig, type HttpDestinations, type TickwardenConfig } from '@tickwarden/config';
 import type { Logger } from 'pino';
 import { ConfigWatcher } from './config-watcher.ts';
 
@@ -17,6 +17,8 @@ export interface LiveConfigOptions {
   onReloadResult?: (result: 'applied' | 'invalid') => void;
   /** How often the files are compared, ms. Default 2000. */
   pollMs?: number;
+  /** Where http handlers may connect: a schedule the policy refuses makes the config invalid. */
+  httpDestinations?: HttpDestinations | undefined;
 }
 
 /**
@@ -25,7 +27,7 @@ export interface LiveConfigOptions {
  * reload logs its errors and keeps the last good config.
  */
 export async function startLiveConfig(options: LiveConfigOptions): Promise<LiveConfig | undefined> {
-  const { path, logger, onReload, onReloadResult, pollMs = 2000 } = options;
+  const { path, logger, onReload, onReloadResult, pollMs = 2000, httpDestinations } = options;
   let started = false;
   let changedBeforeStart = false;
   const reload = async (): Promise<void> => {
@@ -33,7 +35,7 @@ export async function startLiveConfig(options: LiveConfigOptions): Promise<LiveC
       changedBeforeStart = true;
       return;
     }
-    const reloaded = await loadConfig(path);
+    const reloaded = await loadConfig(path, { httpDestinations });
     if (!reloaded.ok) {
       onReloadResult?.('invalid');
       for (const error of reloaded.errors) logger.error({ configError: error }, formatConfigError(error));
@@ -47,7 +49,7 @@ export async function startLiveConfig(options: LiveConfigOptions): Promise<LiveC
   const watcher = new ConfigWatcher(path, pollMs, reload);
   // The baseline is taken before the first load, so a change made meanwhile is reloaded, never missed.
   await watcher.start();
-  const loaded = await loadConfig(path);
+  const loaded = await loadConfig(path, { httpDestinations });
   if (!loaded.ok) {
     watcher.stop();
     for (const error of loaded.errors) logger.error({ configError: error }, formatConfigError(error));

@@ -3,31 +3,38 @@ import { constants } from 'node:fs';
 import { access, stat } from 'node:fs/promises';
 import path from 'node:path';
 import type { Readable, Writable } from 'node:stream';
-import type { HandlerConfig } from '@tickwarden/config';
+import { DEFAULT_SECRETS_DIR, type HandlerConfig } from '@tickwarden/config';
 import type { CommandGuard } from '../command-guard.ts';
 import { DEFAULT_OUTPUT_LIMITS, OutputLog, type OutputLimits } from './output.ts';
+import { resolveValues } from './secrets.ts';
 import { HandlerError, tickIso, type RunContext, type RunDetails } from './types.ts';
 
 export type CommandHandlerConfig = Extract<HandlerConfig, { kind: 'command' }>;
 
-/** What a command run needs besides its config and context. */
+/** What a command or module run needs besides its config and context. */
 export interface CommandRunOptions {
-  /** The worker's guard: it stops the command's group if this process dies or stalls. */
+  /** The worker's guard: it stops the run's process group if this process dies or stalls. */
   guard: CommandGuard;
   limits?: OutputLimits | undefined;
+  /** Where the Secrets that `{ secret, key }` values name are mounted (`TICKWARDEN_SECRETS_DIR`); default DEFAULT_SECRETS_DIR. */
+  secretsDir?: string | undefined;
 }
 
 /**
- * A command's group is SIGKILLed this long before its lease's validity ends, by
- * the worker and by the guard alike, ms. It covers the guard's timer lateness
+ * A command's (or module process's) group is SIGKILLed this long before its lease's validity
+ * ends, by the worker and by the guard alike, ms. It covers the guard's timer lateness
  * and the kill's delivery; the lease watchdog aborts (SIGTERM) 200 ms before
  * the end, so a lease-lost abort leaves a command about 100 ms for SIGTERM.
  */
 export const LEASE_KILL_MARGIN_MS = 100;
+/** The `code` of the HandlerError of a program not started because its lease could lapse first. */
+export const LEASE_ENDING_BEFORE_START = 'LEASE_ENDING_BEFORE_START';
 /**
- * Every command starts behind a gate: `sh` in the command's new process group waits for a line
- * on fd 3, then execs the program (same pid, same group). The worker writes that line only once
- * the guard has the group's kill time in its pipe (`CommandGuard.watching`). A worker killed
+ * Every command (and every module process: see module.ts) starts behind a gate: `sh` in the
+ * command's new process group waits for a line on fd 3, then execs the program (same pid, same
+ * group; fd 4, a module process's report channel, stays open across the exec). The worker
+ * writes that line only once the guard has the group's kill time in its pipe
+ * (`CommandGuard.watching`). A worker killed
  * between the fork and that moment (the fork returns before the guard can be told) closes fd 3
  * with its death: the gate exits 125 and nothing of the command runs. Without the gate such a
  * command ran unwatched, and could outlive the lease (apps/worker/test/process.test.ts).
@@ -54,34 +61,98 @@ const AFTER_KILL_WAIT_MS = 2000;
 export async function runCommand(config: CommandHandlerConfig, context: RunContext, options: CommandRunOptions): Promise<RunDetails> {
   const [program, ...args] = config.argv;
   if (program === undefined) throw new HandlerError('command has an empty argv');
-  const { guard, limits = DEFAULT_OUTPUT_LIMITS } = options;
-  const env: NodeJS.ProcessEnv = {
+  const env = runEnv(context, await resolveValues(config.env, options.secretsDir ?? DEFAULT_SECRETS_DIR));
+  const executable = await findExecutable(program, config.cwd, env['PATH']);
+  if (executable === undefined) {
+    const where = program.includes('/') ? `at ${path.resolve(config.cwd ?? process.cwd(), program)}` : `named "${program}" on PATH`;
+    throw new HandlerError(`cannot start command "${program}": no executable file ${where}`, { code: 'COMMAND_NOT_FOUND' });
+  }
+  const result = await runGuarded({ noun: 'command', executable, args, cwd: config.cwd, env, killGraceMs: config.killGraceMs }, context, options);
+  if ('error' in result) throw new HandlerError(`cannot start command "${program}": ${result.error.message}`, {}, { cause: result.error });
+  if (result.code === 0) return { exitCode: 0, commandMs: result.durationMs, outputLines: result.outputLines };
+  if (result.code !== null) throw new HandlerError(`command exited with code ${result.code}`, { exitCode: result.code });
+  throw new HandlerError(`command was killed by ${result.signal ?? 'a signal'}`, { exitSignal: result.signal });
+}
+
+/** The environment of a run's process: the allowlisted part of the worker's (INHERITED_ENV), then `extra` (the schedule's `env`), then the run's `TICKWARDEN_*` variables. */
+export function runEnv(context: RunContext, extra: Record<string, string> = {}): NodeJS.ProcessEnv {
+  return {
     ...inheritedEnv(),
-    ...config.env,
+    ...extra,
     TICKWARDEN_SCHEDULE: context.schedule,
     TICKWARDEN_TICK: tickIso(context),
     TICKWARDEN_FENCE: String(context.fence),
     TICKWARDEN_JOB_ID: context.jobId,
     TICKWARDEN_ATTEMPT: String(context.attempt),
   };
-  const executable = await findExecutable(program, config.cwd, env['PATH']);
-  if (executable === undefined) {
-    const where = program.includes('/') ? `at ${path.resolve(config.cwd ?? process.cwd(), program)}` : `named "${program}" on PATH`;
-    throw new HandlerError(`cannot start command "${program}": no executable file ${where}`, { code: 'COMMAND_NOT_FOUND' });
-  }
-  // No command starts that the guard could not stop if this worker died or stalled.
+}
+
+/** Why the worker itself SIGKILLed a run's group: its lease validity was ending, or it outlived the kill grace after SIGTERM. */
+export type GroupKillCause = 'lease-end' | 'kill-grace';
+
+/** A program run as a command is (see {@link runGuarded}): the command's own, or the module runner. */
+export interface GuardedProgram {
+  /** What runs, in messages: "command", "module process". */
+  noun: string;
+  /** An absolute path (the gate execs it as is). */
+  executable: string;
+  args: readonly string[];
+  cwd: string | undefined;
+  /** The whole environment (see {@link runEnv}). */
+  env: NodeJS.ProcessEnv;
+  killGraceMs: number;
+  /**
+   * When set, fd 4 of the program is a pipe to the worker (a report channel: the gate keeps it
+   * open across its exec), and each line written to it is passed here, with the run's output log
+   * so that records written from it count against the same caps. Lines longer than
+   * {@link REPORT_LINE_MAX_BYTES} are dropped (each with a warning).
+   */
+  onReport?: ((line: string, output: OutputLog) => void) | undefined;
+  /** Called right before the worker itself SIGKILLs the group (the guard's kills are logged by the guard's client). */
+  onKill?: ((cause: GroupKillCause) => void) | undefined;
+}
+
+/** How a guarded program ended (an abort, or a refusal to start, is thrown instead). */
+export type GuardedResult =
+  | {
+      code: number | null;
+      signal: NodeJS.Signals | null;
+      /** Set when the worker SIGKILLed the group, with why (the group may have been gone already). */
+      killed: GroupKillCause | undefined;
+      /** From the spawn to the group's end, ms. */
+      durationMs: number;
+      /** Lines logged from the program's output (report records included). */
+      outputLines: number;
+    }
+  | { error: Error };
+
+/** A report line (fd 4) longer than this is dropped, bytes. */
+export const REPORT_LINE_MAX_BYTES = 1024 * 1024;
+
+/**
+ * Runs `program` the way every command runs: behind the gate in a new process group, the guard
+ * told of the group before the gate opens, the payload as JSON on stdin, stdout and stderr
+ * logged line by line (capped), SIGTERM to the group on abort and SIGKILL after the kill grace,
+ * and SIGKILL {@link LEASE_KILL_MARGIN_MS} before the lease's validity ends (here and by the
+ * guard), whatever happens. Resolves once the group is gone; rejects with the abort's reason
+ * when `context.signal` aborted, or with why the program was not started.
+ */
+export async function runGuarded(program: GuardedProgram, context: RunContext, options: CommandRunOptions): Promise<GuardedResult> {
+  const { guard, limits = DEFAULT_OUTPUT_LIMITS } = options;
+  // Nothing starts that the guard could not stop if this worker died or stalled.
   await guard.ready(context.signal);
-  const refused = startRefusal(context);
+  const refused = startRefusal(context, program.noun);
   if (refused) throw refused;
   const started = performance.now();
-  const child = spawn(GATE_SHELL, [...GATE_ARGS, executable, ...args], { cwd: config.cwd, env, detached: true, stdio: ['pipe', 'pipe', 'pipe', 'pipe'] });
-  // All four are pipes (stdio above): never null.
+  const stdio: 'pipe'[] = program.onReport ? ['pipe', 'pipe', 'pipe', 'pipe', 'pipe'] : ['pipe', 'pipe', 'pipe', 'pipe'];
+  const child = spawn(GATE_SHELL, [...GATE_ARGS, program.executable, ...program.args], { cwd: program.cwd, env: program.env, detached: true, stdio });
+  // All are pipes (stdio above): never null.
   const [stdin, stdout, stderr, gate] = [child.stdin as Writable, child.stdout as Readable, child.stderr as Readable, child.stdio[3] as Writable];
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null } | { error: Error }>((resolve) => {
     child.once('exit', (code, signal) => resolve({ code, signal }));
     child.once('error', (error) => resolve({ error }));
   });
-  const group = child.pid === undefined ? undefined : new ProcessGroup(child.pid, config.killGraceMs);
+  const group = child.pid === undefined ? undefined : new ProcessGroup(child.pid, program.killGraceMs, program.onKill);
   const followLease = (): void => {
     if (!group) return;
     const killInMs = context.lease.msLeft() - LEASE_KILL_MARGIN_MS;
@@ -91,8 +162,12 @@ export async function runCommand(config: CommandHandlerConfig, context: RunConte
   followLease();
   const stopFollowing = context.lease.onExtended(followLease);
   const output = new OutputLog(context, limits);
-  const streamsDone = Promise.all([output.follow(stdout, 'stdout'), output.follow(stderr, 'stderr')]);
-  stdin.on('error', () => undefined); // EPIPE when the command does not read its input
+  const followed = [output.follow(stdout, 'stdout'), output.follow(stderr, 'stderr')];
+  const { onReport } = program;
+  const reports = onReport ? (child.stdio[4] as Readable) : undefined;
+  if (reports && onReport) followed.push(followLines(reports, REPORT_LINE_MAX_BYTES, (line) => onReport(line, output), (bytes) => context.logger.warn({ bytes, maxBytes: REPORT_LINE_MAX_BYTES }, `${program.noun} wrote a report line longer than the cap: dropped`)));
+  const streamsDone = Promise.all(followed);
+  stdin.on('error', () => undefined); // EPIPE when the program does not read its input
   stdin.end(JSON.stringify(context.payload ?? null));
   gate.on('error', () => undefined);
 
@@ -105,11 +180,12 @@ export async function runCommand(config: CommandHandlerConfig, context: RunConte
     if (group) {
       // The gate opens only once the guard surely has the group: a crash before that closes it, and nothing runs.
       // Nor after the lease could lapse: this worker may have been paused meanwhile (the guard then kills the
-      // group at once, but the command could start first). Once open, the guard's kill time is still ahead.
+      // group at once, but the program could start first). Once open, the guard's kill time is still ahead.
       try {
         await guard.watching(group.pgid, context.signal);
-        const refusal = startRefusal(context);
+        const refusal = startRefusal(context, program.noun);
         if (refusal) throw refusal;
+        context.started();
         gate.end('open\n');
       } catch (error) {
         notStarted = error;
@@ -119,7 +195,7 @@ export async function runCommand(config: CommandHandlerConfig, context: RunConte
     result = await exited;
     if (group) {
       if (group.alive()) {
-        if (!context.signal.aborted) context.logger.warn({ pgid: group.pgid }, 'command exited leaving processes in its group: stopping them');
+        if (!context.signal.aborted) context.logger.warn({ pgid: group.pgid }, `${program.noun} exited leaving processes in its group: stopping them`);
         group.stop();
       }
       await group.gone();
@@ -134,26 +210,64 @@ export async function runCommand(config: CommandHandlerConfig, context: RunConte
   await Promise.race([streamsDone, new Promise((resolve) => setTimeout(resolve, 200).unref())]);
   stdout.destroy();
   stderr.destroy();
+  reports?.destroy();
 
-  const durationMs = Math.round(performance.now() - started);
-  if ('error' in result) throw new HandlerError(`cannot start command "${program}": ${result.error.message}`, {}, { cause: result.error });
+  if ('error' in result) return result;
   if (context.signal.aborted) throw context.signal.reason;
   if (notStarted !== undefined) throw notStarted;
-  if (result.code === 0) return { exitCode: 0, commandMs: durationMs, outputLines: output.lines };
-  if (result.code !== null) throw new HandlerError(`command exited with code ${result.code}`, { exitCode: result.code });
-  throw new HandlerError(`command was killed by ${result.signal ?? 'a signal'}`, { exitSignal: result.signal });
+  return { ...result, killed: group?.killedBy, durationMs: Math.round(performance.now() - started), outputLines: output.lines };
+}
+
+/** Splits a byte stream into lines for `onLine`; a line longer than `maxBytes` is dropped (`onDropped` with its length so far). Resolves at its end. */
+function followLines(stream: Readable, maxBytes: number, onLine: (line: string) => void, onDropped: (bytes: number) => void): Promise<void> {
+  let pending: Buffer[] = [];
+  let pendingBytes = 0;
+  let dropping = false;
+  const append = (part: Buffer): void => {
+    if (dropping) return;
+    pendingBytes += part.length;
+    if (pendingBytes > maxBytes) {
+      dropping = true;
+      pending = [];
+      onDropped(pendingBytes);
+    } else pending.push(part);
+  };
+  const flush = (): void => {
+    if (!dropping) onLine(Buffer.concat(pending).toString('utf8'));
+    pending = [];
+    pendingBytes = 0;
+    dropping = false;
+  };
+  return new Promise((resolve) => {
+    stream.on('data', (chunk: Buffer) => {
+      let start = 0;
+      for (let newline = chunk.indexOf(10, start); newline !== -1; newline = chunk.indexOf(10, start)) {
+        append(chunk.subarray(start, newline));
+        flush();
+        start = newline + 1;
+      }
+      if (start < chunk.length) append(chunk.subarray(start));
+    });
+    const end = (): void => {
+      if (pendingBytes > 0 && !dropping) flush();
+      resolve();
+    };
+    stream.once('end', end);
+    stream.once('close', end);
+    stream.once('error', end);
+  });
 }
 
 /**
- * Why a command must not start now, if it must not: the run was aborted, or its lease has no
- * more validity than the kill margin (the command could not be stopped before the lease ends).
+ * Why a program must not start now, if it must not: the run was aborted, or its lease has no
+ * more validity than the kill margin (it could not be stopped before the lease ends).
  */
-function startRefusal(context: RunContext): Error | undefined {
+function startRefusal(context: RunContext, noun: string): Error | undefined {
   if (context.signal.aborted) return context.signal.reason as Error;
   const msLeft = context.lease.msLeft();
   if (msLeft > LEASE_KILL_MARGIN_MS) return undefined;
-  return new HandlerError(`the lease has ${Math.round(msLeft)} ms of validity left, not more than the ${LEASE_KILL_MARGIN_MS} ms kill margin: the command is not started`, {
-    code: 'LEASE_ENDING_BEFORE_START',
+  return new HandlerError(`the lease has ${Math.round(msLeft)} ms of validity left, not more than the ${LEASE_KILL_MARGIN_MS} ms kill margin: the ${noun} is not started`, {
+    code: LEASE_ENDING_BEFORE_START,
   });
 }
 
@@ -178,27 +292,46 @@ async function findExecutable(program: string, cwd: string | undefined, pathList
   return undefined;
 }
 
-/** The worker's environment without its own settings: `TICKWARDEN_*` carry the Redis URLs (with passwords), none of a command's business. */
+/**
+ * What a job process inherits from the worker's environment: the search path, home, user, locale,
+ * time zone and CA certificates a program expects. Nothing else: the worker's settings and
+ * credentials (`TICKWARDEN_*`, `*_REDIS_PASSWORD`, proxies, whatever a Deployment adds) are none
+ * of a job's business; a schedule passes what its job needs in its own `env`.
+ */
+const INHERITED_ENV: readonly string[] = [
+  ...['PATH', 'HOME', 'USER', 'LOGNAME', 'SHELL', 'TMPDIR', 'TZ'],
+  ...['LANG', 'LANGUAGE', 'LC_ALL', 'LC_CTYPE', 'LC_MESSAGES', 'LC_NUMERIC', 'LC_TIME', 'LC_COLLATE', 'LC_MONETARY'],
+  ...['SSL_CERT_FILE', 'SSL_CERT_DIR', 'NODE_EXTRA_CA_CERTS'],
+];
+
 function inheritedEnv(): NodeJS.ProcessEnv {
-  return Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.startsWith('TICKWARDEN_')));
+  return Object.fromEntries(INHERITED_ENV.flatMap((name) => (process.env[name] === undefined ? [] : [[name, process.env[name]]])));
 }
 
 /**
- * A command's process group, signalled as a whole: `stop` sends SIGTERM, then
+ * A run's process group, signalled as a whole: `stop` sends SIGTERM, then
  * SIGKILL after the grace; `killIn` sets a SIGKILL deadline that holds whether
  * or not the group was stopped (the lease's validity end).
  */
 class ProcessGroup {
   readonly pgid: number;
   readonly #graceMs: number;
+  readonly #onKill: ((cause: GroupKillCause) => void) | undefined;
   #graceTimer: NodeJS.Timeout | undefined;
   #deadlineTimer: NodeJS.Timeout | undefined;
   #killedAt: number | undefined;
+  #killedBy: GroupKillCause | undefined;
   #stopping = false;
 
-  constructor(pgid: number, graceMs: number) {
+  constructor(pgid: number, graceMs: number, onKill?: (cause: GroupKillCause) => void) {
     this.pgid = pgid;
     this.#graceMs = graceMs;
+    this.#onKill = onKill;
+  }
+
+  /** Why this worker SIGKILLed the group, if it did. */
+  get killedBy(): GroupKillCause | undefined {
+    return this.#killedBy;
   }
 
   #signal(signal: NodeJS.Signals | 0): boolean {
@@ -220,19 +353,23 @@ class ProcessGroup {
     if (this.#stopping) return;
     this.#stopping = true;
     this.#signal('SIGTERM');
-    this.#graceTimer = setTimeout(() => this.kill(), this.#graceMs);
+    this.#graceTimer = setTimeout(() => this.kill('kill-grace'), this.#graceMs);
   }
 
   /** SIGKILL `ms` from now (at once if not above 0), replacing the previous deadline. */
   killIn(ms: number): void {
     if (this.#killedAt !== undefined) return;
     clearTimeout(this.#deadlineTimer);
-    this.#deadlineTimer = setTimeout(() => this.kill(), Math.max(0, ms));
+    this.#deadlineTimer = setTimeout(() => this.kill('lease-end'), Math.max(0, ms));
   }
 
-  kill(): void {
+  kill(cause: GroupKillCause): void {
     this.dispose();
-    this.#killedAt ??= performance.now();
+    if (this.#killedAt === undefined) {
+      this.#killedAt = performance.now();
+      this.#killedBy = cause;
+      this.#onKill?.(cause);
+    }
     this.#signal('SIGKILL');
   }
 

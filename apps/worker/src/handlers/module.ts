@@ -1,16 +1,16 @@
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { Worker } from 'node:worker_threads';
 import type { HandlerConfig } from '@tickwarden/config';
-import { LEASE_KILL_MARGIN_MS } from './command.ts';
-import type { FromRunner, ModuleRunnerInput, ToRunner } from './module-runner.ts';
-import { DEFAULT_OUTPUT_LIMITS, OutputLog, type OutputLimits } from './output.ts';
-import { HandlerError, tickIso, type RunContext, type RunDetails } from './types.ts';
+import { LEASE_KILL_MARGIN_MS, runEnv, runGuarded, type CommandRunOptions, type GroupKillCause } from './command.ts';
+import type { RunnerReport } from './module-runner.ts';
+import type { OutputLevel, OutputLog } from './output.ts';
+import { HandlerError, type RunContext, type RunDetails } from './types.ts';
 
 export type ModuleHandlerConfig = Extract<HandlerConfig, { kind: 'module' }>;
 
-// The runner sits next to this file, as .ts in the sources and .js once built.
-const RUNNER = new URL(`./module-runner${path.extname(fileURLToPath(import.meta.url))}`, import.meta.url);
+// The runner sits next to this file, as .ts in the sources (run by Node's type stripping) and .js once built.
+const RUNNER = fileURLToPath(new URL(`./module-runner${path.extname(fileURLToPath(import.meta.url))}`, import.meta.url));
+const LEVELS: readonly OutputLevel[] = ['debug', 'info', 'warn', 'error'];
 
 /** The module's absolute path: as written when absolute, else relative to the directory of the config file defining the schedule. */
 export function resolveModulePath(modulePath: string, configFile: string): string {
@@ -18,88 +18,59 @@ export function resolveModulePath(modulePath: string, configFile: string): strin
 }
 
 /**
- * Runs the schedule's module in its own worker thread: imports it and calls the
- * named export with `{ schedule, tick, tickMs, fence, jobId, attempt, payload,
- * signal, logger }`. A resolved call is success, a rejection or throw is
- * failure. When `context.signal` aborts, the thread's `signal` aborts (a
- * message); if the call has not ended `killGraceMs` later, the thread is
- * terminated, which stops even a busy loop. Whatever happens, the thread is
- * terminated {@link LEASE_KILL_MARGIN_MS} before the run's lease validity
- * ends (each extension moves that end): nothing of a run outlives its lease.
+ * Runs the schedule's module in a child process of its own, the way a command
+ * runs (runGuarded: behind the gate, in a new process group the command guard
+ * watches, the worker's own `TICKWARDEN_*` settings not passed on): `node
+ * module-runner <module> <export>` imports the module and calls the named
+ * export with `{ schedule, tick, tickMs, fence, jobId, attempt, payload,
+ * signal, logger }`, reporting log records and the call's end on fd 4. A
+ * resolved call is success, a rejection or throw is failure. When
+ * `context.signal` aborts, the group gets SIGTERM (the module's `signal`
+ * aborts); if it has not ended `killGraceMs` later, SIGKILL, which stops even a
+ * busy loop. Whatever happens, the group is SIGKILLed {@link LEASE_KILL_MARGIN_MS}
+ * before the run's lease validity ends (each extension moves that end), by this
+ * worker and by the guard - which does it even while this worker is paused.
  */
-export async function runModule(config: ModuleHandlerConfig, context: RunContext, configFile: string, limits: OutputLimits = DEFAULT_OUTPUT_LIMITS): Promise<RunDetails> {
+export async function runModule(config: ModuleHandlerConfig, context: RunContext, configFile: string, options: CommandRunOptions): Promise<RunDetails> {
   const modulePath = resolveModulePath(config.path, configFile);
-  const input: ModuleRunnerInput = {
-    modulePath,
-    exportName: config.exportName,
-    context: {
-      schedule: context.schedule,
-      tick: tickIso(context),
-      tickMs: context.tickMs,
-      fence: context.fence,
-      jobId: context.jobId,
-      attempt: context.attempt,
-      payload: context.payload ?? null,
-    },
-  };
-  const started = performance.now();
-  const output = new OutputLog(context, limits);
-  const thread = new Worker(RUNNER, { workerData: input, stdout: true, stderr: true, name: `tickwarden:${context.jobId}` });
-  const streams = Promise.all([output.follow(thread.stdout, 'stdout'), output.follow(thread.stderr, 'stderr')]);
-  let done: Extract<FromRunner, { type: 'done' }> | undefined;
-  let crashed: Error | undefined;
-  let terminated = false;
-  let killTimer: NodeJS.Timeout | undefined;
-  thread.on('message', (message: FromRunner) => {
-    if (message.type === 'log') output.write('log', message.msg, message.level, message.fields);
-    else if (message.type === 'done' && !done) {
-      done = message;
-      // The call is over: whatever it left running (timers, sockets) ends with the thread.
-      void thread.terminate();
+  let done: Extract<RunnerReport, { type: 'done' }> | undefined;
+  let unreadable = false;
+  const onReport = (line: string, output: OutputLog): void => {
+    let report: RunnerReport;
+    try {
+      report = JSON.parse(line) as RunnerReport;
+    } catch {
+      if (!unreadable) context.logger.warn({ bytes: Buffer.byteLength(line) }, 'module process wrote a line on its report channel (fd 4) that is not a report: ignored');
+      unreadable = true;
+      return;
     }
-  });
-  thread.on('error', (error) => (crashed ??= error));
-  const exited = new Promise<number>((resolve) => thread.once('exit', resolve));
-  const terminate = (fields: Record<string, unknown>, message: string): void => {
-    if (terminated || done) return;
-    terminated = true;
-    context.logger.warn(fields, message);
-    void thread.terminate();
+    if (report.type === 'log') output.write('log', String(report.msg), LEVELS.includes(report.level) ? report.level : 'info', report.fields);
+    else if (report.type === 'done') done ??= report;
   };
-  const onAbort = (): void => {
-    const reason: unknown = context.signal.reason;
-    thread.postMessage({ type: 'abort', reason: reason instanceof Error ? reason.message : String(reason) } satisfies ToRunner);
-    killTimer = setTimeout(() => terminate({ killGraceMs: config.killGraceMs }, 'module ignored the abort: terminating its thread'), config.killGraceMs);
+  const onKill = (cause: GroupKillCause): void => {
+    if (done) return; // the call ended: only what it left behind is killed
+    if (cause === 'lease-end') context.logger.warn({ leaseMsLeft: Math.round(context.lease.msLeft()) }, "lease validity ends: killing the module's process group");
+    else if (context.signal.aborted) context.logger.warn({ killGraceMs: config.killGraceMs }, "module ignored the abort for its kill grace: killing its process group");
   };
-  let leaseTimer: NodeJS.Timeout | undefined;
-  const followLease = (): void => {
-    clearTimeout(leaseTimer);
-    const terminateInMs = Math.max(0, context.lease.msLeft() - LEASE_KILL_MARGIN_MS);
-    leaseTimer = setTimeout(() => terminate({ leaseMsLeft: Math.round(context.lease.msLeft()) }, 'lease validity ends: terminating the module thread'), terminateInMs);
-  };
-  followLease();
-  const stopFollowing = context.lease.onExtended(followLease);
-  context.signal.addEventListener('abort', onAbort, { once: true });
-  if (context.signal.aborted) onAbort();
-  let exitCode: number;
-  try {
-    exitCode = await exited;
-  } finally {
-    clearTimeout(killTimer);
-    clearTimeout(leaseTimer);
-    stopFollowing();
-    context.signal.removeEventListener('abort', onAbort);
-  }
-  await Promise.race([streams, new Promise((resolve) => setTimeout(resolve, 200).unref())]);
-
-  if (context.signal.aborted) throw context.signal.reason;
-  const finished = done as Extract<FromRunner, { type: 'done' }> | undefined;
-  if (finished?.ok) return { moduleMs: Math.round(performance.now() - started) };
+  const result = await runGuarded(
+    { noun: 'module process', executable: process.execPath, args: [RUNNER, modulePath, config.exportName], cwd: undefined, env: runEnv(context), killGraceMs: config.killGraceMs, onReport, onKill },
+    context,
+    options,
+  );
+  if ('error' in result) throw new HandlerError(`cannot start the module process: ${result.error.message}`, {}, { cause: result.error });
+  // The call's own end decides, whatever happened to the process after it reported.
+  const finished = done as Extract<RunnerReport, { type: 'done' }> | undefined;
+  if (finished?.ok) return { moduleMs: result.durationMs, ...(result.outputLines > 0 ? { outputLines: result.outputLines } : {}) };
   if (finished) {
-    const error = new HandlerError(`module ${finished.error.name}: ${finished.error.message}`, { errorName: finished.error.name });
-    if (finished.error.stack) error.stack = finished.error.stack;
+    const { name, message, stack } = finished.error;
+    const error = new HandlerError(finished.crashed ? `module process crashed: ${name}: ${message}` : `module ${name}: ${message}`, { errorName: name });
+    if (stack) error.stack = stack;
     throw error;
   }
-  if (crashed) throw new HandlerError(`module thread crashed: ${crashed.message}`, {}, { cause: crashed });
-  throw new HandlerError(`module thread exited (code ${exitCode}${terminated ? ', terminated' : ''}) before its call finished`, { exitCode });
+  // No report of the call's end: the process was killed, or exited (process.exit) before its call finished.
+  if (result.killed === 'lease-end' || (result.signal === 'SIGKILL' && context.lease.msLeft() <= LEASE_KILL_MARGIN_MS)) {
+    throw new HandlerError(`module process killed: its lease validity was ending (${LEASE_KILL_MARGIN_MS} ms kill margin) before its call finished`, { exitSignal: result.signal, killed: 'lease-end' });
+  }
+  if (result.code !== null) throw new HandlerError(`module process exited with code ${result.code} before its call finished`, { exitCode: result.code });
+  throw new HandlerError(`module process was killed by ${result.signal ?? 'a signal'} before its call finished`, { exitSignal: result.signal });
 }

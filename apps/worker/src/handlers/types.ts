@@ -20,6 +20,12 @@ export interface RunContext {
   lease: LeaseValidity;
   /** A child logger carrying the run's fields (worker, schedule, tick, jobId, fence, attempt). */
   logger: Logger;
+  /**
+   * Called by the handler right before its work can begin (the program's gate opens, the request
+   * is sent). A run stopped before this call did nothing, so the worker puts its job back instead
+   * of failing it.
+   */
+  started(): void;
 }
 
 /**

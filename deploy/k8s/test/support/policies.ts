@@ -291,10 +291,46 @@ export const redisNetworkPolicy: Policy = (objects) => {
   });
 };
 
+/**
+ * Every scheduler and worker pod is selected by an ingress and an egress NetworkPolicy (so both
+ * default to deny), and no rule of those policies is open: an ingress rule names its sources (a
+ * namespace selector with labels: the metrics scraper's) and ports, an egress rule its
+ * destinations and ports.
+ */
+export const appNetworkPolicy: Policy = (objects) => {
+  const policies = objects.filter((object) => object.kind === 'NetworkPolicy').map((object) => ({ name: object.metadata.name, spec: object['spec'] as NetworkPolicySpec }));
+  return workloads(objects)
+    .filter((workload) => (APP_COMPONENTS as readonly string[]).includes(workload.podLabels['app.kubernetes.io/component'] ?? ''))
+    .flatMap((app) => {
+      const covering = policies.filter(({ spec }) => selects(spec.podSelector, app.podLabels));
+      const problems: string[] = [];
+      for (const type of ['Ingress', 'Egress']) {
+        if (!covering.some(({ spec }) => (spec.policyTypes ?? ['Ingress']).includes(type))) problems.push(`${app.kind}/${app.name}: no ${type.toLowerCase()} NetworkPolicy selects its pods`);
+      }
+      for (const { name, spec } of covering) {
+        (spec.ingress ?? []).forEach((rule, index) => {
+          const open = (rule.from ?? []).length === 0 || (rule.ports ?? []).length === 0 || (rule.from ?? []).some((peer) => !peer.namespaceSelector || Object.keys(peer.namespaceSelector.matchLabels ?? {}).length === 0 || peer.ipBlock);
+          if (open) problems.push(`NetworkPolicy/${name} ingress rule ${index}: admits more than the metrics scraper's namespace on named ports`);
+        });
+        (spec.egress ?? []).forEach((rule, index) => {
+          if ((rule.to ?? []).length === 0 || (rule.ports ?? []).length === 0) problems.push(`NetworkPolicy/${name} egress rule ${index}: admits every destination or every port`);
+        });
+      }
+      return problems;
+    });
+};
+
+interface NetworkPolicyPeer {
+  podSelector?: LabelSelector;
+  namespaceSelector?: LabelSelector;
+  ipBlock?: unknown;
+}
+
 interface NetworkPolicySpec {
   podSelector: LabelSelector;
   policyTypes?: string[];
-  ingress?: { from?: { podSelector?: LabelSelector; namespaceSelector?: LabelSelector; ipBlock?: unknown }[] }[];
+  ingress?: { from?: NetworkPolicyPeer[]; ports?: unknown[] }[];
+  egress?: { to?: NetworkPolicyPeer[]; ports?: unknown[] }[];
 }
 
 // ---- schedules and shutdown ---------------------------------------------------------------------
@@ -399,6 +435,7 @@ export const POLICIES: Readonly<Record<string, Policy>> = {
   queueRedis,
   redisMemory,
   redisNetworkPolicy,
+  appNetworkPolicy,
   schedules,
   gracePeriods,
   nodeFlags,

@@ -1,17 +1,24 @@
 /**
- * The benchmark's consumer, the same for Tickwarden and for BullMQ's Job
- * Schedulers: one BullMQ Worker (concurrency 100) whose processor records,
- * per job, the schedule, the tick it stands for, the time the processor
- * started, the job's `timestamp` and `processedOn`, and completes at once.
- * Records go to stdout every 200 ms as `{"jobs":[[schedule, tickMs, startMs,
- * timestamp, processedOn], ...]}`.
+ * The scheduler benchmark's consumer (apps/scheduler/bench), the same for
+ * Tickwarden and for BullMQ's Job Schedulers: one BullMQ Worker (concurrency
+ * 100) whose processor records, per job, the schedule, the tick it stands
+ * for, the time the run starts, the job's `timestamp` and `processedOn`, and
+ * completes at once. For Tickwarden a run starts as a worker's does: once it
+ * took the tick's lease over from the scheduler (`takeOverLease`, the worker's
+ * own); the lease is released when the job completes. Records go to stdout
+ * every 200 ms as `{"jobs":[[schedule, tickMs, startMs, timestamp,
+ * processedOn], ...]}`; takeovers that failed are counted.
  *
  * Environment: BENCH_QUEUE_REDIS (URL), BENCH_QUEUE (BullMQ queue name),
  * BENCH_KIND (`tickwarden`: the tick is `job.data.tickMs`; `bullmq`: the
- * tick is the `<ms>` of the job id `repeat:<schedulerId>:<ms>`).
+ * tick is the `<ms>` of the job id `repeat:<schedulerId>:<ms>`),
+ * BENCH_LOCK_NODES (Tickwarden: the lock nodes' URLs, comma-separated).
  */
+import { parseTickJob } from '@tickwarden/contracts';
+import { Redlock } from '@tickwarden/redlock';
 import { Worker, type Job } from 'bullmq';
 import { Redis } from 'ioredis';
+import { takeOverLease } from '../src/index.ts';
 
 const CONCURRENCY = 100;
 const FLUSH_MS = 200;
@@ -19,10 +26,14 @@ const FLUSH_MS = 200;
 const url = process.env['BENCH_QUEUE_REDIS'];
 const queue = process.env['BENCH_QUEUE'];
 const kind = process.env['BENCH_KIND'];
-if (!url || !queue || (kind !== 'tickwarden' && kind !== 'bullmq')) {
-  process.stderr.write('consumer: BENCH_QUEUE_REDIS, BENCH_QUEUE and BENCH_KIND (tickwarden|bullmq) are required\n');
+const lockNodes = process.env['BENCH_LOCK_NODES']?.split(',').filter(Boolean) ?? [];
+if (!url || !queue || (kind !== 'tickwarden' && kind !== 'bullmq') || (kind === 'tickwarden' && lockNodes.length === 0)) {
+  process.stderr.write('consumer: BENCH_QUEUE_REDIS, BENCH_QUEUE, BENCH_KIND (tickwarden|bullmq) and, for tickwarden, BENCH_LOCK_NODES are required\n');
   process.exit(2);
 }
+const redlock = kind === 'tickwarden' ? new Redlock(lockNodes) : undefined;
+const stopping = new AbortController();
+let takeoverFailures = 0;
 
 type JobRecord = [schedule: string, tickMs: number, startMs: number, timestamp: number, processedOn: number];
 let pending: JobRecord[] = [];
@@ -51,16 +62,30 @@ const flusher = setInterval(flush, FLUSH_MS);
 
 const connection = new Redis(url, { maxRetriesPerRequest: null });
 connection.on('error', () => undefined);
+/** Takes the tick's lease over as a worker's first start does; resolves how to give it back, or undefined when it failed (counted). */
+async function takeOver(job: Job): Promise<(() => Promise<unknown>) | undefined> {
+  if (!redlock) return () => Promise.resolve();
+  try {
+    const lease = await takeOverLease(redlock, parseTickJob(job.data), { now: Date.now, signal: stopping.signal });
+    return () => redlock.release(lease);
+  } catch {
+    takeoverFailures++;
+    return undefined;
+  }
+}
+
 const worker = new Worker(
   queue,
   async (job: Job) => {
-    const startMs = Date.now();
     const tick = tickOf(job);
     if (!tick) {
       malformed++;
       return;
     }
-    pending.push([tick[0], tick[1], startMs, job.timestamp, job.processedOn ?? 0]);
+    const release = await takeOver(job);
+    if (!release) return;
+    pending.push([tick[0], tick[1], Date.now(), job.timestamp, job.processedOn ?? 0]);
+    await release();
   },
   { connection, concurrency: CONCURRENCY },
 );
@@ -72,8 +97,10 @@ await new Promise<void>((resolve) => {
   process.once('SIGTERM', resolve);
   process.once('SIGINT', resolve);
 });
+stopping.abort();
 await worker.close();
 clearInterval(flusher);
 flush();
 connection.disconnect();
-process.stdout.write(`${JSON.stringify({ msg: 'consumer stopped', malformed })}\n`);
+await redlock?.close();
+process.stdout.write(`${JSON.stringify({ msg: 'consumer stopped', malformed, takeoverFailures })}\n`);

@@ -1,0 +1,105 @@
+import type { AcquireBatchOptions, AcquireRequest, BatchResult, Clock, Lease, ReleaseResult } from '@tickwarden/redlock';
+import type { MissReason, TickOutcome } from './outcomes.ts';
+import type { Schedule } from './schedule.ts';
+import type { TickWindow } from './tick-window.ts';
+
+/**
+ * The narrow interfaces the scheduler's parts talk through: lease grants (the lock nodes), the
+ * job queue (BullMQ) and the replica store (state the replicas share in the queue Redis). The
+ * parts decide; these do the I/O, so the decisions are tested without Redis.
+ */
+
+/** One tick of one schedule, as the parts that act on it see it. */
+export interface Tick extends TickWindow {
+  schedule: Schedule;
+  tickMs: number;
+  /** Tick plus jitter: when its run is due. */
+  dueMs: number;
+  /** When the schedule's next run is due (undefined: its pattern has no later tick). */
+  nextDueMs: number | undefined;
+  jobId: string;
+}
+
+/** The lease operations the scheduler uses (a Redlock has them). */
+export interface LeaseGrants {
+  acquireBatch(requests: readonly AcquireRequest[], ttlMs: number, options?: AcquireBatchOptions): Promise<BatchResult<Lease>[]>;
+  releaseBatch(leases: readonly Pick<Lease, 'resource' | 'value'>[]): Promise<ReleaseResult[]>;
+  /** Its monotonic clock: lease validity is measured on it. */
+  readonly settings: { readonly clock: Clock };
+}
+
+/** A tick's run to add to its queue, under the lease its job carries. */
+export interface Run {
+  tick: Tick;
+  lease: Lease;
+}
+
+/**
+ * Whether a tick was published (its job added): `none` (never, within its retention), `stored`
+ * (the job is there: who added it, under which lease), `gone` (added once; the job was removed
+ * since, its publish marker remains).
+ */
+export type Publication = { state: 'none' } | { state: 'stored'; enqueuedBy: string; fence: number; value: string } | { state: 'gone' };
+
+export interface JobQueue {
+  /** Adds the runs' jobs, each at most once per publish marker (`retentionMs`); per run: undefined when added (or already there), or the error. */
+  add(runs: readonly Run[]): Promise<(Error | undefined)[]>;
+  /** Per tick, whether and by whom its job was published. */
+  publications(ticks: readonly Tick[]): Promise<Publication[]>;
+  close(): Promise<void>;
+}
+
+/** One tick in a schedule's history, as `status` shows it. */
+export interface TickRecord {
+  tickMs: number;
+  outcome: TickOutcome | 'triggered';
+  /** Why, for `missed` (and what a skip found). */
+  reason?: MissReason | string | undefined;
+  lagMs: number;
+  fence: number | undefined;
+  jobId: string | undefined;
+  /** The replica that recorded it (for a run found published, the one that enqueued it when known). */
+  replica: string;
+  /** Ticks missed while no replica ran, recorded as one entry at the last of them (`tickMs`) by the replica that found the gap. */
+  gap?: { firstTickMs: number; count: number; atLeast: boolean };
+}
+
+/** A record for a schedule's history; `keepMs`: how far back from its newest tick the history keeps entries (at least HISTORY_LENGTH). */
+export interface HistoryEntry {
+  scheduleId: string;
+  record: TickRecord;
+  keepMs: number;
+}
+
+/** Why and since when a schedule is paused. */
+export interface PauseRecord {
+  by: string;
+  atMs: number;
+  note: string;
+}
+
+/** A tick a replica took up: open until some replica records its outcome; recovery looks at it from `recoverAtMs`. */
+export interface OpenTick {
+  scheduleId: string;
+  tickMs: number;
+  jobId: string;
+  recoverAtMs: number;
+}
+
+/** State the replicas share (in the queue Redis). */
+export interface ReplicaStore {
+  paused(): Promise<Map<string, PauseRecord>>;
+  /** Records outcomes; per entry, whether it became its tick's record (false: another record stands). Closes the ticks. */
+  record(entries: readonly HistoryEntry[]): Promise<boolean[]>;
+  /** Closes open ticks without a record (their outcome is recorded already). */
+  close(jobIds: readonly string[]): Promise<void>;
+  /** Per tick, whether its outcome is recorded. */
+  recorded(ticks: readonly { scheduleId: string; tickMs: number }[]): Promise<boolean[]>;
+  /** Opens ticks taken up, unless their outcome is recorded already. */
+  open(ticks: readonly OpenTick[]): Promise<void>;
+  /** Open ticks whose recovery time has come (job ids), at most `limit`; each is handed out again only from `nextTryMs`. */
+  takeDue(nowMs: number, limit: number, nextTryMs: number): Promise<string[]>;
+  /** Raises the schedules' high-water marks; resolves each one's mark from before. */
+  raiseMarks(marks: ReadonlyMap<string, number>): Promise<Map<string, number | undefined>>;
+  forgetMarks(scheduleIds: readonly string[]): Promise<void>;
+}

@@ -1,0 +1,235 @@
+import type { Redis } from 'ioredis';
+import type { HistoryEntry, OpenTick, PauseRecord, ReplicaStore, TickRecord } from './ports.ts';
+
+/**
+ * State shared by every replica, kept in the queue Redis: paused schedules, each schedule's tick
+ * history (the cluster's record of each tick's outcome), the open ticks (taken up, no outcome
+ * recorded yet) and each schedule's high-water mark. All its keys are built here.
+ */
+const KEY_PREFIX = 'tickwarden:control';
+const PAUSED_KEY = `${KEY_PREFIX}:paused`;
+/** Per schedule, a sorted set: score the tick (epoch ms), member the record (JSON). */
+const historyKey = (scheduleId: string) => `${KEY_PREFIX}:ticks:{${scheduleId}}`;
+/** Sorted set of open ticks: member the tick's job id, score when recovery may look at it (epoch ms). */
+const OPEN_KEY = `${KEY_PREFIX}:open`;
+/** Hash of schedule id -> the latest tick (epoch ms) any replica has taken up. */
+const MARKS_KEY = `${KEY_PREFIX}:marks`;
+/** Ticks kept per schedule at least, for `status`. */
+export const HISTORY_LENGTH = 20;
+/** Marks per script call: a call with tens of thousands of arguments overflows ioredis' stack. */
+const MARKS_PER_CALL = 1000;
+/** Entries per script call (history records, opened ticks). */
+const ENTRIES_PER_CALL = 500;
+/** Ticks per round trip of `recorded` (one read each): recovery asks about up to a thousand at once. */
+const RECORDED_SLICE = 500;
+
+/**
+ * record: makes each entry its tick's record in its schedule's history, closes the tick (removes
+ * it from the open ticks) and trims the history.
+ * KEYS[1]     open ticks
+ * KEYS[i + 1] history of entry i
+ * ARGV[1]     entries every history keeps at least
+ * per entry i (j = 5i - 3): ARGV[j] tick ms, ARGV[j + 1] record (JSON), ARGV[j + 2] '1' if it
+ *             publishes (enqueued, recovered), ARGV[j + 3] keep ms (entries older than the newest
+ *             minus this are trimmed, beyond the minimum), ARGV[j + 4] the tick's job id
+ * Returns one integer per entry: 1 it is the tick's record, 0 another record stands (the tick's
+ * first, unless that one does not publish and this one does: then this one replaces it), or it
+ * is older than what the history keeps.
+ */
+const RECORD = `
+local minimum = tonumber(ARGV[1])
+local out = {}
+for i = 1, #KEYS - 1 do
+  local key, j = KEYS[i + 1], 5 * i - 3
+  local tick, record, publishes, keep = ARGV[j], ARGV[j + 1], ARGV[j + 2] == '1', tonumber(ARGV[j + 3])
+  local existing = redis.call('ZRANGEBYSCORE', key, tick, tick, 'LIMIT', 0, 1)[1]
+  local write = not existing
+  if existing and publishes then
+    local outcome = cjson.decode(existing).outcome
+    write = outcome ~= 'enqueued' and outcome ~= 'recovered'
+    if write then redis.call('ZREM', key, existing) end
+  end
+  if write then redis.call('ZADD', key, tick, record) end
+  redis.call('ZREM', KEYS[1], ARGV[j + 4])
+  local count = redis.call('ZCARD', key)
+  if count > minimum then
+    local newest = tonumber(redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')[2])
+    local old = redis.call('ZCOUNT', key, '-inf', '(' .. (newest - keep))
+    local drop = math.min(old, count - minimum)
+    if drop > 0 then redis.call('ZREMRANGEBYRANK', key, 0, drop - 1) end
+  end
+  out[i] = (write and redis.call('ZSCORE', key, record)) and 1 or 0
+end
+return out
+`;
+
+/**
+ * open: adds ticks to the open ticks unless their outcome is recorded (a replica slow to take a
+ * tick up must not reopen it); one already open keeps its time.
+ * KEYS[1]     open ticks
+ * KEYS[i + 1] history of entry i
+ * per entry i (j = 3i - 2): ARGV[j] job id, ARGV[j + 1] recovery time (ms), ARGV[j + 2] tick ms
+ * Returns the number of ticks opened.
+ */
+const OPEN = `
+local opened = 0
+for i = 1, #KEYS - 1 do
+  local j = 3 * i - 2
+  if not redis.call('ZRANGEBYSCORE', KEYS[i + 1], ARGV[j + 2], ARGV[j + 2], 'LIMIT', 0, 1)[1] then
+    opened = opened + redis.call('ZADD', KEYS[1], 'NX', ARGV[j + 1], ARGV[j])
+  end
+end
+return opened
+`;
+
+/**
+ * take-due: hands out open ticks whose time has come, and moves each one's time to the next try,
+ * so that the replicas sweeping at once share the work instead of repeating it.
+ * KEYS[1] open ticks
+ * ARGV[1] now (ms), ARGV[2] at most this many, ARGV[3] the next try (ms)
+ * Returns the job ids handed out.
+ */
+const TAKE_DUE = `
+local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[2]))
+for _, member in ipairs(due) do redis.call('ZADD', KEYS[1], 'XX', ARGV[3], member) end
+return due
+`;
+
+/**
+ * Raises each field of a hash (ARGV: field, value, field, value, ...) to the
+ * value when it is higher; returns the previous values (false where there was
+ * none). Atomic, so when several replicas raise a mark at once exactly one of
+ * them sees the value from before.
+ */
+const RAISE_MARKS = `
+local previous = {}
+for i = 1, #ARGV, 2 do
+  local old = redis.call('HGET', KEYS[1], ARGV[i])
+  if not old or tonumber(old) < tonumber(ARGV[i + 1]) then redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
+  previous[#previous + 1] = old or false
+end
+return previous
+`;
+
+/** The replica store on the queue Redis. */
+export class RedisReplicaStore implements ReplicaStore {
+  readonly #redis: Redis;
+
+  constructor(redis: Redis) {
+    this.#redis = redis;
+  }
+
+  async pause(scheduleId: string, record: PauseRecord): Promise<void> {
+    await this.#redis.hset(PAUSED_KEY, scheduleId, JSON.stringify(record));
+  }
+
+  /** Resolves true when the schedule was paused. */
+  async resume(scheduleId: string): Promise<boolean> {
+    return (await this.#redis.hdel(PAUSED_KEY, scheduleId)) === 1;
+  }
+
+  async paused(): Promise<Map<string, PauseRecord>> {
+    const all = await this.#redis.hgetall(PAUSED_KEY);
+    return new Map(Object.entries(all).map(([id, json]) => [id, JSON.parse(json) as PauseRecord]));
+  }
+
+  /**
+   * One pipeline of one script call per ENTRIES_PER_CALL records: a 10,000-tick boundary is one
+   * round trip, not 10,000 (a pipeline, not MULTI: the calls need no isolation).
+   */
+  async record(entries: readonly HistoryEntry[]): Promise<boolean[]> {
+    const replies = await this.#calls(RECORD, entries, (slice) => [
+      [OPEN_KEY, ...slice.map(({ scheduleId }) => historyKey(scheduleId))],
+      [
+        String(HISTORY_LENGTH),
+        ...slice.flatMap(({ record, keepMs, scheduleId }) => [
+          String(record.tickMs),
+          JSON.stringify(record),
+          record.outcome === 'enqueued' || record.outcome === 'recovered' ? '1' : '0',
+          String(keepMs),
+          record.jobId ?? `${scheduleId}@${record.tickMs}`,
+        ]),
+      ],
+    ]);
+    return replies.flatMap((reply) => (reply as number[]).map((code) => code === 1));
+  }
+
+  async close(jobIds: readonly string[]): Promise<void> {
+    if (jobIds.length > 0) await this.#redis.zrem(OPEN_KEY, ...jobIds);
+  }
+
+  async recorded(ticks: readonly { scheduleId: string; tickMs: number }[]): Promise<boolean[]> {
+    const result: boolean[] = [];
+    for (let from = 0; from < ticks.length; from += RECORDED_SLICE) {
+      const slice = ticks.slice(from, from + RECORDED_SLICE);
+      const pipeline = this.#redis.pipeline(slice.map(({ scheduleId, tickMs }) => ['zcount', historyKey(scheduleId), String(tickMs), String(tickMs)]));
+      for (const [error, count] of (await pipeline.exec()) ?? []) {
+        if (error) throw error;
+        result.push(Number(count) > 0);
+      }
+    }
+    return result;
+  }
+
+  async open(ticks: readonly OpenTick[]): Promise<void> {
+    await this.#calls(OPEN, ticks, (slice) => [
+      [OPEN_KEY, ...slice.map(({ scheduleId }) => historyKey(scheduleId))],
+      slice.flatMap(({ jobId, recoverAtMs, tickMs }) => [jobId, String(Math.round(recoverAtMs)), String(tickMs)]),
+    ]);
+  }
+
+  async takeDue(nowMs: number, limit: number, nextTryMs: number): Promise<string[]> {
+    return (await this.#redis.eval(TAKE_DUE, 1, OPEN_KEY, String(Math.floor(nowMs)), String(limit), String(Math.round(nextTryMs)))) as string[];
+  }
+
+  /**
+   * Raises the schedules' high-water marks to the given ticks (a mark never
+   * goes back); resolves each schedule's mark from before, undefined where it
+   * had none. One round trip for any number of schedules.
+   */
+  async raiseMarks(marks: ReadonlyMap<string, number>): Promise<Map<string, number | undefined>> {
+    const previous = new Map<string, number | undefined>();
+    if (marks.size === 0) return previous;
+    const entries = [...marks];
+    const pipeline = this.#redis.pipeline();
+    for (let at = 0; at < entries.length; at += MARKS_PER_CALL) {
+      pipeline.eval(RAISE_MARKS, 1, MARKS_KEY, ...entries.slice(at, at + MARKS_PER_CALL).flatMap(([id, tickMs]) => [id, String(tickMs)]));
+    }
+    for (const [callIndex, [error, values]] of ((await pipeline.exec()) ?? []).entries()) {
+      if (error) throw error;
+      (values as (string | null)[]).forEach((value, i) => {
+        const [id] = entries[callIndex * MARKS_PER_CALL + i] as [string, number];
+        previous.set(id, value === null ? undefined : Number(value));
+      });
+    }
+    return previous;
+  }
+
+  /** Drops the marks of schedules the config no longer has (a schedule added again later starts afresh). */
+  async forgetMarks(scheduleIds: readonly string[]): Promise<void> {
+    if (scheduleIds.length === 0) return;
+    const pipeline = this.#redis.pipeline();
+    for (let at = 0; at < scheduleIds.length; at += MARKS_PER_CALL) pipeline.hdel(MARKS_KEY, ...scheduleIds.slice(at, at + MARKS_PER_CALL));
+    for (const [error] of (await pipeline.exec()) ?? []) if (error) throw error;
+  }
+
+  /** A schedule's newest `count` records, newest tick first. */
+  async history(scheduleId: string, count = HISTORY_LENGTH): Promise<TickRecord[]> {
+    const items = await this.#redis.zrevrange(historyKey(scheduleId), 0, count - 1);
+    return items.map((json) => JSON.parse(json) as TickRecord);
+  }
+
+  /** Runs `script` once per ENTRIES_PER_CALL items, in one pipeline; the replies in order. */
+  async #calls<T>(script: string, items: readonly T[], call: (slice: readonly T[]) => [keys: string[], args: string[]]): Promise<unknown[]> {
+    if (items.length === 0) return [];
+    const pipeline = this.#redis.pipeline();
+    for (let at = 0; at < items.length; at += ENTRIES_PER_CALL) {
+      const [keys, args] = call(items.slice(at, at + ENTRIES_PER_CALL));
+      pipeline.eval(script, keys.length, ...keys, ...args);
+    }
+    return ((await pipeline.exec()) ?? []).map(([error, reply]) => {
+      if (error) throw error;
+      return reply;
+    });
+  }
+}

@@ -1,0 +1,168 @@
+import { leaseResource, tickClaim } from '@tickwarden/contracts';
+import { ClaimAlreadyGrantedError, LockTakenError, QuorumUnavailableError, type BatchResult, type Lease, type RedlockError } from '@tickwarden/redlock';
+import type { Logger } from 'pino';
+import type { LeaseGrants, PauseRecord, ReplicaStore, Tick } from './ports.ts';
+
+/** Contest settings: quick retries for split votes among replicas; no waiter marks (all contenders fire once). */
+const CONTEST = Object.freeze({ retryCount: 4, retryDelayMs: 15, retryJitterMs: 30, yieldToWaiters: false });
+
+/**
+ * Per-node timeout of a tick contest: a tenth of the lease TTL (100 ms to 2 s), plus time for big
+ * batches, which a node runs one script after the other. A generous timeout costs little: the
+ * contest settles as soon as a quorum answered, so only a hung node is waited for.
+ */
+export function contestNodeTimeoutMs(leaseTtlMs: number, batchSize: number): number {
+  return Math.min(Math.max(leaseTtlMs / 10, 100), 2000) + Math.ceil(batchSize / 20);
+}
+
+/**
+ * How much earlier than its due time, read on the lock nodes' clocks, a `cancel-previous` tick may
+ * be granted: the clock skew tolerated between replicas and lock nodes. A replica whose clock runs
+ * further ahead can neither cancel the previous run early nor win a tick before the one before it
+ * ran (the nodes answer `early`); the replicas on time contest it.
+ */
+export const CLOCK_SKEW_TOLERANCE_MS = 1000;
+
+/**
+ * Why a contest did not win: another replica's claim, a previous run's lease on a majority (`taken`)
+ * or only on some nodes while others were silent (`taken-minority`), too early by the lock nodes'
+ * clocks, or no quorum.
+ */
+export type ContestLoss = 'lost-race' | 'taken' | 'taken-minority' | 'early' | 'unavailable';
+
+/**
+ * Reads a failed contest. Claims are checked first on every node, so "taken" without "claimed" is
+ * another tick's lease. On a majority it is a run's: the tick is skipped, as `skip` requires. On a
+ * minority, with other nodes silent, it may be a run's too, or a moment's contender for another tick
+ * (a replica cut off from the rest, recovering an older tick): the due-time contest leaves such a
+ * tick to recovery, which skips it if it finds the lease taken again.
+ */
+export function contestLoss(error: RedlockError): ContestLoss {
+  if (error instanceof ClaimAlreadyGrantedError) return 'lost-race';
+  if (!(error instanceof LockTakenError || error instanceof QuorumUnavailableError)) return 'unavailable';
+  const causes = [...error.nodeCauses.values()];
+  if (causes.includes('claimed')) return 'lost-race';
+  if (causes.includes('early')) return 'early';
+  if (causes.includes('taken')) return error instanceof LockTakenError ? 'taken' : 'taken-minority';
+  return 'unavailable';
+}
+
+/**
+ * The value a recovery contests a tick again with, taking its claim over: the one a quorum granted
+ * the claim to, else - a split left by contenders that failed or died mid-contest, which no fresh
+ * value can win while their parts hold - the one on more nodes than any other. Not on a tie: a
+ * failed takeover keeps the claims it recorded, so taking over a contender's part still in flight
+ * (its attempt releases it at once) would fix a split for good; the next look decides. Safe: each
+ * node keeps one value per claim, so at most one value ever holds it on a quorum. Undefined when
+ * no value stands out.
+ */
+export function claimTakeover(error: RedlockError): string | undefined {
+  if (error instanceof ClaimAlreadyGrantedError) return error.holder;
+  if (!(error instanceof LockTakenError || error instanceof QuorumUnavailableError)) return undefined;
+  let best: string | undefined;
+  let most = 0;
+  let tied = false;
+  for (const [value, count] of error.claimHolders) {
+    if (count > most) [best, most, tied] = [value, count, false];
+    else if (count === most) tied = true;
+  }
+  return tied ? undefined : best;
+}
+
+/** One tick's contest result. */
+export interface Contested<T extends Tick> {
+  tick: T;
+  result: BatchResult<Lease>;
+}
+
+export interface TickContestOptions {
+  leases: LeaseGrants;
+  store: Pick<ReplicaStore, 'paused'>;
+  logger: Logger;
+  /** Wall time, ms. */
+  now: () => number;
+}
+
+/**
+ * Whether a tick's contest revokes the lease it finds (`cancel-previous`): only while the tick is
+ * the schedule's latest due one. A tick recovered after its successor is due must not cancel
+ * that newer run: it finds the lease taken and is skipped.
+ */
+export function revokes(tick: Pick<Tick, 'nextDueMs'> & { schedule: Pick<Tick['schedule'], 'overlap'> }, nowMs: number): boolean {
+  return tick.schedule.overlap === 'cancel-previous' && (tick.nextDueMs === undefined || nowMs < tick.nextDueMs);
+}
+
+/** When the lock nodes may grant a tick, by their clocks: a `cancel-previous` tick not before its due time (see {@link CLOCK_SKEW_TOLERANCE_MS}). */
+export function notBeforeMs(tick: Pick<Tick, 'dueMs'> & { schedule: Pick<Tick['schedule'], 'overlap'> }): number | undefined {
+  return tick.schedule.overlap === 'cancel-previous' ? tick.dueMs - CLOCK_SKEW_TOLERANCE_MS : undefined;
+}
+
+/**
+ * Contests ticks' leases: claim-once on the tick, one batch call per lock node for the ticks of one
+ * lease TTL (and one revoke mode and not-before time); `cancel-previous` ticks revoke the previous
+ * run's lease in the same step (see {@link revokes}), never before their due time by the lock
+ * nodes' clocks (see {@link notBeforeMs}). Also holds the paused schedules (`tickwarden pause`), read once
+ * per contest.
+ */
+export class TickContest {
+  readonly #options: TickContestOptions;
+  #paused = new Map<string, PauseRecord>();
+
+  constructor(options: TickContestOptions) {
+    this.#options = options;
+  }
+
+  /** Re-reads the paused schedules; if the queue Redis does not answer, the last known set holds. */
+  async refreshPaused(): Promise<void> {
+    this.#paused = await this.#options.store.paused().catch((error: unknown) => {
+      this.#options.logger.warn({ err: error }, 'could not read paused schedules: using the last known set');
+      return this.#paused;
+    });
+  }
+
+  isPaused(tick: Tick): boolean {
+    return tick.schedule.paused || this.#paused.has(tick.schedule.id);
+  }
+
+  /**
+   * Contests the ticks; with `takeOver` (recovery), a tick whose claim another value holds is
+   * contested again with that value (see {@link claimTakeover}): the claim's lease is taken over,
+   * never a second claim won.
+   */
+  async contest<T extends Tick>(ticks: readonly T[], takeOver = false): Promise<Contested<T>[]> {
+    const results = await this.#acquire(ticks.map((tick) => ({ tick, value: undefined })));
+    if (!takeOver) return results;
+    const holders = results.flatMap((entry, i) => {
+      const value = entry.result.ok ? undefined : claimTakeover(entry.result.error);
+      return value === undefined ? [] : [{ i, tick: entry.tick, value }];
+    });
+    const again = await this.#acquire(holders);
+    holders.forEach(({ i }, j) => (results[i] = again[j] as Contested<T>));
+    return results;
+  }
+
+  async #acquire<T extends Tick>(requests: readonly { tick: T; value: string | undefined }[]): Promise<Contested<T>[]> {
+    const results = new Array<Contested<T>>(requests.length);
+    const now = this.#options.now();
+    const groups = Map.groupBy(
+      requests.map((request, index) => ({ ...request, index, revoke: revokes(request.tick, now), notBefore: notBeforeMs(request.tick) })),
+      ({ tick, revoke, notBefore }) => `${tick.schedule.leaseTtlMs} ${revoke} ${notBefore}`,
+    );
+    await Promise.all(
+      [...groups.values()].map(async (group) => {
+        const { tick: first, revoke, notBefore } = group[0] as (typeof group)[number];
+        const { schedule } = first;
+        // A loop, not Math.max(...group): a spread of more than ~125,000 arguments overflows the stack.
+        let claimRetentionMs = 0;
+        for (const { tick } of group) claimRetentionMs = Math.max(claimRetentionMs, tick.retentionMs);
+        const batch = await this.#options.leases.acquireBatch(
+          group.map(({ tick, value }) => ({ resource: leaseResource(tick.schedule.id, tick.schedule.overlap, tick.tickMs), claim: tickClaim(tick.tickMs), value })),
+          schedule.leaseTtlMs,
+          { ...CONTEST, nodeTimeoutMs: contestNodeTimeoutMs(schedule.leaseTtlMs, group.length), claimRetentionMs, revoke, notBeforeMs: notBefore },
+        );
+        group.forEach(({ tick, index }, i) => (results[index] = { tick, result: batch[i] as BatchResult<Lease> }));
+      }),
+    );
+    return results;
+  }
+}

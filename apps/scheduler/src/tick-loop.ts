@@ -1,0 +1,240 @@
+import { tickJobId } from '@tickwarden/contracts';
+import type { Clock } from '@tickwarden/redlock';
+import type { Logger } from 'pino';
+import type { Tick } from './ports.ts';
+import type { Schedule } from './schedule.ts';
+import { TickHeap, type PendingTick } from './tick-heap.ts';
+import { CronCache, TickPlanner } from './tick-planner.ts';
+import { LATE_TICK_WINDOW_MS, tickWindow } from './tick-window.ts';
+
+/** A tick the loop hands out to be contested; `ahead`: contested before its due time (a second contest at due may follow). */
+export interface DueTick extends Tick {
+  ahead: boolean;
+}
+
+/** What one wake-up found: ticks to contest, and ticks popped too late to contest (this replica stalled). */
+export interface Wake {
+  nowMs: number;
+  due: DueTick[];
+  late: Tick[];
+  /** Every tick popped for the first time (contested, late, whatever): the high-water marks. */
+  takenUp: Tick[];
+}
+
+/** A schedule change, for the high-water marks. */
+export interface ScheduleChange {
+  /** Schedules gone from the config. */
+  removed: string[];
+  /** Added or changed schedules and the first tick this replica takes up. */
+  planned: { scheduleId: string; firstTickMs: number }[];
+}
+
+export interface TickLoopOptions {
+  clock: Clock;
+  logger: Logger;
+  /** Longest single timer wait, ms: waits are recomputed, so a wall-clock jump is noticed within it. */
+  maxWaitMs: number;
+  /** How long before its due time a tick is contested (see `SchedulerOptions.contestLeadMs`). */
+  contestLeadMs: number;
+  onWake: (wake: Wake) => void;
+  /** Another time the loop must wake at (wall ms), if any: the start-up gap check. */
+  alarmAtMs?: () => number | undefined;
+}
+
+/**
+ * Keeps ticks late (more than LATE_TICK_WINDOW_MS) out of the contest: a replica that stalled must
+ * not contest ticks the others decided meanwhile; recovery asks first. Except the latest tick
+ * inside `catchUp` of a schedule with no fresh tick (the one tick a replica that starts catches up).
+ */
+export function splitLateTicks(popped: readonly PendingTick[], nowMs: number, catchUpMs: (scheduleId: string) => number | undefined): { kept: PendingTick[]; late: PendingTick[] } {
+  const kept: PendingTick[] = [];
+  const stale = new Map<string, PendingTick[]>();
+  for (const tick of popped) {
+    if (nowMs - tick.dueMs <= LATE_TICK_WINDOW_MS) kept.push(tick);
+    else {
+      const ticks = stale.get(tick.scheduleId);
+      if (ticks) ticks.push(tick);
+      else stale.set(tick.scheduleId, [tick]);
+    }
+  }
+  const fresh = new Set(kept.map((tick) => tick.scheduleId));
+  const late: PendingTick[] = [];
+  for (const [scheduleId, ticks] of stale) {
+    const window = catchUpMs(scheduleId);
+    const latest = ticks.at(-1) as PendingTick;
+    const caughtUp = window !== undefined && !fresh.has(scheduleId) && nowMs - latest.tickMs <= window ? latest : undefined;
+    if (caughtUp) kept.push(caughtUp);
+    for (const tick of ticks) if (tick !== caughtUp) late.push(tick);
+  }
+  return { kept, late };
+}
+
+/**
+ * The tick loop: evaluates every schedule (croner as a calculator, one heap of the next tick of
+ * every schedule, one timer on the injected clock) and hands each wake-up's due ticks out. Wall
+ * time from the clock, durations from its monotonic side: a stepped wall clock is detected and
+ * logged. Knows nothing of leases or queues.
+ */
+export class TickLoop {
+  readonly #options: TickLoopOptions;
+  readonly #planners = new Map<string, TickPlanner>();
+  readonly #crons = new CronCache();
+  readonly #heap = new TickHeap();
+  #timer: unknown;
+  #running = false;
+  #lastWake: { wall: number; mono: number } | undefined;
+
+  constructor(options: TickLoopOptions) {
+    this.#options = options;
+  }
+
+  /** Distinct patterns (cron and time zone) parsed for the current schedules. */
+  get parsedPatterns(): number {
+    return this.#crons.size;
+  }
+
+  nowMs(): number {
+    return Math.floor(this.#options.clock.wallMicros() / 1000);
+  }
+
+  /** The planner of a schedule configured here. */
+  planner(scheduleId: string): TickPlanner | undefined {
+    return this.#planners.get(scheduleId);
+  }
+
+  /** Replaces the schedules: removed ones stop firing, added or changed ones start at their next tick (or catch up). */
+  setSchedules(schedules: readonly Schedule[]): ScheduleChange {
+    const now = this.nowMs();
+    const incoming = new Map(schedules.map((schedule) => [schedule.id, schedule]));
+    const dropped = new Set<string>();
+    for (const [id, planner] of this.#planners) {
+      const next = incoming.get(id);
+      if (!next || JSON.stringify(next) !== JSON.stringify(planner.schedule)) {
+        this.#planners.delete(id);
+        dropped.add(id);
+      }
+    }
+    this.#heap.removeSchedules(dropped);
+    const change: ScheduleChange = { removed: [...dropped].filter((id) => !incoming.has(id)), planned: [] };
+    for (const schedule of schedules) {
+      if (this.#planners.has(schedule.id)) continue;
+      const planner = new TickPlanner(schedule, this.#crons);
+      this.#planners.set(schedule.id, planner);
+      const first = this.#firstTick(planner, now);
+      if (first === undefined) continue;
+      this.#heap.push(this.#pending(planner, first, undefined));
+      change.planned.push({ scheduleId: schedule.id, firstTickMs: first });
+    }
+    // Patterns only removed schedules used would stay parsed forever.
+    this.#crons.retainOnly(schedules);
+    if (this.#running) this.arm();
+    return change;
+  }
+
+  /**
+   * The first tick this replica takes up: the latest one inside `catchUp` (a tick missed while
+   * no replica ran fires once; its claim and publish marker keep it single), else the first
+   * whose run is not yet due.
+   */
+  #firstTick(planner: TickPlanner, now: number): number | undefined {
+    const { catchUpMs } = planner.schedule;
+    return (catchUpMs > 0 ? planner.latestWithin(now, catchUpMs) : undefined) ?? planner.firstDue(now);
+  }
+
+  /**
+   * A tick to contest: `contestLeadMs` ahead of its due time (a third of the lease TTL at most, so
+   * the run starts with most of it left), except for `skip` when its previous run is due within
+   * the lead, or unknown (the first tick taken up): that run would still hold the lease, so the
+   * tick is contested when due. `cancel-previous` is always contested when due: its contest
+   * revokes the previous run, which must go on until then.
+   */
+  #pending(planner: TickPlanner, tickMs: number, previousDueMs: number | undefined): PendingTick {
+    const { schedule } = planner;
+    const dueMs = planner.dueMs(tickMs);
+    const aheadMs = dueMs - Math.min(this.#options.contestLeadMs, schedule.leaseTtlMs / 3);
+    const ahead = schedule.overlap === 'allow' || (schedule.overlap === 'skip' && previousDueMs !== undefined && previousDueMs <= aheadMs);
+    return { scheduleId: schedule.id, tickMs, dueMs, contestAtMs: ahead ? aheadMs : dueMs };
+  }
+
+  /** The tick `tickMs` of a schedule, with its window (undefined when the schedule is not configured here). */
+  tick(scheduleId: string, tickMs: number): Tick | undefined {
+    const planner = this.#planners.get(scheduleId);
+    return planner ? this.#tick(planner, tickMs, planner.next(tickMs)) : undefined;
+  }
+
+  #tick(planner: TickPlanner, tickMs: number, nextTickMs: number | undefined): Tick {
+    const { schedule } = planner;
+    const dueMs = planner.dueMs(tickMs);
+    const nextDueMs = nextTickMs === undefined ? undefined : planner.dueMs(nextTickMs);
+    return { schedule, tickMs, dueMs, nextDueMs, jobId: tickJobId(schedule.id, tickMs), ...tickWindow(schedule, dueMs, nextDueMs) };
+  }
+
+  /** Contest this tick again when due (its contest ahead found the lease taken, or no quorum). */
+  againAtDue(tick: Tick): void {
+    this.#heap.push({ scheduleId: tick.schedule.id, tickMs: tick.tickMs, dueMs: tick.dueMs, contestAtMs: tick.dueMs, atDue: tick });
+    if (this.#running) this.arm();
+  }
+
+  start(): void {
+    this.#running = true;
+    this.arm();
+  }
+
+  stop(): void {
+    this.#running = false;
+    this.#options.clock.clearTimeout(this.#timer);
+  }
+
+  /** Sets the timer for the next tick to contest (or the alarm), at most `maxWaitMs` away. */
+  arm(): void {
+    const { clock, maxWaitMs, alarmAtMs } = this.#options;
+    clock.clearTimeout(this.#timer);
+    if (!this.#running) return;
+    const next = Math.min(this.#heap.peek()?.contestAtMs ?? Infinity, alarmAtMs?.() ?? Infinity);
+    const wait = Number.isFinite(next) ? Math.min(Math.max(next - this.nowMs(), 0), maxWaitMs) : maxWaitMs;
+    this.#timer = clock.setTimeout(() => this.#wake(), wait);
+  }
+
+  #wake(): void {
+    const now = this.nowMs();
+    this.#noticeJump(now);
+    const popped: PendingTick[] = [];
+    const takenUp: Tick[] = [];
+    const built = new Map<PendingTick, Tick>();
+    for (let top = this.#heap.peek(); top && top.contestAtMs <= now; top = this.#heap.peek()) {
+      const pending = this.#heap.pop() as PendingTick;
+      const planner = this.#planners.get(pending.scheduleId);
+      if (!planner) continue;
+      popped.push(pending);
+      // A second contest: the tick was taken up (marked, its successor planned) at the first.
+      if (pending.atDue) continue;
+      const next = planner.next(pending.tickMs);
+      const tick = this.#tick(planner, pending.tickMs, next);
+      built.set(pending, tick);
+      takenUp.push(tick);
+      if (next !== undefined) this.#heap.push(this.#pending(planner, next, pending.dueMs));
+    }
+    const { kept, late } = splitLateTicks(popped, now, (id) => this.#planners.get(id)?.schedule.catchUpMs);
+    const due = kept.map((pending): DueTick => {
+      const tick = pending.atDue ?? (built.get(pending) as Tick);
+      return { ...tick, ahead: !pending.atDue && pending.contestAtMs < pending.dueMs };
+    });
+    this.#options.onWake({ nowMs: now, due, late: late.map((pending) => pending.atDue ?? (built.get(pending) as Tick)), takenUp });
+    this.arm();
+  }
+
+  /**
+   * Wall time against monotonic time between wake-ups: a host clock stepped (NTP step, VM resume)
+   * shows as a jump. Ticks are planned on wall time, one after the other: after a backward step
+   * the next tick simply comes later (nothing fires twice); after a forward step the ticks
+   * skipped are late, and recovery decides each one.
+   */
+  #noticeJump(wall: number): void {
+    const mono = this.#options.clock.now();
+    if (this.#lastWake) {
+      const jumpMs = wall - this.#lastWake.wall - (mono - this.#lastWake.mono);
+      if (Math.abs(jumpMs) > 1000) this.#options.logger.warn({ jumpMs: Math.round(jumpMs) }, 'wall clock jumped: ticks are planned on wall time; skipped ticks are recovered or recorded missed, none fires twice');
+    }
+    this.#lastWake = { wall, mono };
+  }
+}

@@ -1,0 +1,172 @@
+// The scheduler's decisions, taken on plain values: no Redis, no timers.
+import { ClaimAlreadyGrantedError, LockTakenError, QuorumUnavailableError, systemClock, type NodeCause } from '@tickwarden/redlock';
+import pino from 'pino';
+import { describe, expect, it } from 'vitest';
+import { claimTakeover, CLOCK_SKEW_TOLERANCE_MS, contestLoss, notBeforeMs, revokes } from '../src/tick-contest.ts';
+import { splitLateTicks } from '../src/tick-loop.ts';
+import type { JobQueue, LeaseGrants, Run, Tick } from '../src/ports.ts';
+import { holderAfterAdd, TickPublisher } from '../src/tick-publisher.ts';
+import { TickRecorder } from '../src/tick-recorder.ts';
+import { parseJobId, resolution } from '../src/tick-resolver.ts';
+import { LATE_TICK_WINDOW_MS, RECOVERY_DELAY_MS, tickWindow, wonLate } from '../src/tick-window.ts';
+
+const causes = (...votes: NodeCause[]) => new Map(votes.map((vote, i) => [`node-${i}:6379`, vote]));
+
+describe('tickWindow: how late a run may start, and how long whether a tick ran is kept', () => {
+  const schedule = { startDeadlineMs: undefined, leaseTtlMs: 3000, catchUpMs: 0 };
+
+  it('without startDeadline: until the next tick is due, but at least leaseTtl plus the late window, at most 24 h', () => {
+    expect(tickWindow(schedule, 0, 1000).startDeadlineMs).toBe(3000 + LATE_TICK_WINDOW_MS);
+    expect(tickWindow(schedule, 0, 3_600_000).startDeadlineMs).toBe(3_600_000);
+    expect(tickWindow(schedule, 0, 7 * 86_400_000).startDeadlineMs).toBe(86_400_000);
+    expect(tickWindow(schedule, 0, undefined).startDeadlineMs).toBe(86_400_000);
+    expect(tickWindow({ ...schedule, startDeadlineMs: 500 }, 0, 3_600_000).startDeadlineMs).toBe(500);
+  });
+
+  it('the retention covers the deadline and catchUp, plus a lease TTL and a margin', () => {
+    expect(tickWindow(schedule, 0, 1000).retentionMs).toBe(13_000 + 3000 + 60_000);
+    expect(tickWindow({ ...schedule, catchUpMs: 3_600_000 }, 0, 1000).retentionMs).toBe(3_600_000 + 3000 + 60_000);
+  });
+});
+
+describe('splitLateTicks: a replica back from a stall contests only what is fresh', () => {
+  const pending = (scheduleId: string, tickMs: number) => ({ scheduleId, tickMs, dueMs: tickMs, contestAtMs: tickMs });
+
+  it('ticks within the late window are contested; older ones go to recovery', () => {
+    const now = 100_000;
+    const { kept, late } = splitLateTicks([pending('a/x', now - 11_000), pending('a/x', now - 9000), pending('b/y', now - 30_000)], now, () => 0);
+    expect(kept.map((tick) => tick.tickMs)).toEqual([now - 9000]);
+    expect(late.map((tick) => tick.tickMs)).toEqual([now - 11_000, now - 30_000]);
+  });
+
+  it('of a schedule with no fresh tick, the latest inside catchUp is contested (a replica catching up)', () => {
+    const now = 1_000_000;
+    const ticks = [pending('c/z', now - 300_000), pending('c/z', now - 120_000)];
+    expect(splitLateTicks(ticks, now, () => 180_000).kept.map((tick) => tick.tickMs)).toEqual([now - 120_000]);
+    expect(splitLateTicks(ticks, now, () => 60_000).kept).toEqual([]);
+    expect(splitLateTicks([...ticks, pending('c/z', now - 1000)], now, () => 180_000).kept.map((tick) => tick.tickMs)).toEqual([now - 1000]);
+  });
+});
+
+describe('wonLate: a contest won after other replicas may have decided the tick', () => {
+  it('more than RECOVERY_DELAY_MS after the due time (a contest ahead is never late)', () => {
+    expect(wonLate({ dueMs: 10_000 }, 10_000 + RECOVERY_DELAY_MS)).toBe(false);
+    expect(wonLate({ dueMs: 10_000 }, 10_001 + RECOVERY_DELAY_MS)).toBe(true);
+    expect(wonLate({ dueMs: 10_000 }, 500)).toBe(false);
+  });
+});
+
+describe('contestLoss: what a failed contest means', () => {
+  it('a claim granted elsewhere is a lost race, on a quorum or on some nodes', () => {
+    expect(contestLoss(new ClaimAlreadyGrantedError('r', 'tick:1', 'v', causes('claimed', 'claimed')))).toBe('lost-race');
+    expect(contestLoss(new QuorumUnavailableError('r', 'acquire', causes('claimed', new Error('down'), new Error('down')), 2))).toBe('lost-race');
+  });
+
+  it('"taken" without "claimed" is another tick\'s lease: on a majority, or (taken-minority) on some nodes while others were silent', () => {
+    expect(contestLoss(new LockTakenError('r', causes('taken', 'taken', 'taken'), 5))).toBe('taken');
+    expect(contestLoss(new QuorumUnavailableError('r', 'acquire', causes('taken', 'taken', new Error('down')), 3))).toBe('taken-minority');
+  });
+
+  it('lock nodes whose clocks are before the tick\'s not-before time make it "early", even beside nodes that found the lease taken', () => {
+    expect(contestLoss(new LockTakenError('r', causes('early', 'early', 'taken'), 5))).toBe('early');
+    expect(contestLoss(new QuorumUnavailableError('r', 'acquire', causes('early', new Error('down'), new Error('down')), 2))).toBe('early');
+  });
+
+  it('anything else is no quorum', () => {
+    expect(contestLoss(new QuorumUnavailableError('r', 'acquire', causes(new Error('timeout'), new Error('down')), 2))).toBe('unavailable');
+  });
+});
+
+describe('claimTakeover: the value recovery takes a tick\'s claim over with', () => {
+  it('the value a quorum granted the claim to', () => {
+    expect(claimTakeover(new ClaimAlreadyGrantedError('r', 'tick:1', 'winner', causes('claimed', 'claimed', 'claimed')))).toBe('winner');
+  });
+
+  it('a split left by contenders that died mid-contest: the value on more nodes than any other, none on a tie', () => {
+    const split = (...holders: [string, number][]) => new QuorumUnavailableError('r', 'acquire', causes('claimed', 'claimed', new Error('down')), 3, new Map(holders));
+    expect(claimTakeover(split(['b', 1], ['a', 2]))).toBe('a');
+    expect(claimTakeover(split(['a', 2], ['b', 2], ['c', 1]))).toBeUndefined();
+    expect(claimTakeover(split(['c', 1], ['a', 2], ['b', 2], ['d', 3]))).toBe('d');
+    expect(claimTakeover(new LockTakenError('r', causes('claimed', 'claimed', 'claimed'), 5, new Map([['z', 1], ['y', 1]])))).toBeUndefined();
+  });
+
+  it('none when no claim is held: a lease taken, or no quorum', () => {
+    expect(claimTakeover(new LockTakenError('r', causes('taken', 'taken', 'taken'), 5))).toBeUndefined();
+    expect(claimTakeover(new QuorumUnavailableError('r', 'acquire', causes(new Error('timeout'), new Error('down')), 2))).toBeUndefined();
+  });
+});
+
+describe('resolution: what recovery does with an open tick', () => {
+  const tick = { dueMs: 10_000, startDeadlineMs: 5000 };
+  const none = { state: 'none' } as const;
+
+  it('recorded meanwhile: closed; published but not recorded: recorded on the publisher\'s behalf', () => {
+    expect(resolution({ recorded: true, publication: none, nowMs: 12_000, tick, lastFailure: undefined })).toEqual({ kind: 'closed' });
+    const stored = { state: 'stored', enqueuedBy: 'r1', fence: 7, value: 'v' } as const;
+    expect(resolution({ recorded: false, publication: stored, nowMs: 12_000, tick, lastFailure: undefined })).toEqual({ kind: 'found', publication: stored });
+    // The job ran and was removed: its publish marker says so, whatever catch-up or recovery asks later.
+    expect(resolution({ recorded: false, publication: { state: 'gone' }, nowMs: 99_000, tick, lastFailure: undefined })).toEqual({ kind: 'found', publication: { state: 'gone' } });
+  });
+
+  it('never published: contested until its start deadline, then missed with the last failure seen', () => {
+    expect(resolution({ recorded: false, publication: none, nowMs: 15_000, tick, lastFailure: 'no-lock-quorum' })).toEqual({ kind: 'contest' });
+    expect(resolution({ recorded: false, publication: none, nowMs: 15_001, tick, lastFailure: 'no-lock-quorum' })).toEqual({ kind: 'missed', reason: 'no-lock-quorum' });
+    expect(resolution({ recorded: false, publication: none, nowMs: 15_001, tick, lastFailure: undefined })).toEqual({ kind: 'missed', reason: 'deadline-passed' });
+  });
+
+  it('job ids split into schedule and tick', () => {
+    expect(parseJobId('team-a/nightly@1795696825000')).toEqual({ scheduleId: 'team-a/nightly', tickMs: 1795696825000 });
+    expect(parseJobId('team-a/nightly@manual-1')).toBeUndefined();
+    expect(parseJobId('no-at-sign')).toBeUndefined();
+  });
+});
+
+describe('holderAfterAdd: whose job holds the tick after our add', () => {
+  it('ours when the stored job has our replica and our fence; another publisher\'s otherwise', () => {
+    const stored = { state: 'stored', enqueuedBy: 'r1', fence: 7, value: 'v' } as const;
+    expect(holderAfterAdd(stored, 'r1', { fence: 7 })).toEqual({ ours: true });
+    expect(holderAfterAdd(stored, 'r1', { fence: 8 })).toEqual({ ours: false, value: 'v' });
+    expect(holderAfterAdd(stored, 'r2', { fence: 7 })).toEqual({ ours: false, value: 'v' });
+    expect(holderAfterAdd({ state: 'gone' }, 'r1', { fence: 7 })).toEqual({ ours: false, value: undefined });
+  });
+});
+
+describe('TickPublisher: what it releases after an add', () => {
+  const run = (id: string, value: string, fence: number): Run => ({
+    tick: { schedule: { id }, tickMs: 1000, dueMs: 1000, jobId: `${id}@1000`, startDeadlineMs: 60_000, retentionMs: 120_000 } as Tick,
+    lease: { resource: `lease:${id}`, value, fence, validUntil: Number.MAX_SAFE_INTEGER } as Run['lease'],
+  });
+  const publisher = (queue: Pick<JobQueue, 'add' | 'publications'>, released: string[][]) => {
+    const leases: Pick<LeaseGrants, 'settings' | 'releaseBatch'> = { settings: { clock: systemClock }, releaseBatch: async (batch) => (released.push(batch.map((lease) => lease.value)), []) };
+    const recorder = new TickRecorder({ replicaId: 'r1', store: { record: async (entries) => entries.map(() => true) }, logger: pino({ level: 'silent' }), now: () => 2000 });
+    return new TickPublisher({ replicaId: 'r1', leases: leases as LeaseGrants, queue: { ...queue, close: () => Promise.resolve() }, recorder, now: () => 2000 });
+  };
+
+  it('a job whose add failed keeps its lease (it may be the live owner\'s, taken over by a recoverer); one another job replaced is released', async () => {
+    const released: string[][] = [];
+    const failed = run('t/failed', 'owner', 1);
+    const replaced = run('t/replaced', 'mine', 2);
+    const queue = {
+      add: async (runs: readonly Run[]) => runs.map((r) => (r === failed ? new Error('add failed') : undefined)),
+      publications: async (ticks: readonly Tick[]) => ticks.map(() => ({ state: 'stored', enqueuedBy: 'r2', fence: 9, value: 'theirs' }) as const),
+    };
+    expect(await publisher(queue, released).publish([failed, replaced], 'recovered')).toEqual(['failed', 'published-by-another']);
+    expect(released).toEqual([['mine']]);
+  });
+});
+
+describe('revokes: cancel-previous cancels the run before it, never a newer one', () => {
+  const schedule = { overlap: 'cancel-previous' } as const;
+  it('while the tick is the latest due one; not once its successor is due (a late recovery), nor for other policies', () => {
+    expect(revokes({ schedule, nextDueMs: 2000 }, 1999)).toBe(true);
+    expect(revokes({ schedule, nextDueMs: 2000 }, 2000)).toBe(false);
+    expect(revokes({ schedule, nextDueMs: undefined }, 99_999)).toBe(true);
+    expect(revokes({ schedule: { overlap: 'skip' }, nextDueMs: 2000 }, 0)).toBe(false);
+  });
+
+  it('a cancel-previous tick is granted from its due time less the clock tolerance, read on the lock nodes\' clocks; other policies any time', () => {
+    expect(notBeforeMs({ schedule, dueMs: 5000 })).toBe(5000 - CLOCK_SKEW_TOLERANCE_MS);
+    expect(notBeforeMs({ schedule: { overlap: 'skip' }, dueMs: 5000 })).toBeUndefined();
+    expect(notBeforeMs({ schedule: { overlap: 'allow' }, dueMs: 5000 })).toBeUndefined();
+  });
+});

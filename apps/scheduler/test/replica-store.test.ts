@@ -1,0 +1,67 @@
+import { startRedisNodes, type RedisNodes } from '@tickwarden/testkit';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { TickRecord } from '../src/ports.ts';
+import { HISTORY_LENGTH, RedisReplicaStore } from '../src/replica-store.ts';
+
+describe('the replica store (queue Redis)', () => {
+  let redis: RedisNodes;
+  let connection: Redis;
+  let store: RedisReplicaStore;
+  beforeAll(async () => {
+    redis = await startRedisNodes({ count: 1, aof: false });
+    connection = new Redis(redis.urls[0] ?? '', { maxRetriesPerRequest: null });
+    store = new RedisReplicaStore(connection);
+  });
+  afterAll(async () => {
+    connection.disconnect();
+    await redis.close();
+  });
+
+  const record = (tickMs: number, outcome: TickRecord['outcome'], replica = 'r0'): TickRecord => ({ tickMs, outcome, lagMs: 1, fence: undefined, jobId: `team/a@${tickMs}`, replica });
+
+  it('a tick has one record: the first, unless a run enqueued or recovered replaces a skip or a miss', async () => {
+    const entry = (r: TickRecord) => ({ scheduleId: 'team/a', record: r, keepMs: 60_000 });
+    expect(await store.record([entry(record(1000, 'missed', 'r0')), entry(record(1000, 'skipped-overlap', 'r1'))])).toEqual([true, false]);
+    expect(await store.record([entry(record(1000, 'recovered', 'r2')), entry(record(1000, 'enqueued', 'r1'))])).toEqual([true, false]);
+    expect(await store.history('team/a')).toEqual([record(1000, 'recovered', 'r2')]);
+    expect(await store.recorded([{ scheduleId: 'team/a', tickMs: 1000 }, { scheduleId: 'team/a', tickMs: 2000 }])).toEqual([true, false]);
+  });
+
+  it('whether 1,000 ticks are recorded (a recovery sweep) is asked in round trips of at most 500 reads, answers in order', async () => {
+    const sizes: number[] = [];
+    const spied = new Redis(redis.urls[0] ?? '', { maxRetriesPerRequest: null });
+    const pipeline = spied.pipeline.bind(spied);
+    spied.pipeline = ((commands?: unknown[][]) => {
+      sizes.push(commands?.length ?? 0);
+      return pipeline(commands as never);
+    }) as typeof spied.pipeline;
+    const ticks = Array.from({ length: 1000 }, (_, i) => ({ scheduleId: 'team/a', tickMs: i === 999 ? 1000 : 100_000 + i }));
+    expect(await new RedisReplicaStore(spied).recorded(ticks)).toEqual(ticks.map((_, i) => i === 999));
+    expect(sizes).toEqual([500, 500]);
+    spied.disconnect();
+  });
+
+  it('open ticks: opened unless recorded, handed out once per try, closed by their record', async () => {
+    const open = (tickMs: number, recoverAtMs: number) => ({ scheduleId: 'team/a', tickMs, jobId: `team/a@${tickMs}`, recoverAtMs });
+    // 1000 is recorded (above): not reopened by a replica slow to take it up.
+    await store.open([open(1000, 0), open(3000, 50), open(4000, 10_000)]);
+    await store.open([open(3000, 99)]); // already open: keeps its time
+    expect(await store.takeDue(100, 10, 5000)).toEqual(['team/a@3000']);
+    expect(await store.takeDue(100, 10, 5000)).toEqual([]);
+    expect(await store.takeDue(5000, 10, 9000)).toEqual(['team/a@3000']);
+    await store.record([{ scheduleId: 'team/a', record: record(3000, 'enqueued'), keepMs: 60_000 }]);
+    await store.close(['team/a@4000']);
+    expect(await store.takeDue(Number.MAX_SAFE_INTEGER, 10, 0)).toEqual([]);
+  });
+
+  it('history: 1,100 ticks of 2 schedules recorded in one call keep each schedule\'s newest ones within its window (at least 20), newest first', async () => {
+    const entries = Array.from({ length: 1100 }, (_, i) => ({ scheduleId: `team-h/h${i % 2}`, record: record(i * 1000, 'enqueued'), keepMs: i % 2 === 0 ? 0 : 100_000 }));
+    await store.record(entries);
+    const h0 = await store.history('team-h/h0', 1000);
+    expect(h0).toEqual(Array.from({ length: HISTORY_LENGTH }, (_, i) => record((1098 - 2 * i) * 1000, 'enqueued')));
+    // h1 keeps its 100 s window: ticks 999 s ... 1099 s, one every 2 s.
+    const h1 = await store.history('team-h/h1', 1000);
+    expect(h1.map((r) => r.tickMs)).toEqual(Array.from({ length: 51 }, (_, i) => (1099 - 2 * i) * 1000));
+  });
+});

@@ -1,0 +1,70 @@
+// The tick loop on a clock the test drives: no Redis, no real timers.
+import { Writable } from 'node:stream';
+import { pino } from 'pino';
+import { describe, expect, it } from 'vitest';
+import { TickLoop, type Wake } from '../src/tick-loop.ts';
+import { ManualClock, scheduleFixture } from './support.ts';
+
+function loopOn(clock: ManualClock, contestLeadMs = 0) {
+  const wakes: Wake[] = [];
+  const logs: Record<string, unknown>[] = [];
+  const stream = new Writable({
+    write(chunk: Buffer, _encoding, callback) {
+      for (const line of chunk.toString('utf8').split('\n')) if (line !== '') logs.push(JSON.parse(line) as Record<string, unknown>);
+      callback();
+    },
+  });
+  const loop = new TickLoop({ clock, logger: pino({ level: 'info' }, stream), maxWaitMs: 30_000, contestLeadMs, onWake: (wake) => wakes.push(wake) });
+  const contested = () => wakes.flatMap((wake) => wake.due.map((tick) => tick.tickMs));
+  const late = () => wakes.flatMap((wake) => wake.late.map((tick) => tick.tickMs));
+  return { loop, wakes, logs, contested, late };
+}
+
+const START = Date.UTC(2026, 10, 27, 12, 0, 0, 500);
+
+describe('TickLoop', () => {
+  it('hands out each tick once, in order, with its window; a skip tick whose previous run is due within the lead is contested when due', () => {
+    const clock = new ManualClock(START);
+    const { loop, wakes, contested } = loopOn(clock, 9500);
+    // The lead is a third of the lease TTL, 2 s: more than the period, so each tick waits for its due time.
+    loop.setSchedules([scheduleFixture({ id: 'a/every-second', cron: '* * * * * *', leaseTtlMs: 6000 })]);
+    loop.start();
+    clock.advance(5000);
+    expect(contested()).toEqual([1, 2, 3, 4, 5].map((s) => START - 500 + s * 1000));
+    const [first] = wakes.flatMap((wake) => wake.due);
+    expect(first).toMatchObject({ jobId: `a/every-second@${START + 500}`, startDeadlineMs: 16_000, ahead: false });
+    expect(wakes.every((wake) => wake.due.every((tick) => wake.nowMs >= tick.dueMs))).toBe(true);
+  });
+
+  it('a wall clock stepped forward: logged, and the ticks skipped are late (recovery decides them), not contested', () => {
+    const clock = new ManualClock(START);
+    const { loop, logs, contested, late } = loopOn(clock);
+    loop.setSchedules([scheduleFixture({ id: 'a/every-second', cron: '* * * * * *', leaseTtlMs: 3000 })]);
+    loop.start();
+    clock.advance(2000);
+    clock.step(60_000);
+    clock.advance(1000);
+    expect(logs.find((log) => log['msg']?.toString().startsWith('wall clock jumped'))?.['jumpMs']).toBe(60_000);
+    // Up to the late window behind the new time, ticks are still contested; the ones before are late.
+    expect(late()).toHaveLength(50);
+    expect(contested().slice(-11)).toEqual(Array.from({ length: 11 }, (_, i) => START - 500 + (53 + i) * 1000));
+    expect(new Set([...contested(), ...late()]).size).toBe(contested().length + late().length);
+  });
+
+  it('a wall clock stepped back: logged, and nothing fires twice; ticks resume once wall time passes the last one planned', () => {
+    const clock = new ManualClock(START);
+    const { loop, logs, contested, late } = loopOn(clock);
+    loop.setSchedules([scheduleFixture({ id: 'a/every-second', cron: '* * * * * *', leaseTtlMs: 3000 })]);
+    loop.start();
+    clock.advance(3000);
+    const before = contested();
+    clock.step(-60_000);
+    clock.advance(30_000);
+    expect(logs.find((log) => log['msg']?.toString().startsWith('wall clock jumped'))?.['jumpMs']).toBe(-60_000);
+    expect(contested()).toEqual(before);
+    clock.advance(33_000);
+    expect(contested().length).toBeGreaterThan(before.length);
+    expect(new Set(contested()).size).toBe(contested().length);
+    expect(late()).toEqual([]);
+  });
+});

@@ -1,0 +1,213 @@
+import { queueName, type TickJobData } from '@tickwarden/contracts';
+import { waitUntil } from '@tickwarden/testkit';
+import { Worker } from 'bullmq';
+import { QuorumUnavailableError, type NodeCause } from '@tickwarden/redlock';
+import { Redis } from 'ioredis';
+import { describe, expect, it } from 'vitest';
+import { markHandlerStarted, predecessorsWaitUntil, TAKEOVER_SLACK_MS } from '../src/index.ts';
+import { useCluster } from './harness.ts';
+import { enqueueTick, nodeCommand, outcomes, scheduleFixture, settledJob } from './support.ts';
+
+/** The next tick of a schedule ticking every `periodMs` (whole seconds), at least 300 ms from now: ticks are the schedule's cron's, as a scheduler's are. */
+const nextTick = (periodMs: number): number => Math.ceil((Date.now() + 300) / periodMs) * periodMs;
+
+/** One run's lines in a ledger file: "<kind> <fence> <ms>", kind start | beat | end. */
+interface Run {
+  fence: number;
+  start: number;
+  last: number;
+  ended: boolean;
+}
+
+describe('worker: overlap cancel-previous with a real worker', () => {
+  const cluster = useCluster();
+  /** A command that writes "start", then "beat" every 50 ms, and "end" after `ms` (then exits), each with its fence and wall clock. */
+  const beating = (name: string, ms: number) =>
+    nodeCommand(
+      `const fs = require('node:fs'); const f = ${JSON.stringify(cluster.file(name))}; const fence = process.env.TICKWARDEN_FENCE;
+       const w = (kind) => fs.appendFileSync(f, [kind, fence, Date.now()].join(' ') + '\\n');
+       w('start'); const beat = setInterval(() => w('beat'), 50);
+       setTimeout(() => { clearInterval(beat); w('end'); }, ${ms});`,
+    );
+  /** The ledger's runs in the order they started. */
+  const runs = (name: string): Run[] => {
+    const byFence = new Map<number, Run>();
+    for (const line of cluster.lines(name)) {
+      const [kind, fence, ms] = line.split(' ');
+      const run = byFence.get(Number(fence)) ?? { fence: Number(fence), start: Number(ms), last: Number(ms), ended: false };
+      run.last = Math.max(run.last, Number(ms));
+      if (kind === 'end') run.ended = true;
+      byFence.set(run.fence, run);
+    }
+    return [...byFence.values()].sort((a, b) => a.start - b.start);
+  };
+
+  it('a schedule of period shorter than its lease TTL: each tick revokes the running run, which is aborted as superseded within about a second; the next starts right after it left the active list, never overlapping', async () => {
+    const { connection, scheduler } = cluster;
+    const ttl = 4000;
+    const period = 2000;
+    const schedule = scheduleFixture('team-a/cancel', beating('cancel.txt', 2400), { cron: '*/2 * * * * *', queue: 'q-cancel', overlap: 'cancel-previous', leaseTtlMs: ttl, startDeadlineMs: 30_000 });
+    const worker = await cluster.startWorker([schedule], { concurrency: 2 });
+    const t0 = nextTick(period);
+    // The scheduler: each tick contested when due, with revoke (cancel-previous), and enqueued due now.
+    const ticks: (Awaited<ReturnType<typeof enqueueTick>> & { revokedAt: number })[] = [];
+    for (let k = 0; k < 3; k++) {
+      await waitUntil(() => Date.now() >= t0 + k * period, `tick ${k} to be due`, { intervalMs: 5 });
+      const revokedAt = Date.now();
+      ticks.push({ ...(await enqueueTick(scheduler, connection, schedule, { tickMs: t0 + k * period, revoke: true })), revokedAt });
+    }
+    const jobs = await Promise.all(ticks.map((tick) => settledJob(connection, 'q-cancel', tick.jobId)));
+    const ledger = runs('cancel.txt');
+    expect(ledger).toHaveLength(3);
+    for (let k = 0; k < 2; k++) {
+      const job = jobs[k];
+      expect(await job?.getState()).toBe('failed');
+      expect(job?.failedReason).toMatch(/^superseded: lease lost: /);
+      // Not retried (UnrecoverableError): one attempt, even where attempts allow more.
+      expect(job?.attemptsMade).toBe(1);
+      const ends = outcomes(worker.records, ticks[k]?.jobId);
+      expect(ends).toMatchObject([{ outcome: 'superseded', level: 30 }]);
+      // (when the scheduler's revoking acquire started)
+      const revokedAt = ticks[k + 1]?.revokedAt as number;
+      // Aborted within about half a second of the revocation (extensions every min(ttl/3, 500 ms)); loose for a loaded CI machine.
+      expect(Number(ends[0]?.['time']) - revokedAt).toBeLessThan(1500);
+      const [previous, next] = [ledger[k] as Run, ledger[k + 1] as Run];
+      expect(previous.ended).toBe(false);
+      // Never overlapping: nothing of the revoked run after its successor started.
+      expect(previous.last).toBeLessThan(next.start);
+      expect(next.fence).toBeGreaterThan(previous.fence);
+      // The successor started right after the predecessor left the active list, not a TTL later.
+      expect(next.start - (job?.finishedOn as number)).toBeLessThan(800);
+      expect(next.start - revokedAt).toBeLessThan(2500);
+    }
+    expect(jobs[2]?.returnvalue).toMatchObject({ outcome: 'succeeded', fence: ledger[2]?.fence });
+    expect(ledger[2]?.ended).toBe(true);
+    expect(ledger[0]?.fence).toBeGreaterThan(ticks[0]?.lease.fence as number);
+    // The successors logged their wait for the revoked run.
+    expect(worker.records.filter((r) => r['msg'] === 'waiting for the schedule\'s other runs to stop (cancel-previous)').map((r) => r['jobId'])).toEqual([ticks[1]?.jobId, ticks[2]?.jobId]);
+    expect(await worker.metrics.registry.metrics()).toMatch(/tickwarden_worker_runs_total\{outcome="superseded"\} 2/);
+  });
+
+  it('a queued predecessor whose lease a later tick revoked is superseded without running, and does not delay its successor', async () => {
+    const { connection, scheduler } = cluster;
+    const ttl = 5000;
+    const schedule = scheduleFixture('team-a/cancel-queued', beating('cancel-queued.txt', 300), { queue: 'q-cancel-queued', overlap: 'cancel-previous', leaseTtlMs: ttl, startDeadlineMs: 30_000 });
+    // Both ticks are enqueued before any worker runs: the second revoked the first's lease while it was queued.
+    const t0 = nextTick(1000);
+    await waitUntil(() => Date.now() >= t0, 'the first tick to be due', { intervalMs: 5 });
+    const first = await enqueueTick(scheduler, connection, schedule, { tickMs: t0, revoke: true });
+    const second = await enqueueTick(scheduler, connection, schedule, { tickMs: t0 + 1000, revoke: true });
+    expect(second.lease.fence).toBeGreaterThan(first.lease.fence);
+    const from = Date.now();
+    const worker = await cluster.startWorker([schedule], { concurrency: 2 });
+    const [superseded, ran] = await Promise.all([settledJob(connection, 'q-cancel-queued', first.jobId), settledJob(connection, 'q-cancel-queued', second.jobId)]);
+    expect(superseded.returnvalue).toEqual({ outcome: 'superseded' });
+    expect(await superseded.getState()).toBe('completed');
+    expect(outcomes(worker.records, first.jobId)).toMatchObject([{ outcome: 'superseded', level: 30, fence: first.lease.fence }]);
+    expect(superseded.progress).not.toHaveProperty('handlerStarted');
+    expect(ran.returnvalue).toMatchObject({ outcome: 'succeeded' });
+    const ledger = runs('cancel-queued.txt');
+    expect(ledger.map((run) => run.fence)).toEqual([ran.returnvalue.fence]);
+    expect(ran.returnvalue.fence).toBeGreaterThan(second.lease.fence);
+    // Not held up by the revoked lease's TTL (5 s): it started as soon as the worker took it.
+    expect((ledger[0] as Run).start - from).toBeLessThan(2000);
+  });
+
+  it('the lease confirmed after the handler-started mark: a moment without a quorum there is tried again while the lease is valid, and the run goes on', async () => {
+    const { connection, scheduler } = cluster;
+    const schedule = scheduleFixture('team-a/cancel-confirm', beating('cancel-confirm.txt', 300), { cron: '0 0 * * * *', queue: 'q-cancel-confirm', overlap: 'cancel-previous', leaseTtlMs: 4000, startDeadlineMs: 30_000 });
+    const worker = await cluster.startWorker([schedule]);
+    // The run's first extension is that confirmation (its watchdog's first comes 500 ms later): it misses its quorum once.
+    const extend = worker.redlock.extend.bind(worker.redlock);
+    let extensions = 0;
+    worker.redlock.extend = (lease, ttlMs, options) => {
+      extensions += 1;
+      return extensions === 1 ? Promise.reject(new QuorumUnavailableError(lease.resource, 'extend', new Map<string, NodeCause>([['node-0:1', new Error('timed out')]]), 3)) : extend(lease, ttlMs, options);
+    };
+    const tickMs = Math.floor(Date.now() / 3_600_000) * 3_600_000;
+    const { jobId } = await enqueueTick(scheduler, connection, schedule, { tickMs, dueMs: Date.now(), revoke: true });
+    const job = await settledJob(connection, 'q-cancel-confirm', jobId);
+    expect(job.returnvalue).toMatchObject({ outcome: 'succeeded' });
+    // Neither failed nor deferred: the first take ran it.
+    expect(outcomes(worker.records, jobId).map((record) => record['outcome'])).toEqual(['succeeded']);
+    expect(extensions).toBeGreaterThan(1);
+    expect(runs('cancel-confirm.txt')).toHaveLength(1);
+  });
+
+  it('a job that starts only after its schedule\'s next tick is due (deferred, retried or re-run after a stall) is superseded, not run after the newer tick', async () => {
+    const { connection, scheduler } = cluster;
+    const schedule = scheduleFixture('team-a/cancel-late', beating('cancel-late.txt', 300), { queue: 'q-cancel-late', overlap: 'cancel-previous', leaseTtlMs: 5000, startDeadlineMs: 30_000 });
+    const worker = await cluster.startWorker([schedule]);
+    const t0 = nextTick(1000);
+    // Ready 1.5 s after its tick: the next tick (one second after it) is due by then.
+    const { jobId, lease } = await enqueueTick(scheduler, connection, schedule, { tickMs: t0, delayMs: t0 + 1500 - Date.now(), revoke: true });
+    const job = await settledJob(connection, 'q-cancel-late', jobId);
+    expect(job.returnvalue).toEqual({ outcome: 'superseded' });
+    expect(outcomes(worker.records, jobId)).toMatchObject([{ outcome: 'superseded', successorTick: new Date(t0 + 1000).toISOString(), firstStart: true }]);
+    expect(cluster.lines('cancel-late.txt')).toEqual([]);
+    // The scheduler's lease went with it: the next run need not wait for it to lapse.
+    await expect(scheduler.acquire(lease.resource, 1000, { retryCount: 0 })).resolves.toMatchObject({ resource: lease.resource });
+  });
+
+  it('a predecessor whose worker died mid-run (its job stays active until BullMQ\'s stalled check) holds up its successors only until its revoked lease surely ended, not each successor\'s own TTL', async () => {
+    const { connection, scheduler } = cluster;
+    const ttl = 2000;
+    const period = 1000;
+    const queue = 'q-cancel-dead';
+    const schedule = scheduleFixture('team-a/cancel-dead', beating('cancel-dead.txt', 300), { queue, overlap: 'cancel-previous', leaseTtlMs: ttl, startDeadlineMs: 30_000 });
+    // The dead worker: it took the first tick's job, marked its handler started, and never did anything again
+    // (BullMQ keeps the job active for its 30 s job lock).
+    const deadConnection = new Redis(cluster.connection.options);
+    let taken!: () => void;
+    const tookIt = new Promise<void>((resolve) => (taken = resolve));
+    const dead = new Worker(queueName(queue), async (job) => {
+      await markHandlerStarted(job, 1, (job.data as TickJobData).lease.fence);
+      taken();
+      await new Promise(() => undefined);
+    }, { connection: deadConnection, lockDuration: 30_000 });
+    try {
+      const t0 = nextTick(period);
+      await waitUntil(() => Date.now() >= t0, 'the first tick to be due', { intervalMs: 5 });
+      await enqueueTick(scheduler, connection, schedule, { tickMs: t0, revoke: true });
+      await tookIt;
+      await dead.pause(true);
+      const worker = await cluster.startWorker([schedule], { concurrency: 4 });
+      // Three more ticks, a period apart, each revoking the lease before it.
+      const ticks: Awaited<ReturnType<typeof enqueueTick>>[] = [];
+      for (let k = 1; k <= 3; k++) {
+        await waitUntil(() => Date.now() >= t0 + k * period, `tick ${k} to be due`, { intervalMs: 5 });
+        ticks.push(await enqueueTick(scheduler, connection, schedule, { tickMs: t0 + k * period, revoke: true }));
+      }
+      const last = await settledJob(connection, queue, (ticks[2] as (typeof ticks)[number]).jobId);
+      expect(last.returnvalue).toMatchObject({ outcome: 'succeeded' });
+      const [run] = runs('cancel-dead.txt');
+      // The first successor found the dead run started and recorded when: its lease cannot outlive that plus a TTL (and slack).
+      const firstSeen = (ticks[0] as (typeof ticks)[number]).data.enqueuedAtMs;
+      expect((run as Run).start).toBeGreaterThanOrEqual(firstSeen + ttl + TAKEOVER_SLACK_MS);
+      // Its own enqueue plus a TTL and slack would be a period or two later (and with faster ticks, never).
+      expect((run as Run).start).toBeLessThan(last.data.enqueuedAtMs + ttl + TAKEOVER_SLACK_MS - 500);
+      expect(worker.records.some((r) => r['msg'] === 'the schedule\'s other runs are still active, but their revoked lease cannot be valid any more: starting')).toBe(true);
+    } finally {
+      await dead.close(true);
+      deadConnection.disconnect();
+    }
+  });
+});
+
+describe('predecessorsWaitUntil: how long a cancel-previous run waits, from plain values', () => {
+  const self = { tickMs: 10_000, enqueuedAtMs: 10_050, ttlMs: 3000 };
+  const peer = (tickMs: number, started: boolean, revokedByMs?: number) => ({ jobId: `t/s@${tickMs}`, tickMs, started, revokedByMs });
+
+  it('starts at once when no other run started; waits for a started one until its revoked lease surely ended', () => {
+    expect(predecessorsWaitUntil(self, [], 1000)).toBeUndefined();
+    expect(predecessorsWaitUntil(self, [peer(8000, false), peer(12_000, false)], 1000)).toBeUndefined();
+    expect(predecessorsWaitUntil(self, [peer(8000, true)], 1000)).toBe(10_050 + 3000 + 1000);
+    // A later tick's run started first (a replica with its clock ahead enqueued it early): it is waited for too.
+    expect(predecessorsWaitUntil(self, [peer(12_000, true)], 1000)).toBe(10_050 + 3000 + 1000);
+  });
+
+  it('a started run first seen by an earlier successor was revoked before that one was enqueued: the earlier bound holds', () => {
+    expect(predecessorsWaitUntil(self, [peer(6000, true, 8050), peer(8000, false)], 1000)).toBe(8050 + 3000 + 1000);
+    expect(predecessorsWaitUntil(self, [peer(6000, true, 8050), peer(8000, true, 10_040)], 1000)).toBe(10_040 + 3000 + 1000);
+  });
+});
