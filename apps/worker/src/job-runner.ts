@@ -113,7 +113,7 @@ interface Attempt {
   token: string | undefined;
   data: TickJobData;
   jobId: string;
-  /** Processor calls of the job so far, deferrals not counted. */
+  /** Attempts ended or stalled before this one, plus one (deferrals not counted). */
   attempt: number;
   /**
    * No attempt of the job has ended or stalled yet (deferrals aside): the
@@ -221,8 +221,9 @@ export class JobRunner {
     const started = performance.now();
     const jobId = job.id ?? '(no id)';
     const { deferrals, lastDeferral } = deferralsOf(job);
-    // Deferred processor calls consumed nothing: they do not count as attempts.
-    const attempt = Math.max(1, job.attemptsStarted - deferrals);
+    // Ended and stalled processor calls count, deferred ones do not: the counters only grow, so no
+    // two calls that ran the handler share a number (deferral marks can be overwritten by a late writer).
+    const attempt = job.attemptsMade + job.stalledCounter + 1;
     let data: TickJobData;
     try {
       data = parseTickJob(job.data);

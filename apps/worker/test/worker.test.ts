@@ -479,7 +479,7 @@ describe('worker: jobs under the lease, against real Redis', () => {
     }
     /** A stalled re-run as BullMQ hands it over (`progress` as the earlier attempt left it). */
     const laterStart = (data: TickJobData, progress: unknown = 0) =>
-      ({ id: `${data.schedule}@${data.tickMs}`, data, attemptsStarted: 2, stalledCounter: 1, progress, updateProgress: () => Promise.resolve() }) as unknown as Job;
+      ({ id: `${data.schedule}@${data.tickMs}`, data, attemptsStarted: 2, attemptsMade: 0, stalledCounter: 1, progress, updateProgress: () => Promise.resolve() }) as unknown as Job;
     const jobData = (tickMs: number, lease: { resource: string; value: string; fence: number; ttlMs: number }): TickJobData => ({
       version: 1,
       schedule: schedule.id,
@@ -525,6 +525,17 @@ describe('worker: jobs under the lease, against real Redis', () => {
       expect(performance.now() - from).toBeGreaterThanOrEqual(2000);
       expect(lines('rerun.txt')).toHaveLength(before);
       await alive;
+    });
+
+    it('numbers an attempt by the attempts that ended or stalled, never by deferral marks: a re-run after a stall never repeats a number', async () => {
+      const { runner: r, records } = runner();
+      const resource = leaseResource(schedule.id, 'skip', 3);
+      // Call 1 ran; its worker, paused, marked a deferral on resuming and the job stalled; call 2 was
+      // deferred. Counting deferral marks against calls would number call 3 as 1 again.
+      const job = { ...laterStart(jobData(Date.now(), { resource, value: 'a'.repeat(40), fence: 1, ttlMs: 1000 }), { deferrals: 2, lastDeferral: { reason: 'no quorum', atMs: Date.now() } }), attemptsStarted: 3 } as unknown as Job;
+      const result = await r.processJob(job, undefined, undefined);
+      expect(result.outcome).toBe('succeeded');
+      expect(outcomes(records).at(-1)).toMatchObject({ outcome: 'succeeded', attempt: 2 });
     });
 
     it('past the start deadline: a re-run whose handler never started is dropped (missed-deadline) without releasing the previous lease; one whose handler started runs', async () => {
