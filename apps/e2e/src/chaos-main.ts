@@ -142,7 +142,7 @@ async function main(): Promise<number> {
     await sleep(TAIL_MS + 1500);
     const report = await settle(async () => {
       await history.read();
-      return buildReport({ ledgerFile, records: cluster.records(), schedules, fromMs, toMs, outages: runner.outages, history: history.records() });
+      return buildReport({ ledgerFile, records: cluster.records(), schedules, fromMs, toMs, outages: runner.outages, workerFaults: runner.workerFaults, history: history.records() });
     });
     const lines = formatReport(report);
     // Silent ticks are judged against the history too: a run that could not read it judged nothing.
@@ -170,6 +170,7 @@ async function main(): Promise<number> {
       failures,
       http: endpoint.stats,
       outages: runner.outages,
+      workerFaults: runner.workerFaults,
       faults: runner.applied,
       report: { ...report, unexplained: unexplainedMisses(report) },
     };

@@ -1,6 +1,6 @@
 import { sleep, type ClientLink, type Fault } from '@tickwarden/testkit';
 import { writeClockOffset, type AppRole, type Cluster } from './cluster.ts';
-import type { OutageWindow } from './report.ts';
+import type { OutageWindow, WorkerFaultWindow } from './report.ts';
 
 /** The faults the chaos suite draws from the seed (see the README's table). */
 export const FAULT_KINDS = [
@@ -210,6 +210,8 @@ export class ChaosRunner {
   readonly #nodesSlow = new Map<number, number>();
   readonly #outages: OutageWindow[] = [];
   #openOutage: OutageWindow | undefined;
+  /** Workers killed or paused, with when (toMs set once healed). */
+  readonly workerFaults: WorkerFaultWindow[] = [];
 
   constructor(cluster: Cluster, slots: ChaosSlots, options: ChaosRunnerOptions) {
     this.#cluster = cluster;
@@ -326,23 +328,28 @@ export class ChaosRunner {
     switch (fault.kind) {
       case 'kill-scheduler':
       case 'kill-worker':
-      case 'late-restart-scheduler':
+      case 'late-restart-scheduler': {
         this.#down.add(slot);
         this.#update();
+        const window = this.#workerFault(role, slot, 'kill');
         await this.#cluster.stopApp(slot, 'SIGKILL');
         return async () => {
           await start();
           this.#down.delete(slot);
+          if (window) window.toMs = Date.now();
           release();
         };
+      }
       case 'pause-scheduler':
       case 'pause-worker': {
         const app = this.#cluster.app(slot);
         this.#paused.add(slot);
         this.#update();
+        const window = this.#workerFault(role, slot, 'pause');
         app.process.signal('SIGSTOP');
         return async () => {
           app.process.signal('SIGCONT');
+          if (window) window.toMs = Date.now();
           this.#paused.delete(slot);
           release();
         };
@@ -399,6 +406,14 @@ export class ChaosRunner {
       default:
         throw new Error(`not a process fault: ${fault.kind}`);
     }
+  }
+
+  /** Opens a worker fault window (a worker's kill or pause; the report reads it); undefined for a scheduler. */
+  #workerFault(role: AppRole, worker: string, kind: WorkerFaultWindow['kind']): WorkerFaultWindow | undefined {
+    if (role !== 'worker') return undefined;
+    const window = { worker, kind, fromMs: Date.now(), toMs: Number.POSITIVE_INFINITY };
+    this.workerFaults.push(window);
+    return window;
   }
 
   /** A majority of the lock nodes, from `first` on (modulo the count). */

@@ -18,12 +18,16 @@ export {
   buildReport,
   expectedTicks,
   formatReport,
+  heldByWorkerFault,
   outageOf,
   reportFailures,
+  supersededBy,
   unexplainedByOutcome,
   unexplainedMisses,
+  WORKER_RECOVERY_MS,
   type ExpectedSchedule,
   type FailureRules,
+  type HeldTick,
   type LogRecord,
   type MissedTick,
   type MissReason,
@@ -32,6 +36,7 @@ export {
   type ReportInput,
   type StartLag,
   type TickReport,
+  type WorkerFaultWindow,
 } from './report.ts';
 export { ChaosRunner, FAULT_KINDS, LATE_RESTART_AFTER_MS, planFaults, seededRandom, type AppliedFault, type ChaosRunnerOptions, type ChaosSlots, type FaultKind, type LockNodeRestart, type PlannedFault, type PlanOptions } from './chaos.ts';
 export { prettyLine } from './pretty.ts';

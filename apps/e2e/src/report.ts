@@ -8,6 +8,15 @@ export interface OutageWindow {
   reason: 'no-replica' | 'no-lock-majority';
 }
 
+/** A worker SIGKILLed (until restarted) or SIGSTOPped (until continued): the jobs it held wait for it or for BullMQ's stall check. */
+export interface WorkerFaultWindow {
+  /** The worker's process name (its slot: a restarted worker keeps it). */
+  worker: string;
+  kind: 'kill' | 'pause';
+  fromMs: number;
+  toMs: number;
+}
+
 /** A schedule's `overlap` policy. */
 export type OverlapPolicy = 'skip' | 'allow' | 'cancel-previous';
 
@@ -39,6 +48,8 @@ export interface ReportInput {
   fromMs: number;
   toMs: number;
   outages: readonly OutageWindow[];
+  /** Workers killed or paused during the run (see `heldByWorkerFault`). */
+  workerFaults?: readonly WorkerFaultWindow[];
   /**
    * The cluster's tick history (records of `tickwarden status --json`, read during the run): a
    * tick whose outcome is recorded there but in no log line (its recorder died between writing
@@ -55,7 +66,15 @@ export interface MissedTick {
   outcomes: string[];
 }
 
-/** When runs started relative to their tick: over ticks due outside every outage window. */
+/** A run that a faulted worker held back: its lag, and how late it was past its fault's end plus WORKER_RECOVERY_MS (0 or less: in time). */
+export interface HeldTick {
+  tick: string;
+  worker: string;
+  lagMs: number;
+  overdueMs: number;
+}
+
+/** When runs started relative to their tick: over ticks due outside every outage window and not held by a faulted worker. */
 export interface StartLag {
   /** Runs measured. */
   count: number;
@@ -93,6 +112,8 @@ export interface TickReport {
   superseded: string[];
   /** Ticks neither run, skipped nor superseded; allowed only inside an outage window. */
   missed: MissedTick[];
+  /** Runs whose tick a killed or paused worker held (see `heldByWorkerFault`): outside the start lag, each bounded by WORKER_RECOVERY_MS after its fault. */
+  heldByWorkerFault: HeldTick[];
   /** Expected ticks (run or not) for which no process logged an outcome at info or above, and no gap line covers. */
   silent: string[];
   /** The silent ticks that did not run. */
@@ -118,6 +139,12 @@ export const OUTAGE_SLACK_MS = 2_000;
 export const IN_FLIGHT_SLACK_MS = 1_000;
 /** Clock and log-reading slack of the lease evidence behind a skip (harness poll, event-loop stalls), ms. */
 export const EVIDENCE_SLACK_MS = 1_000;
+/**
+ * How long a tick a dead or paused worker held may take to start once that worker is back or
+ * gone, beyond the lease TTL: the worker's BullMQ job lock (5 s, its minimum, MIN_LOCK_DURATION_MS)
+ * and two stalled checks (2 x 2.5 s, DEFAULT_STALLED_INTERVAL_MS), plus 1 s.
+ */
+export const WORKER_RECOVERY_MS = 11_000;
 /** pino's `info`: silent means no outcome at this level or above. */
 const INFO = 30;
 
@@ -181,6 +208,8 @@ export function buildReport(input: ReportInput): TickReport {
   const gaps = new Map<string, { fromMs: number; toMs: number }[]>();
   /** `schedule tick fence` -> attempt, from worker records. */
   const attempts = new Map<string, number>();
+  /** Per tick, the earliest `run started` record (a worker record with `handler` and no outcome): its worker and attempt. */
+  const firstRuns = new Map<string, { worker: string; attempt: number; atMs: number }>();
   const abortMarginsMs: number[] = [];
   let watchdogAborts = 0;
   for (const record of input.records) {
@@ -194,6 +223,11 @@ export function buildReport(input: ReportInput): TickReport {
     if (typeof tick !== 'string') continue;
     if (typeof record['fence'] === 'number' && typeof record['attempt'] === 'number') attempts.set(`${schedule} ${tick} ${record['fence']}`, record['attempt']);
     const at = recordTimeMs(record);
+    if (typeof record['handler'] === 'string' && outcome === undefined && typeof record['attempt'] === 'number' && typeof record['process'] === 'string' && at !== undefined) {
+      const key = tickKey(schedule, tick);
+      const known = firstRuns.get(key);
+      if (!known || at < known.atMs) firstRuns.set(key, { worker: record['process'], attempt: record['attempt'], atMs: at });
+    }
     if (record['observation'] === 'lease-lapsed' && at !== undefined) tickRecords(tickKey(schedule, tick)).lapsedTimesMs.push(at);
     if (typeof outcome !== 'string') continue;
     const key = tickKey(schedule, tick);
@@ -272,6 +306,8 @@ export function buildReport(input: ReportInput): TickReport {
   const silent: string[] = [];
   let silentNotRun = 0;
   const lags: { tick: string; lagMs: number }[] = [];
+  const heldTicks: HeldTick[] = [];
+  const workerFaults = input.workerFaults ?? [];
   for (const key of expected) {
     const { schedule: id, tickMs } = splitTickKey(key);
     const schedule = scheduleById.get(id) as ExpectedSchedule;
@@ -285,7 +321,9 @@ export function buildReport(input: ReportInput): TickReport {
     }
     if (ran) {
       const startMs = ledger.firstStartMs.get(key) as number;
-      if (outage === undefined) lags.push({ tick: key, lagMs: startMs - tickMs });
+      const held = heldByWorkerFault(tickMs, startMs, firstRuns.get(key), workerFaults);
+      if (held) heldTicks.push({ tick: key, worker: held.worker, lagMs: startMs - tickMs, overdueMs: startMs - (held.toMs + schedule.leaseTtlMs + WORKER_RECOVERY_MS) });
+      else if (outage === undefined) lags.push({ tick: key, lagMs: startMs - tickMs });
       continue;
     }
     const outcomes = records?.outcomes ?? new Set<string>();
@@ -300,7 +338,7 @@ export function buildReport(input: ReportInput): TickReport {
     // A scheduler that recovers a cancel-previous tick after its successor is due records it skipped-overlap (it must not revoke the newer run): superseded too.
     if (schedule.overlap === 'cancel-previous' && (outcomes.has('superseded') || outcomes.has('skipped-overlap'))) {
       // A later tick took the lease: its run is due a lease TTL later at most, and may itself be superseded once.
-      const byMs = tickMs + 2 * periodAfter(schedule, tickMs) + schedule.leaseTtlMs + EVIDENCE_SLACK_MS;
+      const byMs = supersededBy(tickMs, periodAfter(schedule, tickMs), schedule.leaseTtlMs, workerFaults);
       if ((startsBySchedule.get(id) ?? []).some((run) => run.tickMs > tickMs && run.startMs <= byMs)) {
         superseded.push(key);
         continue;
@@ -326,6 +364,7 @@ export function buildReport(input: ReportInput): TickReport {
     skipped,
     superseded,
     missed,
+    heldByWorkerFault: heldTicks,
     silent,
     silentNotRun,
     historyOnly: expected.filter((key) => historyOnly.has(key)),
@@ -340,6 +379,38 @@ export function buildReport(input: ReportInput): TickReport {
 export function outageOf(tickMs: number, outages: readonly OutageWindow[]): OutageWindow['reason'] | undefined {
   const outage = outages.find((window) => tickMs >= window.fromMs - (window.reason === 'no-replica' ? IN_FLIGHT_SLACK_MS : 0) && tickMs <= window.toMs + OUTAGE_SLACK_MS);
   return outage?.reason;
+}
+
+/**
+ * The worker fault that held a tick back, if one did: a kill or pause that began between the tick
+ * and its first start, and either the run started on a later attempt (the job came back through
+ * BullMQ's stall check; with `attempts: 1` nothing else numbers an attempt 2) or it started on the
+ * paused worker once it was continued (it took the job before the pause).
+ */
+export function heldByWorkerFault(tickMs: number, startMs: number, firstRun: { worker: string; attempt: number } | undefined, faults: readonly WorkerFaultWindow[]): WorkerFaultWindow | undefined {
+  if (firstRun === undefined) return undefined;
+  const onPausedWorker = (fault: WorkerFaultWindow): boolean => fault.kind === 'pause' && fault.worker === firstRun.worker && startMs >= fault.toMs - EVIDENCE_SLACK_MS;
+  return faults.find((fault) => fault.fromMs >= tickMs - EVIDENCE_SLACK_MS && fault.fromMs <= startMs && (firstRun.attempt > 1 || onPausedWorker(fault)));
+}
+
+/**
+ * By when a superseded tick's successor must have started: two periods and a lease TTL, and for
+ * every worker killed or paused meanwhile a lease TTL and a period more (a run dead or stopped
+ * with its worker holds the lease its successor waits for, and that successor may be superseded).
+ */
+export function supersededBy(tickMs: number, periodMs: number, leaseTtlMs: number, faults: readonly WorkerFaultWindow[]): number {
+  let byMs = tickMs + 2 * periodMs + leaseTtlMs + EVIDENCE_SLACK_MS;
+  const counted = new Set<WorkerFaultWindow>();
+  for (let more = true; more; ) {
+    more = false;
+    for (const fault of faults) {
+      if (counted.has(fault) || fault.fromMs < tickMs - leaseTtlMs || fault.fromMs > byMs) continue;
+      counted.add(fault);
+      byMs = Math.max(byMs, fault.toMs) + leaseTtlMs + periodMs;
+      more = true;
+    }
+  }
+  return byMs;
 }
 
 /** Nearest-rank percentile of sorted values. */
@@ -393,6 +464,8 @@ export function reportFailures(report: TickReport, rules: FailureRules = {}): st
   if (unexplained.length > 0) failures.push(`unexplained missed ticks: ${some(unexplained.map((miss) => `${miss.tick} [${miss.outcomes.join(',') || 'no outcome'}]`))}`);
   if (silent && report.silent.length > 0) failures.push(`silent ticks (no outcome logged at info or above): ${some(report.silent)}`);
   const lag = report.startLag;
+  const overdue = report.heldByWorkerFault.filter((held) => held.overdueMs > 0);
+  if (overdue.length > 0) failures.push(`held by a faulted worker past ${WORKER_RECOVERY_MS} ms after the fault and a lease TTL: ${some(overdue.map((held) => `${held.tick} (${held.worker}, +${held.lagMs} ms)`))}`);
   if (startLag && lag.count > 0 && lag.p99Ms > lag.targetMs) failures.push(`start lag p99 ${lag.p99Ms} ms is above ${lag.targetMs} ms (leaseTtl + 1 s); latest: ${lag.latest.slice(0, 5).map((late) => `${late.tick} +${late.lagMs} ms`).join(', ')}`);
   return failures;
 }
@@ -432,6 +505,7 @@ export function formatReport(report: TickReport): string[] {
     `silent: ${report.silent.length}${report.silent.length === 0 ? '' : ` (not run: ${report.silentNotRun})`}`,
     ...(report.historyOnly.length === 0 ? [] : [`recorded only in the tick history (the recorder died before logging): ${report.historyOnly.join(', ')}`]),
     `start lag: p50 ${lag.p50Ms} ms, p99 ${lag.p99Ms} ms, max ${lag.maxMs} ms, min ${lag.minMs} ms (${lag.count} runs due outside outages; p99 target ${lag.targetMs} ms)`,
+    `held by a killed or paused worker: ${report.heldByWorkerFault.length}${report.heldByWorkerFault.length === 0 ? '' : ` (lag max ${Math.max(...report.heldByWorkerFault.map((held) => held.lagMs))} ms)`}`,
     `watchdog aborts: ${report.watchdogAborts}${marginText}`,
   ];
 }

@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { buildReport, expectedTicks, formatReport, reportFailures, unexplainedByOutcome, type ExpectedSchedule, type LogRecord, type OutageWindow } from '../src/index.ts';
+import { buildReport, expectedTicks, formatReport, reportFailures, unexplainedByOutcome, type ExpectedSchedule, type LogRecord, type OutageWindow, type WorkerFaultWindow } from '../src/index.ts';
 
 const dir = mkdtempSync(path.join(tmpdir(), 'tickwarden-report-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -39,8 +39,8 @@ function steady(schedule: string, n: number, fenceFrom = 1): { lines: string[]; 
   return { lines, records };
 }
 
-function report(options: { lines: string[]; records: LogRecord[]; schedules?: ExpectedSchedule[]; fromS?: number; toS: number; outages?: OutageWindow[]; history?: LogRecord[] }): ReturnType<typeof buildReport> {
-  return buildReport({ ledgerFile: ledger(options.lines), records: options.records, schedules: options.schedules ?? [EVERY_SECOND], fromMs: at(options.fromS ?? 0), toMs: at(options.toS), outages: options.outages ?? [], history: options.history });
+function report(options: { lines: string[]; records: LogRecord[]; schedules?: ExpectedSchedule[]; fromS?: number; toS: number; outages?: OutageWindow[]; workerFaults?: WorkerFaultWindow[]; history?: LogRecord[] }): ReturnType<typeof buildReport> {
+  return buildReport({ ledgerFile: ledger(options.lines), records: options.records, schedules: options.schedules ?? [EVERY_SECOND], fromMs: at(options.fromS ?? 0), toMs: at(options.toS), outages: options.outages ?? [], workerFaults: options.workerFaults, history: options.history });
 }
 
 describe('the run report', () => {
@@ -173,6 +173,23 @@ describe('the run report', () => {
       expect(result.missed).toEqual([]);
     });
 
+    it('each worker killed or paused meanwhile gives the successor a lease TTL and a period more (a run dead with its worker holds the lease its successors wait for)', () => {
+      // Ticks 0-6 superseded, tick 8 ran at 14.2 s: without faults the bounds are 8, 10, 12 and 14 s.
+      const lines = run('t/c', 8, 5, 14.2, 15);
+      const records = [0, 2, 4, 6].map((tickS) => outcome('t/c', tickS, 'superseded'));
+      const kills: WorkerFaultWindow[] = [
+        { worker: 'worker-2', kind: 'kill', fromMs: at(1), toMs: at(3) },
+        { worker: 'worker-2', kind: 'pause', fromMs: at(7), toMs: at(9) },
+      ];
+      expect(report({ lines, records, schedules: [CANCEL], toS: 6 }).missed).toHaveLength(4);
+      // Tick 0: 8 s, then the kill at 1 s: 8 + 3 + 2 = 13 s, which reaches the kill at 7 s: 13 + 5 = 18 s.
+      const faulted = report({ lines, records, schedules: [CANCEL], toS: 6, workerFaults: kills });
+      expect(faulted.missed).toEqual([]);
+      expect(faulted.superseded).toHaveLength(4);
+      // A fault long before the tick explains nothing.
+      expect(report({ lines, records, schedules: [CANCEL], toS: 6, workerFaults: [{ worker: 'worker-2', kind: 'kill', fromMs: at(-10), toMs: at(-9) }] }).missed).toHaveLength(4);
+    });
+
     it('superseded is no explanation for a skip schedule', () => {
       const lines = run('t/a', 1, 5, 1.05, 1.1);
       expect(report({ lines, records: [outcome('t/a', 0, 'superseded')], toS: 0 }).missed.map((miss) => miss.reason)).toEqual(['unexplained']);
@@ -274,6 +291,54 @@ describe('the run report', () => {
       expect(slow.startLag).toMatchObject({ count: 200, p99Ms: 3500, maxMs: 4000 });
       expect(reportFailures(slow)).toEqual([`start lag p99 3500 ms is above 3000 ms (leaseTtl + 1 s); latest: t/a ${iso(200)} +4000 ms, t/a ${iso(201)} +3800 ms, t/a ${iso(40)} +3500 ms, t/a ${iso(0)} +100 ms, t/a ${iso(1)} +100 ms`]);
       expect(reportFailures(slow, { startLag: false })).toEqual([]);
+    });
+  });
+
+  describe('a tick a killed or paused worker held: outside the start lag, bounded by its fault', () => {
+    const started = (tickS: number, worker: string, attempt: number, atS: number): LogRecord => ({ level: INFO, schedule: 't/a', tick: iso(tickS), jobId: `t/a@${at(tickS)}`, attempt, fence: 1, handler: 'command', firstStart: attempt === 1, process: worker, seenMs: at(atS) });
+    // 100 ticks on time; tick 10 taken by worker-1, paused at 10.05 s for 4.5 s; tick 20 lost with worker-2 killed at 20.1 s and re-run on worker-1 after the stall check.
+    const lines: string[] = [];
+    const records: LogRecord[] = [];
+    for (let s = 0; s < 100; s++) {
+      const lagS = s === 10 ? 4.6 : s === 20 ? 9 : 0.1;
+      lines.push(...run('t/a', s, s + 1, s + lagS, s + lagS + 0.1, s === 20 ? 2 : 1));
+      records.push(outcome('t/a', s, 'enqueued'));
+    }
+    records.push(started(10, 'worker-1', 1, 14.6), started(20, 'worker-1', 2, 29));
+    const faults: WorkerFaultWindow[] = [
+      { worker: 'worker-1', kind: 'pause', fromMs: at(10.05), toMs: at(14.55) },
+      { worker: 'worker-2', kind: 'kill', fromMs: at(20.1), toMs: at(23) },
+    ];
+
+    it('held: the run started on the paused worker, or on a later attempt after a kill; listed apart, not in the lag', () => {
+      const result = report({ lines, records, toS: 99, workerFaults: faults });
+      expect(result.heldByWorkerFault.map((held) => [held.tick, held.worker, held.lagMs])).toEqual([
+        [`t/a ${iso(10)}`, 'worker-1', 4600],
+        [`t/a ${iso(20)}`, 'worker-2', 9000],
+      ]);
+      expect(result.startLag).toMatchObject({ count: 98, maxMs: 100 });
+      expect(formatReport(result)).toContain('held by a killed or paused worker: 2 (lag max 9000 ms)');
+      expect(reportFailures(result)).toEqual([]);
+      // Without the fault windows both count, and p99 fails.
+      expect(report({ lines, records, toS: 99 }).startLag).toMatchObject({ count: 100, p99Ms: 4600 });
+    });
+
+    it('not held: a run on a healthy worker at attempt 1, or a fault after the start', () => {
+      const healthy = records.map((record) => (record['process'] === 'worker-1' && record['tick'] === iso(10) ? { ...record, process: 'worker-2' } : record));
+      expect(report({ lines, records: healthy, toS: 99, workerFaults: faults }).heldByWorkerFault.map((held) => held.tick)).toEqual([`t/a ${iso(20)}`]);
+      const later: WorkerFaultWindow[] = [{ worker: 'worker-2', kind: 'kill', fromMs: at(30), toMs: at(31) }];
+      expect(report({ lines, records, toS: 99, workerFaults: later }).heldByWorkerFault).toEqual([]);
+      // A killed worker restarted under the same name takes fresh jobs: its attempt-1 runs were held by nothing.
+      const restarted = records.map((record) => (record['process'] === 'worker-1' && record['tick'] === iso(10) ? { ...record, process: 'worker-2' } : record));
+      const killed: WorkerFaultWindow[] = [{ worker: 'worker-2', kind: 'kill', fromMs: at(10.05), toMs: at(11) }];
+      expect(report({ lines, records: restarted, toS: 99, workerFaults: killed }).heldByWorkerFault).toEqual([]);
+    });
+
+    it('held past the fault, a lease TTL and WORKER_RECOVERY_MS fails the run', () => {
+      const stuck = [...lines.filter((line) => !line.includes(iso(20))), ...run('t/a', 20, 200, 40, 40.1, 2)];
+      const result = report({ lines: stuck, records: records.map((record) => (record['tick'] === iso(20) && record['process'] ? { ...record, seenMs: at(40) } : record)), toS: 99, workerFaults: faults });
+      expect(result.heldByWorkerFault.find((held) => held.tick === `t/a ${iso(20)}`)).toMatchObject({ lagMs: 20000, overdueMs: 4000 });
+      expect(reportFailures(result)).toEqual([`held by a faulted worker past 11000 ms after the fault and a lease TTL: t/a ${iso(20)} (worker-2, +20000 ms)`]);
     });
   });
 

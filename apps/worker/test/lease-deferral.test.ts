@@ -114,7 +114,12 @@ describe('worker: a lease it cannot take defers the job instead of consuming its
       clearTimeout(restart);
       expect(job.returnvalue).toMatchObject({ outcome: 'succeeded' });
       expect(job.returnvalue.fence).toBeGreaterThan(lease.fence);
-      expect(outcomes(worker.records, jobId)).toMatchObject([{ outcome: 'succeeded', attempt: 1 }]);
+      // Node 2 never answers within a 100 ms node timeout, so a single-try takeover never gets a quorum.
+      // A loaded machine may still defer the first processor call (its retries ran out of validity):
+      // no attempt is consumed by that, and the next call takes the lease.
+      const recorded = outcomes(worker.records, jobId);
+      expect(recorded.at(-1)).toMatchObject({ outcome: 'succeeded', attempt: 1 });
+      expect(recorded.slice(0, -1).every((record) => record['outcome'] === 'deferred')).toBe(true);
       expect(lines('slow-nodes.txt')).toHaveLength(1);
       // The first failed try had it probe the lock nodes (no quorum then): the next probe finds one again.
       await waitUntil(() => worker.service.takingJobs, 'the worker taking jobs again', { timeoutMs: 5000 });
