@@ -174,7 +174,8 @@ async function status(id: string | undefined, count: number, json: boolean): Pro
       const upcoming: string[] = [];
       for (let tick = planner.next(Date.now()), i = 0; tick !== undefined && i < 3; tick = planner.next(tick), i++) upcoming.push(inZone(tick, schedule.timezone));
       say(`  next: ${upcoming.join(', ') || 'none'}`);
-      const queue = new Queue(queueName(schedule.queue), { connection: redis });
+      // Read-only: the status user may not write BullMQ's meta hash (deploy/k8s/acl).
+      const queue = new Queue(queueName(schedule.queue), { connection: redis, skipMetasUpdate: true });
       try {
         const runs = await store.history(schedule.id, count);
         for (const run of runs) {

@@ -93,10 +93,13 @@ describe('scheduler replicas as OS processes', () => {
     expect(exits.map((exit) => exit.code)).toEqual([0, 0]);
 
     const counts = enqueued();
+    // On a failure, every record of the tick from every replica (a flake under CI load left no trace).
+    const recordsOf = (schedule: string, tick: string): string => JSON.stringify(replicas.flatMap((replica) => replica.records.filter((record) => record['schedule'] === schedule && record['tick'] === tick).map((record) => ({ replica: replica.name, ...record }))));
     for (const schedule of ['e2e/alpha', 'e2e/beta']) {
       for (let tick = Math.ceil(from / 1000) * 1000; tick < to; tick += 1000) {
-        const key = `${schedule} ${new Date(tick).toISOString()}`;
-        expect(counts.get(key), key).toBe(1);
+        const iso = new Date(tick).toISOString();
+        const key = `${schedule} ${iso}`;
+        if (counts.get(key) !== 1) expect.fail(`${key}: ${counts.get(key) ?? 0} enqueues; records: ${recordsOf(schedule, iso)}`);
       }
     }
     expect([...counts.values()].every((n) => n === 1)).toBe(true);

@@ -1,0 +1,155 @@
+import { execFile, spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { appendFileSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { freePort, ManagedProcess, ProcessRedisNode, waitUntil } from '@tickwarden/testkit';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { REPO_ROOT } from './support/paths.ts';
+
+const RENDER = path.join(REPO_ROOT, 'deploy/k8s/acl/render.sh');
+const SCHEDULER_MAIN = path.join(REPO_ROOT, 'apps/scheduler/src/main.ts');
+const WORKER_MAIN = path.join(REPO_ROOT, 'apps/worker/src/main.ts');
+const CLI = path.join(REPO_ROOT, 'apps/scheduler/src/cli.ts');
+const LOCK_ROLES = ['scheduler', 'worker', 'control', 'probe'] as const;
+const QUEUE_ROLES = [...LOCK_ROLES, 'status'] as const;
+/** The harness's own user, appended to the rendered files here only: it reads each server's ACL LOG. */
+const HARNESS = { user: 'harness', password: randomBytes(16).toString('hex') };
+const TEAM = `team: acl
+schedules:
+  - name: every-second
+    cron: "* * * * * *"
+    overlap: allow
+    leaseTtl: 2s
+    handler: { kind: command, argv: ["true"] }
+`;
+
+type Role = (typeof QUEUE_ROLES)[number];
+const password = (): string => randomBytes(16).toString('hex');
+
+/** Renders a template as an operator would: passwords in the environment, the file on stdout. */
+function render(template: 'lock-node' | 'queue-redis', passwords: Partial<Record<Role, string>>): string {
+  const env = { ...process.env, ...Object.fromEntries(Object.entries(passwords).map(([role, value]) => [`TICKWARDEN_ACL_${role.toUpperCase()}`, value])) };
+  const result = spawnSync('bash', [RENDER, template], { encoding: 'utf8', env });
+  if (result.status !== 0) throw new Error(`render.sh ${template}: ${result.stderr}`);
+  return result.stdout;
+}
+
+/**
+ * The shipped ACL templates, rendered with render.sh and loaded by real redis-servers (3 lock
+ * nodes, each with its own passwords, and the queue Redis): the scheduler, the worker and the CLI
+ * do their jobs as their own users without a single denial in any server's ACL LOG, and each user
+ * is refused what it must not do.
+ */
+describe('Redis ACL users (deploy/k8s/acl): each role does its job and nothing more', () => {
+  const dir = mkdtempSync(path.join(tmpdir(), 'tickwarden-acl-'));
+  const lockPasswords = Array.from({ length: 3 }, () => Object.fromEntries(LOCK_ROLES.map((role) => [role, password()])) as Record<(typeof LOCK_ROLES)[number], string>);
+  const queuePasswords = Object.fromEntries(QUEUE_ROLES.map((role) => [role, password()])) as Record<Role, string>;
+  const servers: ProcessRedisNode[] = [];
+  const apps: ManagedProcess[] = [];
+  let locks: ProcessRedisNode[] = [];
+  let queue: ProcessRedisNode;
+  const configDir = path.join(dir, 'config');
+
+  const url = (node: ProcessRedisNode, role: string, secret: string): string => `redis://tickwarden-${role}:${encodeURIComponent(secret)}@127.0.0.1:${node.port}`;
+  const lockUrls = (role: (typeof LOCK_ROLES)[number]): string => locks.map((node, i) => url(node, role, lockPasswords[i]?.[role] ?? '')).join(',');
+  const queueUrl = (role: Role): string => url(queue, role, queuePasswords[role]);
+  /** redis-cli as `user` (password through REDISCLI_AUTH, never argv); stdout and stderr. */
+  const cli = (node: ProcessRedisNode, user: string, secret: string, ...command: string[]): string => {
+    const result = spawnSync('redis-cli', ['-p', String(node.port), '--user', user, ...command], { encoding: 'utf8', env: { ...process.env, REDISCLI_AUTH: secret } });
+    return `${result.stdout}${result.stderr}`.trim();
+  };
+  const asRole = (node: ProcessRedisNode, role: Role, secret: string, ...command: string[]): string => cli(node, `tickwarden-${role}`, secret, ...command);
+  const aclLog = (node: ProcessRedisNode): string => cli(node, HARNESS.user, HARNESS.password, 'ACL', 'LOG', '20');
+
+  async function startServer(file: string): Promise<ProcessRedisNode> {
+    const node = await ProcessRedisNode.start({ aof: false, password: undefined, tls: false, extraArgs: ['--aclfile', file] });
+    servers.push(node);
+    return node;
+  }
+
+  beforeAll(async () => {
+    const harnessLine = `user ${HARNESS.user} on >${HARNESS.password} ~* &* +@all\n`;
+    const files = lockPasswords.map((passwords, i) => {
+      const file = path.join(dir, `lock-${i}.acl`);
+      writeFileSync(file, render('lock-node', passwords));
+      appendFileSync(file, harnessLine);
+      return file;
+    });
+    const queueFile = path.join(dir, 'queue.acl');
+    writeFileSync(queueFile, render('queue-redis', queuePasswords));
+    appendFileSync(queueFile, harnessLine);
+    [queue, ...locks] = await Promise.all([startServer(queueFile), ...files.map((file) => startServer(file))]);
+    mkdirSync(configDir);
+    writeFileSync(path.join(configDir, 'acl.yaml'), TEAM);
+  });
+  afterAll(async () => {
+    await Promise.all(apps.map((app) => app.stop('SIGKILL')));
+    await Promise.all(servers.map((server) => server.stop()));
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('a render without a role\'s password fails naming the variable', () => {
+    const result = spawnSync('bash', [RENDER, 'queue-redis'], { encoding: 'utf8', env: { PATH: process.env['PATH'] ?? '', TICKWARDEN_ACL_SCHEDULER: 'x' } });
+    expect(result.status).toBe(2);
+    expect(result.stderr).toMatch(/TICKWARDEN_ACL_\w+ is not set/);
+    expect(spawnSync('bash', [RENDER, 'nope'], { encoding: 'utf8' }).stderr).toContain('no template');
+  });
+
+  it('the scheduler and the worker run ticks, the CLI pauses, resumes, triggers and reads status: no denial anywhere', async () => {
+    const start = async (name: string, main: string, env: Record<string, string>): Promise<ManagedProcess> => {
+      const app = ManagedProcess.start({ name, command: process.execPath, args: ['--conditions=@tickwarden/source', main], env: { TICKWARDEN_CONFIG: configDir, TICKWARDEN_HTTP_PORT: String(await freePort()), LOG_LEVEL: 'info', ...env } });
+      apps.push(app);
+      return app;
+    };
+    await start('scheduler', SCHEDULER_MAIN, { TICKWARDEN_LOCK_NODES: lockUrls('scheduler'), TICKWARDEN_QUEUE_REDIS: queueUrl('scheduler'), TICKWARDEN_REPLICA_ID: 'acl-scheduler' });
+    const worker = await start('worker', WORKER_MAIN, { TICKWARDEN_LOCK_NODES: lockUrls('worker'), TICKWARDEN_QUEUE_REDIS: queueUrl('worker') });
+    const succeeded = (): number => worker.records.filter((record) => record['outcome'] === 'succeeded').length;
+    await waitUntil(() => succeeded() >= 3, 'three runs as the worker user', { timeoutMs: 20_000 });
+
+    const run = async (role: Role, ...args: string[]): Promise<{ code: number; output: string }> => {
+      const env = { ...process.env, TICKWARDEN_CONFIG: configDir, TICKWARDEN_QUEUE_REDIS: queueUrl(role), TICKWARDEN_LOCK_NODES: lockUrls('control') };
+      const result = await promisify(execFile)(process.execPath, ['--conditions=@tickwarden/source', CLI, ...args], { env, timeout: 30_000 }).then(
+        (done) => ({ code: 0, output: `${done.stdout}${done.stderr}` }),
+        (error: { code?: number; stdout?: string; stderr?: string }) => ({ code: error.code ?? -1, output: `${error.stdout ?? ''}${error.stderr ?? ''}` }),
+      );
+      return result;
+    };
+    expect(await run('control', 'pause', 'acl/every-second')).toMatchObject({ code: 0 });
+    expect(await run('control', 'resume', 'acl/every-second')).toMatchObject({ code: 0 });
+    expect(await run('control', 'trigger', 'acl/every-second')).toMatchObject({ code: 0 });
+    const status = await run('status', 'status', 'acl/every-second');
+    expect(status.code, status.output).toBe(0);
+    expect(status.output).toContain('enqueued');
+    // The read-only user cannot pause.
+    const refused = await run('status', 'pause', 'acl/every-second');
+    expect(refused.code).not.toBe(0);
+    expect(refused.output).toMatch(/NOPERM/);
+
+    const denials = [queue, ...locks].map((node) => aclLog(node));
+    // Only the status user's refused pause is logged.
+    expect(denials[0]?.split('\n').filter((line) => line.startsWith('tickwarden-') && line !== 'tickwarden-status')).toEqual([]);
+    expect(denials.slice(1)).toEqual(['', '', '']);
+  });
+
+  it('each user is refused dangerous commands, other roles\' keys and other nodes\' passwords', () => {
+    for (const role of QUEUE_ROLES) {
+      const secret = queuePasswords[role];
+      expect(asRole(queue, role, secret, 'PING')).toBe('PONG');
+      for (const command of [['FLUSHALL'], ['CONFIG', 'GET', 'requirepass'], ['KEYS', '*'], ['ACL', 'LIST']]) expect(asRole(queue, role, secret, ...command), `${role} ${command[0]}`).toMatch(/NOPERM/);
+    }
+    expect(asRole(queue, 'worker', queuePasswords.worker, 'SET', 'tickwarden:control:paused', 'x')).toMatch(/NOPERM/);
+    expect(asRole(queue, 'status', queuePasswords.status, 'SET', 'bull:x', 'x')).toMatch(/NOPERM/);
+    // Scripts run with their caller's permissions: the status user's cannot write either.
+    expect(asRole(queue, 'status', queuePasswords.status, 'EVAL', "return redis.call('SET', KEYS[1], 'x')", '1', 'bull:x')).toMatch(/can't run this command/);
+    expect(asRole(queue, 'control', queuePasswords.control, 'SET', 'other:key', 'x')).toMatch(/NOPERM/);
+    expect(asRole(queue, 'probe', queuePasswords.probe, 'GET', 'bull:x')).toMatch(/NOPERM/);
+    const [first, second] = locks as [ProcessRedisNode, ProcessRedisNode];
+    const scheduler0 = lockPasswords[0]?.scheduler ?? '';
+    expect(asRole(first, 'scheduler', scheduler0, 'SET', 'other:key', 'x')).toMatch(/NOPERM/);
+    expect(asRole(first, 'scheduler', scheduler0, 'FLUSHALL')).toMatch(/NOPERM/);
+    expect(asRole(second, 'scheduler', scheduler0, 'PING')).toMatch(/WRONGPASS/);
+    expect(cli(first, 'default', '', 'PING')).toMatch(/WRONGPASS|NOAUTH|disabled/i);
+  });
+});
