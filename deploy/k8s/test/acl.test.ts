@@ -1,6 +1,6 @@
 import { execFile, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { appendFileSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { appendFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { REPO_ROOT } from './support/paths.ts';
 
 const RENDER = path.join(REPO_ROOT, 'deploy/k8s/acl/render.sh');
+const MAKE_SECRETS = path.join(REPO_ROOT, 'deploy/k8s/acl/make-secrets.sh');
 const SCHEDULER_MAIN = path.join(REPO_ROOT, 'apps/scheduler/src/main.ts');
 const WORKER_MAIN = path.join(REPO_ROOT, 'apps/worker/src/main.ts');
 const CLI = path.join(REPO_ROOT, 'apps/scheduler/src/cli.ts');
@@ -26,26 +27,22 @@ schedules:
 `;
 
 type Role = (typeof QUEUE_ROLES)[number];
-const password = (): string => randomBytes(16).toString('hex');
-
-/** Renders a template as an operator would: passwords in the environment, the file on stdout. */
-function render(template: 'lock-node' | 'queue-redis', passwords: Partial<Record<Role, string>>): string {
-  const env = { ...process.env, ...Object.fromEntries(Object.entries(passwords).map(([role, value]) => [`TICKWARDEN_ACL_${role.toUpperCase()}`, value])) };
-  const result = spawnSync('bash', [RENDER, template], { encoding: 'utf8', env });
-  if (result.status !== 0) throw new Error(`render.sh ${template}: ${result.stderr}`);
-  return result.stdout;
-}
 
 /**
- * The shipped ACL templates, rendered with render.sh and loaded by real redis-servers (3 lock
- * nodes, each with its own passwords, and the queue Redis): the scheduler, the worker and the CLI
+ * The shipped ACL templates, made into passwords and ACL files by make-secrets.sh as the README's
+ * "Apply" does, and loaded by real redis-servers (3 lock nodes, each with its own passwords, and
+ * the queue Redis): the scheduler, the worker and the CLI
  * do their jobs as their own users without a single denial in any server's ACL LOG, and each user
  * is refused what it must not do.
  */
 describe('Redis ACL users (deploy/k8s/acl): each role does its job and nothing more', () => {
   const dir = mkdtempSync(path.join(tmpdir(), 'tickwarden-acl-'));
-  const lockPasswords = Array.from({ length: 3 }, () => Object.fromEntries(LOCK_ROLES.map((role) => [role, password()])) as Record<(typeof LOCK_ROLES)[number], string>);
-  const queuePasswords = Object.fromEntries(QUEUE_ROLES.map((role) => [role, password()])) as Record<Role, string>;
+  const secrets = path.join(dir, 'secrets');
+  const made = spawnSync('bash', [MAKE_SECRETS, secrets, '3'], { encoding: 'utf8' });
+  if (made.status !== 0) throw new Error(`make-secrets.sh: ${made.stderr}`);
+  const secret = (name: string): string => readFileSync(path.join(secrets, name), 'utf8');
+  const lockPasswords = [0, 1, 2].map((node) => Object.fromEntries(LOCK_ROLES.map((role) => [role, secret(role === 'probe' ? 'probe-password' : `${role}-lock-${node}-password`)])) as Record<(typeof LOCK_ROLES)[number], string>);
+  const queuePasswords = Object.fromEntries(QUEUE_ROLES.map((role) => [role, secret(role === 'probe' ? 'probe-password' : `${role}-queue-password`)])) as Record<Role, string>;
   const servers: ProcessRedisNode[] = [];
   const apps: ManagedProcess[] = [];
   let locks: ProcessRedisNode[] = [];
@@ -71,15 +68,9 @@ describe('Redis ACL users (deploy/k8s/acl): each role does its job and nothing m
 
   beforeAll(async () => {
     const harnessLine = `user ${HARNESS.user} on >${HARNESS.password} ~* &* +@all\n`;
-    const files = lockPasswords.map((passwords, i) => {
-      const file = path.join(dir, `lock-${i}.acl`);
-      writeFileSync(file, render('lock-node', passwords));
-      appendFileSync(file, harnessLine);
-      return file;
-    });
-    const queueFile = path.join(dir, 'queue.acl');
-    writeFileSync(queueFile, render('queue-redis', queuePasswords));
-    appendFileSync(queueFile, harnessLine);
+    const files = [0, 1, 2].map((i) => path.join(secrets, `tickwarden-lock-${i}.acl`));
+    const queueFile = path.join(secrets, 'queue-redis.acl');
+    for (const file of [...files, queueFile]) appendFileSync(file, harnessLine);
     [queue, ...locks] = await Promise.all([startServer(queueFile), ...files.map((file) => startServer(file))]);
     mkdirSync(configDir);
     writeFileSync(path.join(configDir, 'acl.yaml'), TEAM);
@@ -90,7 +81,10 @@ describe('Redis ACL users (deploy/k8s/acl): each role does its job and nothing m
     rmSync(dir, { recursive: true, force: true });
   });
 
-  it('a render without a role\'s password fails naming the variable', () => {
+  it('make-secrets.sh: 64 hex characters per password, owner-only files; a render without a role\'s password fails naming the variable', () => {
+    expect(queuePasswords.status).toMatch(/^[0-9a-f]{64}$/);
+    expect(new Set([...Object.values(queuePasswords), ...lockPasswords.flatMap((passwords) => Object.values(passwords))]).size).toBe(1 + 4 + 3 * 3);
+    expect(statSync(path.join(secrets, 'worker-queue-password')).mode & 0o077).toBe(0);
     const result = spawnSync('bash', [RENDER, 'queue-redis'], { encoding: 'utf8', env: { PATH: process.env['PATH'] ?? '', TICKWARDEN_ACL_SCHEDULER: 'x' } });
     expect(result.status).toBe(2);
     expect(result.stderr).toMatch(/TICKWARDEN_ACL_\w+ is not set/);

@@ -95,12 +95,12 @@ describe('each policy catches what it is for (fed a mutated prod render)', () =>
   it('appEnvironment: a password variable defined after the URL that references it stays unexpanded', () => {
     const objects = mutated((o) => {
       const env = envOf(o, 'scheduler');
-      const index = env.findIndex((variable) => variable.name === 'LOCK_REDIS_PASSWORD');
+      const index = env.findIndex((variable) => variable.name === 'LOCK_REDIS_PASSWORD_0');
       const [password] = env.splice(index, 1);
       if (password) env.push(password);
     });
     const problems = policies.appEnvironment(objects);
-    expect(problems[0]).toBe('container scheduler: TICKWARDEN_LOCK_NODES references $(LOCK_REDIS_PASSWORD), which is not defined before it: Kubernetes leaves it unexpanded');
+    expect(problems[0]).toBe('container scheduler: TICKWARDEN_LOCK_NODES references $(LOCK_REDIS_PASSWORD_0), which is not defined before it: Kubernetes leaves it unexpanded');
   });
 
   it('appEnvironment: a value the app rejects, reported by its own parser', () => {
@@ -113,7 +113,7 @@ describe('each policy catches what it is for (fed a mutated prod render)', () =>
       const variable = envOf(o, 'scheduler').find((candidate) => candidate.name === 'QUEUE_REDIS_PASSWORD');
       if (variable?.valueFrom?.secretKeyRef) variable.valueFrom.secretKeyRef.name = 'tickwarden-queue';
     });
-    expect(policies.appEnvironment(objects)[0]).toBe('container scheduler: QUEUE_REDIS_PASSWORD reads Secret tickwarden-queue/queue-password, which is neither rendered nor a documented external Secret');
+    expect(policies.appEnvironment(objects)[0]).toBe('container scheduler: QUEUE_REDIS_PASSWORD reads Secret tickwarden-queue/scheduler-queue-password, which is neither rendered nor a documented external Secret');
   });
 
   it('appProbes: the app listening on another port than its probes', () => {

@@ -1,22 +1,27 @@
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { freePort, ManagedProcess, ping, waitUntil } from '@tickwarden/testkit';
 import { afterEach, describe, expect, it } from 'vitest';
 import { expandReferences, resolveEnv } from './support/env.ts';
 import { component, mainContainer } from './support/objects.ts';
-import { overlayDir } from './support/paths.ts';
+import { overlayDir, REPO_ROOT } from './support/paths.ts';
 import { ENV_SOURCES } from './support/policies.ts';
 import { render } from './support/render.ts';
 
 const prod = render(overlayDir('prod'));
 
+const RENDER = path.join(REPO_ROOT, 'deploy/k8s/acl/render.sh');
+/** Passwords the test renders the ACL files with; `admin` is the harness's own user, appended here only. */
+const PASSWORDS = { scheduler: 'scheduler-pw', worker: 'worker-pw', control: 'control-pw', status: 'status-pw', probe: ENV_SOURCES.externalSecrets['tickwarden-redis-acl/probe-password'] ?? '' };
+const ADMIN = { user: 'harness', password: 'harness-pw' };
+
 /**
  * The Redis command lines of the manifests, run by a real redis-server (the one on PATH, on a
- * free loopback port and a temporary data directory instead of 6379 and the volume): a typo in
- * a flag would stop the pod from starting, and the settings the policies read must be the ones
- * Redis applies.
+ * free loopback port and a temporary data directory instead of 6379 and the volume, and the
+ * ACL file render.sh makes from deploy/k8s/acl instead of the Secret's): a typo in a flag would
+ * stop the pod from starting, and the settings the policies read must be the ones Redis applies.
  */
 describe('the Redis pods\' command lines, run by redis-server', () => {
   const started: { server: ManagedProcess; dir: string }[] = [];
@@ -27,7 +32,7 @@ describe('the Redis pods\' command lines, run by redis-server', () => {
     }
   });
 
-  async function startAsRendered(componentName: string): Promise<{ port: number; password: string; dir: string }> {
+  async function startAsRendered(componentName: string): Promise<{ port: number; probePassword: string; aclFile: string; dir: string }> {
     const [workload] = component(prod, componentName);
     if (!workload) throw new Error(`no ${componentName} in the prod render`);
     const container = mainContainer(workload);
@@ -35,25 +40,41 @@ describe('the Redis pods\' command lines, run by redis-server', () => {
     const argv = [...(container.command ?? []), ...(container.args ?? [])].map((arg) => expandReferences(arg, env).value);
     const port = await freePort();
     const dir = mkdtempSync(path.join(tmpdir(), `tickwarden-${componentName}-`));
+    const template = componentName === 'queue' ? 'queue-redis' : 'lock-node';
+    const rendered = spawnSync('bash', [RENDER, template], { encoding: 'utf8', env: { ...process.env, ...Object.fromEntries(Object.entries(PASSWORDS).map(([role, value]) => [`TICKWARDEN_ACL_${role.toUpperCase()}`, value])) } });
+    const aclFile = argv[argv.indexOf('--aclfile') + 1] ?? '';
+    writeFileSync(path.join(dir, 'users.acl'), `${rendered.stdout}user ${ADMIN.user} on >${ADMIN.password} ~* &* +@all\n`);
     argv[argv.indexOf('--port') + 1] = String(port);
     argv[argv.indexOf('--dir') + 1] = dir;
+    argv[argv.indexOf('--aclfile') + 1] = path.join(dir, 'users.acl');
     const [command = '', ...args] = argv;
     const server = ManagedProcess.start({ name: componentName, command, args: [...args, '--bind', '127.0.0.1'] });
     started.push({ server, dir });
     await waitUntil(() => ping(port), `${componentName} redis-server on port ${port}`);
-    return { port, password: env['REDIS_PASSWORD'] ?? '', dir };
+    return { port, probePassword: env['REDISCLI_AUTH'] ?? '', aclFile, dir };
   }
 
-  const cli = (port: number, password: string | undefined, ...command: string[]): string =>
-    spawnSync('redis-cli', ['-p', String(port), ...command], { encoding: 'utf8', env: { ...process.env, REDISCLI_AUTH: password } }).stdout.trim();
+  const cli = (port: number, user: string | undefined, password: string | undefined, ...command: string[]): string =>
+    spawnSync('redis-cli', ['-p', String(port), ...(user ? ['--user', user] : []), ...command], { encoding: 'utf8', env: { ...process.env, REDISCLI_AUTH: password } }).stdout.trim();
 
-  it.each(['lock-node', 'queue'])('%s: password required, AOF fsynced always into --dir, no eviction', async (componentName) => {
-    const { port, password, dir } = await startAsRendered(componentName);
-    expect(password).toMatch(/^[0-9a-f]{32}$/);
-    expect(cli(port, undefined, 'PING')).toMatch(/^NOAUTH/);
-    expect(cli(port, password, 'CONFIG', 'GET', 'append*').split('\n')).toEqual(expect.arrayContaining(['appendonly', 'yes', 'appendfsync', 'always']));
-    expect(cli(port, password, 'CONFIG', 'GET', 'maxmemory-policy').split('\n')).toEqual(['maxmemory-policy', 'noeviction']);
-    expect(cli(port, password, 'SET', 'lease', 'held')).toBe('OK');
+  it.each(['lock-node', 'queue'])('%s: users from the ACL file only (default off), the probe user pings, AOF fsynced always into --dir, no eviction', async (componentName) => {
+    const { port, probePassword, aclFile, dir } = await startAsRendered(componentName);
+    expect(aclFile).toMatch(componentName === 'queue' ? /^\/etc\/redis-acl\/queue-redis\.acl$/ : /^\/etc\/redis-acl\/tickwarden-scheduler-[^/]+\.acl$/);
+    expect(cli(port, undefined, undefined, 'PING')).toMatch(/^NOAUTH/);
+    expect(probePassword).toBe(PASSWORDS.probe);
+    expect(cli(port, 'tickwarden-probe', probePassword, 'PING')).toBe('PONG');
+    expect(cli(port, ADMIN.user, ADMIN.password, 'CONFIG', 'GET', 'append*').split('\n')).toEqual(expect.arrayContaining(['appendonly', 'yes', 'appendfsync', 'always']));
+    expect(cli(port, ADMIN.user, ADMIN.password, 'CONFIG', 'GET', 'maxmemory-policy').split('\n')).toEqual(['maxmemory-policy', 'noeviction']);
+    const key = componentName === 'queue' ? 'bull:q:x' : 'tickwarden:{lease}:lock';
+    expect(cli(port, 'tickwarden-scheduler', PASSWORDS.scheduler, 'SET', key, 'held')).toBe('OK');
     expect(existsSync(path.join(dir, 'appendonlydir'))).toBe(true);
+  });
+
+  it('the dev Secret holds an ACL file for every Redis pod, at the path its command line names', () => {
+    const dev = render(overlayDir('dev'));
+    const secret = dev.find((object) => object.kind === 'Secret' && object.metadata.name.startsWith('tickwarden-redis-acl-'));
+    const keys = Object.keys((secret?.['data'] ?? {}) as Record<string, string>).sort();
+    const lockPods = component(dev, 'lock-node').flatMap((set) => Array.from({ length: set.replicas ?? 1 }, (_, i) => `${set.name}-${i}.acl`));
+    expect(keys).toEqual([...lockPods, 'probe-password', 'queue-redis.acl'].sort());
   });
 });

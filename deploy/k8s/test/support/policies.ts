@@ -20,8 +20,14 @@ export const APP_COMPONENTS = ['scheduler', 'worker'] as const;
 export const ENV_SOURCES: EnvSources = {
   podName: 'tickwarden-scheduler-7d9c8b6f5-x2x7q',
   externalSecrets: {
-    'tickwarden-redis/lock-password': '3f1c0e9a7b2d4c6e8f0a1b2c3d4e5f60',
-    'tickwarden-redis/queue-password': '9a8b7c6d5e4f30211f2e3d4c5b6a7980',
+    // Each app user's password on each lock node and on the queue Redis (README, "Apply").
+    ...Object.fromEntries(
+      ['scheduler', 'worker'].flatMap((role, r) => [
+        ...Array.from({ length: 5 }, (_, node) => [`tickwarden-redis/${role}-lock-${node}-password`, `3f1c0e9a7b2d4c6e8f0a1b2c3d4e5f${r}${node}`]),
+        [`tickwarden-redis/${role}-queue-password`, `9a8b7c6d5e4f30211f2e3d4c5b6a79${r}0`],
+      ]),
+    ),
+    'tickwarden-redis-acl/probe-password': '0f1e2d3c4b5a69788796a5b4c3d2e1f0',
     'tickwarden-managed-redis/lock-nodes': 'rediss://:pw@lock-a.example.net:6380,rediss://:pw@lock-b.example.net:6380,rediss://:pw@lock-c.example.net:6380',
     'tickwarden-managed-redis/queue-redis': 'rediss://:pw@queue.example.net:6380',
   },

@@ -27,13 +27,23 @@ const MODELS: ReadonlyMap<string, ModelClass> = new Map(
 export function schemaProblems(object: KubeObject): string[] {
   const model = MODELS.get(`${object.apiVersion} ${object.kind}`);
   if (!model) return [`${id(object)}: no schema for apiVersion ${object.apiVersion} kind ${object.kind}`];
-  const instance = new model(object as never);
+  const instance = new model(withUnwrappedData(object) as never);
   try {
     instance.validate();
   } catch (error) {
     return [`${id(object)}: ${(error as Error).message}`];
   }
   return unknownFields(instance).map((field) => `${id(object)}: unknown field ${field}`);
+}
+
+/**
+ * A Secret's data as the API server decodes it: kustomize wraps the base64 of a long file at 70
+ * columns, and Go's base64 decoder ignores line breaks, while the schema's "byte" format does not.
+ */
+function withUnwrappedData(object: KubeObject): KubeObject {
+  const data = object.kind === 'Secret' ? (object['data'] as Record<string, string> | undefined) : undefined;
+  if (!data) return object;
+  return { ...object, data: Object.fromEntries(Object.entries(data).map(([key, value]) => [key, value.replace(/\n/g, '')])) };
 }
 
 /**
