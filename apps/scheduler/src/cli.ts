@@ -1,8 +1,10 @@
 // `tickwarden`: validate config, preview ticks, pause/resume/trigger schedules and show their status.
+import type { ConnectionOptions } from 'node:tls';
 import { parseArgs } from 'node:util';
 import { ALLOW_VARIABLE, DENY_VARIABLE, formatConfigError, loadConfig, parseHttpDestinations, parseSchedulerEnv, type ScheduleConfig } from '@tickwarden/config';
 import { leaseResource, manualClaim, manualJobId, queueName } from '@tickwarden/contracts';
 import { Redlock, systemClock } from '@tickwarden/redlock';
+import { loadRedisTls, lockNodesFor, redisOptionsFor } from '@tickwarden/runtime';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { pino } from 'pino';
@@ -26,7 +28,8 @@ const USAGE = `usage: tickwarden <command> [options]
                                  JSON object per line, newest tick first
 
 SCHEDULE is team/name. pause, resume, trigger and status read TICKWARDEN_CONFIG,
-TICKWARDEN_QUEUE_REDIS and (trigger) TICKWARDEN_LOCK_NODES from the environment.
+TICKWARDEN_QUEUE_REDIS and (trigger) TICKWARDEN_LOCK_NODES from the environment, and for
+rediss:// URLs TICKWARDEN_REDIS_TLS_CA, TICKWARDEN_REDIS_TLS_CERT and TICKWARDEN_REDIS_TLS_KEY.
 `;
 
 /** The most ticks `next` lists and `status` shows per schedule (`-n`). */
@@ -71,14 +74,16 @@ function find(schedules: ScheduleConfig[], id: string): ScheduleConfig {
 }
 
 /** The environment the Redis commands need, with every problem at once. */
-function environment(): { configPath: string; queueRedis: string; lockNodes: string[]; lockQuorum: number | undefined } {
+function environment(): { configPath: string; queueRedis: string; lockNodes: string[]; lockQuorum: number | undefined; tls: ConnectionOptions | undefined } {
   const env = parseSchedulerEnv(process.env);
-  if (!env.ok) throw new UsageError(env.errors.map((e) => `${e.variable}: ${e.message}`).join('\n'));
-  return env.value;
+  const tls = env.ok ? loadRedisTls(env.value.redisTls) : env;
+  if (!env.ok || !tls.ok) throw new UsageError((env.ok ? [] : env.errors).concat(tls.ok ? [] : tls.errors).map((e) => `${e.variable}: ${e.message}`).join('\n'));
+  return { ...env.value, tls: tls.value };
 }
 
-async function withQueueRedis<T>(url: string, use: (redis: Redis) => Promise<T>): Promise<T> {
-  const redis = new Redis(url, { maxRetriesPerRequest: 1, lazyConnect: true });
+async function withQueueRedis<T>({ queueRedis: url, tls }: { queueRedis: string; tls: ConnectionOptions | undefined }, use: (redis: Redis) => Promise<T>): Promise<T> {
+  // No reconnect loop: a refused connection or TLS handshake fails the command instead of hanging it.
+  const redis = new Redis(url, { maxRetriesPerRequest: 1, lazyConnect: true, retryStrategy: () => null, connectTimeout: 5000, ...redisOptionsFor(url, tls) });
   await redis.connect();
   try {
     return await use(redis);
@@ -112,14 +117,14 @@ async function next(path: string, id: string, count: number): Promise<number> {
 async function pause(id: string, note: string): Promise<number> {
   const env = environment();
   find(await schedulesAt(env.configPath), id);
-  await withQueueRedis(env.queueRedis, (redis) => new RedisReplicaStore(redis).pause(id, { by: process.env['USER'] ?? 'cli', atMs: Date.now(), note }));
+  await withQueueRedis(env, (redis) => new RedisReplicaStore(redis).pause(id, { by: process.env['USER'] ?? 'cli', atMs: Date.now(), note }));
   say(`paused ${id}`);
   return 0;
 }
 
 async function resume(id: string): Promise<number> {
   const env = environment();
-  const was = await withQueueRedis(env.queueRedis, (redis) => new RedisReplicaStore(redis).resume(id));
+  const was = await withQueueRedis(env, (redis) => new RedisReplicaStore(redis).resume(id));
   say(was ? `resumed ${id}` : `${id} was not paused`);
   return 0;
 }
@@ -127,7 +132,7 @@ async function resume(id: string): Promise<number> {
 async function trigger(id: string): Promise<number> {
   const env = environment();
   const schedule = find(await schedulesAt(env.configPath), id);
-  const redlock = new Redlock(env.lockNodes, { quorum: env.lockQuorum });
+  const redlock = new Redlock(lockNodesFor(env.lockNodes, env.tls), { quorum: env.lockQuorum });
   try {
     const now = Date.now();
     const planner = new TickPlanner(schedule);
@@ -135,7 +140,7 @@ async function trigger(id: string): Promise<number> {
     const nextDueMs = next === undefined ? undefined : planner.dueMs(next);
     const tick = { schedule, tickMs: now, dueMs: now, nextDueMs, jobId: manualJobId(schedule.id, now), ...tickWindow(schedule, now, nextDueMs) };
     const lease = await redlock.acquire(leaseResource(schedule.id, schedule.overlap, now), schedule.leaseTtlMs, { claim: manualClaim(now), claimRetentionMs: tick.retentionMs });
-    const published = await withQueueRedis(env.queueRedis, async (redis) => {
+    const published = await withQueueRedis(env, async (redis) => {
       const queue = new BullJobQueue(redis, systemClock, 'cli');
       const recorder = new TickRecorder({ replicaId: 'cli', store: new RedisReplicaStore(redis), logger: pino({ level: 'silent' }), now: Date.now });
       try {
@@ -159,7 +164,7 @@ async function status(id: string | undefined, count: number, json: boolean): Pro
   const env = environment();
   const all = await schedulesAt(env.configPath);
   const schedules = id ? [find(all, id)] : all;
-  await withQueueRedis(env.queueRedis, async (redis) => {
+  await withQueueRedis(env, async (redis) => {
     const store = new RedisReplicaStore(redis);
     if (json) {
       for (const schedule of schedules) for (const record of await store.history(schedule.id, count)) say(JSON.stringify({ schedule: schedule.id, tick: new Date(record.tickMs).toISOString(), ...record }));

@@ -1,7 +1,7 @@
 // The scheduler process: reads its environment and config, then runs one replica until SIGTERM.
 import { parseSchedulerEnv, redactUrl } from '@tickwarden/config';
 import { Redlock } from '@tickwarden/redlock';
-import { runMain, startHttpServer, startLiveConfig, untilStopSignal } from '@tickwarden/runtime';
+import { loadRedisTls, lockNodesFor, redisOptionsFor, runMain, startHttpServer, startLiveConfig, untilStopSignal } from '@tickwarden/runtime';
 import { Redis } from 'ioredis';
 import { pino } from 'pino';
 import { SchedulerMetrics } from './metrics.ts';
@@ -14,6 +14,11 @@ async function main(): Promise<number> {
   const env = parseSchedulerEnv(process.env);
   if (!env.ok) {
     for (const error of env.errors) process.stderr.write(`${error.variable}: ${error.message}\n`);
+    return 2;
+  }
+  const tls = loadRedisTls(env.value.redisTls);
+  if (!tls.ok) {
+    for (const error of tls.errors) process.stderr.write(`${error.variable}: ${error.message}\n`);
     return 2;
   }
   const { configPath, lockNodes, lockQuorum, queueRedis, replicaId, httpPort, logLevel, contestLeadMs, httpDestinations } = env.value;
@@ -30,11 +35,11 @@ async function main(): Promise<number> {
   });
   if (!live) return 2;
 
-  const redlock = new Redlock(lockNodes, { quorum: lockQuorum });
+  const redlock = new Redlock(lockNodesFor(lockNodes, tls.value), { quorum: lockQuorum });
   metrics.observe(redlock);
   redlock.on('nodeError', ({ node, operation, error }) => logger.debug({ node, operation, err: error }, 'lock node error'));
   // Fail fast while the queue Redis is down (the enqueue retries), instead of queueing commands in memory.
-  const queueConnection = new Redis(queueRedis, { maxRetriesPerRequest: 1, enableOfflineQueue: false });
+  const queueConnection = new Redis(queueRedis, { maxRetriesPerRequest: 1, enableOfflineQueue: false, ...redisOptionsFor(queueRedis, tls.value) });
   queueConnection.on('error', (error) => logger.debug({ err: error }, 'queue redis error'));
   scheduler = new Scheduler({
     replicaId,

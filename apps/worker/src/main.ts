@@ -2,7 +2,7 @@
 import { hostname } from 'node:os';
 import { formatDuration, parseWorkerEnv, redactUrl } from '@tickwarden/config';
 import { Redlock } from '@tickwarden/redlock';
-import { runMain, startHttpServer, startLiveConfig, untilStopSignal } from '@tickwarden/runtime';
+import { loadRedisTls, lockNodesFor, runMain, startHttpServer, startLiveConfig, untilStopSignal } from '@tickwarden/runtime';
 import { pino } from 'pino';
 import { WorkerMetrics } from './metrics.ts';
 import { WorkerService } from './worker-service.ts';
@@ -14,6 +14,11 @@ async function main(): Promise<number> {
   const env = parseWorkerEnv(process.env);
   if (!env.ok) {
     for (const error of env.errors) process.stderr.write(`${error.variable}: ${error.message}\n`);
+    return 2;
+  }
+  const tls = loadRedisTls(env.value.redisTls);
+  if (!tls.ok) {
+    for (const error of tls.errors) process.stderr.write(`${error.variable}: ${error.message}\n`);
     return 2;
   }
   const { configPath, lockNodes, lockQuorum, queueRedis, httpPort, logLevel, concurrency, queues, shutdownGraceMs: graceMs, stalledIntervalMs, secretsDir, httpDestinations } = env.value;
@@ -31,11 +36,11 @@ async function main(): Promise<number> {
   });
   if (!live) return 2;
 
-  const redlock = new Redlock(lockNodes, { quorum: lockQuorum });
+  const redlock = new Redlock(lockNodesFor(lockNodes, tls.value), { quorum: lockQuorum });
   metrics.observe(redlock);
   redlock.on('nodeError', ({ node, operation, error }) => logger.debug({ node, operation, err: error }, 'lock node error'));
   redlock.on('aborted', ({ resource, reason, validityLeftMs }) => logger.warn({ resource, code: reason.code, validityLeftMs: Math.round(validityLeftMs) }, 'lease watchdog aborted a run'));
-  service = new WorkerService({ workerId, queueRedis, redlock, logger, config: live.config, queues, concurrency, metrics, stalledIntervalMs, secretsDir, httpDestinations });
+  service = new WorkerService({ workerId, queueRedis, queueTls: tls.value, redlock, logger, config: live.config, queues, concurrency, metrics, stalledIntervalMs, secretsDir, httpDestinations });
   try {
     await service.start();
   } catch (error) {

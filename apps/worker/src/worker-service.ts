@@ -1,6 +1,8 @@
+import type { ConnectionOptions } from 'node:tls';
 import { DEFAULT_STALLED_INTERVAL_MS, type ScheduleConfig, type TickwardenConfig } from '@tickwarden/config';
 import { queueName } from '@tickwarden/contracts';
 import type { QuorumUnavailableError, Redlock } from '@tickwarden/redlock';
+import { redisOptionsFor } from '@tickwarden/runtime';
 import { Worker, type Job } from 'bullmq';
 import { Redis } from 'ioredis';
 import type { Logger } from 'pino';
@@ -44,6 +46,8 @@ export interface WorkerServiceOptions {
   workerId: string;
   /** The BullMQ Redis URL. */
   queueRedis: string;
+  /** TLS options for a `rediss://` queueRedis (`loadRedisTls`); undefined: Node's defaults. */
+  queueTls?: ConnectionOptions | undefined;
   redlock: Redlock;
   logger: Logger;
   config: TickwardenConfig;
@@ -177,7 +181,7 @@ export class WorkerService {
     this.guard.start();
     await this.guard.ready();
     this.#consuming = true;
-    this.#reader = new Redis(this.#options.queueRedis, { maxRetriesPerRequest: 1 });
+    this.#reader = new Redis(this.#options.queueRedis, { maxRetriesPerRequest: 1, ...redisOptionsFor(this.#options.queueRedis, this.#options.queueTls) });
     this.#reader.on('error', (error) => this.#options.logger.debug({ err: error }, 'queue redis error (reader)'));
     this.#options.metrics?.takingJobs.set(this.#takingJobs ? 1 : 0);
     for (const queue of this.#wantedQueues()) this.#startQueue(queue);
@@ -190,9 +194,9 @@ export class WorkerService {
   }
 
   #queueWorker(queue: string): QueueWorker {
-    const { logger, queueRedis, concurrency, workerId, stalledIntervalMs } = this.#options;
+    const { logger, queueRedis, queueTls, concurrency, workerId, stalledIntervalMs } = this.#options;
     // BullMQ blocks on this connection: it must retry commands forever rather than fail them.
-    const connection = new Redis(queueRedis, { maxRetriesPerRequest: null });
+    const connection = new Redis(queueRedis, { maxRetriesPerRequest: null, ...redisOptionsFor(queueRedis, queueTls) });
     connection.on('error', (error) => logger.debug({ err: error, queue }, 'queue redis error'));
     // Three parameters: BullMQ passes an AbortSignal only to a processor that declares it.
     const worker = new Worker(queueName(queue), (job, token, signal) => this.runner.processJob(job, token, signal), {

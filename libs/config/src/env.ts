@@ -30,7 +30,22 @@ interface CommonEnv {
   logLevel: LogLevel;
   /** `TICKWARDEN_HTTP_ALLOW` and `TICKWARDEN_HTTP_DENY`: where http handlers may connect (config validation and runs). */
   httpDestinations: HttpDestinations;
+  /** `TICKWARDEN_REDIS_TLS_*`: the files every `rediss://` connection (lock nodes and queue) uses; read once at start. */
+  redisTls: RedisTlsFiles;
 }
+
+/** PEM files for `rediss://` connections; each undefined when its variable is unset. */
+export interface RedisTlsFiles {
+  /** `TICKWARDEN_REDIS_TLS_CA`: the CA bundle that signed the servers' certificates, instead of Node's default CAs. */
+  ca: string | undefined;
+  /** `TICKWARDEN_REDIS_TLS_CERT`: a client certificate (servers with `tls-auth-clients yes`); with `key`. */
+  cert: string | undefined;
+  /** `TICKWARDEN_REDIS_TLS_KEY`: its private key; with `cert`. */
+  key: string | undefined;
+}
+
+/** The variables of {@link RedisTlsFiles}, by field. */
+export const REDIS_TLS_VARIABLES = { ca: 'TICKWARDEN_REDIS_TLS_CA', cert: 'TICKWARDEN_REDIS_TLS_CERT', key: 'TICKWARDEN_REDIS_TLS_KEY' } as const;
 
 export interface SchedulerEnv extends CommonEnv {
   /** `TICKWARDEN_REPLICA_ID`, default `os.hostname()` (the pod name on Kubernetes). */
@@ -122,8 +137,19 @@ function readCommon(reader: EnvReader, defaultPort: number): () => CommonEnv {
   if (logLevel === undefined) reader.fail('LOG_LEVEL', `expected one of ${LOG_LEVELS.join(', ')}, got ${quote(logLevelText)}`);
   const destinations = parseHttpDestinations(reader.get(ALLOW_VARIABLE), reader.get(DENY_VARIABLE));
   for (const error of destinations.errors) reader.fail(error.variable, error.message);
+  const redisTls = readRedisTls(reader);
   // only called when there is no error, so every value is set
-  return () => ({ configPath: configPath ?? '', lockNodes, lockQuorum, queueRedis: queueRedisText ?? '', httpPort, logLevel: logLevel ?? 'info', httpDestinations: destinations.value });
+  return () => ({ configPath: configPath ?? '', lockNodes, lockQuorum, queueRedis: queueRedisText ?? '', httpPort, logLevel: logLevel ?? 'info', httpDestinations: destinations.value, redisTls });
+}
+
+/** The TLS file variables: a client certificate and its key come together. The files are read at start (see `loadRedisTls` in @tickwarden/runtime). */
+function readRedisTls(reader: EnvReader): RedisTlsFiles {
+  const files = { ca: reader.get(REDIS_TLS_VARIABLES.ca), cert: reader.get(REDIS_TLS_VARIABLES.cert), key: reader.get(REDIS_TLS_VARIABLES.key) };
+  if ((files.cert === undefined) !== (files.key === undefined)) {
+    const [set, unset] = files.cert === undefined ? [REDIS_TLS_VARIABLES.key, REDIS_TLS_VARIABLES.cert] : [REDIS_TLS_VARIABLES.cert, REDIS_TLS_VARIABLES.key];
+    reader.fail(unset, `is required when ${set} is set: a client certificate and its private key come together`);
+  }
+  return files;
 }
 
 const LOCK_NODES = 'TICKWARDEN_LOCK_NODES';

@@ -6,9 +6,11 @@ export {
   DEFAULT_SECRETS_DIR,
   DEFAULT_STALLED_INTERVAL_MS,
   LOG_LEVELS,
+  REDIS_TLS_VARIABLES,
   type EnvError,
   type EnvResult,
   type LogLevel,
+  type RedisTlsFiles,
   type SchedulerEnv,
   type WorkerEnv,
 } from './env.ts';

@@ -28,6 +28,7 @@ describe('parseSchedulerEnv', () => {
       httpPort: 8080,
       logLevel: 'info',
       httpDestinations: DEFAULT_HTTP_DESTINATIONS,
+      redisTls: { ca: undefined, cert: undefined, key: undefined },
       replicaId: hostname(),
       contestLeadMs: undefined,
     });
@@ -179,12 +180,19 @@ describe('parseWorkerEnv', () => {
       httpPort: 8081,
       logLevel: 'info',
       httpDestinations: DEFAULT_HTTP_DESTINATIONS,
+      redisTls: { ca: undefined, cert: undefined, key: undefined },
       concurrency: 10,
       queues: undefined,
       shutdownGraceMs: 20_000,
       stalledIntervalMs: 2500,
       secretsDir: '/var/run/tickwarden/secrets',
     });
+  });
+
+  it('reads the Redis TLS files; a client certificate without its key, or a key without its certificate, is an error', () => {
+    expect(valueOf(parseWorkerEnv({ ...base, TICKWARDEN_REDIS_TLS_CA: '/tls/ca.crt', TICKWARDEN_REDIS_TLS_CERT: '/tls/client.crt', TICKWARDEN_REDIS_TLS_KEY: '/tls/client.key' })).redisTls).toEqual({ ca: '/tls/ca.crt', cert: '/tls/client.crt', key: '/tls/client.key' });
+    expect(valueOf(parseSchedulerEnv({ ...base, TICKWARDEN_REDIS_TLS_CA: '/tls/ca.crt' })).redisTls).toEqual({ ca: '/tls/ca.crt', cert: undefined, key: undefined });
+    expect(errorsOf(parseSchedulerEnv({ ...base, TICKWARDEN_REDIS_TLS_KEY: '/tls/client.key' }))).toEqual([{ variable: 'TICKWARDEN_REDIS_TLS_CERT', message: 'is required when TICKWARDEN_REDIS_TLS_KEY is set: a client certificate and its private key come together' }]);
   });
 
   it('reads where the Secrets are mounted: an absolute path', () => {

@@ -59,8 +59,8 @@ export class IoredisLockNode implements LockNode {
   /** Connects to a `redis://` or `rediss://` URL (password, ACL user and TLS come from the URL). */
   static fromUrl(url: string, options: RedisOptions = {}): IoredisLockNode {
     const parsed = new URL(url);
-    const tls = parsed.protocol === 'rediss:' ? { tls: { servername: parsed.hostname } } : {};
-    return new IoredisLockNode(new Redis(url, { ...LOCK_CLIENT_OPTIONS, ...tls, ...options }), true);
+    const tls = parsed.protocol === 'rediss:' ? { tls: { servername: parsed.hostname, ...options.tls } } : {};
+    return new IoredisLockNode(new Redis(url, { ...LOCK_CLIENT_OPTIONS, ...options, ...tls }), true);
   }
 
   run(script: LuaScript, keys: readonly string[], args: readonly string[], timeoutMs: number): Promise<unknown> {

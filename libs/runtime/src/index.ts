@@ -3,4 +3,5 @@ export { startHttpServer, type ReadinessCheck } from './http-server.ts';
 export { startLiveConfig, type LiveConfig, type LiveConfigOptions } from './live-config.ts';
 export { runMain, untilStopSignal } from './process-main.ts';
 export { ProcessMetrics } from './process-metrics.ts';
+export { loadRedisTls, lockNodesFor, redisOptionsFor } from './redis-tls.ts';
 export { PROCESS_NODE_FLAGS } from './node-flags.ts';

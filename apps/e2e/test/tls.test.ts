@@ -1,0 +1,109 @@
+import { execFile, execFileSync, spawnSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { freePort, ManagedProcess, waitUntil } from '@tickwarden/testkit';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+const SCHEDULER_MAIN = fileURLToPath(new URL('../../scheduler/src/main.ts', import.meta.url));
+const WORKER_MAIN = fileURLToPath(new URL('../../worker/src/main.ts', import.meta.url));
+const CLI = fileURLToPath(new URL('../../scheduler/src/cli.ts', import.meta.url));
+const TEAM = `team: tls
+schedules:
+  - name: every-second
+    cron: "* * * * * *"
+    overlap: allow
+    leaseTtl: 2s
+    handler: { kind: command, argv: ["true"] }
+`;
+
+/** A private CA made at test time, and certificates it signs: servers for 127.0.0.1, one client. */
+function makeCa(dir: string): { ca: string; server: { cert: string; key: string }; client: { cert: string; key: string } } {
+  const file = (name: string): string => path.join(dir, name);
+  const openssl = (...args: string[]): void => void execFileSync('openssl', args, { stdio: 'ignore' });
+  openssl('req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '2', '-subj', '/CN=tickwarden-tls-test-ca', '-keyout', file('ca.key'), '-out', file('ca.crt'));
+  const issue = (name: string, extensions: string): { cert: string; key: string } => {
+    openssl('req', '-newkey', 'rsa:2048', '-nodes', '-subj', `/CN=${name}`, '-keyout', file(`${name}.key`), '-out', file(`${name}.csr`));
+    writeFileSync(file(`${name}.ext`), extensions);
+    openssl('x509', '-req', '-in', file(`${name}.csr`), '-CA', file('ca.crt'), '-CAkey', file('ca.key'), '-CAcreateserial', '-days', '2', '-extfile', file(`${name}.ext`), '-out', file(`${name}.crt`));
+    return { cert: file(`${name}.crt`), key: file(`${name}.key`) };
+  };
+  return { ca: file('ca.crt'), server: issue('server', 'subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n'), client: issue('client', 'extendedKeyUsage=clientAuth\n') };
+}
+
+/**
+ * The scheduler, the worker and the CLI against TLS-only redis-servers (no plain port) that
+ * require a client certificate, all signed by a CA made at test time: `rediss://` URLs and the
+ * TICKWARDEN_REDIS_TLS_* files, for the lock nodes and the queue alike.
+ */
+describe('TLS end to end: rediss:// with a private CA and a client certificate', () => {
+  const dir = mkdtempSync(path.join(tmpdir(), 'tickwarden-tls-'));
+  const processes: ManagedProcess[] = [];
+  let tls: ReturnType<typeof makeCa>;
+  let ports: number[] = [];
+  const configDir = path.join(dir, 'config');
+  const urls = (): { locks: string; queue: string } => ({ locks: ports.slice(1).map((port) => `rediss://127.0.0.1:${port}`).join(','), queue: `rediss://127.0.0.1:${ports[0]}` });
+  const tlsEnv = (): Record<string, string> => ({ TICKWARDEN_REDIS_TLS_CA: tls.ca, TICKWARDEN_REDIS_TLS_CERT: tls.client.cert, TICKWARDEN_REDIS_TLS_KEY: tls.client.key });
+  const appEnv = (extra: Record<string, string> = tlsEnv()): Record<string, string> => ({ TICKWARDEN_CONFIG: configDir, TICKWARDEN_LOCK_NODES: urls().locks, TICKWARDEN_QUEUE_REDIS: urls().queue, LOG_LEVEL: 'info', ...extra });
+  const cli = async (env: Record<string, string>, ...args: string[]): Promise<{ code: number; output: string }> =>
+    promisify(execFile)(process.execPath, ['--conditions=@tickwarden/source', CLI, ...args], { env: { PATH: process.env['PATH'] ?? '', ...env }, timeout: 30_000 }).then(
+      (done) => ({ code: 0, output: `${done.stdout}${done.stderr}` }),
+      (error: { code?: number; stdout?: string; stderr?: string }) => ({ code: error.code ?? -1, output: `${error.stdout ?? ''}${error.stderr ?? ''}` }),
+    );
+
+  beforeAll(async () => {
+    tls = makeCa(dir);
+    mkdirSync(configDir);
+    writeFileSync(path.join(configDir, 'tls.yaml'), TEAM);
+    ports = await Promise.all([0, 1, 2, 3].map(() => freePort()));
+    for (const [i, port] of ports.entries()) {
+      const data = path.join(dir, `redis-${i}`);
+      mkdirSync(data);
+      const args = ['--port', '0', '--tls-port', String(port), '--bind', '127.0.0.1', '--dir', data, '--save', '', '--appendonly', 'no'];
+      args.push('--tls-cert-file', tls.server.cert, '--tls-key-file', tls.server.key, '--tls-ca-cert-file', tls.ca, '--tls-auth-clients', 'yes');
+      processes.push(ManagedProcess.start({ name: `redis-tls-${i}`, command: 'redis-server', args }));
+    }
+    const ping = (port: number): boolean =>
+      spawnSync('redis-cli', ['--tls', '--cacert', tls.ca, '--cert', tls.client.cert, '--key', tls.client.key, '-p', String(port), 'PING'], { encoding: 'utf8' }).stdout.trim() === 'PONG';
+    for (const port of ports) await waitUntil(() => ping(port), `TLS redis-server on ${port}`);
+  });
+  afterAll(async () => {
+    await Promise.all(processes.map((child) => child.stop('SIGKILL')));
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('the scheduler and the worker run ticks over TLS only; the CLI triggers and reads status', async () => {
+    const start = async (name: string, main: string, env: Record<string, string>): Promise<ManagedProcess> => {
+      const app = ManagedProcess.start({ name, command: process.execPath, args: ['--conditions=@tickwarden/source', main], env: { ...appEnv(), TICKWARDEN_HTTP_PORT: String(await freePort()), ...env } });
+      processes.push(app);
+      return app;
+    };
+    await start('scheduler', SCHEDULER_MAIN, { TICKWARDEN_REPLICA_ID: 'tls-scheduler' });
+    const worker = await start('worker', WORKER_MAIN, {});
+    await waitUntil(() => worker.records.filter((record) => record['outcome'] === 'succeeded').length >= 3, 'three runs over TLS', { timeoutMs: 20_000 });
+    expect(await cli(appEnv(), 'trigger', 'tls/every-second')).toMatchObject({ code: 0 });
+    const status = await cli(appEnv(), 'status', 'tls/every-second');
+    expect(status).toMatchObject({ code: 0 });
+    expect(status.output).toContain('enqueued');
+  });
+
+  it('without the client certificate, or without the CA, a connection is refused', async () => {
+    const noCert = await cli(appEnv({ TICKWARDEN_REDIS_TLS_CA: tls.ca }), 'status', 'tls/every-second');
+    expect(noCert.code).not.toBe(0);
+    const noCa = await cli(appEnv({ TICKWARDEN_REDIS_TLS_CERT: tls.client.cert, TICKWARDEN_REDIS_TLS_KEY: tls.client.key }), 'status', 'tls/every-second');
+    expect(noCa.code).not.toBe(0);
+    expect(noCa.output).toMatch(/self[- ]signed|unable to (get|verify)/i);
+  });
+
+  it('a certificate without its key, or a file that cannot be read: exit 2 naming the variable', async () => {
+    const halfPair = await cli(appEnv({ TICKWARDEN_REDIS_TLS_CERT: tls.client.cert }), 'status');
+    expect(halfPair.code).toBe(2);
+    expect(halfPair.output).toContain('TICKWARDEN_REDIS_TLS_KEY: is required when TICKWARDEN_REDIS_TLS_CERT is set');
+    const missing = path.join(dir, 'missing.crt');
+    const scheduler = spawnSync(process.execPath, ['--conditions=@tickwarden/source', SCHEDULER_MAIN], { encoding: 'utf8', env: { PATH: process.env['PATH'] ?? '', ...appEnv({ TICKWARDEN_REDIS_TLS_CA: missing }) }, timeout: 30_000 });
+    expect(scheduler.status).toBe(2);
+    expect(scheduler.stderr).toContain(`TICKWARDEN_REDIS_TLS_CA: cannot read ${missing} (ENOENT)`);
+  });
+});

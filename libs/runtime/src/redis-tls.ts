@@ -1,0 +1,38 @@
+import { readFileSync } from 'node:fs';
+import type { ConnectionOptions } from 'node:tls';
+import { REDIS_TLS_VARIABLES, type EnvError, type EnvResult, type RedisTlsFiles } from '@tickwarden/config';
+import { IoredisLockNode, type LockNode } from '@tickwarden/redlock';
+
+/**
+ * The TLS options (ioredis' `tls`) every `rediss://` connection of the process takes, read from
+ * the files its environment names; undefined when it names none (Node's default CAs, no client
+ * certificate). Read once: a renewed certificate takes a restart. A file that cannot be read is
+ * an error naming its variable and path.
+ */
+export function loadRedisTls(files: RedisTlsFiles): EnvResult<ConnectionOptions | undefined> {
+  const errors: EnvError[] = [];
+  const read = (field: keyof RedisTlsFiles): string | undefined => {
+    const file = files[field];
+    if (file === undefined) return undefined;
+    try {
+      return readFileSync(file, 'utf8');
+    } catch (error) {
+      errors.push({ variable: REDIS_TLS_VARIABLES[field], message: `cannot read ${file} (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})` });
+      return undefined;
+    }
+  };
+  const [ca, cert, key] = [read('ca'), read('cert'), read('key')];
+  if (errors.length > 0) return { ok: false, errors };
+  if (ca === undefined && cert === undefined) return { ok: true, value: undefined };
+  return { ok: true, value: { ...(ca === undefined ? {} : { ca }), ...(cert === undefined ? {} : { cert, key }) } };
+}
+
+/** ioredis options for `url`: the TLS options on a `rediss://` URL, none on a `redis://` one. */
+export function redisOptionsFor(url: string, tls: ConnectionOptions | undefined): { tls?: ConnectionOptions } {
+  return tls !== undefined && url.startsWith('rediss:') ? { tls } : {};
+}
+
+/** The lock nodes of `urls`, each with the TLS options when it is a `rediss://` URL. */
+export function lockNodesFor(urls: readonly string[], tls: ConnectionOptions | undefined): LockNode[] {
+  return urls.map((url) => IoredisLockNode.fromUrl(url, redisOptionsFor(url, tls)));
+}
