@@ -1,10 +1,10 @@
-import { execFile, execFileSync, spawnSync } from 'node:child_process';
+import { execFile, spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { freePort, ManagedProcess, waitUntil } from '@tickwarden/testkit';
+import { freePort, makeTestCertificates, ManagedProcess, waitUntil } from '@tickwarden/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 const SCHEDULER_MAIN = fileURLToPath(new URL('../../scheduler/src/main.ts', import.meta.url));
@@ -19,20 +19,6 @@ schedules:
     handler: { kind: command, argv: ["true"] }
 `;
 
-/** A private CA made at test time, and certificates it signs: servers for 127.0.0.1, one client. */
-function makeCa(dir: string): { ca: string; server: { cert: string; key: string }; client: { cert: string; key: string } } {
-  const file = (name: string): string => path.join(dir, name);
-  const openssl = (...args: string[]): void => void execFileSync('openssl', args, { stdio: 'ignore' });
-  openssl('req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '2', '-subj', '/CN=tickwarden-tls-test-ca', '-keyout', file('ca.key'), '-out', file('ca.crt'));
-  const issue = (name: string, extensions: string): { cert: string; key: string } => {
-    openssl('req', '-newkey', 'rsa:2048', '-nodes', '-subj', `/CN=${name}`, '-keyout', file(`${name}.key`), '-out', file(`${name}.csr`));
-    writeFileSync(file(`${name}.ext`), extensions);
-    openssl('x509', '-req', '-in', file(`${name}.csr`), '-CA', file('ca.crt'), '-CAkey', file('ca.key'), '-CAcreateserial', '-days', '2', '-extfile', file(`${name}.ext`), '-out', file(`${name}.crt`));
-    return { cert: file(`${name}.crt`), key: file(`${name}.key`) };
-  };
-  return { ca: file('ca.crt'), server: issue('server', 'subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n'), client: issue('client', 'extendedKeyUsage=clientAuth\n') };
-}
-
 /**
  * The scheduler, the worker and the CLI against TLS-only redis-servers (no plain port) that
  * require a client certificate, all signed by a CA made at test time: `rediss://` URLs and the
@@ -41,7 +27,7 @@ function makeCa(dir: string): { ca: string; server: { cert: string; key: string 
 describe('TLS end to end: rediss:// with a private CA and a client certificate', () => {
   const dir = mkdtempSync(path.join(tmpdir(), 'tickwarden-tls-'));
   const processes: ManagedProcess[] = [];
-  let tls: ReturnType<typeof makeCa>;
+  let tls: ReturnType<typeof makeTestCertificates>;
   let ports: number[] = [];
   const configDir = path.join(dir, 'config');
   const urls = (): { locks: string; queue: string } => ({ locks: ports.slice(1).map((port) => `rediss://127.0.0.1:${port}`).join(','), queue: `rediss://127.0.0.1:${ports[0]}` });
@@ -54,7 +40,7 @@ describe('TLS end to end: rediss:// with a private CA and a client certificate',
     );
 
   beforeAll(async () => {
-    tls = makeCa(dir);
+    tls = makeTestCertificates(dir);
     mkdirSync(configDir);
     writeFileSync(path.join(configDir, 'tls.yaml'), TEAM);
     ports = await Promise.all([0, 1, 2, 3].map(() => freePort()));

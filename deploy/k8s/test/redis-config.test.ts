@@ -2,15 +2,18 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { freePort, ManagedProcess, ping, waitUntil } from '@tickwarden/testkit';
+import { freePort, makeTestCertificates, ManagedProcess, ping, waitUntil } from '@tickwarden/testkit';
 import { afterEach, describe, expect, it } from 'vitest';
 import { expandReferences, resolveEnv } from './support/env.ts';
 import { component, mainContainer } from './support/objects.ts';
-import { overlayDir, REPO_ROOT } from './support/paths.ts';
-import { ENV_SOURCES } from './support/policies.ts';
-import { render } from './support/render.ts';
+import { COMPONENTS_DIR, overlayDir, REPO_ROOT } from './support/paths.ts';
+import { ENV_SOURCES, POLICIES } from './support/policies.ts';
+import { render, renderComposition } from './support/render.ts';
 
 const prod = render(overlayDir('prod'));
+const prodTls = renderComposition({ namespace: 'tickwarden', resources: [overlayDir('prod')], components: [path.join(COMPONENTS_DIR, 'redis-tls')] });
+/** Where components/redis-tls mounts the Secret tickwarden-redis-tls in the Redis pods. */
+const REDIS_TLS_DIR = '/etc/redis-tls';
 
 const RENDER = path.join(REPO_ROOT, 'deploy/k8s/acl/render.sh');
 /** Passwords the test renders the ACL files with; `admin` is the harness's own user, appended here only. */
@@ -32,9 +35,10 @@ describe('the Redis pods\' command lines, run by redis-server', () => {
     }
   });
 
-  async function startAsRendered(componentName: string): Promise<{ port: number; probePassword: string; aclFile: string; dir: string }> {
-    const [workload] = component(prod, componentName);
-    if (!workload) throw new Error(`no ${componentName} in the prod render`);
+  /** Starts a Redis pod's command line; with `tls`, its TLS files are those certificates (and its TLS port is the free one). */
+  async function startAsRendered(componentName: string, objects = prod, tls?: ReturnType<typeof makeTestCertificates>): Promise<{ port: number; probePassword: string; aclFile: string; dir: string; argv: string[] }> {
+    const [workload] = component(objects, componentName);
+    if (!workload) throw new Error(`no ${componentName} in the render`);
     const container = mainContainer(workload);
     const { env } = resolveEnv(container, prod, ENV_SOURCES);
     const argv = [...(container.command ?? []), ...(container.args ?? [])].map((arg) => expandReferences(arg, env).value);
@@ -44,14 +48,20 @@ describe('the Redis pods\' command lines, run by redis-server', () => {
     const rendered = spawnSync('bash', [RENDER, template], { encoding: 'utf8', env: { ...process.env, ...Object.fromEntries(Object.entries(PASSWORDS).map(([role, value]) => [`TICKWARDEN_ACL_${role.toUpperCase()}`, value])) } });
     const aclFile = argv[argv.indexOf('--aclfile') + 1] ?? '';
     writeFileSync(path.join(dir, 'users.acl'), `${rendered.stdout}user ${ADMIN.user} on >${ADMIN.password} ~* &* +@all\n`);
-    argv[argv.indexOf('--port') + 1] = String(port);
+    const rendered_ = [...argv];
+    if (tls) {
+      const files: Record<string, string> = { 'server.crt': tls.server.cert, 'server.key': tls.server.key, 'ca.crt': tls.ca };
+      for (const [index, arg] of argv.entries()) if (arg.startsWith(`${REDIS_TLS_DIR}/`)) argv[index] = files[arg.slice(REDIS_TLS_DIR.length + 1)] ?? arg;
+      argv[argv.indexOf('--tls-port') + 1] = String(port);
+    } else argv[argv.indexOf('--port') + 1] = String(port);
     argv[argv.indexOf('--dir') + 1] = dir;
     argv[argv.indexOf('--aclfile') + 1] = path.join(dir, 'users.acl');
     const [command = '', ...args] = argv;
     const server = ManagedProcess.start({ name: componentName, command, args: [...args, '--bind', '127.0.0.1'] });
     started.push({ server, dir });
-    await waitUntil(() => ping(port), `${componentName} redis-server on port ${port}`);
-    return { port, probePassword: env['REDISCLI_AUTH'] ?? '', aclFile, dir };
+    const tlsArgs = tls ? ['--tls', '--cacert', tls.ca, '--cert', tls.client.cert, '--key', tls.client.key] : [];
+    await waitUntil(() => spawnSync('redis-cli', [...tlsArgs, '-p', String(port), 'PING'], { encoding: 'utf8' }).stdout.includes('NOAUTH') || (!tls && ping(port)), `${componentName} redis-server on port ${port}`);
+    return { port, probePassword: env['REDISCLI_AUTH'] ?? '', aclFile, dir, argv: rendered_ };
   }
 
   const cli = (port: number, user: string | undefined, password: string | undefined, ...command: string[]): string =>
@@ -68,6 +78,35 @@ describe('the Redis pods\' command lines, run by redis-server', () => {
     const key = componentName === 'queue' ? 'bull:q:x' : 'tickwarden:{lease}:lock';
     expect(cli(port, 'tickwarden-scheduler', PASSWORDS.scheduler, 'SET', key, 'held')).toBe('OK');
     expect(existsSync(path.join(dir, 'appendonlydir'))).toBe(true);
+  });
+
+  it.each(['lock-node', 'queue'])('components/redis-tls, %s: TLS only (no plain port), a client certificate required, the probe as the pod runs it', async (componentName) => {
+    const tls = makeTestCertificates(mkdtempSync(path.join(tmpdir(), 'tickwarden-tls-certs-')));
+    const { port, probePassword, argv } = await startAsRendered(componentName, prodTls, tls);
+    expect(argv[argv.indexOf('--port') + 1]).toBe('0');
+    expect(argv[argv.indexOf('--tls-auth-clients') + 1]).toBe('yes');
+    const [workload] = component(prodTls, componentName);
+    const container = workload ? mainContainer(workload) : undefined;
+    expect(container?.volumeMounts?.find((mount) => mount.mountPath === REDIS_TLS_DIR)?.name).toBe('tls');
+    // The readiness probe's own command, with the test's files where the pod has the Secret's.
+    const probe = (container?.readinessProbe?.exec?.command?.[2] ?? '').replaceAll(`${REDIS_TLS_DIR}/ca.crt`, tls.ca).replaceAll(`${REDIS_TLS_DIR}/client.crt`, tls.client.cert).replaceAll(`${REDIS_TLS_DIR}/client.key`, tls.client.key).replace('redis-cli', `redis-cli -p ${port}`);
+    expect(spawnSync('sh', ['-c', probe], { env: { ...process.env, REDISCLI_AUTH: probePassword } }).status).toBe(0);
+    const withoutClientCert = spawnSync('redis-cli', ['--tls', '--cacert', tls.ca, '--user', 'tickwarden-probe', '-p', String(port), 'PING'], { encoding: 'utf8', env: { ...process.env, REDISCLI_AUTH: probePassword } });
+    expect(`${withoutClientCert.stdout}${withoutClientCert.stderr}`).not.toContain('PONG');
+    expect(cli(port, 'tickwarden-probe', probePassword, 'PING')).not.toBe('PONG');
+  });
+
+  it('components/redis-tls: every policy still holds; the apps use rediss:// and the TLS files of their mount', () => {
+    for (const [name, policy] of Object.entries(POLICIES)) expect(policy(prodTls), name).toEqual([]);
+    for (const app of ['scheduler', 'worker']) {
+      const [workload] = component(prodTls, app);
+      const container = workload ? mainContainer(workload) : undefined;
+      const { env } = resolveEnv(container ?? { name: app }, prodTls, ENV_SOURCES);
+      expect(env['TICKWARDEN_LOCK_NODES']?.split(',').every((url) => url.startsWith('rediss://'))).toBe(true);
+      expect(env['TICKWARDEN_QUEUE_REDIS']).toMatch(/^rediss:\/\//);
+      const mount = container?.volumeMounts?.find((candidate) => candidate.name === 'redis-tls')?.mountPath ?? '';
+      for (const variable of ['TICKWARDEN_REDIS_TLS_CA', 'TICKWARDEN_REDIS_TLS_CERT', 'TICKWARDEN_REDIS_TLS_KEY']) expect(path.dirname(env[variable] ?? ''), `${app} ${variable}`).toBe(mount);
+    }
   });
 
   it('the dev Secret holds an ACL file for every Redis pod, at the path its command line names', () => {

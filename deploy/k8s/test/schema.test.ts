@@ -24,6 +24,11 @@ describe('every rendered object validates against the Kubernetes schemas (kubern
     expect(objects.flatMap(schemaProblems)).toEqual([]);
   });
 
+  it('prod with the redis-tls component', () => {
+    const objects = renderComposition({ namespace: 'tickwarden', resources: [overlayDir('prod')], components: [path.join(COMPONENTS_DIR, 'redis-tls')] });
+    expect(objects.flatMap(schemaProblems)).toEqual([]);
+  });
+
   it('rejects a field the schema does not know, at any depth', () => {
     const object = deployment();
     const [container] = (object['spec'] as { template: { spec: { containers: Record<string, unknown>[] } } }).template.spec.containers;

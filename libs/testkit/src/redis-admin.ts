@@ -59,6 +59,23 @@ export function makeTlsFiles(dir: string): { ca: string; cert: string; key: stri
   return { ca: file('ca.crt'), cert: file('server.crt'), key: file('server.key') };
 }
 
+/**
+ * A private CA made with openssl in `dir`, and the certificates it signs: a server certificate for
+ * 127.0.0.1 and a client certificate (for servers with `tls-auth-clients yes`). Valid two days.
+ */
+export function makeTestCertificates(dir: string): { ca: string; server: { cert: string; key: string }; client: { cert: string; key: string } } {
+  const file = (name: string) => path.join(dir, name);
+  const run = (args: string[]) => execFileSync('openssl', args, { stdio: 'ignore' });
+  run(['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '2', '-subj', '/CN=tickwarden-test-ca', '-keyout', file('ca.key'), '-out', file('ca.crt')]);
+  const issue = (name: string, extensions: string): { cert: string; key: string } => {
+    run(['req', '-newkey', 'rsa:2048', '-nodes', '-subj', `/CN=${name}`, '-keyout', file(`${name}.key`), '-out', file(`${name}.csr`)]);
+    writeFileSync(file(`${name}.ext`), extensions);
+    run(['x509', '-req', '-in', file(`${name}.csr`), '-CA', file('ca.crt'), '-CAkey', file('ca.key'), '-CAcreateserial', '-days', '2', '-extfile', file(`${name}.ext`), '-out', file(`${name}.crt`)]);
+    return { cert: file(`${name}.crt`), key: file(`${name}.key`) };
+  };
+  return { ca: file('ca.crt'), server: issue('server', 'subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n'), client: issue('client', 'extendedKeyUsage=clientAuth\n') };
+}
+
 /** The argv every driver gives redis-server, so both drivers behave the same. */
 export function redisServerArgs(port: number, dir: string, aof: boolean, password: string | undefined, extra: readonly string[]): string[] {
   return [
