@@ -3,7 +3,7 @@ import { existsSync, rmSync, writeFileSync } from 'node:fs';
 import { promisify } from 'node:util';
 import { fileURLToPath } from 'node:url';
 import { PROCESS_NODE_FLAGS } from '@tickwarden/runtime';
-import { freePort, ManagedProcess, startRedisNodes, type ClientLink, type RedisDriver, type RedisNodes } from '@tickwarden/testkit';
+import { freePort, ManagedProcess, startRedisNodes, type ClientLink, type RedisDriver, type RedisNodes, type TestCertificates } from '@tickwarden/testkit';
 
 /** The two kinds of Tickwarden process. */
 export type AppRole = 'scheduler' | 'worker';
@@ -34,6 +34,11 @@ export interface ClusterOptions {
   roleEnv?: Partial<Record<AppRole, Record<string, string>>>;
   /** `requirepass` of the lock nodes and of the queue Redis (the URLs the processes get carry them). Default none. */
   passwords?: { locks?: string; queue?: string };
+  /**
+   * TLS to every Redis server (process driver): they require client certificates, and every
+   * process connects over `rediss://` with TICKWARDEN_REDIS_TLS_* naming these files. Default none.
+   */
+  tls?: TestCertificates;
 }
 
 /** How often the cluster notes which log lines have arrived (each record's `seenMs`). */
@@ -109,9 +114,15 @@ export class Cluster {
   }
 
   static async start(options: ClusterOptions): Promise<Cluster> {
-    const { lockNodes = 5, driver, aof = true, passwords = {} } = options;
-    const [locks, queue] = await Promise.all([startRedisNodes({ count: lockNodes, driver, aof, password: passwords.locks }), startRedisNodes({ count: 1, driver, aof: false, password: passwords.queue })]);
+    const { lockNodes = 5, driver, aof = true, passwords = {}, tls = false } = options;
+    const [locks, queue] = await Promise.all([startRedisNodes({ count: lockNodes, driver, aof, password: passwords.locks, tls }), startRedisNodes({ count: 1, driver, aof: false, password: passwords.queue, tls })]);
     return new Cluster(options, locks, queue);
+  }
+
+  /** The TICKWARDEN_REDIS_TLS_* variables of the cluster's processes (none without `tls`). */
+  get tlsEnv(): Record<string, string> {
+    const { tls } = this.#options;
+    return tls ? { TICKWARDEN_REDIS_TLS_CA: tls.ca, TICKWARDEN_REDIS_TLS_CERT: tls.client.cert, TICKWARDEN_REDIS_TLS_KEY: tls.client.key } : {};
   }
 
   get queueUrl(): string {
@@ -126,7 +137,7 @@ export class Cluster {
    */
   async history(count: number): Promise<Record<string, unknown>[]> {
     // The CLI parses the scheduler's whole environment, lock nodes included, whatever the command.
-    const env = { ...process.env, TICKWARDEN_CONFIG: this.#options.configDir, TICKWARDEN_QUEUE_REDIS: this.queueUrl, TICKWARDEN_LOCK_NODES: this.locks.urls.join(',') };
+    const env = { ...process.env, TICKWARDEN_CONFIG: this.#options.configDir, TICKWARDEN_QUEUE_REDIS: this.queueUrl, TICKWARDEN_LOCK_NODES: this.locks.urls.join(','), ...this.tlsEnv };
     const { stdout } = await promisify(execFile)(process.execPath, ['--conditions=@tickwarden/source', CLI, 'status', '--json', '-n', String(count)], { env, timeout: 30_000, maxBuffer: 256 * 1024 * 1024 });
     return stdout
       .split('\n')
@@ -147,6 +158,7 @@ export class Cluster {
       TICKWARDEN_QUEUE_REDIS: this.queueUrl,
       TICKWARDEN_HTTP_PORT: String(httpPort),
       LOG_LEVEL: this.#options.logLevel ?? 'debug',
+      ...this.tlsEnv,
       ...(role === 'scheduler' ? { TICKWARDEN_REPLICA_ID: name } : { TICKWARDEN_STALLED_INTERVAL: STALLED_INTERVAL }),
       ...(clockOffsetMs === 0 ? {} : skewedClockEnv(clockOffsetMs)),
       ...(clockFile === undefined ? {} : followedClockEnv(clockFile)),

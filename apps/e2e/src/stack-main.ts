@@ -5,13 +5,15 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server } from 'node:http';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { containerRuntimeAvailable, type RedisDriver } from '@tickwarden/testkit';
+import { containerRuntimeAvailable, makeTestCertificates, type RedisDriver } from '@tickwarden/testkit';
 import { Cluster, type AppProcess } from './cluster.ts';
 import { prettyLine } from './pretty.ts';
 
 const ROOT = fileURLToPath(new URL('../../../', import.meta.url));
 const CONFIG_DIR = path.join(ROOT, 'examples', 'teams');
 const ENV_FILE = path.join(ROOT, 'tmp', 'local-stack.env');
+/** `npm start -- --tls`: a CA, server and client certificates made here at each start. */
+const TLS_DIR = path.join(ROOT, 'tmp', 'local-stack-tls');
 const SCHEDULERS = ['scheduler-1', 'scheduler-2', 'scheduler-3'];
 const WORKERS = ['worker-1', 'worker-2'];
 const NAME_WIDTH = 11;
@@ -80,9 +82,25 @@ async function main(): Promise<number> {
     process.stderr.write(`TICKWARDEN_ECHO_PORT: expected a TCP port (1-65535), got "${echoPortText}"\n`);
     return 2;
   }
+  const args = process.argv.slice(2);
+  if (args.some((arg) => arg !== '--tls')) {
+    process.stderr.write(`usage: npm start [-- --tls]   (unknown: ${args.filter((arg) => arg !== '--tls').join(' ')})\n`);
+    return 2;
+  }
+  const withTls = args.includes('--tls');
+  if (withTls && driver !== 'process') {
+    process.stderr.write('--tls needs redis-server on PATH (the container driver has no TLS option)\n');
+    return 2;
+  }
+  let tls: ReturnType<typeof makeTestCertificates> | undefined;
+  if (withTls) {
+    mkdirSync(TLS_DIR, { recursive: true });
+    tls = makeTestCertificates(TLS_DIR);
+  }
   const echo = await startEcho(echoPort);
   print('stack', `starting 5 lock nodes and a queue Redis (${driver === 'process' ? 'redis-server processes' : 'containers'}), ${SCHEDULERS.length} schedulers, ${WORKERS.length} workers; config ${path.relative(ROOT, CONFIG_DIR)}/`);
-  const cluster = await Cluster.start({ configDir: CONFIG_DIR, driver, logLevel: process.env['LOG_LEVEL'] ?? 'info' });
+  if (tls) print('stack', `TLS: every Redis server requires a client certificate; CA and certificates in ${path.relative(ROOT, TLS_DIR)}/`);
+  const cluster = await Cluster.start({ configDir: CONFIG_DIR, driver, logLevel: process.env['LOG_LEVEL'] ?? 'info', ...(tls ? { tls } : {}) });
   const stopFollowing = follow(cluster);
   const stopping = new Promise<void>((resolve) => {
     process.once('SIGINT', resolve);
@@ -91,7 +109,8 @@ async function main(): Promise<number> {
   try {
     await Promise.all([...SCHEDULERS.map((name) => cluster.startApp('scheduler', name)), ...WORKERS.map((name) => cluster.startApp('worker', name))]);
     mkdirSync(path.dirname(ENV_FILE), { recursive: true });
-    writeFileSync(ENV_FILE, `TICKWARDEN_CONFIG=${CONFIG_DIR}\nTICKWARDEN_QUEUE_REDIS=${cluster.queueUrl}\nTICKWARDEN_LOCK_NODES=${cluster.locks.urls.join(',')}\n`);
+    const env = { TICKWARDEN_CONFIG: CONFIG_DIR, TICKWARDEN_QUEUE_REDIS: cluster.queueUrl, TICKWARDEN_LOCK_NODES: cluster.locks.urls.join(','), ...cluster.tlsEnv };
+    writeFileSync(ENV_FILE, Object.entries(env).map(([name, value]) => `${name}=${value}\n`).join(''));
     print('stack', `up. In another terminal: set -a; . ${path.relative(process.cwd(), ENV_FILE)}; set +a; npx tickwarden status   (Ctrl-C here stops everything)`);
     await stopping;
     print('stack', 'stopping: SIGTERM to every process, then the Redis nodes');

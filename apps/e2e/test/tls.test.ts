@@ -6,6 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { freePort, makeTestCertificates, ManagedProcess, waitUntil } from '@tickwarden/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Cluster } from '../src/index.ts';
 
 const SCHEDULER_MAIN = fileURLToPath(new URL('../../scheduler/src/main.ts', import.meta.url));
 const WORKER_MAIN = fileURLToPath(new URL('../../worker/src/main.ts', import.meta.url));
@@ -91,5 +92,27 @@ describe('TLS end to end: rediss:// with a private CA and a client certificate',
     const scheduler = spawnSync(process.execPath, ['--conditions=@tickwarden/source', SCHEDULER_MAIN], { encoding: 'utf8', env: { PATH: process.env['PATH'] ?? '', ...appEnv({ TICKWARDEN_REDIS_TLS_CA: missing }) }, timeout: 30_000 });
     expect(scheduler.status).toBe(2);
     expect(scheduler.stderr).toContain(`TICKWARDEN_REDIS_TLS_CA: cannot read ${missing} (ENOENT)`);
+  });
+});
+
+/** What `npm start -- --tls` runs: the Cluster's servers with certificates, every process through its proxies over rediss://. */
+describe('the local stack with --tls (Cluster with certificates)', () => {
+  const dir = mkdtempSync(path.join(tmpdir(), 'tickwarden-tls-cluster-'));
+  let cluster: Cluster | undefined;
+  afterAll(async () => {
+    await cluster?.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('the scheduler and the worker run ticks over rediss:// with a client certificate; the CLI reads the history', async () => {
+    const configDir = path.join(dir, 'config');
+    mkdirSync(configDir);
+    writeFileSync(path.join(configDir, 'tls.yaml'), TEAM);
+    cluster = await Cluster.start({ configDir, lockNodes: 3, aof: false, logLevel: 'info', tls: makeTestCertificates(dir) });
+    expect([cluster.queueUrl, ...cluster.locks.urls].every((url) => url.startsWith('rediss://'))).toBe(true);
+    const [, worker] = await Promise.all([cluster.startApp('scheduler', 'scheduler-1'), cluster.startApp('worker', 'worker-1')]);
+    expect(worker.link.urls.every((url) => url.startsWith('rediss://'))).toBe(true);
+    await waitUntil(() => worker.process.records.filter((record) => record['outcome'] === 'succeeded').length >= 3, 'three runs over TLS', { timeoutMs: 20_000 });
+    expect((await cluster.history(10)).some((record) => record['outcome'] === 'enqueued')).toBe(true);
   });
 });

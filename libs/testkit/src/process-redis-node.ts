@@ -32,7 +32,7 @@ export class ProcessRedisNode implements RedisNode {
   /** Starts a node on a free loopback port, retrying on another port if the first was taken meanwhile. */
   static async start(options: RedisNodeOptions): Promise<ProcessRedisNode> {
     const node = new ProcessRedisNode(options);
-    if (options.tls) node.#tlsFiles = makeTlsFiles(node.#dir);
+    if (options.tls) node.#tlsFiles = options.tls === true ? makeTlsFiles(node.#dir) : { ca: options.tls.ca, ...options.tls.server };
     let lastError: unknown;
     for (let attempt = 0; attempt < START_ATTEMPTS; attempt++) {
       node.#port = await freePort();
@@ -76,7 +76,7 @@ export class ProcessRedisNode implements RedisNode {
     const { aof, password, extraArgs } = this.#options;
     const logFile = path.join(this.#dir, 'redis.log');
     const tls = this.#tlsFiles
-      ? ['--tls-port', String(this.#tlsPort), '--tls-cert-file', this.#tlsFiles.cert, '--tls-key-file', this.#tlsFiles.key, '--tls-ca-cert-file', this.#tlsFiles.ca, '--tls-auth-clients', 'no']
+      ? ['--tls-port', String(this.#tlsPort), '--tls-cert-file', this.#tlsFiles.cert, '--tls-key-file', this.#tlsFiles.key, '--tls-ca-cert-file', this.#tlsFiles.ca, '--tls-auth-clients', this.#options.tls === true ? 'no' : 'yes']
       : [];
     const args = [...redisServerArgs(this.#port, this.#dir, aof, password, extraArgs), ...tls, '--logfile', logFile];
     const child = spawn('redis-server', args, { stdio: 'ignore' });

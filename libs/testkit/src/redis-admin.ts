@@ -59,11 +59,18 @@ export function makeTlsFiles(dir: string): { ca: string; cert: string; key: stri
   return { ca: file('ca.crt'), cert: file('server.crt'), key: file('server.key') };
 }
 
+/** PEM files of a test CA and of the server and client certificates it signed. */
+export interface TestCertificates {
+  ca: string;
+  server: { cert: string; key: string };
+  client: { cert: string; key: string };
+}
+
 /**
  * A private CA made with openssl in `dir`, and the certificates it signs: a server certificate for
  * 127.0.0.1 and a client certificate (for servers with `tls-auth-clients yes`). Valid two days.
  */
-export function makeTestCertificates(dir: string): { ca: string; server: { cert: string; key: string }; client: { cert: string; key: string } } {
+export function makeTestCertificates(dir: string): TestCertificates {
   const file = (name: string) => path.join(dir, name);
   const run = (args: string[]) => execFileSync('openssl', args, { stdio: 'ignore' });
   run(['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '2', '-subj', '/CN=tickwarden-test-ca', '-keyout', file('ca.key'), '-out', file('ca.crt')]);

@@ -1,3 +1,5 @@
+import type { TestCertificates } from './redis-admin.ts';
+
 /** Which kind of Redis server the kit starts. */
 export type RedisDriver = 'process' | 'container';
 
@@ -7,8 +9,12 @@ export interface RedisNodeOptions {
   aof: boolean;
   /** `requirepass` for the default user; default none. */
   password: string | undefined;
-  /** Also listen with TLS on a second port (process driver only); see `tls` on the node. Default false. */
-  tls: boolean;
+  /**
+   * Also listen with TLS on a second port (process driver only); see `tls` on the node. `true`: a
+   * CA of the node's own, clients not authenticated; certificates (`makeTestCertificates`): the
+   * server certificate they hold, client certificates required. Default false.
+   */
+  tls: boolean | TestCertificates;
   /** Extra `redis-server` arguments, e.g. `['--maxmemory', '10mb']`. Default none. */
   extraArgs: readonly string[];
 }

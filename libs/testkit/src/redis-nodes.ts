@@ -22,12 +22,14 @@ export class ClientLink {
   readonly #nodes: readonly RedisNode[];
   readonly #proxies: readonly FaultProxy[];
   readonly #password: string | undefined;
+  readonly #scheme: 'redis' | 'rediss';
 
-  constructor(clientId: string, nodes: readonly RedisNode[], proxies: readonly FaultProxy[], password: string | undefined) {
+  constructor(clientId: string, nodes: readonly RedisNode[], proxies: readonly FaultProxy[], password: string | undefined, scheme: 'redis' | 'rediss' = 'redis') {
     this.clientId = clientId;
     this.#nodes = nodes;
     this.#proxies = proxies;
     this.#password = password;
+    this.#scheme = scheme;
   }
 
   /** Proxy ports, in node order. */
@@ -35,10 +37,10 @@ export class ClientLink {
     return this.#proxies.map((proxy) => proxy.port);
   }
 
-  /** `redis://` URLs through this client's proxies, in node order. */
+  /** `redis://` URLs through this client's proxies, in node order (`rediss://` to nodes started with certificates). */
   get urls(): string[] {
     const auth = this.#password ? `:${encodeURIComponent(this.#password)}@` : '';
-    return this.ports.map((port) => `redis://${auth}${LOOPBACK}:${port}`);
+    return this.ports.map((port) => `${this.#scheme}://${auth}${LOOPBACK}:${port}`);
   }
 
   /** Sets the fault between this client and one node (by index or node id). */
@@ -73,15 +75,18 @@ export class RedisNodes {
   readonly nodes: readonly RedisNode[];
   readonly #links = new Map<string, Promise<ClientLink>>();
   readonly #password: string | undefined;
+  /** Started with certificates: clients (direct URLs and links) use the TLS ports. */
+  readonly #tlsClients: boolean;
 
-  constructor(nodes: readonly RedisNode[], password: string | undefined) {
+  constructor(nodes: readonly RedisNode[], password: string | undefined, tlsClients = false) {
     this.nodes = nodes;
     this.#password = password;
+    this.#tlsClients = tlsClients;
   }
 
-  /** Direct URLs (no proxy), in node order. */
+  /** Direct URLs (no proxy), in node order: `rediss://` to the TLS ports of nodes started with certificates. */
   get urls(): string[] {
-    return this.nodes.map((node) => node.url);
+    return this.nodes.map((node) => (this.#tlsClients ? (node.tls?.url ?? node.url) : node.url));
   }
 
   node(index: number): RedisNode {
@@ -94,8 +99,9 @@ export class RedisNodes {
   link(clientId: string): Promise<ClientLink> {
     let link = this.#links.get(clientId);
     if (!link) {
-      link = Promise.all(this.nodes.map((node) => FaultProxy.start(node.port))).then(
-        (proxies) => new ClientLink(clientId, this.nodes, proxies, this.#password),
+      const upstream = (node: RedisNode): number => (this.#tlsClients && node.tls ? Number(new URL(node.tls.url).port) : node.port);
+      link = Promise.all(this.nodes.map((node) => FaultProxy.start(upstream(node)))).then(
+        (proxies) => new ClientLink(clientId, this.nodes, proxies, this.#password, this.#tlsClients ? 'rediss' : 'redis'),
       );
       this.#links.set(clientId, link);
     }
@@ -134,5 +140,5 @@ export async function startRedisNodes(options: StartRedisNodesOptions = {}): Pro
     await Promise.all(nodes.map((node) => node.stop()));
     throw failure.reason;
   }
-  return new RedisNodes(nodes, password);
+  return new RedisNodes(nodes, password, typeof tls === 'object');
 }
