@@ -142,7 +142,8 @@ async function trigger(id: string): Promise<number> {
     const lease = await redlock.acquire(leaseResource(schedule.id, schedule.overlap, now), schedule.leaseTtlMs, { claim: manualClaim(now), claimRetentionMs: tick.retentionMs });
     const published = await withQueueRedis(env, async (redis) => {
       const queue = new BullJobQueue(redis, systemClock, 'cli');
-      const recorder = new TickRecorder({ replicaId: 'cli', store: new RedisReplicaStore(redis), logger: pino({ level: 'silent' }), now: Date.now });
+      // Warnings (a history write that failed) go to stderr.
+      const recorder = new TickRecorder({ replicaId: 'cli', store: new RedisReplicaStore(redis), logger: pino({ level: 'warn' }, pino.destination(2)), now: Date.now });
       try {
         // The one path that publishes a tick's job, as the replicas do.
         const [outcome] = await new TickPublisher({ replicaId: 'cli', leases: redlock, queue, recorder, now: Date.now }).publish([{ tick, lease }], 'triggered');

@@ -113,7 +113,11 @@ export class TickRecorder {
     const now = this.#options.now();
     batch.forEach(({ entry, fields, ticks, found = false }, i) => {
       const { outcome, tickMs, reason } = entry.record;
-      if (outcome === 'triggered') return;
+      // A manual run is counted by no listener; only its record's loss is worth a line (the CLI shows it).
+      if (outcome === 'triggered') {
+        if (failure !== undefined) logger.warn({ ...fields, historyError: (failure as Error).message }, 'triggered run not recorded in the tick history');
+        return;
+      }
       const first = recorded?.[i] ?? true;
       for (const counted of ticks ?? [tickMs]) onOutcome?.({ outcome, scheduleId: entry.scheduleId, tickMs: counted, lagMs: now - counted, reason, recorded: first, found });
       const level = !first ? 'debug' : failure !== undefined || outcome === 'missed' ? 'warn' : 'info';

@@ -155,6 +155,22 @@ describe('TickPublisher: what it releases after an add', () => {
   });
 });
 
+describe('TickRecorder: a record that cannot be written is never silent', () => {
+  it('a triggered run whose history write failed is logged at warn (the CLI prints it); one written is not logged', async () => {
+    const lines: Record<string, unknown>[] = [];
+    const logger = pino({ level: 'info' }, { write: (line: string) => void lines.push(JSON.parse(line) as Record<string, unknown>) });
+    const tick = { schedule: { id: 't/manual' }, tickMs: 1000, jobId: 't/manual@m1000', retentionMs: 60_000 } as Parameters<TickRecorder['outcome']>[1];
+    const failing = new TickRecorder({ replicaId: 'cli', store: { record: () => Promise.reject(new Error('NOPERM')) }, logger, now: () => 2000 });
+    failing.outcome('triggered', tick, { fence: 5 });
+    await failing.flush();
+    expect(lines).toEqual([expect.objectContaining({ level: 40, msg: 'triggered run not recorded in the tick history', schedule: 't/manual', outcome: 'triggered', historyError: 'NOPERM' })]);
+    const writing = new TickRecorder({ replicaId: 'cli', store: { record: async (entries) => entries.map(() => true) }, logger, now: () => 2000 });
+    writing.outcome('triggered', tick, { fence: 6 });
+    await writing.flush();
+    expect(lines).toHaveLength(1);
+  });
+});
+
 describe('revokes: cancel-previous cancels the run before it, never a newer one', () => {
   const schedule = { overlap: 'cancel-previous' } as const;
   it('while the tick is the latest due one; not once its successor is due (a late recovery), nor for other policies', () => {
