@@ -28,6 +28,14 @@ export interface LeaseGrants {
   readonly settings: { readonly clock: Clock };
 }
 
+/** What a replica asks of the lock nodes to know whether it can reach a quorum (a Redlock has it). */
+export interface LockQuorum {
+  readonly nodes: readonly unknown[];
+  readonly quorum: number;
+  /** Which nodes answer within `nodeTimeoutMs`, and whether they make a quorum. */
+  probe(overrides?: { nodeTimeoutMs?: number }): Promise<{ quorum: boolean; unreachable: Map<string, Error> }>;
+}
+
 /** A tick's run to add to its queue, under the lease its job carries. */
 export interface Run {
   tick: Tick;

@@ -2,7 +2,7 @@ import { systemClock, type Clock } from '@tickwarden/redlock';
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import { BullJobQueue } from './bull-job-queue.ts';
-import type { JobQueue, LeaseGrants, ReplicaStore, Run, Tick } from './ports.ts';
+import type { JobQueue, LeaseGrants, LockQuorum, ReplicaStore, Run, Tick } from './ports.ts';
 import { RedisReplicaStore } from './replica-store.ts';
 import type { Schedule } from './schedule.ts';
 import { contestLoss, TickContest } from './tick-contest.ts';
@@ -27,7 +27,7 @@ export const DEFAULT_CONTEST_LEAD_MS = 9500;
 export interface SchedulerOptions {
   replicaId: string;
   /** The lock nodes (a Redlock). */
-  redlock: LeaseGrants;
+  redlock: LeaseGrants & LockQuorum;
   /** The queue Redis (BullMQ, and the state the replicas share). */
   queueConnection: Redis;
   logger: Logger;

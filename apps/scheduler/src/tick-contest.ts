@@ -1,10 +1,25 @@
 import { leaseResource, tickClaim } from '@tickwarden/contracts';
 import { ClaimAlreadyGrantedError, LockTakenError, QuorumUnavailableError, type BatchResult, type Lease, type RedlockError } from '@tickwarden/redlock';
 import type { Logger } from 'pino';
-import type { LeaseGrants, PauseRecord, ReplicaStore, Tick } from './ports.ts';
+import type { LeaseGrants, LockQuorum, PauseRecord, ReplicaStore, Tick } from './ports.ts';
 
 /** Contest settings: quick retries for split votes among replicas; no waiter marks (all contenders fire once). */
 const CONTEST = Object.freeze({ retryCount: 4, retryDelayMs: 15, retryJitterMs: 30, yieldToWaiters: false });
+
+/** While this replica is cut from a lock quorum, it probes the nodes at most this often before contesting again, ms. */
+export const QUORUM_PROBE_INTERVAL_MS = 500;
+
+/**
+ * Whether a failed acquire shows the replica cut from a lock quorum: more nodes did not answer
+ * (an error instead of a vote) than a quorum can spare. Its contests would only leave claims on
+ * the nodes it reaches, and claims split between such replicas and a healthy one let no value
+ * reach a quorum: the tick could never be granted.
+ */
+export function cutFromQuorum(error: RedlockError, nodeCount: number, quorum: number): boolean {
+  let silent = 0;
+  for (const cause of error.nodeCauses.values()) if (cause instanceof Error) silent++;
+  return silent > nodeCount - quorum;
+}
 
 /**
  * Per-node timeout of a tick contest: a tenth of the lease TTL (100 ms to 2 s), plus time for big
@@ -76,7 +91,7 @@ export interface Contested<T extends Tick> {
 }
 
 export interface TickContestOptions {
-  leases: LeaseGrants;
+  leases: LeaseGrants & LockQuorum;
   store: Pick<ReplicaStore, 'paused'>;
   logger: Logger;
   /** Wall time, ms. */
@@ -107,6 +122,9 @@ export function notBeforeMs(tick: Pick<Tick, 'dueMs'> & { schedule: Pick<Tick['s
 export class TickContest {
   readonly #options: TickContestOptions;
   #paused = new Map<string, PauseRecord>();
+  /** The last acquire found this replica cut from a lock quorum: contests wait for a probe that finds one. */
+  #cutOff: { unreachable: Map<string, Error>; probedAtMs: number } | undefined;
+  #probing: Promise<void> | undefined;
 
   constructor(options: TickContestOptions) {
     this.#options = options;
@@ -130,7 +148,12 @@ export class TickContest {
    * never a second claim won.
    */
   async contest<T extends Tick>(ticks: readonly T[], takeOver = false): Promise<Contested<T>[]> {
+    if (ticks.length > 0 && this.#cutOff) await this.#probe(ticks);
+    const cutOff = this.#cutOff;
+    // Cut from a quorum: no claim is left on the nodes this replica reaches; its ticks fail as unavailable (others decide them).
+    if (cutOff) return ticks.map((tick) => ({ tick, result: { resource: leaseResource(tick.schedule.id, tick.schedule.overlap, tick.tickMs), ok: false, error: new QuorumUnavailableError(leaseResource(tick.schedule.id, tick.schedule.overlap, tick.tickMs), 'acquire', cutOff.unreachable, this.#options.leases.quorum) } }));
     const results = await this.#acquire(ticks.map((tick) => ({ tick, value: undefined })));
+    this.#noteCutOff(results);
     if (!takeOver) return results;
     const holders = results.flatMap((entry, i) => {
       const value = entry.result.ok ? undefined : claimTakeover(entry.result.error);
@@ -139,6 +162,36 @@ export class TickContest {
     const again = await this.#acquire(holders);
     holders.forEach(({ i }, j) => (results[i] = again[j] as Contested<T>));
     return results;
+  }
+
+  /** Closes the gate when a failed acquire shows the replica cut from a quorum (see cutFromQuorum). */
+  #noteCutOff(results: readonly Contested<Tick>[]): void {
+    const { leases, logger, now } = this.#options;
+    const failed = results.find(({ result }) => !result.ok && cutFromQuorum(result.error, leases.nodes.length, leases.quorum))?.result;
+    if (!failed || failed.ok || this.#cutOff) return;
+    const unreachable = new Map([...failed.error.nodeCauses].filter((entry): entry is [string, Error] => entry[1] instanceof Error));
+    this.#cutOff = { unreachable, probedAtMs: now() };
+    logger.warn({ unreachable: [...unreachable.keys()], quorum: leases.quorum }, 'lock quorum unreachable from this replica: not contesting until a probe finds one');
+  }
+
+  /** Probes the lock nodes (at most every QUORUM_PROBE_INTERVAL_MS, one probe at a time); opens the gate when a quorum answers. */
+  async #probe(ticks: readonly Tick[]): Promise<void> {
+    const { leases, logger, now } = this.#options;
+    const cutOff = this.#cutOff;
+    if (!cutOff || now() - cutOff.probedAtMs < QUORUM_PROBE_INTERVAL_MS) return this.#probing;
+    cutOff.probedAtMs = now();
+    let nodeTimeoutMs = 0;
+    for (const tick of ticks) nodeTimeoutMs = Math.max(nodeTimeoutMs, contestNodeTimeoutMs(tick.schedule.leaseTtlMs, 1));
+    this.#probing ??= leases
+      .probe({ nodeTimeoutMs })
+      .then((probe) => {
+        if (!probe.quorum) return void (cutOff.unreachable = probe.unreachable);
+        this.#cutOff = undefined;
+        logger.info({ quorum: leases.quorum }, 'lock quorum reachable again: contesting');
+      })
+      .catch(() => undefined)
+      .finally(() => (this.#probing = undefined));
+    return this.#probing;
   }
 
   async #acquire<T extends Tick>(requests: readonly { tick: T; value: string | undefined }[]): Promise<Contested<T>[]> {

@@ -2,9 +2,9 @@
 import { ClaimAlreadyGrantedError, LockTakenError, QuorumUnavailableError, systemClock, type NodeCause } from '@tickwarden/redlock';
 import pino from 'pino';
 import { describe, expect, it } from 'vitest';
-import { claimTakeover, CLOCK_SKEW_TOLERANCE_MS, contestLoss, notBeforeMs, revokes } from '../src/tick-contest.ts';
+import { claimTakeover, CLOCK_SKEW_TOLERANCE_MS, contestLoss, cutFromQuorum, notBeforeMs, QUORUM_PROBE_INTERVAL_MS, revokes, TickContest } from '../src/tick-contest.ts';
 import { splitLateTicks } from '../src/tick-loop.ts';
-import type { JobQueue, LeaseGrants, Run, Tick } from '../src/ports.ts';
+import type { JobQueue, LeaseGrants, LockQuorum, Run, Tick } from '../src/ports.ts';
 import { holderAfterAdd, TickPublisher } from '../src/tick-publisher.ts';
 import { TickRecorder } from '../src/tick-recorder.ts';
 import { parseJobId, resolution } from '../src/tick-resolver.ts';
@@ -168,6 +168,45 @@ describe('TickRecorder: a record that cannot be written is never silent', () => 
     writing.outcome('triggered', tick, { fence: 6 });
     await writing.flush();
     expect(lines).toHaveLength(1);
+  });
+});
+
+describe('TickContest: a replica cut from a lock quorum leaves no claims behind', () => {
+  const silent = causes(new Error('no answer within 301 ms'), new Error('no answer within 301 ms'), new Error('no answer within 301 ms'), 'taken');
+
+  it('cutFromQuorum: more nodes silent than a quorum can spare; a vote is an answer', () => {
+    expect(cutFromQuorum(new QuorumUnavailableError('r', 'acquire', silent, 3), 5, 3)).toBe(true);
+    expect(cutFromQuorum(new QuorumUnavailableError('r', 'acquire', causes(new Error('x'), new Error('y'), 'taken', 'taken'), 3), 5, 3)).toBe(false);
+    expect(cutFromQuorum(new LockTakenError('r', causes('taken', 'taken', 'taken'), 1), 5, 3)).toBe(false);
+  });
+
+  it('after such an acquire it contests nothing (each tick fails as unavailable) until a probe, at most every QUORUM_PROBE_INTERVAL_MS, finds a quorum', async () => {
+    const tick = (id: string) => ({ schedule: { id, overlap: 'skip', leaseTtlMs: 3000, paused: false }, tickMs: 1000, dueMs: 1000, nextDueMs: 2000, jobId: `${id}@1000`, startDeadlineMs: 60_000, retentionMs: 120_000 }) as unknown as Tick;
+    let nowMs = 0;
+    let quorumBack = false;
+    const acquired: string[] = [];
+    const probes: number[] = [];
+    const leases: LeaseGrants & LockQuorum = {
+      nodes: [0, 1, 2, 3, 4],
+      quorum: 3,
+      settings: { clock: systemClock },
+      acquireBatch: async (requests) => requests.map((request) => (acquired.push(request.resource), { resource: request.resource, ok: false, error: new QuorumUnavailableError(request.resource, 'acquire', silent, 3) })),
+      releaseBatch: async () => [],
+      probe: async (overrides) => (probes.push(overrides?.nodeTimeoutMs ?? 0), { quorum: quorumBack, unreachable: new Map() }),
+    };
+    const contest = new TickContest({ leases, store: { paused: async () => new Map() }, logger: pino({ level: 'silent' }), now: () => nowMs });
+    await contest.contest([tick('t/a')]);
+    const [gated] = await contest.contest([tick('t/b')], true);
+    expect(acquired).toEqual(['run:t/a']);
+    expect(probes).toEqual([]);
+    expect(gated?.result.ok === false && contestLoss(gated.result.error)).toBe('unavailable');
+    nowMs = QUORUM_PROBE_INTERVAL_MS;
+    await contest.contest([tick('t/c')]);
+    expect([acquired, probes]).toEqual([['run:t/a'], [301]]);
+    quorumBack = true;
+    nowMs = 2 * QUORUM_PROBE_INTERVAL_MS;
+    await contest.contest([tick('t/d')]);
+    expect([acquired, probes]).toEqual([['run:t/a', 'run:t/d'], [301, 301]]);
   });
 });
 

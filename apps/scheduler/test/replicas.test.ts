@@ -46,8 +46,9 @@ describe('replicated schedulers', () => {
 
   const queueUrl = () => queueRedis.urls[0] ?? '';
 
-  function startReplica(name: string, schedules: Schedule[], clock: Clock = systemClock, lockClock: Clock = clock, extra: { contestLeadMs?: number } = {}): Replica {
-    const redlock = new Redlock(locks.urls, { clock: lockClock, nodeTimeoutMs: 250 });
+  function startReplica(name: string, schedules: Schedule[], clock: Clock = systemClock, lockClock: Clock = clock, extra: { contestLeadMs?: number; lockUrls?: string[] } = {}): Replica {
+    const { lockUrls = locks.urls, ...options } = extra;
+    const redlock = new Redlock(lockUrls, { clock: lockClock, nodeTimeoutMs: 250 });
     const queue = new Redis(queueUrl(), { maxRetriesPerRequest: null });
     const scheduler = new Scheduler({
       replicaId: name,
@@ -57,7 +58,7 @@ describe('replicated schedulers', () => {
       logger: pino({ level: process.env['TEST_LOG'] ?? 'silent' }),
       onOutcome: (event) => outcomes.push({ ...event, replica: name }),
       onObservation: (observation, scheduleId, tickMs) => observations.push({ replica: name, observation, scheduleId, tickMs }),
-      ...extra,
+      ...options,
     });
     scheduler.setSchedules(schedules);
     scheduler.start();
@@ -378,6 +379,30 @@ describe('replicated schedulers', () => {
       await stopReplica(replica);
     }
     expect(records(schedule.id, tick, tick + 1).get(tick)).toEqual(['recovered']);
+  });
+
+  it('two replicas cut from different lock majorities, a third healthy: they stop contesting (no split claims), and every tick is published once by the healthy one', async () => {
+    const schedules = [everySecond('team-x/allow', { leaseTtlMs: 3000 }), scheduleFixture({ id: 'team-x/cancel', cron: '*/2 * * * * *', overlap: 'cancel-previous', leaseTtlMs: 3000 })];
+    const [cutA, cutB] = await Promise.all([locks.link('cut-a'), locks.link('cut-b')]);
+    cutA.partition([0, 1, 2]);
+    cutB.partition([2, 3, 4]);
+    const healthy = startReplica('x-healthy', schedules);
+    const from = nextSecond(1000);
+    const cut = [startReplica('x-cut-a', schedules, systemClock, systemClock, { lockUrls: cutA.urls }), startReplica('x-cut-b', schedules, systemClock, systemClock, { lockUrls: cutB.urls })];
+    try {
+      await sleep(9000);
+    } finally {
+      await Promise.all([healthy, ...cut].map(stopReplica));
+      cutA.heal();
+      cutB.heal();
+    }
+    const to = Date.now() - 3000;
+    for (const schedule of schedules) {
+      const step = schedule.overlap === 'cancel-previous' ? 2000 : 1000;
+      for (let tick = Math.ceil(from / step) * step; tick < to; tick += step) {
+        expect(publishers(schedule.id, tick), `${schedule.id} @ ${tick}`).toEqual(['x-healthy']);
+      }
+    }
   });
 
   it('a contest won late (this replica\'s links slow) for a tick another replica already recorded skipped: the skip stands, nothing is enqueued, the lease is released', async () => {
