@@ -22,6 +22,16 @@ export interface ActivePeer {
  * dead worker's job awaiting BullMQ's stalled check; it must not hold up every later tick until
  * then, which a bound from each run's own enqueue would do when ticks come faster than a TTL.
  */
+/**
+ * The peers a run may mark revoked by its own enqueue (see `revokedByMs`): started runs of
+ * earlier ticks not marked yet. Never a later tick's: its lease was granted after an earlier
+ * tick's enqueue (a late re-run of tick 52 that found tick 54's run marked it revoked before 54
+ * was even enqueued, and tick 56's run then started beside 54's: an overlap in a chaos run).
+ */
+export function peersToMarkRevoked(self: { tickMs: number }, peers: readonly ActivePeer[]): ActivePeer[] {
+  return peers.filter((peer) => peer.started && peer.revokedByMs === undefined && peer.tickMs < self.tickMs);
+}
+
 export function predecessorsWaitUntil(self: { enqueuedAtMs: number; ttlMs: number }, peers: readonly ActivePeer[], slackMs: number): number | undefined {
   let until: number | undefined;
   for (const peer of peers) {

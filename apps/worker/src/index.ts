@@ -1,4 +1,4 @@
-export { predecessorsWaitUntil, type ActivePeer } from './cancel-previous.ts';
+export { peersToMarkRevoked, predecessorsWaitUntil, type ActivePeer } from './cancel-previous.ts';
 export { CommandGuard, GUARD_READY_TIMEOUT_MS, GUARD_RESPAWN_DELAY_MS, hostMonotonicMs, type CommandGuardOptions } from './command-guard.ts';
 export { deferralsOf, handlerStarted, lostFinish, markDeferred, markFinished, markHandlerStarted, type DeferralMarks, type FinishedMark, type HandlerStartedMark, type LastDeferral, type RunProgress } from './run-progress.ts';
 export { LEASE_KILL_MARGIN_MS, runCommand, type CommandHandlerConfig, type CommandRunOptions } from './handlers/command.ts';

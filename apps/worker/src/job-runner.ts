@@ -8,7 +8,7 @@ import { deferralsOf, handlerStarted, lostFinish, markDeferred, markFinished, ma
 import { LEASE_ENDING_BEFORE_START, runHandler } from './handlers/index.ts';
 import type { OutputLimits } from './handlers/output.ts';
 import { HandlerError, type LeaseValidity, type RunDetails } from './handlers/types.ts';
-import { predecessorsWaitUntil, type ActivePeer } from './cancel-previous.ts';
+import { peersToMarkRevoked, predecessorsWaitUntil, type ActivePeer } from './cancel-previous.ts';
 import { leaseNodeTimeoutMs, pause, TAKEOVER_RETRY_MS, takeOverLease } from './lease-takeover.ts';
 import { LeaseValidityTracker } from './lease-validity-tracker.ts';
 import type { RunOutcome, WorkerMetrics } from './metrics.ts';
@@ -516,7 +516,7 @@ export class JobRunner {
           untilMs = predecessorsWaitUntil(self, peers, TAKEOVER_SLACK_MS);
           const startedPeers = peers.filter((peer) => peer.started);
           started = startedPeers.map((peer) => peer.jobId);
-          for (const peer of startedPeers) if (peer.revokedByMs === undefined) await this.#options.notePeerRevoked?.(job, peer.jobId, self.enqueuedAtMs);
+          for (const peer of peersToMarkRevoked(data, peers)) await this.#options.notePeerRevoked?.(job, peer.jobId, self.enqueuedAtMs);
         } catch (error) {
           if (!readFailed) log.warn({ err: error }, 'cannot read the queue\'s active jobs: waiting for the previous run\'s lease to be surely over');
           readFailed = true;
