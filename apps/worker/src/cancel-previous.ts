@@ -24,9 +24,8 @@ export interface ActivePeer {
  */
 /**
  * The peers a run may mark revoked by its own enqueue (see `revokedByMs`): started runs of
- * earlier ticks not marked yet. Never a later tick's: its lease was granted after an earlier
- * tick's enqueue (a late re-run of tick 52 that found tick 54's run marked it revoked before 54
- * was even enqueued, and tick 56's run then started beside 54's: an overlap in a chaos run).
+ * earlier ticks not marked yet. Never a later tick's: its lease was granted after this run's
+ * enqueue, so the mark would let its successor start while it still runs.
  */
 export function peersToMarkRevoked(self: { tickMs: number }, peers: readonly ActivePeer[]): ActivePeer[] {
   return peers.filter((peer) => peer.started && peer.revokedByMs === undefined && peer.tickMs < self.tickMs);
