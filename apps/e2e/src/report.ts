@@ -387,7 +387,7 @@ export function outageOf(tickMs: number, outages: readonly OutageWindow[]): Outa
  * BullMQ's stall check; with `attempts: 1` nothing else numbers an attempt 2) or it started on the
  * paused worker once it was continued (it took the job before the pause).
  */
-export function heldByWorkerFault(tickMs: number, startMs: number, firstRun: { worker: string; attempt: number } | undefined, faults: readonly WorkerFaultWindow[]): WorkerFaultWindow | undefined {
+function heldByWorkerFault(tickMs: number, startMs: number, firstRun: { worker: string; attempt: number } | undefined, faults: readonly WorkerFaultWindow[]): WorkerFaultWindow | undefined {
   if (firstRun === undefined) return undefined;
   const onPausedWorker = (fault: WorkerFaultWindow): boolean => fault.kind === 'pause' && fault.worker === firstRun.worker && startMs >= fault.toMs - EVIDENCE_SLACK_MS;
   return faults.find((fault) => fault.fromMs >= tickMs - EVIDENCE_SLACK_MS && fault.fromMs <= startMs && (firstRun.attempt > 1 || onPausedWorker(fault)));
@@ -398,7 +398,7 @@ export function heldByWorkerFault(tickMs: number, startMs: number, firstRun: { w
  * every worker killed or paused meanwhile a lease TTL and a period more (a run dead or stopped
  * with its worker holds the lease its successor waits for, and that successor may be superseded).
  */
-export function supersededBy(tickMs: number, periodMs: number, leaseTtlMs: number, faults: readonly WorkerFaultWindow[]): number {
+function supersededBy(tickMs: number, periodMs: number, leaseTtlMs: number, faults: readonly WorkerFaultWindow[]): number {
   let byMs = tickMs + 2 * periodMs + leaseTtlMs + EVIDENCE_SLACK_MS;
   const counted = new Set<WorkerFaultWindow>();
   for (let more = true; more; ) {

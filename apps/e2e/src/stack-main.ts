@@ -5,7 +5,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server } from 'node:http';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { containerRuntimeAvailable, makeTestCertificates, type RedisDriver } from '@tickwarden/testkit';
+import { containerRuntimeAvailable, makeTestCertificates, type RedisDriver, type TestCertificates } from '@tickwarden/testkit';
 import { Cluster, type AppProcess } from './cluster.ts';
 import { prettyLine } from './pretty.ts';
 
@@ -92,7 +92,7 @@ async function main(): Promise<number> {
     process.stderr.write('--tls needs redis-server on PATH (the container driver has no TLS option)\n');
     return 2;
   }
-  let tls: ReturnType<typeof makeTestCertificates> | undefined;
+  let tls: TestCertificates | undefined;
   if (withTls) {
     mkdirSync(TLS_DIR, { recursive: true });
     tls = makeTestCertificates(TLS_DIR);

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { freePort, makeTestCertificates, ManagedProcess, waitUntil } from '@tickwarden/testkit';
+import { freePort, makeTestCertificates, ManagedProcess, waitUntil, type TestCertificates } from '@tickwarden/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Cluster } from '../src/index.ts';
 
@@ -28,7 +28,7 @@ schedules:
 describe('TLS end to end: rediss:// with a private CA and a client certificate', () => {
   const dir = mkdtempSync(path.join(tmpdir(), 'tickwarden-tls-'));
   const processes: ManagedProcess[] = [];
-  let tls: ReturnType<typeof makeTestCertificates>;
+  let tls: TestCertificates;
   let ports: number[] = [];
   const configDir = path.join(dir, 'config');
   const urls = (): { locks: string; queue: string } => ({ locks: ports.slice(1).map((port) => `rediss://127.0.0.1:${port}`).join(','), queue: `rediss://127.0.0.1:${ports[0]}` });

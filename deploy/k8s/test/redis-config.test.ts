@@ -2,7 +2,7 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { freePort, makeTestCertificates, ManagedProcess, ping, waitUntil } from '@tickwarden/testkit';
+import { freePort, makeTestCertificates, ManagedProcess, ping, waitUntil, type TestCertificates } from '@tickwarden/testkit';
 import { afterEach, describe, expect, it } from 'vitest';
 import { expandReferences, resolveEnv } from './support/env.ts';
 import { component, mainContainer } from './support/objects.ts';
@@ -36,7 +36,7 @@ describe('the Redis pods\' command lines, run by redis-server', () => {
   });
 
   /** Starts a Redis pod's command line; with `tls`, its TLS files are those certificates (and its TLS port is the free one). */
-  async function startAsRendered(componentName: string, objects = prod, tls?: ReturnType<typeof makeTestCertificates>): Promise<{ port: number; probePassword: string; aclFile: string; dir: string; argv: string[] }> {
+  async function startAsRendered(componentName: string, objects = prod, tls?: TestCertificates): Promise<{ port: number; probePassword: string; aclFile: string; dir: string; argv: string[] }> {
     const [workload] = component(objects, componentName);
     if (!workload) throw new Error(`no ${componentName} in the render`);
     const container = mainContainer(workload);
@@ -48,7 +48,7 @@ describe('the Redis pods\' command lines, run by redis-server', () => {
     const rendered = spawnSync('bash', [RENDER, template], { encoding: 'utf8', env: { ...process.env, ...Object.fromEntries(Object.entries(PASSWORDS).map(([role, value]) => [`TICKWARDEN_ACL_${role.toUpperCase()}`, value])) } });
     const aclFile = argv[argv.indexOf('--aclfile') + 1] ?? '';
     writeFileSync(path.join(dir, 'users.acl'), `${rendered.stdout}user ${ADMIN.user} on >${ADMIN.password} ~* &* +@all\n`);
-    const rendered_ = [...argv];
+    const asRendered = [...argv];
     if (tls) {
       const files: Record<string, string> = { 'server.crt': tls.server.cert, 'server.key': tls.server.key, 'ca.crt': tls.ca };
       for (const [index, arg] of argv.entries()) if (arg.startsWith(`${REDIS_TLS_DIR}/`)) argv[index] = files[arg.slice(REDIS_TLS_DIR.length + 1)] ?? arg;
@@ -61,7 +61,7 @@ describe('the Redis pods\' command lines, run by redis-server', () => {
     started.push({ server, dir });
     const tlsArgs = tls ? ['--tls', '--cacert', tls.ca, '--cert', tls.client.cert, '--key', tls.client.key] : [];
     await waitUntil(() => spawnSync('redis-cli', [...tlsArgs, '-p', String(port), 'PING'], { encoding: 'utf8' }).stdout.includes('NOAUTH') || (!tls && ping(port)), `${componentName} redis-server on port ${port}`);
-    return { port, probePassword: env['REDISCLI_AUTH'] ?? '', aclFile, dir, argv: rendered_ };
+    return { port, probePassword: env['REDISCLI_AUTH'] ?? '', aclFile, dir, argv: asRendered };
   }
 
   const cli = (port: number, user: string | undefined, password: string | undefined, ...command: string[]): string =>
