@@ -151,7 +151,12 @@ export class TickContest {
     if (ticks.length > 0 && this.#cutOff) await this.#probe(ticks);
     const cutOff = this.#cutOff;
     // Cut from a quorum: no claim is left on the nodes this replica reaches; its ticks fail as unavailable (others decide them).
-    if (cutOff) return ticks.map((tick) => ({ tick, result: { resource: leaseResource(tick.schedule.id, tick.schedule.overlap, tick.tickMs), ok: false, error: new QuorumUnavailableError(leaseResource(tick.schedule.id, tick.schedule.overlap, tick.tickMs), 'acquire', cutOff.unreachable, this.#options.leases.quorum) } }));
+    if (cutOff) {
+      return ticks.map((tick) => {
+        const resource = leaseResource(tick.schedule.id, tick.schedule.overlap, tick.tickMs);
+        return { tick, result: { resource, ok: false, error: new QuorumUnavailableError(resource, 'acquire', cutOff.unreachable, this.#options.leases.quorum) } };
+      });
+    }
     const results = await this.#acquire(ticks.map((tick) => ({ tick, value: undefined })));
     this.#noteCutOff(results);
     if (!takeOver) return results;

@@ -84,7 +84,7 @@ describe('worker: overlap cancel-previous with a real worker', () => {
     expect(ledger[2]?.ended).toBe(true);
     expect(ledger[0]?.fence).toBeGreaterThan(ticks[0]?.lease.fence as number);
     // Successors logged their wait for the revoked run (one may find it gone already: its watchdog
-    // can abort it between the revocation and the successor's look, as a loaded run showed).
+    // can abort it between the revocation and the successor's look).
     const waits = worker.records.filter((r) => r['msg'] === 'waiting for the schedule\'s other runs to stop (cancel-previous)').map((r) => r['jobId']);
     expect(waits.length).toBeGreaterThan(0);
     expect(waits.every((id) => id === ticks[1]?.jobId || id === ticks[2]?.jobId)).toBe(true);
