@@ -71,7 +71,7 @@ export function ledgerTeamFile(team: string, specs: readonly LedgerScheduleSpec[
 /** A schedule of a ledger team, as the report expects it. */
 export function expectedLedgerSchedule(team: string, spec: LedgerScheduleSpec): ExpectedSchedule {
   const leaseTtlMs = spec.leaseTtl === undefined ? 30_000 : parseSeconds(spec.leaseTtl);
-  return { id: `${team}/${spec.name}`, cron: spec.cron, overlap: spec.overlap ?? 'skip', leaseTtlMs };
+  return { id: `${team}/${spec.name}`, cron: spec.cron, overlap: spec.overlap ?? 'skip', leaseTtlMs, attempts: spec.attempts ?? 1 };
 }
 
 /** `3s`, `2000ms`, `1.5s` -> ms (the few forms these suites write). */

@@ -30,6 +30,8 @@ export interface ExpectedSchedule {
   cron: string;
   overlap: OverlapPolicy;
   leaseTtlMs: number;
+  /** How often one tick's handler may start: the schedule's `attempts` (default 1). */
+  attempts?: number;
 }
 
 /** One log record of a process (pino JSON), as `Cluster.records` gives it. */
@@ -94,7 +96,7 @@ export interface TickReport {
   expected: number;
   enqueued: number;
   run: number;
-  /** Ticks enqueued by more than one winner, or started or completed more than once by one attempt number (the lists below, without repeats). */
+  /** Ticks enqueued by more than one winner, started or completed more than once by one attempt number, or started more often than their attempts (the lists below, without repeats). */
   duplicates: string[];
   /** Ticks more than one replica logged as `enqueued` or `recovered`. */
   duplicateEnqueues: string[];
@@ -102,8 +104,10 @@ export interface TickReport {
   duplicateCompletions: string[];
   /** Ticks started more than once by the same attempt number (two jobs for one tick, even if one was killed). */
   duplicateStarts: string[];
-  /** Ticks completed again by a later attempt of their one job (a completion lost with a killed worker): reported, allowed. */
+  /** Ticks completed again by a later attempt of their one job (an end lost with its worker, retried as `worker-lost`): allowed within the schedule's attempts. */
   rerunsAfterCompletion: string[];
+  /** Ticks whose handler started more often than their schedule's `attempts`: a run repeated behind the schedule's back. */
+  startedTooOften: string[];
   overlaps: Overlap[];
   fenceRegressions: FenceRegression[];
   /** `skip` ticks not run because another run of the schedule held its lease when the skip was decided (recorded `skipped-overlap`): by design. */
@@ -348,7 +352,11 @@ export function buildReport(input: ReportInput): TickReport {
   }
 
   const enqueueCounts = [...byTick].filter(([, entry]) => entry.enqueues > 1).map(([key]) => key);
-  const duplicates = [...new Set([...enqueueCounts, ...ledger.duplicateStarts, ...ledger.duplicateCompletions])];
+  const attemptsOf = new Map(input.schedules.map((schedule) => [schedule.id, schedule.attempts ?? 1]));
+  const startsPerTick = new Map<string, number>();
+  for (const run of ledger.runs) startsPerTick.set(tickKey(run.schedule, run.tick), (startsPerTick.get(tickKey(run.schedule, run.tick)) ?? 0) + 1);
+  const startedTooOften = [...startsPerTick].filter(([key, starts]) => starts > (attemptsOf.get(splitTickKey(key).schedule) ?? 1)).map(([key]) => key);
+  const duplicates = [...new Set([...enqueueCounts, ...ledger.duplicateStarts, ...ledger.duplicateCompletions, ...startedTooOften])];
   const targetMs = Math.max(0, ...input.schedules.map((schedule) => schedule.leaseTtlMs)) + 1000;
   return {
     expected: expected.length,
@@ -359,6 +367,7 @@ export function buildReport(input: ReportInput): TickReport {
     duplicateCompletions: ledger.duplicateCompletions,
     duplicateStarts: ledger.duplicateStarts,
     rerunsAfterCompletion: ledger.rerunsAfterCompletion,
+    startedTooOften,
     overlaps: ledger.overlaps,
     fenceRegressions: ledger.fenceRegressions,
     skipped,
@@ -457,6 +466,7 @@ export function reportFailures(report: TickReport, rules: FailureRules = {}): st
   if (report.duplicateEnqueues.length > 0) failures.push(`enqueued twice: ${some(report.duplicateEnqueues)}`);
   if (report.duplicateStarts.length > 0) failures.push(`started twice by the same attempt: ${some(report.duplicateStarts)}`);
   if (report.duplicateCompletions.length > 0) failures.push(`completed twice: ${some(report.duplicateCompletions)}`);
+  if (report.startedTooOften.length > 0) failures.push(`started more often than the schedule's attempts: ${some(report.startedTooOften)}`);
   for (const overlap of report.overlaps.slice(0, 10)) failures.push(`overlap: ${overlap.resource} fence ${overlap.staleFence} wrote (ledger line ${overlap.line}) after fence ${overlap.newerFence} started`);
   for (const regression of report.fenceRegressions.slice(0, 10)) failures.push(`fence regression: ${regression.resource} fence ${regression.fence} started after ${regression.previousFence} (ledger line ${regression.line})`);
   if (report.malformed > 0) failures.push(`malformed ledger lines: ${report.malformed}`);
@@ -497,7 +507,8 @@ export function formatReport(report: TickReport): string[] {
     `skipped (overlap): ${report.skipped.length}`,
     `superseded (cancel-previous): ${report.superseded.length}`,
     `duplicates: ${report.duplicates.length}`,
-    `re-runs after a lost completion: ${report.rerunsAfterCompletion.length}`,
+    `started more often than attempts allow: ${report.startedTooOften.length}`,
+    `re-runs after a lost completion (within attempts): ${report.rerunsAfterCompletion.length}`,
     `overlaps: ${report.overlaps.length}`,
     `fence regressions: ${report.fenceRegressions.length}`,
     `missed: ${report.missed.length} (explained by an outage: ${outages}, unexplained: ${unexplained})`,

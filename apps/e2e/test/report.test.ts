@@ -275,10 +275,11 @@ describe('the run report', () => {
         lines.push(...run('t/a', s, s + 1, s + lagS, s + lagS + 0.1));
         records.push(outcome('t/a', s, 'enqueued'));
       }
-      // A retry of tick 10, later: the first start counts.
+      // A retry of tick 10 (attempts 2), later: the first start counts.
       lines.push(...run('t/a', 10, 500, 230, 230.1, 2));
+      const schedules = [{ ...EVERY_SECOND, attempts: 2 }];
       const outage: OutageWindow = { fromMs: at(69.5), toMs: at(69.8), reason: 'no-lock-majority' };
-      const result = report({ lines, records, toS: 199, outages: [outage] });
+      const result = report({ lines, records, schedules, toS: 199, outages: [outage] });
       expect(result.startLag).toMatchObject({ count: 198, p50Ms: 100, p99Ms: 100, maxMs: 3500, minMs: 100, targetMs: 3000 });
       expect(result.startLag.latest[0]).toEqual({ tick: `t/a ${iso(40)}`, lagMs: 3500 });
       expect(formatReport(result)).toContain('start lag: p50 100 ms, p99 100 ms, max 3500 ms, min 100 ms (198 runs due outside outages; p99 target 3000 ms)');
@@ -287,7 +288,7 @@ describe('the run report', () => {
 
       // Two more late runs: 3 of 200 are late, so p99 is.
       const late = [...lines, ...run('t/a', 200, 700, 204, 204.1), ...run('t/a', 201, 701, 204.8, 205)];
-      const slow = report({ lines: late, records: [...records, outcome('t/a', 200, 'enqueued'), outcome('t/a', 201, 'enqueued')], toS: 201, outages: [outage] });
+      const slow = report({ lines: late, records: [...records, outcome('t/a', 200, 'enqueued'), outcome('t/a', 201, 'enqueued')], schedules, toS: 201, outages: [outage] });
       expect(slow.startLag).toMatchObject({ count: 200, p99Ms: 3500, maxMs: 4000 });
       expect(reportFailures(slow)).toEqual([`start lag p99 3500 ms is above 3000 ms (leaseTtl + 1 s); latest: t/a ${iso(200)} +4000 ms, t/a ${iso(201)} +3800 ms, t/a ${iso(40)} +3500 ms, t/a ${iso(0)} +100 ms, t/a ${iso(1)} +100 ms`]);
       expect(reportFailures(slow, { startLag: false })).toEqual([]);
@@ -349,6 +350,21 @@ describe('the run report', () => {
     expect(result.duplicates).toEqual([`t/a ${iso(0)}`]);
     expect(reportFailures(result)).toEqual([`enqueued twice: t/a ${iso(0)}`]);
     expect(formatReport(result)).toContain('duplicates: 1');
+  });
+
+  it('a tick whose handler started more often than its schedule\'s attempts is a duplicate, whatever the attempt numbers; within its attempts it is a re-run', () => {
+    // Attempt 1 ended (its end lost with its worker), attempt 2 ran it again.
+    const lines = [...run('t/a', 0, 1, 0.05, 0.2, 1), ...run('t/a', 0, 2, 3, 3.2, 2)];
+    const records = [outcome('t/a', 0, 'enqueued'), outcome('t/a', 0, 'worker-lost')];
+    const once = report({ lines, records, toS: 0 });
+    expect(once.startedTooOften).toEqual([`t/a ${iso(0)}`]);
+    expect(once.duplicates).toEqual([`t/a ${iso(0)}`]);
+    expect(reportFailures(once, { startLag: false })).toEqual([`started more often than the schedule's attempts: t/a ${iso(0)}`]);
+    expect(formatReport(once)).toContain('started more often than attempts allow: 1');
+    const twice = report({ lines, records, toS: 0, schedules: [{ ...EVERY_SECOND, attempts: 2 }] });
+    expect(twice.startedTooOften).toEqual([]);
+    expect(twice.rerunsAfterCompletion).toEqual([`t/a ${iso(0)}`]);
+    expect(reportFailures(twice, { startLag: false })).toEqual([]);
   });
 
   it('counts watchdog aborts by outcome and keeps their margins', () => {

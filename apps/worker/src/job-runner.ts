@@ -4,7 +4,7 @@ import { AcquireAbortedError, LeaseLostError, LockTakenError, QuorumUnavailableE
 import { DelayedError, UnrecoverableError, type Job } from 'bullmq';
 import type { Logger } from 'pino';
 import type { CommandGuard } from './command-guard.ts';
-import { deferralsOf, handlerStarted, lostFinish, markDeferred, markFinished, markHandlerStarted, unmarkHandlerStarted, type FinishedMark, type LastDeferral } from './run-progress.ts';
+import { deferralsOf, handlerStarted, lostAttemptsOf, lostFinish, lostStart, markDeferred, markFinished, markHandlerStarted, markWorkerLost, unmarkHandlerStarted, type FinishedMark, type HandlerStartedMark, type LastDeferral } from './run-progress.ts';
 import { LEASE_ENDING_BEFORE_START, runHandler } from './handlers/index.ts';
 import type { OutputLimits } from './handlers/output.ts';
 import { HandlerError, type LeaseValidity, type RunDetails } from './handlers/types.ts';
@@ -115,6 +115,8 @@ interface Attempt {
   jobId: string;
   /** Attempts ended or stalled before this one, plus one (deferrals not counted). */
   attempt: number;
+  /** The job's progress as this processor call found it (put back when a marked handler never started). */
+  progressAtBegin: Job['progress'];
   /**
    * No attempt of the job has ended or stalled yet (deferrals aside): the
    * scheduler's lease is ours to take over by value (or to release).
@@ -189,6 +191,8 @@ export class JobRunner {
     const run = this.#begin(job, token);
     const finished = lostFinish(job);
     if (finished) return this.#finishedEarlier(run, finished);
+    const lost = lostStart(job);
+    if (lost) return this.#workerLost(run, lost);
     const earlyMs = run.data.dueMs - this.#now();
     if (earlyMs > EARLY_TOLERANCE_MS) return this.#defer(run, `due in ${earlyMs} ms by this worker's clock`, {}, { delayMs: earlyMs, message: 'job ready before its due time (the clock of the scheduler that enqueued it is ahead): delayed until then (no attempt consumed)' });
     const lateMs = this.#lateMs(run);
@@ -221,9 +225,10 @@ export class JobRunner {
     const started = performance.now();
     const jobId = job.id ?? '(no id)';
     const { deferrals, lastDeferral } = deferralsOf(job);
-    // Ended and stalled processor calls count, deferred ones do not: the counters only grow, so no
-    // two calls that ran the handler share a number (deferral marks can be overwritten by a late writer).
-    const attempt = job.attemptsMade + job.stalledCounter + 1;
+    // Ended and stalled processor calls count, deferred ones do not; a worker-lost attempt once, not as
+    // its stall and its recorded failure. A late writer can only erase lostAttempts, which raises the
+    // number: no two calls that ran the handler share one.
+    const attempt = job.attemptsMade + job.stalledCounter - lostAttemptsOf(job) + 1;
     let data: TickJobData;
     try {
       data = parseTickJob(job.data);
@@ -231,11 +236,14 @@ export class JobRunner {
       this.#record('failed', undefined, job, this.#options.logger.child({ jobId, attempt }), started, { err: error }, 'invalid tick job data: not retried');
       throw new UnrecoverableError(`invalid tick job data: ${(error as Error).message}`);
     }
-    const tick = new Date(data.tickMs).toISOString();
-    const log = this.#options.logger.child({ schedule: data.schedule, tick, jobId, attempt });
+    const log = this.#runLog(data, jobId, attempt);
     // Deferrals leave attemptsMade as it was (BullMQ's moveToDelayed skips the attempt); a stall counts.
     const firstStart = job.attemptsMade === 0 && job.stalledCounter === 0;
-    return { job, token, data, jobId, attempt, firstStart, deferrals, lastDeferral, log, started };
+    return { job, token, data, jobId, attempt, progressAtBegin: job.progress, firstStart, deferrals, lastDeferral, log, started };
+  }
+
+  #runLog(data: TickJobData, jobId: string, attempt: number): Logger {
+    return this.#options.logger.child({ schedule: data.schedule, tick: new Date(data.tickMs).toISOString(), jobId, attempt });
   }
 
   /**
@@ -251,6 +259,24 @@ export class JobRunner {
     }
     this.#record('finished-earlier', run.data, run.job, run.log, run.started, fields, 'an earlier attempt succeeded but BullMQ lost its completion: completed, not run again');
     return { outcome: 'succeeded', fence: finished.fence, details: finished.details ?? {} };
+  }
+
+  /**
+   * A re-run after the worker of an attempt whose handler started died or paused past the job lock
+   * before anyone recorded its end: the handler may have finished, or have done half its work, so
+   * it is not run again by this call. The lost attempt fails as `worker-lost` (retried, under a
+   * fresh lease once the old one lapsed, only if attempts remain): `attempts` bounds how often a
+   * tick's handler starts.
+   */
+  async #workerLost(run: Attempt, lost: HandlerStartedMark): Promise<never> {
+    const fields = { fence: lost.fence };
+    try {
+      await markWorkerLost(run.job);
+    } catch (error) {
+      run.log.warn({ err: error }, 'could not count the worker-lost attempt in its job: later attempts are numbered one higher');
+    }
+    this.#record('worker-lost', run.data, run.job, this.#runLog(run.data, run.jobId, lost.attempt), run.started, fields, 'the worker of a started run died or paused past its job lock, and the run\'s end is unknown: failed, not run again (retried if attempts remain)');
+    throw new Error(`worker lost: attempt ${lost.attempt} (fence ${lost.fence}) started its handler and its worker stopped before recording the end`);
   }
 
   /**
@@ -324,10 +350,10 @@ export class JobRunner {
    * has passed: then the tick is missed (recorded with `reason`) and the job
    * completes. Throws BullMQ's DelayedError once the job is back.
    */
-  async #defer(run: Attempt, reason: string, fields: Record<string, unknown> = {}, how: { delayMs?: number; message?: string; unstartedFence?: number } = {}): Promise<RunResult> {
+  async #defer(run: Attempt, reason: string, fields: Record<string, unknown> = {}, how: { delayMs?: number; message?: string; unstarted?: boolean } = {}): Promise<RunResult> {
     const { data, job, log, started } = run;
     // This attempt marked the handler started, but it never did: the start deadline still holds, and the mark goes.
-    if (how.unstartedFence !== undefined) unmarkHandlerStarted(job, how.unstartedFence);
+    if (how.unstarted) unmarkHandlerStarted(job, run.progressAtBegin);
     const now = this.#now();
     const deadlineMs = this.#deadlineMs(run);
     if (deadlineMs !== undefined && now >= deadlineMs) return this.#missDeadline(run, now - data.dueMs, reason);
@@ -428,11 +454,11 @@ export class JobRunner {
       const aborted = controller.signal.reason as RunAbortedError;
       // Stopped before its handler started (a shutdown, or a lease lost while waiting for predecessors or while this worker
       // was paused): nothing ran, the lease is released; the job goes back.
-      if (!state.handlerStarted && !revoked(aborted) && (aborted.kind === 'shutdown' || aborted.kind === 'lease-lost')) return this.#defer(run, `${aborted.message} (before the handler started)`, {}, { unstartedFence: lease.fence });
+      if (!state.handlerStarted && !revoked(aborted) && (aborted.kind === 'shutdown' || aborted.kind === 'lease-lost')) return this.#defer(run, `${aborted.message} (before the handler started)`, {}, { unstarted: true });
       throw this.#abortFailure(run, log, aborted);
     }
     // A program not started because its lease could lapse first (this worker was paused): nothing ran either.
-    if (!state.handlerStarted && failure instanceof HandlerError && failure.details['code'] === LEASE_ENDING_BEFORE_START) return this.#defer(run, `${failure.message} (before the handler started)`, {}, { unstartedFence: lease.fence });
+    if (!state.handlerStarted && failure instanceof HandlerError && failure.details['code'] === LEASE_ENDING_BEFORE_START) return this.#defer(run, `${failure.message} (before the handler started)`, {}, { unstarted: true });
     if (failure !== undefined) throw this.#handlerFailure(run, log, failure);
     this.#record('succeeded', run.data, run.job, log, run.started, { ...details }, 'run succeeded');
     return { outcome: 'succeeded', fence: lease.fence, details: details ?? {} };
@@ -598,7 +624,7 @@ export class JobRunner {
     this.#options.onOutcome?.(outcome, data, job);
     const record = { ...fields, outcome, durationMs };
     if (outcome === 'succeeded' || outcome === 'skipped-overlap' || outcome === 'superseded') log.info(record, message);
-    else if (outcome === 'failed' || outcome === 'aborted-lease-lost') log.error(record, message);
+    else if (outcome === 'failed' || outcome === 'aborted-lease-lost' || outcome === 'worker-lost') log.error(record, message);
     else log.warn(record, message);
   }
 }

@@ -14,6 +14,7 @@ export const RUN_OUTCOMES = [
   'deferred',
   'superseded',
   'finished-earlier',
+  'worker-lost',
 ] as const;
 export type RunOutcome = (typeof RUN_OUTCOMES)[number];
 

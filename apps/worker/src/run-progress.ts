@@ -9,9 +9,10 @@ import type { RunDetails } from './handlers/types.ts';
  */
 export interface HandlerStartedMark {
   handlerStarted: true;
-  /** The attempt whose handler started first. */
+  /** The latest attempt whose handler started, its fence, and BullMQ's `attemptsMade` when it began: a later processor call that finds the same count is a re-run after that attempt's end was lost. */
   attempt: number;
   fence: number;
+  attemptsMade: number;
 }
 
 /** The last time a worker put the job back because it could not take the lease. */
@@ -53,29 +54,26 @@ export interface FinishedMark {
   error?: string;
 }
 
-/** The job's progress as the worker writes it: the deferrals, then the handler mark once a handler started, then the finished mark. */
-export type RunProgress = Partial<DeferralMarks> & Partial<HandlerStartedMark> & { finished?: FinishedMark };
+/**
+ * The job's progress as the worker writes it: the deferrals, then the handler mark once a handler
+ * started, then the finished mark; `lostAttempts` counts the attempts recorded `worker-lost` (each
+ * counted by BullMQ twice: as a stall, then as the failure that records it).
+ */
+export type RunProgress = Partial<DeferralMarks> & Partial<HandlerStartedMark> & { finished?: FinishedMark; lostAttempts?: number };
 
 function progressObject(job: Pick<Job, 'progress'>): RunProgress {
   const { progress } = job;
   return typeof progress === 'object' && progress !== null && !Array.isArray(progress) ? (progress as RunProgress) : {};
 }
 
-/** The deferral fields of the job's progress, only when it was deferred (so an undeferred job's progress stays the bare mark). */
-function deferralFields(job: Pick<Job, 'progress'>): Partial<DeferralMarks> {
-  const { deferrals, lastDeferral } = progressObject(job);
-  return typeof deferrals === 'number' && deferrals > 0 ? { deferrals, ...(lastDeferral ? { lastDeferral } : {}) } : {};
-}
-
-/** Sets the mark, unless an earlier attempt did: it must be written before the handler starts. Keeps the deferral fields. */
+/** Sets the mark for this attempt, before its handler starts (the other marks kept). */
 export async function markHandlerStarted(job: Job, attempt: number, fence: number): Promise<void> {
-  if (handlerStarted(job)) return;
-  await job.updateProgress({ ...deferralFields(job), handlerStarted: true, attempt, fence } satisfies RunProgress);
+  await job.updateProgress({ ...progressObject(job), handlerStarted: true, attempt, fence, attemptsMade: job.attemptsMade } satisfies RunProgress);
 }
 
-/** Drops, from the job as read here, the handler mark this attempt wrote (its `fence`) when its handler never started after all; markDeferred then writes the progress without it. */
-export function unmarkHandlerStarted(job: Pick<Job, 'progress'>, fence: number): void {
-  if (progressObject(job).fence === fence) job.progress = deferralFields(job);
+/** Puts back, in the job as read here, the progress the attempt began with, when its handler never started after all; markDeferred then writes it. */
+export function unmarkHandlerStarted(job: Pick<Job, 'progress'>, progressAtBegin: Job['progress']): void {
+  job.progress = progressAtBegin;
 }
 
 /** Whether a handler started for this job in an earlier attempt (as read when this attempt began). */
@@ -92,6 +90,28 @@ export async function markFinished(job: Job, mark: FinishedMark): Promise<void> 
 export function lostFinish(job: Pick<Job, 'progress' | 'attemptsMade'>): FinishedMark | undefined {
   const { finished } = progressObject(job);
   return finished?.attemptsMade === job.attemptsMade ? finished : undefined;
+}
+
+/**
+ * The mark of an attempt whose handler started but whose end nobody recorded (neither BullMQ nor a
+ * finished mark): its worker died or paused past the job lock, and the job came back through
+ * BullMQ's stalled check. Undefined when the current processor call follows no such start.
+ */
+export function lostStart(job: Pick<Job, 'progress' | 'attemptsMade'>): HandlerStartedMark | undefined {
+  const progress = progressObject(job);
+  if (progress.handlerStarted !== true || progress.attemptsMade !== job.attemptsMade || lostFinish(job)) return undefined;
+  return progress as HandlerStartedMark;
+}
+
+/** Attempts recorded `worker-lost` so far. */
+export function lostAttemptsOf(job: Pick<Job, 'progress'>): number {
+  const { lostAttempts } = progressObject(job);
+  return typeof lostAttempts === 'number' && lostAttempts > 0 ? lostAttempts : 0;
+}
+
+/** Counts one more attempt recorded `worker-lost` (the other marks kept). */
+export async function markWorkerLost(job: Job): Promise<void> {
+  await job.updateProgress({ ...progressObject(job), lostAttempts: lostAttemptsOf(job) + 1 } satisfies RunProgress);
 }
 
 /** How often the job was deferred, and the last deferral (as read when this attempt began). */

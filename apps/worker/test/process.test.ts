@@ -243,9 +243,9 @@ describe('worker as an OS process', () => {
     expect(written).toEqual([]);
   });
 
-  it('a worker SIGKILLed mid-run: its guard kills the command at once; the job re-runs on another worker only after the lease expired, with a greater fence, never overlapping', async () => {
+  it('a worker SIGKILLed mid-run: its guard kills the command at once; the attempt is recorded worker-lost and (attempts 2) retried on another worker only after the lease expired, with a greater fence, never overlapping', async () => {
     const ttl = 3000;
-    const schedule = scheduleFixture('crash/job', recordedSleep('crash.txt', 3000), { queue: 'crash', leaseTtlMs: ttl });
+    const schedule = scheduleFixture('crash/job', recordedSleep('crash.txt', 3000), { queue: 'crash', leaseTtlMs: ttl, attempts: 2 });
     const workers = await Promise.all([startFixture('crash-a', schedule), startFixture('crash-b', schedule)]);
     const { jobId, lease } = await enqueueTick(scheduler, connection, schedule);
     await waitUntil(() => workers.some((w) => w.lines.some((line) => line.includes('"run started"'))), 'a run to start');
@@ -287,7 +287,8 @@ describe('worker as an OS process', () => {
     const lapsedAt = killedAt + ([...pttls].sort((a, b) => a - b)[2] as number);
     expect(Number(second[2])).toBeGreaterThanOrEqual(lapsedAt - 25);
     const rerun = survivor.records.find((r) => r['msg'] === 'run started');
-    expect(rerun).toMatchObject({ firstStart: false, worker: survivor.name });
+    expect(rerun).toMatchObject({ firstStart: false, worker: survivor.name, attempt: 2 });
+    expect(survivor.records.find((r) => r['outcome'] === 'worker-lost')).toMatchObject({ attempt: 1, fence: Number(first[1]) });
     // BullMQ handed the job over while the lease was still alive: the survivor waited for it.
     expect(job.processedOn).toBeLessThan(lapsedAt);
     expect((await survivor.stop()).code).toBe(0);

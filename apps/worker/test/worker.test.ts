@@ -236,6 +236,53 @@ describe('worker: jobs under the lease, against real Redis', () => {
     }
   });
 
+  it.each([
+    { attempts: 1, runs: 1, state: 'failed' },
+    { attempts: 2, runs: 2, state: 'completed' },
+  ] as const)('attempts $attempts: a worker that stopped while its handler ran (its end recorded nowhere) fails the attempt as worker-lost; the handler starts $runs time(s) in all', async ({ attempts, runs, state }) => {
+    const name = `worker-lost-${attempts}`;
+    const schedule = scheduleFixture(`team-a/${name}`, recording(`${name}.txt`, 'setTimeout(() => {}, 300)'), { queue: `q-${name}`, leaseTtlMs: 1000, attempts });
+    const guard = new CommandGuard({ logger: captureLogger().logger });
+    await guard.start();
+    const redlock = new Redlock(locks.urls);
+    redlocks.push(redlock);
+    const runner = new JobRunner({ redlock, logger: captureLogger().logger, guard, schedule: (id) => (id === schedule.id ? schedule : undefined) });
+    // The stopped worker: its queue connection goes once the handler started, so neither BullMQ nor the finished mark learns the end.
+    const stoppedConnection = new Redis(queueNodes.urls[0] as string, { maxRetriesPerRequest: null });
+    const stopped = new Worker(
+      queueName(`q-${name}`),
+      async (job, token, signal) => {
+        void runner.processJob(job, token, signal).catch(() => undefined);
+        await waitUntil(() => lines(`${name}.txt`).length === 1, 'the handler to start');
+        stoppedConnection.disconnect();
+        await new Promise(() => undefined);
+      },
+      { connection: stoppedConnection, lockDuration: lockDurationFor([schedule]), stalledInterval: DEFAULT_STALLED_INTERVAL_MS, maxStalledCount: MAX_STALLED_COUNT },
+    );
+    stopped.on('error', () => undefined);
+    try {
+      const { jobId } = await enqueueTick(scheduler, connection, schedule);
+      await waitUntil(() => stoppedConnection.status === 'end', 'the worker to stop');
+      const { records } = await startWorker([schedule]);
+      const job = await settledJob(connection, `q-${name}`, jobId);
+      expect(await job.getState()).toBe(state);
+      const ran = lines(`${name}.txt`).map((line) => line.split(' '));
+      expect(ran).toHaveLength(runs);
+      expect(ran.map(([, attempt]) => Number(attempt))).toEqual(attempts === 1 ? [1] : [1, 2]);
+      const [lost, ...rest] = outcomes(records, jobId);
+      expect(lost).toMatchObject({ outcome: 'worker-lost', attempt: 1, fence: Number(ran[0]?.[0]), level: 50 });
+      if (attempts === 1) {
+        expect(rest).toEqual([]);
+        expect(job.failedReason).toMatch(/^worker lost: attempt 1/);
+      } else {
+        expect(rest).toEqual([expect.objectContaining({ outcome: 'succeeded', attempt: 2 })]);
+      }
+    } finally {
+      await stopped.close(true).catch(() => undefined);
+      await guard.close();
+    }
+  });
+
   it('a job that stalls twice (two workers die holding it, before its handler started) comes back each time and runs once', async () => {
     const schedule = scheduleFixture('team-a/stalled-twice', recording('stalled-twice.txt', ''), { queue: 'q-stalled-twice', leaseTtlMs: 1000, startDeadlineMs: 60_000 });
     const { jobId } = await enqueueTick(scheduler, connection, schedule);
@@ -435,7 +482,7 @@ describe('worker: jobs under the lease, against real Redis', () => {
     const [ran, notRun] = await Promise.all([settledJob(connection, 'q-deadline', retried.jobId), settledJob(connection, 'q-deadline', dropped.jobId)]);
     expect(outcomes(records, retried.jobId).map((r) => r['outcome'])).toEqual(['failed', 'succeeded']);
     expect(ran.returnvalue).toMatchObject({ outcome: 'succeeded' });
-    expect(ran.progress).toMatchObject({ handlerStarted: true, attempt: 1 });
+    expect(ran.progress).toMatchObject({ handlerStarted: true, attempt: 2, attemptsMade: 1 });
     const ends = outcomes(records, dropped.jobId).map((r) => r['outcome']);
     expect(ends).toEqual([...ends.slice(0, -1).map(() => 'deferred'), 'missed-deadline']);
     expect(ends[0]).toBe('deferred');
@@ -552,7 +599,9 @@ describe('worker: jobs under the lease, against real Redis', () => {
       expect(lines('rerun.txt')).toHaveLength(before);
       expect(await leaseIsFree(resource)).toBe(false);
       // The earlier attempt's handler had started: the run started in time; this attempt continues it once that lease lapsed.
-      const continued = await r.processJob(laterStart(late(resource, previous.value, previous.fence), { handlerStarted: true, attempt: 1, fence: previous.fence }), undefined, undefined);
+      // A retry after attempt 1's handler failed (its end recorded: attemptsMade 1).
+      const retry = { ...laterStart(late(resource, previous.value, previous.fence), { handlerStarted: true, attempt: 1, fence: previous.fence, attemptsMade: 0 }), attemptsMade: 1, stalledCounter: 0 } as unknown as Job;
+      const continued = await r.processJob(retry, undefined, undefined);
       expect(continued.outcome).toBe('succeeded');
       expect(continued.fence).toBeGreaterThan(previous.fence);
       expect(lines('rerun.txt')).toHaveLength(before + 1);
