@@ -2,7 +2,7 @@
 import { hostname } from 'node:os';
 import { formatDuration, parseWorkerEnv, redactUrl } from '@tickwarden/config';
 import { Redlock } from '@tickwarden/redlock';
-import { loadRedisTls, lockNodesFor, runMain, startHttpServer, startLiveConfig, untilStopSignal } from '@tickwarden/runtime';
+import { loadRedisTls, lockNodesFor, runMain, startHttpServer, startLiveConfig, untilStopSignal, verifyServers } from '@tickwarden/runtime';
 import { pino } from 'pino';
 import { WorkerMetrics } from './metrics.ts';
 import { WorkerService } from './worker-service.ts';
@@ -24,6 +24,8 @@ async function main(): Promise<number> {
   const { configPath, lockNodes, lockQuorum, queueRedis, httpPort, logLevel, concurrency, queues, shutdownGraceMs: graceMs, stalledIntervalMs, secretsDir, httpDestinations } = env.value;
   const workerId = `${hostname()}-${process.pid}`;
   const logger = pino({ level: logLevel, base: { worker: workerId } });
+  // Two names of one server would count one vote twice, or share a queue's memory with the locks.
+  if (!(await verifyServers(env.value, tls.value, logger))) return 2;
   const metrics = new WorkerMetrics();
   let service: WorkerService | undefined;
   // Invalid at start: every error logged, not starting. Later, an invalid reload keeps the last good config.

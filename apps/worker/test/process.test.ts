@@ -174,6 +174,16 @@ describe('worker as an OS process', () => {
     const output = badConfig.lines.join('\n');
     expect(output).toContain('broken.yaml:4');
     expect(output).toContain('broken.yaml:5');
+
+    // A lock node reached through a proxy as the queue Redis: distinct URLs, one server (its run_id).
+    const oneServer = ManagedProcess.start({
+      name: 'one-server',
+      command: process.execPath,
+      args: ['--conditions=@tickwarden/source', MAIN],
+      env: { TICKWARDEN_CONFIG: configDir, TICKWARDEN_LOCK_NODES: locks.urls.join(','), TICKWARDEN_QUEUE_REDIS: (await locks.link('one-server')).urls[1] },
+    });
+    expect((await oneServer.exited).code).toBe(2);
+    expect(oneServer.records.find((r) => r['level'] === 50)?.['msg']).toMatch(/^TICKWARDEN_LOCK_NODES entry 2 \(.+\) and TICKWARDEN_QUEUE_REDIS \(.+\) are one Redis server/);
   });
 
   it('hot reload: an added schedule (a module handler, relative to its file) runs on a newly consumed queue; a bad reload is rejected and the last good config keeps running', async () => {

@@ -22,6 +22,8 @@ interface CommonEnv {
   lockNodes: string[];
   /** `TICKWARDEN_LOCK_QUORUM`; `undefined` means a majority of `lockNodes`. */
   lockQuorum: number | undefined;
+  /** `TICKWARDEN_LOCK_ALLOW_SINGLE=1`: one lock node is accepted (development; the process warns at start). */
+  lockAllowSingle: boolean;
   /** `TICKWARDEN_QUEUE_REDIS`: the BullMQ Redis. */
   queueRedis: string;
   /** `TICKWARDEN_HTTP_PORT` (health and metrics); 0 picks a free port. */
@@ -96,7 +98,7 @@ export function parseSchedulerEnv(env: Env): EnvResult<SchedulerEnv> {
       replicaId === '' ? 'is not set and os.hostname() is empty: set it to a name unique among the replicas' : `expected a name without spaces or control characters, got ${quote(replicaId)}`,
     );
   }
-  const contestLeadMs = reader.get('TICKWARDEN_CONTEST_LEAD') === undefined ? undefined : readDuration(reader, 'TICKWARDEN_CONTEST_LEAD', 0, 0);
+  const contestLeadMs = reader.get('TICKWARDEN_CONTEST_LEAD') === undefined ? undefined : readDuration(reader, 'TICKWARDEN_CONTEST_LEAD', 0, 0, ENV_DURATION_MAX_MS.TICKWARDEN_CONTEST_LEAD);
   return reader.result(() => ({ ...common(), replicaId, contestLeadMs }));
 }
 
@@ -106,30 +108,46 @@ export function parseWorkerEnv(env: Env): EnvResult<WorkerEnv> {
   const common = readCommon(reader, 8081);
   const concurrency = reader.integer('TICKWARDEN_WORKER_CONCURRENCY', 10, 1, Number.MAX_SAFE_INTEGER, 'an integer of at least 1');
   const queues = readQueues(reader);
-  const shutdownGraceMs = readDuration(reader, 'TICKWARDEN_SHUTDOWN_GRACE', 20_000, 0);
-  const stalledIntervalMs = readDuration(reader, 'TICKWARDEN_STALLED_INTERVAL', DEFAULT_STALLED_INTERVAL_MS, 1000);
+  const shutdownGraceMs = readDuration(reader, 'TICKWARDEN_SHUTDOWN_GRACE', 20_000, 0, ENV_DURATION_MAX_MS.TICKWARDEN_SHUTDOWN_GRACE);
+  const stalledIntervalMs = readDuration(reader, 'TICKWARDEN_STALLED_INTERVAL', DEFAULT_STALLED_INTERVAL_MS, 1000, ENV_DURATION_MAX_MS.TICKWARDEN_STALLED_INTERVAL);
   const secretsDir = reader.get('TICKWARDEN_SECRETS_DIR') ?? DEFAULT_SECRETS_DIR;
   if (!secretsDir.startsWith('/')) reader.fail('TICKWARDEN_SECRETS_DIR', `expected an absolute path, got ${quote(secretsDir)}`);
   return reader.result(() => ({ ...common(), concurrency, queues, shutdownGraceMs, stalledIntervalMs, secretsDir }));
 }
 
-/** A duration variable, ms: `fallbackMs` when unset; an error (and the fallback) when invalid or under `minMs`. */
-function readDuration(reader: EnvReader, name: string, fallbackMs: number, minMs: number): number {
+/**
+ * The longest value of each duration variable, ms: past these a setting breaks the model (a
+ * contest lead is capped at a third of each lease TTL anyway) or Node's timers (a delay past
+ * 2^31-1 ms fires at once).
+ */
+export const ENV_DURATION_MAX_MS = {
+  TICKWARDEN_CONTEST_LEAD: 3_600_000,
+  TICKWARDEN_SHUTDOWN_GRACE: 86_400_000,
+  TICKWARDEN_STALLED_INTERVAL: 600_000,
+} as const;
+
+/** A duration variable, ms: `fallbackMs` when unset; an error (and the fallback) when invalid or outside [`minMs`, `maxMs`]. */
+function readDuration(reader: EnvReader, name: string, fallbackMs: number, minMs: number, maxMs: number): number {
   const text = reader.get(name);
   if (text === undefined) return fallbackMs;
   const ms = parseDuration(text);
-  if (ms !== undefined && ms >= minMs) return ms;
-  reader.fail(name, `expected a duration${minMs > 0 ? ` of at least ${formatDuration(minMs)}` : ''} such as 20s or 1m30s, got ${quote(text)}`);
+  if (ms !== undefined && ms >= minMs && ms <= maxMs) return ms;
+  const range = minMs > 0 ? `from ${formatDuration(minMs)} to ${formatDuration(maxMs)}` : `of at most ${formatDuration(maxMs)}`;
+  reader.fail(name, `expected a duration ${range} such as 20s or 1m30s, got ${quote(text)}`);
   return fallbackMs;
 }
 
 function readCommon(reader: EnvReader, defaultPort: number): () => CommonEnv {
   const configPath = reader.required('TICKWARDEN_CONFIG', 'the path of a YAML file or of a directory of YAML files');
-  const { lockNodes, lockQuorum } = readLock(reader);
+  const { lockNodes, lockQuorum, lockAllowSingle } = readLock(reader);
   const queueRedisText = reader.required('TICKWARDEN_QUEUE_REDIS', 'a redis:// or rediss:// URL of the BullMQ Redis');
   if (queueRedisText !== undefined) {
     const problem = redisUrlProblem(queueRedisText);
     if (problem !== undefined) reader.fail('TICKWARDEN_QUEUE_REDIS', `${problem}, got ${quote(queueRedisText)}`);
+    else {
+      const lockEntry = lockNodes.findIndex((entry) => redisUrlProblem(entry) === undefined && serverKey(entry) === serverKey(queueRedisText));
+      if (lockEntry !== -1) reader.fail('TICKWARDEN_QUEUE_REDIS', `is the same Redis server as ${LOCK_NODES} entry ${lockEntry + 1}: the queue Redis must not be a lock node`);
+    }
   }
   const httpPort = reader.integer('TICKWARDEN_HTTP_PORT', defaultPort, 0, 65_535, 'a port number from 0 to 65535');
   const logLevelText = reader.get('LOG_LEVEL') ?? 'info';
@@ -139,7 +157,7 @@ function readCommon(reader: EnvReader, defaultPort: number): () => CommonEnv {
   for (const error of destinations.errors) reader.fail(error.variable, error.message);
   const redisTls = readRedisTls(reader);
   // only called when there is no error, so every value is set
-  return () => ({ configPath: configPath ?? '', lockNodes, lockQuorum, queueRedis: queueRedisText ?? '', httpPort, logLevel: logLevel ?? 'info', httpDestinations: destinations.value, redisTls });
+  return () => ({ configPath: configPath ?? '', lockNodes, lockQuorum, lockAllowSingle, queueRedis: queueRedisText ?? '', httpPort, logLevel: logLevel ?? 'info', httpDestinations: destinations.value, redisTls });
 }
 
 /** The TLS file variables: a client certificate and its key come together. The files are read at start (see `loadRedisTls` in @tickwarden/runtime). */
@@ -154,8 +172,9 @@ function readRedisTls(reader: EnvReader): RedisTlsFiles {
 
 const LOCK_NODES = 'TICKWARDEN_LOCK_NODES';
 const LOCK_QUORUM = 'TICKWARDEN_LOCK_QUORUM';
+const LOCK_ALLOW_SINGLE = 'TICKWARDEN_LOCK_ALLOW_SINGLE';
 
-function readLock(reader: EnvReader): { lockNodes: string[]; lockQuorum: number | undefined } {
+function readLock(reader: EnvReader): Pick<CommonEnv, 'lockNodes' | 'lockQuorum' | 'lockAllowSingle'> {
   const text = reader.required(LOCK_NODES, 'a comma-separated list of redis:// or rediss:// URLs of independent Redis masters, e.g. redis://lock-0:6379,redis://lock-1:6379,redis://lock-2:6379');
   const lockNodes = text === undefined ? [] : text.split(',').map((entry) => entry.trim());
   let nodesValid = text !== undefined;
@@ -167,8 +186,7 @@ function readLock(reader: EnvReader): { lockNodes: string[]; lockQuorum: number 
       nodesValid = false;
       continue;
     }
-    const url = new URL(entry);
-    const server = `${url.hostname.toLowerCase()}:${url.port === '' ? '6379' : url.port}`;
+    const server = serverKey(entry);
     const first = servers.get(server);
     if (first !== undefined) {
       reader.fail(LOCK_NODES, `entries ${first + 1} and ${index + 1} are the same Redis server (${server}): the lock masters must be independent`);
@@ -177,6 +195,10 @@ function readLock(reader: EnvReader): { lockNodes: string[]; lockQuorum: number 
   }
 
   const count = lockNodes.length;
+  const allowSingle = reader.get(LOCK_ALLOW_SINGLE) === '1';
+  if (nodesValid && count === 1 && !allowSingle) {
+    reader.fail(LOCK_NODES, `one lock node is a single point of failure and no quorum: use 3 or 5 independent Redis masters, or set ${LOCK_ALLOW_SINGLE}=1 to run on one anyway (development only)`);
+  }
   const quorumText = reader.get(LOCK_QUORUM);
   let lockQuorum: number | undefined;
   if (quorumText !== undefined) {
@@ -192,7 +214,17 @@ function readLock(reader: EnvReader): { lockNodes: string[]; lockQuorum: number 
       `${count} lock nodes is an even count: a majority is ${majority}, so it survives ${count - majority} failed node${count - majority === 1 ? '' : 's'}, no more than ${count - 1} nodes would; use an odd count, or set ${LOCK_QUORUM} explicitly (${majority} to ${count})`,
     );
   }
-  return { lockNodes, lockQuorum };
+  return { lockNodes, lockQuorum, lockAllowSingle: allowSingle };
+}
+
+/** Loopback host names and addresses, all one host: `localhost`, `127.x.y.z` and its short forms (`127.1`: a redis: URL keeps them as written), `::1`. */
+const LOOPBACK_HOST = /^(localhost|127(\.\d{1,3}){0,3}|\[::1\]|\[::ffff:7f[0-9a-f]{2}:[0-9a-f]{1,4}\])$/;
+
+/** The server a Redis URL names, for telling two entries apart by their text (the run_id check at start catches the rest). */
+function serverKey(text: string): string {
+  const url = new URL(text);
+  const host = url.hostname.toLowerCase();
+  return `${LOOPBACK_HOST.test(host) ? 'loopback' : host}:${url.port === '' ? '6379' : url.port}`;
 }
 
 function readQueues(reader: EnvReader): string[] | undefined {

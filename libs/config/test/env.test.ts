@@ -24,6 +24,7 @@ describe('parseSchedulerEnv', () => {
       configPath: '/etc/tickwarden',
       lockNodes: ['redis://lock-0:6379', 'redis://lock-1:6379', 'redis://lock-2:6379'],
       lockQuorum: undefined,
+      lockAllowSingle: false,
       queueRedis: 'redis://queue:6379/0',
       httpPort: 8080,
       logLevel: 'info',
@@ -120,11 +121,31 @@ describe('parseSchedulerEnv', () => {
 
   it('reads the contest lead as a duration', () => {
     expect(valueOf(parseSchedulerEnv({ ...base, TICKWARDEN_CONTEST_LEAD: '2.5s' })).contestLeadMs).toBe(2500);
-    expect(errorsOf(parseSchedulerEnv({ ...base, TICKWARDEN_CONTEST_LEAD: '5' }))).toEqual([{ variable: 'TICKWARDEN_CONTEST_LEAD', message: 'expected a duration such as 20s or 1m30s, got "5"' }]);
+    expect(errorsOf(parseSchedulerEnv({ ...base, TICKWARDEN_CONTEST_LEAD: '5' }))).toEqual([{ variable: 'TICKWARDEN_CONTEST_LEAD', message: 'expected a duration of at most 1h such as 20s or 1m30s, got "5"' }]);
+    expect(valueOf(parseSchedulerEnv({ ...base, TICKWARDEN_CONTEST_LEAD: '1h' })).contestLeadMs).toBe(3_600_000);
+    expect(errorsOf(parseSchedulerEnv({ ...base, TICKWARDEN_CONTEST_LEAD: '1000d' }))).toEqual([{ variable: 'TICKWARDEN_CONTEST_LEAD', message: 'expected a duration of at most 1h such as 20s or 1m30s, got "1000d"' }]);
   });
 
-  it('accepts a single lock node', () => {
-    expect(valueOf(parseSchedulerEnv({ ...base, TICKWARDEN_LOCK_NODES: 'redis://localhost:6379' })).lockNodes).toEqual(['redis://localhost:6379']);
+  it('refuses a single lock node unless TICKWARDEN_LOCK_ALLOW_SINGLE=1 (then says so in lockAllowSingle)', () => {
+    expect(errorsOf(parseSchedulerEnv({ ...base, TICKWARDEN_LOCK_NODES: 'redis://localhost:6379' }))).toEqual([
+      {
+        variable: 'TICKWARDEN_LOCK_NODES',
+        message: 'one lock node is a single point of failure and no quorum: use 3 or 5 independent Redis masters, or set TICKWARDEN_LOCK_ALLOW_SINGLE=1 to run on one anyway (development only)',
+      },
+    ]);
+    expect(valueOf(parseSchedulerEnv({ ...base, TICKWARDEN_LOCK_NODES: 'redis://localhost:6379', TICKWARDEN_LOCK_ALLOW_SINGLE: '1' }))).toMatchObject({ lockNodes: ['redis://localhost:6379'], lockAllowSingle: true });
+  });
+
+  it('counts every loopback name of one port as one server, and refuses a queue Redis that is a lock node', () => {
+    const loopback = parseSchedulerEnv({ ...base, TICKWARDEN_LOCK_NODES: 'redis://localhost:7001,redis://127.0.0.1:7001,redis://[::1]:7001,redis://127.1:7001,redis://127.0.0.1:7002' });
+    expect(errorsOf(loopback).map((error) => error.message)).toEqual([
+      'entries 1 and 2 are the same Redis server (loopback:7001): the lock masters must be independent',
+      'entries 1 and 3 are the same Redis server (loopback:7001): the lock masters must be independent',
+      'entries 1 and 4 are the same Redis server (loopback:7001): the lock masters must be independent',
+    ]);
+    expect(errorsOf(parseSchedulerEnv({ ...base, TICKWARDEN_QUEUE_REDIS: 'redis://LOCK-1:6379/2' }))).toEqual([
+      { variable: 'TICKWARDEN_QUEUE_REDIS', message: 'is the same Redis server as TICKWARDEN_LOCK_NODES entry 2: the queue Redis must not be a lock node' },
+    ]);
   });
 
   it('rejects empty entries, URLs that are not redis(s), and the same server twice', () => {
@@ -176,6 +197,8 @@ describe('parseWorkerEnv', () => {
       configPath: '/etc/tickwarden',
       lockNodes: ['redis://lock-0:6379', 'redis://lock-1:6379', 'redis://lock-2:6379'],
       lockQuorum: undefined,
+      lockAllowSingle: false,
+      lockAllowSingle: false,
       queueRedis: 'redis://queue:6379/0',
       httpPort: 8081,
       logLevel: 'info',
@@ -205,7 +228,12 @@ describe('parseWorkerEnv', () => {
     expect(valueOf(parseWorkerEnv(base)).stalledIntervalMs).toBe(2500);
     expect(valueOf(parseWorkerEnv({ ...base, TICKWARDEN_STALLED_INTERVAL: '5s' })).stalledIntervalMs).toBe(5000);
     expect(errorsOf(parseWorkerEnv({ ...base, TICKWARDEN_STALLED_INTERVAL: '500ms' }))).toEqual([
-      { variable: 'TICKWARDEN_STALLED_INTERVAL', message: 'expected a duration of at least 1s such as 20s or 1m30s, got "500ms"' },
+      { variable: 'TICKWARDEN_STALLED_INTERVAL', message: 'expected a duration from 1s to 10m such as 20s or 1m30s, got "500ms"' },
+    ]);
+    // Past 2^31-1 ms Node fires a timer at once: the worker would exit on SIGTERM without any grace.
+    expect(errorsOf(parseWorkerEnv({ ...base, TICKWARDEN_SHUTDOWN_GRACE: '25d', TICKWARDEN_STALLED_INTERVAL: '1h' }))).toEqual([
+      { variable: 'TICKWARDEN_SHUTDOWN_GRACE', message: 'expected a duration of at most 1d such as 20s or 1m30s, got "25d"' },
+      { variable: 'TICKWARDEN_STALLED_INTERVAL', message: 'expected a duration from 1s to 10m such as 20s or 1m30s, got "1h"' },
     ]);
     const errors = errorsOf(parseWorkerEnv({ ...base, TICKWARDEN_SHUTDOWN_GRACE: 'soon', TICKWARDEN_WORKER_CONCURRENCY: '0' }));
     expect(errors.map((e) => e.variable).sort()).toEqual(['TICKWARDEN_SHUTDOWN_GRACE', 'TICKWARDEN_WORKER_CONCURRENCY']);
