@@ -1,7 +1,7 @@
 // The scheduler process: reads its environment and config, then runs one replica until SIGTERM.
-import { parseSchedulerEnv, redactUrl } from '@tickwarden/config';
+import { parseSchedulerEnv, redactUrl, type TickwardenConfig } from '@tickwarden/config';
 import { Redlock } from '@tickwarden/redlock';
-import { loadRedisTls, lockNodesFor, redisOptionsFor, runMain, startHttpServer, startLiveConfig, untilStopSignal } from '@tickwarden/runtime';
+import { loadRedisTls, lockNodesFor, redisOptionsFor, runMain, startHttpServer, startLiveConfig, untilStopSignal, verifyServers } from '@tickwarden/runtime';
 import { Redis } from 'ioredis';
 import { pino } from 'pino';
 import { SchedulerMetrics } from './metrics.ts';
@@ -23,17 +23,25 @@ async function main(): Promise<number> {
   }
   const { configPath, lockNodes, lockQuorum, queueRedis, replicaId, httpPort, logLevel, contestLeadMs, httpDestinations } = env.value;
   const logger = pino({ level: logLevel, base: { replica: replicaId } });
+  // Two names of one server would count one vote twice, or share a queue's memory with the locks.
+  if (!(await verifyServers(env.value, tls.value, logger))) return 2;
   const metrics = new SchedulerMetrics();
   let scheduler: Scheduler | undefined;
+  // The newest valid config: one may be reloaded while the HTTP server starts, before the scheduler exists.
+  let config: TickwardenConfig | undefined;
   const live = await startLiveConfig({
     path: configPath,
     logger,
-    onReload: (config) => scheduler?.setSchedules(config.schedules),
+    onReload: (reloaded) => {
+      config = reloaded;
+      scheduler?.setSchedules(reloaded.schedules);
+    },
     onReloadResult: (result) => metrics.configReloads.inc({ result }),
     // The workers refuse such a config: the replicas must not fire its ticks either.
     httpDestinations,
   });
   if (!live) return 2;
+  config ??= live.config;
 
   const redlock = new Redlock(lockNodesFor(lockNodes, tls.value), { quorum: lockQuorum });
   metrics.observe(redlock);
@@ -41,6 +49,16 @@ async function main(): Promise<number> {
   // Fail fast while the queue Redis is down (the enqueue retries), instead of queueing commands in memory.
   const queueConnection = new Redis(queueRedis, { maxRetriesPerRequest: 1, enableOfflineQueue: false, ...redisOptionsFor(queueRedis, tls.value) });
   queueConnection.on('error', (error) => logger.debug({ err: error }, 'queue redis error'));
+  // Probes answer before the schedules are planned, which takes a while for a big config (the startupProbe allows for it).
+  const server = await startHttpServer(httpPort, metrics.registry, async () => {
+    const reasons: string[] = [];
+    const probe = await redlock.probe();
+    if (!probe.quorum) reasons.push(`lock quorum unreachable (${probe.reachable.length} of ${redlock.nodes.length} answer, ${redlock.quorum} needed)`);
+    if ((await queueConnection.ping().catch(() => 'down')) !== 'PONG') reasons.push('queue redis unreachable');
+    return reasons;
+  });
+  logger.info({ port: httpPort }, 'http listening');
+
   scheduler = new Scheduler({
     replicaId,
     redlock,
@@ -50,18 +68,9 @@ async function main(): Promise<number> {
     onOutcome: ({ outcome, lagMs, recorded }) => metrics.recordTick(outcome, lagMs, recorded),
     onObservation: (observation) => metrics.observeTick(observation),
   });
-  scheduler.setSchedules(live.config.schedules);
+  scheduler.setSchedules(config.schedules);
   scheduler.start();
-  logger.info({ schedules: live.config.schedules.length, patterns: scheduler.parsedPatterns, files: live.config.files, lockNodes: lockNodes.map(redactUrl), quorum: redlock.quorum }, 'scheduler started');
-
-  const server = await startHttpServer(httpPort, metrics.registry, async () => {
-    const reasons: string[] = [];
-    const probe = await redlock.probe();
-    if (!probe.quorum) reasons.push(`lock quorum unreachable (${probe.reachable.length} of ${redlock.nodes.length} answer, ${redlock.quorum} needed)`);
-    if ((await queueConnection.ping().catch(() => 'down')) !== 'PONG') reasons.push('queue redis unreachable');
-    return reasons;
-  });
-  logger.info({ port: httpPort }, 'http listening');
+  logger.info({ schedules: config.schedules.length, patterns: scheduler.parsedPatterns, files: config.files, lockNodes: lockNodes.map(redactUrl), quorum: redlock.quorum }, 'scheduler started');
 
   await untilStopSignal();
   logger.info('stopping: no new ticks; finishing in-flight enqueues');

@@ -98,11 +98,13 @@ export class TickPlanner {
     return shared.lastNextMs;
   }
 
-  /** The first tick whose run is not due before `atMs` (with jitter, a tick just past may still be due). */
+  /**
+   * The first tick whose run is not due before `atMs`. With jitter, the tick just past may still
+   * be due; no earlier one can, as a run is never due after the next tick (see `dueMs`).
+   */
   firstDue(atMs: number): number | undefined {
-    let tick = this.next(atMs - this.schedule.jitterMs - 1);
-    while (tick !== undefined && this.dueMs(tick) < atMs) tick = this.next(tick);
-    return tick;
+    const last = this.schedule.jitterMs > 0 ? this.previous(atMs) : undefined;
+    return last !== undefined && this.dueMs(last) >= atMs ? last : this.next(atMs - 1);
   }
 
   /** The ticks strictly between `afterMs` and `beforeMs`, oldest first, at most `limit` of them. */
@@ -119,16 +121,21 @@ export class TickPlanner {
 
   /** The latest tick at or before `atMs` within `windowMs`, or undefined. */
   latestWithin(atMs: number, windowMs: number): number | undefined {
-    let latest: number | undefined;
-    for (let tick = this.next(atMs - windowMs - 1); tick !== undefined && tick <= atMs; tick = this.next(tick)) latest = tick;
-    return latest;
+    const latest = this.previous(atMs + 1);
+    return latest !== undefined && latest >= atMs - windowMs ? latest : undefined;
   }
 
-  /** When a tick's run is due: the tick plus a jitter that every replica computes alike (a hash of schedule and tick). */
+  /**
+   * When a tick's run is due: the tick plus a jitter that every replica computes alike (a hash of
+   * schedule and tick), at most `jitterMs` and never past the next tick, so runs stay in tick
+   * order and the tick due at any instant is found without walking the ticks before it.
+   */
   dueMs(tickMs: number): number {
     const { jitterMs, id } = this.schedule;
     if (jitterMs <= 0) return tickMs;
+    const nextMs = this.next(tickMs);
+    const maxMs = nextMs === undefined ? jitterMs : Math.min(jitterMs, nextMs - tickMs);
     const hash = createHash('sha1').update(`${id}@${tickMs}`).digest();
-    return tickMs + (hash.readUInt32BE(0) % (jitterMs + 1));
+    return tickMs + (hash.readUInt32BE(0) % (maxMs + 1));
   }
 }

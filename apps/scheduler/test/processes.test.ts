@@ -141,6 +141,16 @@ describe('scheduler replicas as OS processes', () => {
     const output = replica.lines.join('\n');
     expect(output).toContain('broken.yaml:4');
     expect(output).toContain('broken.yaml:5');
+
+    // Lock node 3 reached through a proxy a second time, as entry 4: distinct URLs, one server (its run_id).
+    const aliased = ManagedProcess.start({
+      name: 'aliased',
+      command: process.execPath,
+      args: ['--conditions=@tickwarden/source', MAIN],
+      env: { TICKWARDEN_CONFIG: dir, TICKWARDEN_LOCK_NODES: [...locks.urls, (await locks.link('aliased')).urls[2]].join(','), TICKWARDEN_LOCK_QUORUM: '4', TICKWARDEN_QUEUE_REDIS: queue.urls[0], LOG_LEVEL: 'info' },
+    });
+    expect((await aliased.exited).code).toBe(2);
+    expect(aliased.records.find((r) => r['level'] === 50)?.['msg']).toMatch(/^TICKWARDEN_LOCK_NODES entry 3 \(.+\) and TICKWARDEN_LOCK_NODES entry 6 \(.+\) are one Redis server/);
   });
 
   it('hot reload: an added schedule starts, a bad file is rejected and the last good config keeps firing', async () => {

@@ -8,6 +8,27 @@ const schedule = (cron: string, timezone: string, jitterMs = 0): Schedule => sch
 
 const iso = (ms: number | undefined) => (ms === undefined ? undefined : new Date(ms).toISOString());
 
+/** `latestWithin` the slow way: every tick of the window. */
+function latestByWalking(planner: TickPlanner, atMs: number, windowMs: number): number | undefined {
+  let latest: number | undefined;
+  for (let tick = planner.next(atMs - windowMs - 1); tick !== undefined && tick <= atMs; tick = planner.next(tick)) latest = tick;
+  return latest;
+}
+
+/** `firstDue` the slow way: every tick from `atMs - jitter` on. */
+function firstDueByWalking(planner: TickPlanner, atMs: number): number | undefined {
+  let tick = planner.next(atMs - planner.schedule.jitterMs - 1);
+  while (tick !== undefined && planner.dueMs(tick) < atMs) tick = planner.next(tick);
+  return tick;
+}
+
+/** How long `fn` takes, ms. */
+function timed(fn: () => void): number {
+  const started = performance.now();
+  fn();
+  return performance.now() - started;
+}
+
 describe('TickPlanner (croner as a calculator)', () => {
   it('Europe/Berlin spring gap: 02:30 does not exist on 2026-03-29 and runs at the next valid time, 03:00 CEST', () => {
     const planner = new TickPlanner(schedule('30 2 * * *', 'Europe/Berlin'));
@@ -40,17 +61,64 @@ describe('TickPlanner (croner as a calculator)', () => {
     expect(new Set(offsets).size).toBeGreaterThan(10);
   });
 
+  it('jitter never delays a run past the next tick, so runs stay in tick order', () => {
+    const planner = new TickPlanner(schedule('* * * * * *', 'UTC', 3_600_000));
+    const ticks = planner.ticksBetween(Date.parse('2026-01-01T00:00:00Z'), Number.POSITIVE_INFINITY, 200);
+    const offsets = ticks.map((tick) => planner.dueMs(tick) - tick);
+    expect(offsets.every((offset) => offset >= 0 && offset <= 1000)).toBe(true);
+    expect(new Set(offsets).size).toBeGreaterThan(50);
+  });
+
   it('firstDue: the first tick whose run is not due yet, which with jitter may lie in the past; ticksBetween lists a gap', () => {
-    const planner = new TickPlanner(schedule('* * * * * *', 'UTC', 5000));
-    const now = Date.parse('2026-01-01T00:00:10.000Z');
-    const first = planner.firstDue(now) as number;
-    expect(first).toBeLessThan(now);
-    expect(planner.dueMs(first)).toBeGreaterThanOrEqual(now);
-    expect(planner.dueMs(first - 1000)).toBeLessThan(now);
-    const after = Date.parse('2026-01-01T00:00:00.000Z');
+    const start = Date.parse('2026-01-01T00:00:00.000Z');
+    let inThePast = 0;
+    for (const [cron, jitterMs, stepMs] of [
+      ['*/10 * * * * *', 8000, 1_319],
+      ['* * * * * *', 60_000, 30_011],
+      ['0,5 * * * *', 600_000, 47_917],
+    ] as const) {
+      const planner = new TickPlanner(schedule(cron, 'UTC', jitterMs));
+      for (let now = start; now < start + 3_600_000; now += stepMs) {
+        const first = planner.firstDue(now);
+        expect(first, `${cron} at ${iso(now)}`).toBe(firstDueByWalking(planner, now));
+        if (first !== undefined && first < now) inThePast++;
+      }
+    }
+    expect(inThePast).toBeGreaterThan(20);
+    const planner = new TickPlanner(schedule('* * * * * *', 'UTC'));
+    const after = start;
     expect(planner.ticksBetween(after, after + 4000, 100).map(iso)).toEqual(['2026-01-01T00:00:01.000Z', '2026-01-01T00:00:02.000Z', '2026-01-01T00:00:03.000Z']);
     expect(planner.ticksBetween(after, after + 4000, 2)).toHaveLength(2);
     expect(iso(planner.previous(after + 4000))).toBe('2026-01-01T00:00:03.000Z');
+  });
+
+  it('latestWithin finds what walking the window finds, across DST changes and sparse patterns', () => {
+    const patterns: [string, string][] = [
+      ['30 2 * * *', 'Europe/Berlin'],
+      ['*/7 * * * *', 'UTC'],
+      ['0 9 * * MON-FRI', 'America/New_York'],
+      ['0 0 L * *', 'Asia/Tokyo'],
+    ];
+    for (const [cron, timezone] of patterns) {
+      const planner = new TickPlanner(schedule(cron, timezone));
+      for (let at = Date.parse('2026-03-27T00:00:00Z'); at < Date.parse('2026-04-02T00:00:00Z'); at += 7_199_993) {
+        for (const windowMs of [0, 7000, 3_600_000, 86_400_000]) expect(planner.latestWithin(at, windowMs), `${cron} ${timezone} at ${iso(at)} within ${windowMs}`).toBe(latestByWalking(planner, at, windowMs));
+      }
+    }
+    const exact = new TickPlanner(schedule('* * * * * *', 'UTC'));
+    expect(iso(exact.latestWithin(Date.parse('2026-01-01T00:00:09.000Z'), 0))).toBe('2026-01-01T00:00:09.000Z');
+  });
+
+  it('catch-up and jitter take the same time whatever their window: a per-second cron with a 24h catch-up and a 1h jitter', () => {
+    const catchUp = new TickPlanner(schedule('* * * * * *', 'UTC'));
+    const jittered = new TickPlanner(schedule('* * * * * *', 'UTC', 3_600_000));
+    const now = Date.parse('2026-01-01T12:00:00.500Z');
+    let latest: number | undefined;
+    let first: number | undefined;
+    expect(timed(() => (latest = catchUp.latestWithin(now, 86_400_000)))).toBeLessThan(50);
+    expect(timed(() => (first = jittered.firstDue(now)))).toBeLessThan(50);
+    expect(iso(latest)).toBe('2026-01-01T12:00:00.000Z');
+    expect(first === Date.parse('2026-01-01T12:00:00.000Z') || first === Date.parse('2026-01-01T12:00:01.000Z')).toBe(true);
   });
 });
 

@@ -70,7 +70,19 @@ export interface WorkerEnv extends CommonEnv {
   stalledIntervalMs: number;
   /** `TICKWARDEN_SECRETS_DIR`: where the Secrets that schedules' `{ secret, key }` values name are mounted, one directory per Secret; default DEFAULT_SECRETS_DIR. */
   secretsDir: string;
+  /** `TICKWARDEN_LAUNCHER_SOCKET`: the launcher's unix socket, through which command and module programs start (under the launcher's user); `undefined`: the worker starts them itself. */
+  launcherSocket: string | undefined;
 }
+
+/** The launcher's environment (`apps/worker`, launcher-main.ts): nothing else, no credential. */
+export interface LauncherEnv {
+  /** `TICKWARDEN_LAUNCHER_SOCKET`: the unix socket it listens on (created, made connectable by any user of the directory). */
+  socketPath: string;
+  logLevel: LogLevel;
+}
+
+/** The variable naming the launcher's socket, read by the worker and the launcher. */
+export const LAUNCHER_SOCKET_VARIABLE = 'TICKWARDEN_LAUNCHER_SOCKET';
 
 /**
  * How often a worker's BullMQ stalled check runs unless TICKWARDEN_STALLED_INTERVAL says otherwise,
@@ -112,7 +124,30 @@ export function parseWorkerEnv(env: Env): EnvResult<WorkerEnv> {
   const stalledIntervalMs = readDuration(reader, 'TICKWARDEN_STALLED_INTERVAL', DEFAULT_STALLED_INTERVAL_MS, 1000, ENV_DURATION_MAX_MS.TICKWARDEN_STALLED_INTERVAL);
   const secretsDir = reader.get('TICKWARDEN_SECRETS_DIR') ?? DEFAULT_SECRETS_DIR;
   if (!secretsDir.startsWith('/')) reader.fail('TICKWARDEN_SECRETS_DIR', `expected an absolute path, got ${quote(secretsDir)}`);
-  return reader.result(() => ({ ...common(), concurrency, queues, shutdownGraceMs, stalledIntervalMs, secretsDir }));
+  const launcherSocket = readSocketPath(reader, false);
+  return reader.result(() => ({ ...common(), concurrency, queues, shutdownGraceMs, stalledIntervalMs, secretsDir, launcherSocket }));
+}
+
+/** Reads the launcher's environment, like `parseWorkerEnv`. */
+export function parseLauncherEnv(env: Env): EnvResult<LauncherEnv> {
+  const reader = new EnvReader(env);
+  const socketPath = readSocketPath(reader, true);
+  const logLevel = readLogLevel(reader);
+  return reader.result(() => ({ socketPath: socketPath ?? '', logLevel }));
+}
+
+/** A unix socket path: absolute, within the 107 bytes `sun_path` holds. */
+function readSocketPath(reader: EnvReader, required: boolean): string | undefined {
+  const socketPath = required ? reader.required(LAUNCHER_SOCKET_VARIABLE, 'the path of the launcher\'s unix socket') : reader.get(LAUNCHER_SOCKET_VARIABLE);
+  if (socketPath !== undefined && (!socketPath.startsWith('/') || Buffer.byteLength(socketPath) > 107)) reader.fail(LAUNCHER_SOCKET_VARIABLE, `expected an absolute path of at most 107 bytes, got ${quote(socketPath)}`);
+  return socketPath;
+}
+
+function readLogLevel(reader: EnvReader): LogLevel {
+  const text = reader.get('LOG_LEVEL') ?? 'info';
+  const logLevel = LOG_LEVELS.find((level) => level === text);
+  if (logLevel === undefined) reader.fail('LOG_LEVEL', `expected one of ${LOG_LEVELS.join(', ')}, got ${quote(text)}`);
+  return logLevel ?? 'info';
 }
 
 /**
@@ -150,14 +185,12 @@ function readCommon(reader: EnvReader, defaultPort: number): () => CommonEnv {
     }
   }
   const httpPort = reader.integer('TICKWARDEN_HTTP_PORT', defaultPort, 0, 65_535, 'a port number from 0 to 65535');
-  const logLevelText = reader.get('LOG_LEVEL') ?? 'info';
-  const logLevel = LOG_LEVELS.find((level) => level === logLevelText);
-  if (logLevel === undefined) reader.fail('LOG_LEVEL', `expected one of ${LOG_LEVELS.join(', ')}, got ${quote(logLevelText)}`);
+  const logLevel = readLogLevel(reader);
   const destinations = parseHttpDestinations(reader.get(ALLOW_VARIABLE), reader.get(DENY_VARIABLE));
   for (const error of destinations.errors) reader.fail(error.variable, error.message);
   const redisTls = readRedisTls(reader);
   // only called when there is no error, so every value is set
-  return () => ({ configPath: configPath ?? '', lockNodes, lockQuorum, lockAllowSingle, queueRedis: queueRedisText ?? '', httpPort, logLevel: logLevel ?? 'info', httpDestinations: destinations.value, redisTls });
+  return () => ({ configPath: configPath ?? '', lockNodes, lockQuorum, lockAllowSingle, queueRedis: queueRedisText ?? '', httpPort, logLevel, httpDestinations: destinations.value, redisTls });
 }
 
 /** The TLS file variables: a client certificate and its key come together. The files are read at start (see `loadRedisTls` in @tickwarden/runtime). */

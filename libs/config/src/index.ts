@@ -1,15 +1,18 @@
 export { nextTickAfter } from './cron.ts';
 export { formatDuration, parseDuration } from './duration.ts';
 export {
+  parseLauncherEnv,
   parseSchedulerEnv,
   parseWorkerEnv,
   DEFAULT_SECRETS_DIR,
   DEFAULT_STALLED_INTERVAL_MS,
   ENV_DURATION_MAX_MS,
+  LAUNCHER_SOCKET_VARIABLE,
   LOG_LEVELS,
   REDIS_TLS_VARIABLES,
   type EnvError,
   type EnvResult,
+  type LauncherEnv,
   type LogLevel,
   type RedisTlsFiles,
   type SchedulerEnv,
@@ -19,6 +22,17 @@ export { formatConfigError } from './errors.ts';
 export { addressRefusal, ALLOW_VARIABLE, DEFAULT_HTTP_DESTINATIONS, DENY_VARIABLE, hostRefusal, httpDestinationErrors, parseHttpDestinations, type HttpDestinations } from './http-destinations.ts';
 export { loadConfig } from './load.ts';
 export { redactUrl } from './redact.ts';
-export { MAX_TICK_WINDOW_MS } from './schema.ts';
+export {
+  formatBytes,
+  MAX_ATTEMPTS,
+  MAX_BACKOFF_DELAY_MS,
+  MAX_DURATION_MS,
+  MAX_FILE_BYTES,
+  MAX_JITTER_MS,
+  MAX_PAYLOAD_BYTES,
+  MAX_SCHEDULES,
+  MAX_SCHEDULES_PER_FILE,
+  MAX_TICK_WINDOW_MS,
+} from './limits.ts';
 export type { BackoffType, ConfigError, ConfigResult, ConfigValue, HandlerConfig, HttpMethod, HttpRedirects, Overlap, SecretRef, ScheduleConfig, TickwardenConfig } from './types.ts';
 export { validateConfigText, validateConfigTexts, type ConfigText } from './validate.ts';

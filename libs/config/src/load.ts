@@ -3,7 +3,8 @@ import { join } from 'node:path';
 import { sortErrors } from './errors.ts';
 import { httpDestinationErrors, type HttpDestinations } from './http-destinations.ts';
 import type { ConfigError, ConfigResult } from './types.ts';
-import { validateConfigTexts, type ConfigText } from './validate.ts';
+import { MAX_FILE_BYTES } from './limits.ts';
+import { fileTooLarge, validateConfigTexts, type ConfigText } from './validate.ts';
 
 const YAML_FILE = /\.ya?ml$/;
 
@@ -32,7 +33,10 @@ export async function loadConfig(path: string, options: { httpDestinations?: Htt
   const readErrors: ConfigError[] = [];
   for (const file of files) {
     try {
-      texts.push({ file, text: await readFile(file, 'utf8') });
+      // A file past the limit is not even read: its text alone could exhaust the memory.
+      const { size } = await stat(file);
+      if (size > MAX_FILE_BYTES) readErrors.push(fileTooLarge(file, size));
+      else texts.push({ file, text: await readFile(file, 'utf8') });
     } catch (error) {
       readErrors.push(fileError(file, `cannot read the file: ${reason(error)}`));
     }

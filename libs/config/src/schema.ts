@@ -2,6 +2,7 @@ import * as z from 'zod';
 import { isTimeZone } from './cron.ts';
 import { formatDuration, parseDuration } from './duration.ts';
 import { describeValue } from './errors.ts';
+import { MAX_ATTEMPTS, MAX_BACKOFF_DELAY_MS, MAX_DURATION_MS, MAX_JITTER_MS, MAX_PAYLOAD_BYTES, MAX_TICK_WINDOW_MS, formatBytes } from './limits.ts';
 
 /**
  * The zod schema of one team file. Every message says what was expected; a message of the form
@@ -13,14 +14,6 @@ import { describeValue } from './errors.ts';
 /** DNS label: 1-63 lower-case letters, digits and `-`, starting and ending with a letter or digit. */
 export const NAME_PATTERN = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/;
 export const QUEUE_PATTERN = /^[a-z0-9][a-z0-9-]{0,62}$/;
-/** The longest duration accepted anywhere: timers cannot wait longer than 2^31-1 ms (~24.8 days). */
-export const MAX_DURATION_MS = 24 * 86_400_000;
-/**
- * The longest `catchUp` and `startDeadline`: whether a tick already ran is kept (its claim on the
- * lock nodes, its publish marker in the queue Redis) for the longer of the two plus a margin, and
- * both stay bounded so that state does (per-second schedules keep one entry per tick).
- */
-export const MAX_TICK_WINDOW_MS = 86_400_000;
 
 const HEADER_NAME = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
 const IDENTIFIER = /^[A-Za-z_$][\w$]*$/;
@@ -148,22 +141,27 @@ function kindOf(input: unknown): unknown {
   return typeof input === 'object' && input !== null && !Array.isArray(input) ? (input as Record<string, unknown>)['kind'] : input;
 }
 
-/** Any JSON value: no `.inf`/`.nan`, no binary or other tagged types. */
+/** Any JSON value of at most MAX_PAYLOAD_BYTES: no `.inf`/`.nan`, no binary or other tagged types. */
 const jsonValue = z.unknown().superRefine((value, ctx) => {
+  let json = true;
+  const problem = (path: (string | number)[], input: unknown, message: string): void => {
+    json = false;
+    ctx.addIssue({ code: 'custom', path, input, message });
+  };
   const ancestors = new Set<unknown>(); // a YAML alias can make a list contain itself: `a: &a [*a]`
   const visit = (node: unknown, path: (string | number)[]): void => {
     if (node === null || typeof node === 'string' || typeof node === 'boolean') return;
     if (typeof node === 'number') {
-      if (!Number.isFinite(node)) ctx.addIssue({ code: 'custom', path, input: node, message: `expected a JSON value, got ${describeValue(node)}` });
+      if (!Number.isFinite(node)) problem(path, node, `expected a JSON value, got ${describeValue(node)}`);
       return;
     }
     const plain = typeof node === 'object' && (Array.isArray(node) || [Object.prototype, null].includes(Object.getPrototypeOf(node)));
     if (!plain) {
-      ctx.addIssue({ code: 'custom', path, input: node, message: `expected a JSON value (string, number, boolean, null, list or mapping), got ${describeValue(node)}` });
+      problem(path, node, `expected a JSON value (string, number, boolean, null, list or mapping), got ${describeValue(node)}`);
       return;
     }
     if (ancestors.has(node)) {
-      ctx.addIssue({ code: 'custom', path, input: node, message: 'expected a JSON value, got a list or mapping that contains itself (through a YAML alias)' });
+      problem(path, node, 'expected a JSON value, got a list or mapping that contains itself (through a YAML alias)');
       return;
     }
     ancestors.add(node);
@@ -171,7 +169,22 @@ const jsonValue = z.unknown().superRefine((value, ctx) => {
     ancestors.delete(node);
   };
   visit(value, []);
+  // Only a JSON value has a JSON size (one that contains itself has none).
+  const bytes = json ? jsonBytes(value) : 0;
+  if (bytes > MAX_PAYLOAD_BYTES) problem([], value, `expected a payload of at most ${formatBytes(MAX_PAYLOAD_BYTES)} as JSON, got ${bytes} bytes`);
 });
+
+/**
+ * The UTF-8 length of a JSON value as `JSON.stringify` writes it, counted without building the
+ * text (YAML aliases can repeat one big value many times over).
+ */
+function jsonBytes(value: unknown): number {
+  if (value === null || typeof value !== 'object') return Buffer.byteLength(JSON.stringify(value));
+  const entries: [string | undefined, unknown][] = Array.isArray(value) ? value.map((item) => [undefined, item]) : Object.entries(value);
+  let bytes = 2 + Math.max(0, entries.length - 1); // the brackets, and a comma between entries
+  for (const [key, item] of entries) bytes += (key === undefined ? 0 : Buffer.byteLength(JSON.stringify(key)) + 1) + jsonBytes(item);
+  return bytes;
+}
 
 const TICK_WINDOW_WHY = ' (whether a tick already ran is kept that long)';
 
@@ -181,7 +194,7 @@ export const BACKOFF_TYPES = ['fixed', 'exponential'] as const;
 const backoff = z.strictObject(
   {
     type: z.enum(BACKOFF_TYPES, { error: expecting(`a backoff type: one of ${BACKOFF_TYPES.join(', ')}`) }).default('fixed'),
-    delay: duration(0).default(0),
+    delay: duration(0, MAX_BACKOFF_DELAY_MS).default(0),
   },
   { error: expecting('a backoff mapping like { type: exponential, delay: 1s }') },
 );
@@ -201,12 +214,12 @@ const schedule = z.strictObject(
     maxRuntime: duration(1).optional(),
     startDeadline: duration(1, MAX_TICK_WINDOW_MS, TICK_WINDOW_WHY).optional(),
     catchUp: duration(0, MAX_TICK_WINDOW_MS, TICK_WINDOW_WHY).default(0),
-    jitter: duration(0).default(0),
+    jitter: duration(0, MAX_JITTER_MS).default(0),
     attempts: z
       .number({ error: expecting('an integer of at least 1') })
       .int({ error: expecting('an integer of at least 1') })
       .min(1, { error: expecting('an integer of at least 1') })
-      .max(Number.MAX_SAFE_INTEGER, { error: expecting('an integer of at least 1') })
+      .max(MAX_ATTEMPTS, { error: expecting(`an integer of at most ${MAX_ATTEMPTS}`) })
       .default(1),
     backoff: backoff.default({ type: 'fixed', delay: 0 }),
     paused: z.boolean({ error: expecting('true or false') }).default(false),
@@ -216,7 +229,19 @@ const schedule = z.strictObject(
       .default('default'),
   },
   { error: expecting('a schedule mapping with at least name, cron and handler') },
-);
+).superRefine(exponentialBackoffWithinBounds);
+
+/** The wait before the last attempt of an exponential backoff (delay × 2^(attempts-2), as BullMQ computes it) is a timer too: at most MAX_DURATION_MS. */
+function exponentialBackoffWithinBounds(schedule: { attempts: number; backoff: { type: string; delay: number } }, ctx: z.RefinementCtx): void {
+  const { attempts, backoff } = schedule;
+  if (backoff.type !== 'exponential' || attempts < 2 || backoff.delay * 2 ** (attempts - 2) <= MAX_DURATION_MS) return;
+  ctx.addIssue({
+    code: 'custom',
+    path: ['backoff', 'delay'],
+    input: backoff.delay,
+    message: `expected an exponential backoff that waits at most ${formatDuration(MAX_DURATION_MS)} before an attempt, got ${formatDuration(backoff.delay)} × 2^${attempts - 2} before attempt ${attempts} (lower the delay or the attempts)`,
+  });
+}
 
 export const fileSchema = z.strictObject(
   {

@@ -2,7 +2,8 @@ import { isNode, isSeq, parseDocument, visit, type Document, type LineCounter } 
 import type * as z from 'zod';
 import { cronProblem, isTimeZone } from './cron.ts';
 import { sortErrors } from './errors.ts';
-import { Locator, countLines } from './locate.ts';
+import { MAX_FILE_BYTES, MAX_SCHEDULES, MAX_SCHEDULES_PER_FILE, formatBytes } from './limits.ts';
+import { Locator, countLines, type Position } from './locate.ts';
 import { ALLOWED_KEYS, NAME_PATTERN, fileSchema, type ParsedFile, type ParsedSchedule } from './schema.ts';
 import { fileParts, scheduleItems, wholeFile, type FilePart } from './split.ts';
 import type { ConfigError, ConfigResult, HandlerConfig, ScheduleConfig } from './types.ts';
@@ -30,6 +31,10 @@ export interface FileCheck {
   schedules: ScheduleConfig[];
   /** Every `team/name` the file defines with a valid team and name, even when it has other errors. */
   identities: Identity[];
+  /** How many schedules the file lists, valid or not. */
+  scheduleCount: number;
+  /** Where the `schedules` key stands (1:1 when there is none). */
+  listAt: Position;
 }
 
 /**
@@ -50,10 +55,13 @@ export function validateConfigTexts(inputs: readonly ConfigText[]): ConfigResult
   const errors: ConfigError[] = [];
   const schedules: ScheduleConfig[] = [];
   const firstById = new Map<string, Identity>();
+  const total = new ScheduleTotal();
   for (const input of inputs) {
     const check = checkFile(input.text, input.file);
-    errors.push(...check.errors);
-    schedules.push(...check.schedules);
+    // Loops, not push(...spread): a spread of a long array overflows the call stack.
+    for (const error of check.errors) errors.push(error);
+    for (const schedule of check.schedules) schedules.push(schedule);
+    total.add(check, input.file);
     for (const identity of check.identities) {
       const first = firstById.get(identity.id);
       if (first === undefined) firstById.set(identity.id, identity);
@@ -69,8 +77,31 @@ export function validateConfigTexts(inputs: readonly ConfigText[]): ConfigResult
       }
     }
   }
+  const totalError = total.error();
+  if (totalError !== undefined) errors.push(totalError);
   if (errors.length > 0) return { ok: false, errors: sortErrors(errors, files) };
   return { ok: true, config: { schedules, files } };
+}
+
+/** Counts the schedules of every file against MAX_SCHEDULES; the error stands at the file that goes past it. */
+class ScheduleTotal {
+  #count = 0;
+  #past: Omit<ConfigError, 'message'> | undefined;
+
+  add(check: FileCheck, file: string): void {
+    this.#count += check.scheduleCount;
+    if (this.#count > MAX_SCHEDULES && this.#past === undefined) this.#past = { file, ...check.listAt, path: ['schedules'] };
+  }
+
+  error(): ConfigError | undefined {
+    if (this.#past === undefined) return undefined;
+    return { ...this.#past, message: `expected at most ${MAX_SCHEDULES} schedules in all files together, got ${this.#count} (this file goes past the limit)` };
+  }
+}
+
+/** The error for a file larger than MAX_FILE_BYTES, which is not parsed (nor read, by `loadConfig`). */
+export function fileTooLarge(file: string, bytes: number): ConfigError {
+  return { file, line: 1, column: 1, path: [], message: `expected a file of at most ${formatBytes(MAX_FILE_BYTES)}, got ${bytes} bytes (split the team's schedules over several files)` };
 }
 
 /** Loose view of a YAML mapping, for the checks that run on data the schema may have rejected. */
@@ -96,6 +127,8 @@ const YAML_OPTIONS = {
  * reported as it stands in the file (a cut through a broken file would misplace it).
  */
 export function checkFile(text: string, file: string, partBytes = PART_BYTES): FileCheck {
+  const bytes = Buffer.byteLength(text);
+  if (bytes > MAX_FILE_BYTES) return { errors: [fileTooLarge(file, bytes)], schedules: [], identities: [], scheduleCount: 0, listAt: { line: 1, column: 1 } };
   const lines = countLines(text);
   const items = text.length > partBytes ? scheduleItems(text) : undefined;
   if (items !== undefined) {
@@ -124,6 +157,8 @@ class FileChecker {
   readonly #identities: Identity[] = [];
   readonly #firstByName = new Map<string, Identity>();
   readonly #crons = new CronChecks();
+  #scheduleCount = 0;
+  #listAt: Position = { line: 1, column: 1 };
 
   constructor(file: string, lines: LineCounter) {
     this.#file = file;
@@ -131,8 +166,12 @@ class FileChecker {
   }
 
   result(): FileCheck {
+    if (this.#scheduleCount > MAX_SCHEDULES_PER_FILE) {
+      const message = `expected at most ${MAX_SCHEDULES_PER_FILE} schedules in one file, got ${this.#scheduleCount} (split them over several files)`;
+      this.#errors.push({ file: this.#file, ...this.#listAt, path: ['schedules'], message });
+    }
     const valid = this.#errors.length === 0;
-    return { errors: this.#errors, schedules: valid ? this.#schedules : [], identities: this.#identities };
+    return { errors: this.#errors, schedules: valid ? this.#schedules : [], identities: this.#identities, scheduleCount: this.#scheduleCount, listAt: this.#listAt };
   }
 
   /** Checks one part; false when it had YAML problems and `yamlProblems` is `retry-whole`. */
@@ -146,12 +185,23 @@ class FileChecker {
     };
     const data = parsedData(doc, locator, at);
     if (data === undefined) return true;
+    // Past the limit the file is rejected whole: checking each schedule would only cost time.
+    if (!this.#count(data, locator)) return true;
 
     const parsed = fileSchema.safeParse(data, { reportInput: true });
     if (!parsed.success) for (const issue of parsed.error.issues) mapIssue(issue, data, locator, at);
-    this.#identities.push(...checkSchedules(data, this.#file, part, this.#firstByName, this.#crons, locator, at));
-    if (this.#errors.length === 0 && parsed.success) this.#schedules.push(...buildSchedules(parsed.data, this.#file, locator));
+    for (const identity of checkSchedules(data, this.#file, part, this.#firstByName, this.#crons, locator, at)) this.#identities.push(identity);
+    if (this.#errors.length === 0 && parsed.success) for (const schedule of buildSchedules(parsed.data, this.#file, locator)) this.#schedules.push(schedule);
     return true;
+  }
+
+  /** Counts the part's schedules and notes where the list stands; false once the file has more than MAX_SCHEDULES_PER_FILE. */
+  #count(data: unknown, locator: Locator): boolean {
+    const list = isLoose(data) ? data['schedules'] : undefined;
+    if (!Array.isArray(list)) return true;
+    if (this.#scheduleCount === 0) this.#listAt = locator.position(locator.locate(['schedules']).key);
+    this.#scheduleCount += list.length;
+    return this.#scheduleCount <= MAX_SCHEDULES_PER_FILE;
   }
 }
 

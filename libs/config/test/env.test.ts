@@ -1,6 +1,6 @@
 import { hostname } from 'node:os';
 import { describe, expect, it } from 'vitest';
-import { DEFAULT_HTTP_DESTINATIONS, hostRefusal, parseSchedulerEnv, parseWorkerEnv, redactUrl, type EnvError, type EnvResult } from '../src/index.ts';
+import { DEFAULT_HTTP_DESTINATIONS, hostRefusal, parseLauncherEnv, parseSchedulerEnv, parseWorkerEnv, redactUrl, type EnvError, type EnvResult } from '../src/index.ts';
 
 const base = {
   TICKWARDEN_CONFIG: '/etc/tickwarden',
@@ -198,7 +198,6 @@ describe('parseWorkerEnv', () => {
       lockNodes: ['redis://lock-0:6379', 'redis://lock-1:6379', 'redis://lock-2:6379'],
       lockQuorum: undefined,
       lockAllowSingle: false,
-      lockAllowSingle: false,
       queueRedis: 'redis://queue:6379/0',
       httpPort: 8081,
       logLevel: 'info',
@@ -209,6 +208,7 @@ describe('parseWorkerEnv', () => {
       shutdownGraceMs: 20_000,
       stalledIntervalMs: 2500,
       secretsDir: '/var/run/tickwarden/secrets',
+      launcherSocket: undefined,
     });
   });
 
@@ -295,5 +295,18 @@ describe('redactUrl', () => {
     ['', ''],
   ])('%s -> %s', (url, redacted) => {
     expect(redactUrl(url)).toBe(redacted);
+  });
+});
+
+describe('parseLauncherEnv', () => {
+  it('needs only its socket path: absolute, short enough for a unix socket; the worker reads the same variable, optional', () => {
+    expect(valueOf(parseLauncherEnv({ TICKWARDEN_LAUNCHER_SOCKET: '/run/launcher/launcher.sock' }))).toStrictEqual({ socketPath: '/run/launcher/launcher.sock', logLevel: 'info' });
+    expect(errorsOf(parseLauncherEnv({ LOG_LEVEL: 'loud' }))).toEqual([
+      { variable: 'TICKWARDEN_LAUNCHER_SOCKET', message: "is required: the path of the launcher's unix socket" },
+      { variable: 'LOG_LEVEL', message: 'expected one of fatal, error, warn, info, debug, trace, silent, got "loud"' },
+    ]);
+    expect(errorsOf(parseLauncherEnv({ TICKWARDEN_LAUNCHER_SOCKET: `/${'x'.repeat(107)}` }))[0]?.message).toMatch(/^expected an absolute path of at most 107 bytes/);
+    expect(valueOf(parseWorkerEnv({ ...base, TICKWARDEN_LAUNCHER_SOCKET: '/run/launcher/launcher.sock' })).launcherSocket).toBe('/run/launcher/launcher.sock');
+    expect(errorsOf(parseWorkerEnv({ ...base, TICKWARDEN_LAUNCHER_SOCKET: 'launcher.sock' }))).toEqual([{ variable: 'TICKWARDEN_LAUNCHER_SOCKET', message: 'expected an absolute path of at most 107 bytes, got "launcher.sock"' }]);
   });
 });

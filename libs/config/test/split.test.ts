@@ -113,6 +113,7 @@ describe('checkFile in parts', () => {
         expect(sortErrors(parts.errors, ['f.yaml'])).toEqual(sortErrors(whole.errors, ['f.yaml']));
         expect(parts.schedules).toEqual(whole.schedules);
         expect(parts.identities).toEqual(whole.identities);
+        expect([parts.scheduleCount, parts.listAt]).toEqual([whole.scheduleCount, whole.listAt]);
       }),
       { numRuns: 400, seed: 20261126 },
     );

@@ -6,20 +6,23 @@ import path from 'node:path';
  * Polls a config file or directory for changes by content (not mtime or
  * inotify): a Kubernetes ConfigMap update swaps a symlinked directory, which
  * watchers miss, but the content hash always changes. Calls `onChange` once
- * per new content; the timer is unref'd.
+ * per new content (a change it fails on is handed to `onError`, not retried);
+ * the timer is unref'd.
  */
 export class ConfigWatcher {
   readonly #path: string;
   readonly #intervalMs: number;
   readonly #onChange: () => Promise<void>;
+  readonly #onError: (error: unknown) => void;
   #lastHash: string | undefined;
   #timer: NodeJS.Timeout | undefined;
   #busy = false;
 
-  constructor(configPath: string, intervalMs: number, onChange: () => Promise<void>) {
+  constructor(configPath: string, intervalMs: number, onChange: () => Promise<void>, onError: (error: unknown) => void) {
     this.#path = configPath;
     this.#intervalMs = intervalMs;
     this.#onChange = onChange;
+    this.#onError = onError;
   }
 
   async start(): Promise<void> {
@@ -40,6 +43,9 @@ export class ConfigWatcher {
         this.#lastHash = hash;
         await this.#onChange();
       }
+    } catch (error) {
+      // The poll runs from a timer: a rejection would be unhandled and end the process.
+      this.#onError(error);
     } finally {
       this.#busy = false;
     }

@@ -13,7 +13,7 @@ export interface LiveConfigOptions {
   logger: Logger;
   /** Called with each valid new config (never with an invalid one). */
   onReload: (config: TickwardenConfig) => void;
-  /** Told `applied` or `invalid` per reload (metrics). */
+  /** Told `applied` or `invalid` per reload (metrics); a reload that throws counts as `invalid`. */
   onReloadResult?: (result: 'applied' | 'invalid') => void;
   /** How often the files are compared, ms. Default 2000. */
   pollMs?: number;
@@ -24,7 +24,8 @@ export interface LiveConfigOptions {
 /**
  * Loads the config and keeps it live. At start, an invalid config logs every
  * error and resolves undefined (the process must not start). Later, an invalid
- * reload logs its errors and keeps the last good config.
+ * reload logs its errors and keeps the last good config; so does a reload that
+ * throws (in loading, validating or `onReload`), logged with the config path.
  */
 export async function startLiveConfig(options: LiveConfigOptions): Promise<LiveConfig | undefined> {
   const { path, logger, onReload, onReloadResult, pollMs = 2000, httpDestinations } = options;
@@ -46,7 +47,11 @@ export async function startLiveConfig(options: LiveConfigOptions): Promise<LiveC
     onReloadResult?.('applied');
     logger.info({ schedules: reloaded.config.schedules.length }, 'config reloaded');
   };
-  const watcher = new ConfigWatcher(path, pollMs, reload);
+  const reloadFailed = (error: unknown): void => {
+    onReloadResult?.('invalid');
+    logger.error({ err: error, path }, `config reload of ${path} failed: keeping the last good config`);
+  };
+  const watcher = new ConfigWatcher(path, pollMs, reload, reloadFailed);
   // The baseline is taken before the first load, so a change made meanwhile is reloaded, never missed.
   await watcher.start();
   const loaded = await loadConfig(path, { httpDestinations });
@@ -58,6 +63,6 @@ export async function startLiveConfig(options: LiveConfigOptions): Promise<LiveC
   }
   started = true;
   // A change seen while the first load ran may not be in it: apply it once the caller has the first config.
-  if (changedBeforeStart) setImmediate(() => void reload());
+  if (changedBeforeStart) setImmediate(() => void reload().catch(reloadFailed));
   return { config: loaded.config, stop: () => watcher.stop() };
 }

@@ -2,9 +2,10 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { pino } from 'pino';
 import { Registry, Counter } from 'prom-client';
 import { describe, expect, it } from 'vitest';
-import { ConfigWatcher, startHttpServer } from '../src/index.ts';
+import { ConfigWatcher, startHttpServer, startLiveConfig } from '../src/index.ts';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -13,9 +14,14 @@ describe('ConfigWatcher', () => {
     const dir = mkdtempSync(path.join(tmpdir(), 'tickwarden-watch-'));
     writeFileSync(path.join(dir, 'a.yaml'), 'team: a\n');
     let changes = 0;
-    const watcher = new ConfigWatcher(dir, 20, async () => {
-      changes++;
-    });
+    const watcher = new ConfigWatcher(
+      dir,
+      20,
+      async () => {
+        changes++;
+      },
+      (error) => expect.unreachable(String(error)),
+    );
     await watcher.start();
     await sleep(80);
     expect(changes).toBe(0);
@@ -28,6 +34,66 @@ describe('ConfigWatcher', () => {
     expect(changes).toBe(2);
     watcher.stop();
     rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('hands a change it fails on to onError (no unhandled rejection) and still sees later changes', async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'tickwarden-watch-'));
+    writeFileSync(path.join(dir, 'a.yaml'), 'team: a\n');
+    let changes = 0;
+    const errors: unknown[] = [];
+    const watcher = new ConfigWatcher(
+      dir,
+      20,
+      async () => {
+        if (++changes === 1) throw new Error('reload blew up');
+      },
+      (error) => errors.push(error),
+    );
+    await watcher.start();
+    writeFileSync(path.join(dir, 'a.yaml'), 'team: a2\n');
+    await sleep(100);
+    expect(errors).toEqual([new Error('reload blew up')]);
+    writeFileSync(path.join(dir, 'a.yaml'), 'team: a3\n');
+    await sleep(100);
+    expect([changes, errors.length]).toEqual([2, 1]);
+    watcher.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+});
+
+describe('startLiveConfig', () => {
+  it('a reload that throws is logged with the config path and counted invalid; the last good config stays', async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'tickwarden-live-'));
+    const team = (name: string) => `team: a\nschedules:\n  - { name: ${name}, cron: "@daily", handler: { kind: module, path: ./x.js } }\n`;
+    writeFileSync(path.join(dir, 'a.yaml'), team('first'));
+    const logs: { level: number; msg: string; path?: string }[] = [];
+    const logger = pino({ level: 'info' }, { write: (line: string) => logs.push(JSON.parse(line)) });
+    const results: string[] = [];
+    const applied: string[] = [];
+    const live = await startLiveConfig({
+      path: dir,
+      logger,
+      pollMs: 20,
+      onReload: (config) => {
+        const name = config.schedules[0]?.name ?? '';
+        if (name === 'second') throw new Error('cannot apply');
+        applied.push(name);
+      },
+      onReloadResult: (result) => results.push(result),
+    });
+    try {
+      expect(live?.config.schedules.map((schedule) => schedule.name)).toEqual(['first']);
+      writeFileSync(path.join(dir, 'a.yaml'), team('second'));
+      await sleep(150);
+      expect(results).toEqual(['invalid']);
+      expect(logs.filter((log) => log.level >= 50)).toMatchObject([{ level: 50, path: dir, msg: `config reload of ${dir} failed: keeping the last good config` }]);
+      writeFileSync(path.join(dir, 'a.yaml'), team('third'));
+      await sleep(150);
+      expect([results, applied]).toEqual([['invalid', 'applied'], ['third']]);
+    } finally {
+      live?.stop();
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
 
