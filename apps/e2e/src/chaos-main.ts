@@ -181,7 +181,8 @@ async function main(): Promise<number> {
     if (json) writeFileSync(args.out, `${JSON.stringify(json, null, 2)}\n`);
     copyFileSync(ledgerFile, `${stem}.ledger.txt`);
     writeFileSync(`${stem}.logs.jsonl`, cluster.records().map((record) => JSON.stringify(record)).join('\n') + '\n');
-    console.log(`written: ${json ? `${args.out}, with ` : ''}the ledger (${stem}.ledger.txt) and every process's log (${stem}.logs.jsonl)`);
+    writeFileSync(`${stem}.launchers.log`, cluster.launcherLogs.flatMap(({ name, lines }) => lines.map((line) => `${name} ${line}`)).join('\n') + '\n');
+    console.log(`written: ${json ? `${args.out}, with ` : ''}the ledger (${stem}.ledger.txt), every process's log (${stem}.logs.jsonl) and the launchers' (${stem}.launchers.log)`);
     await cluster.close();
     await endpoint.close();
     rmSync(dir, { recursive: true, force: true });

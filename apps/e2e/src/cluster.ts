@@ -1,5 +1,7 @@
 import { execFile } from 'node:child_process';
-import { existsSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { promisify } from 'node:util';
 import { fileURLToPath } from 'node:url';
 import { PROCESS_NODE_FLAGS } from '@tickwarden/runtime';
@@ -13,6 +15,7 @@ const ENTRY: Record<AppRole, string> = {
   worker: fileURLToPath(new URL('../../worker/src/main.ts', import.meta.url)),
 };
 const CLI = fileURLToPath(new URL('../../scheduler/src/cli.ts', import.meta.url));
+const LAUNCHER = fileURLToPath(new URL('../../worker/src/launcher-main.ts', import.meta.url));
 
 /** Debian's libfaketime: shifts the wall clock of one process (not its monotonic clock). */
 export const LIBFAKETIME = '/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1';
@@ -94,6 +97,9 @@ export class Cluster {
   readonly #running = new Map<string, AppProcess>();
   readonly #lines = new Map<AppProcess, LineLog>();
   readonly #seenTimer: NodeJS.Timeout;
+  /** Each worker slot's launcher (by the worker's name) and the directory of their sockets. */
+  readonly #launchers = new Map<string, { process: ManagedProcess; socketPath: string; exited: boolean }>();
+  readonly #socketDir = mkdtempSync(path.join(tmpdir(), 'tickwarden-launchers-'));
 
   private constructor(options: ClusterOptions, locks: RedisNodes, queue: RedisNodes) {
     this.#options = options;
@@ -165,6 +171,7 @@ export class Cluster {
       ...this.#options.env,
       ...this.#options.roleEnv?.[role],
     };
+    if (role === 'worker') env['TICKWARDEN_LAUNCHER_SOCKET'] = await this.#launcherFor(name);
     const process_ = ManagedProcess.start({ name, command: process.execPath, args: ['--conditions=@tickwarden/source', ...PROCESS_NODE_FLAGS[role], ENTRY[role]], env });
     const app: AppProcess = { name, role, process: process_, httpPort, link, clockOffsetMs, clockFile };
     this.started.push(app);
@@ -183,6 +190,28 @@ export class Cluster {
       throw new Error(`${name} did not start: ${(error as Error).message}\n${process_.lines.slice(-20).join('\n')}`, { cause: error });
     }
     return app;
+  }
+
+  /**
+   * The socket of worker `name`'s launcher, started with its first worker and kept across the
+   * worker's restarts, as a pod's launcher container outlives its worker container: the workers
+   * start their programs as the manifests have them do.
+   */
+  async #launcherFor(name: string): Promise<string> {
+    const running = this.#launchers.get(name);
+    if (running && !running.exited) return running.socketPath;
+    const socketPath = path.join(this.#socketDir, `${name}.sock`);
+    const launcher = ManagedProcess.start({ name: `${name}-launcher`, command: process.execPath, args: ['--conditions=@tickwarden/source', ...PROCESS_NODE_FLAGS.worker, LAUNCHER], env: { TICKWARDEN_LAUNCHER_SOCKET: socketPath, LOG_LEVEL: this.#options.logLevel ?? 'debug' } });
+    const entry = { process: launcher, socketPath, exited: false };
+    this.#launchers.set(name, entry);
+    void launcher.exited.then(() => (entry.exited = true));
+    await launcher.waitForLine((line) => line.includes('"launcher listening"'), 'launcher listening', 30_000);
+    return socketPath;
+  }
+
+  /** The launchers' log lines (for the run's logs). */
+  get launcherLogs(): { name: string; lines: readonly string[] }[] {
+    return [...this.#launchers.values()].map(({ process: launcher }) => ({ name: launcher.name, lines: launcher.lines }));
   }
 
   /** Running processes of a role (or all), in start order. */
@@ -227,6 +256,8 @@ export class Cluster {
     clearInterval(this.#seenTimer);
     await Promise.all([...this.#running.values()].map((app) => app.process.stop('SIGKILL')));
     this.#running.clear();
+    await Promise.all([...this.#launchers.values()].map(({ process: launcher }) => launcher.stop('SIGKILL')));
+    rmSync(this.#socketDir, { recursive: true, force: true });
     await Promise.all([this.locks.close(), this.queue.close()]);
   }
 }

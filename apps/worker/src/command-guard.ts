@@ -12,6 +12,8 @@ const GUARD_PROCESS = fileURLToPath(new URL(`./command-guard-process${path.extna
 
 /** A command or module run waits at most this long for a running guard, then fails (COMMAND_GUARD_UNAVAILABLE), ms. */
 export const GUARD_READY_TIMEOUT_MS = 5_000;
+/** The `code` of the HandlerError of a run that found no guard running in time. */
+export const COMMAND_GUARD_UNAVAILABLE = 'COMMAND_GUARD_UNAVAILABLE';
 /** A guard that exits before it is ready is spawned again only after this, so a broken guard cannot spin, ms. */
 export const GUARD_RESPAWN_DELAY_MS = 1_000;
 /** `watching` writes again this long after a write to a guard that is gone, ms. */
@@ -91,7 +93,7 @@ export class CommandGuard {
       };
       const onReady = (): void => settle();
       const onAbort = (): void => settle(signal.reason);
-      const timer = setTimeout(() => settle(new HandlerError(`no command guard is running after ${timeoutMs} ms: nothing is started`, { code: 'COMMAND_GUARD_UNAVAILABLE' })), timeoutMs);
+      const timer = setTimeout(() => settle(new HandlerError(`no command guard is running after ${timeoutMs} ms: nothing is started`, { code: COMMAND_GUARD_UNAVAILABLE })), timeoutMs);
       signal.addEventListener('abort', onAbort, { once: true });
       this.#readyListeners.add(onReady);
     });

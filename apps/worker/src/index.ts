@@ -1,5 +1,5 @@
 export { peersToMarkRevoked, predecessorsWaitUntil, type ActivePeer } from './cancel-previous.ts';
-export { CommandGuard, GUARD_READY_TIMEOUT_MS, GUARD_RESPAWN_DELAY_MS, hostMonotonicMs, type CommandGuardOptions } from './command-guard.ts';
+export { COMMAND_GUARD_UNAVAILABLE, CommandGuard, GUARD_READY_TIMEOUT_MS, GUARD_RESPAWN_DELAY_MS, hostMonotonicMs, type CommandGuardOptions } from './command-guard.ts';
 export { deferralsOf, handlerStarted, lostFinish, markDeferred, markFinished, markHandlerStarted, type DeferralMarks, type FinishedMark, type HandlerStartedMark, type LastDeferral, type RunProgress } from './run-progress.ts';
 export { LEASE_KILL_MARGIN_MS, runCommand, type CommandHandlerConfig, type CommandRunOptions } from './handlers/command.ts';
 export { HTTP_DESTINATION_REFUSED, HTTP_ERROR_BODY_LIMIT, runHttp, type HttpHandlerConfig } from './handlers/http.ts';
@@ -24,3 +24,7 @@ export { LeaseValidityTracker } from './lease-validity-tracker.ts';
 export { RUN_OUTCOMES, WorkerMetrics, type RunOutcome } from './metrics.ts';
 export { RunLeaseValidity } from './run-lease-validity.ts';
 export { lockDurationFor, MAX_STALLED_COUNT, MIN_LOCK_DURATION_MS, QUORUM_POLL_MS, WorkerService, type WorkerServiceOptions } from './worker-service.ts';
+export { RemoteLauncher } from './launcher-client.ts';
+export { LAUNCHER_UNAVAILABLE } from './launcher-protocol.ts';
+export { LauncherServer, type LauncherServerOptions } from './launcher-server.ts';
+export { GuardLauncher, type LaunchedProgram, type ProgramExit, type ProgramLauncher, type ProgramSpec } from './handlers/program.ts';

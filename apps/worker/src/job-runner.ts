@@ -3,9 +3,11 @@ import { parseTickJob, type TickJobData } from '@tickwarden/contracts';
 import { AcquireAbortedError, LeaseLostError, LockTakenError, QuorumUnavailableError, RedlockError, type Lease, type Redlock } from '@tickwarden/redlock';
 import { DelayedError, UnrecoverableError, type Job } from 'bullmq';
 import type { Logger } from 'pino';
-import type { CommandGuard } from './command-guard.ts';
+import { COMMAND_GUARD_UNAVAILABLE, type CommandGuard } from './command-guard.ts';
+import type { ProgramLauncher } from './handlers/program.ts';
 import { deferralsOf, handlerStarted, lostAttemptsOf, lostFinish, lostStart, markDeferred, markFinished, markHandlerStarted, markWorkerLost, unmarkHandlerStarted, type FinishedMark, type HandlerStartedMark, type LastDeferral } from './run-progress.ts';
 import { LEASE_ENDING_BEFORE_START, runHandler } from './handlers/index.ts';
+import { LAUNCHER_UNAVAILABLE } from './launcher-protocol.ts';
 import type { OutputLimits } from './handlers/output.ts';
 import { HandlerError, type LeaseValidity, type RunDetails } from './handlers/types.ts';
 import { peersToMarkRevoked, predecessorsWaitUntil, type ActivePeer } from './cancel-previous.ts';
@@ -40,8 +42,10 @@ export interface JobRunnerOptions {
   logger: Logger;
   /** The schedule as currently configured (hot reload changes it), or undefined. */
   schedule: (id: string) => ScheduleConfig | undefined;
-  /** The worker's command guard (started): command runs start only while it runs. */
+  /** The worker's command guard (started unless `launcher` is set): command runs start only while it runs. */
   guard: CommandGuard;
+  /** The launcher container: programs start there instead (see CommandRunOptions). */
+  launcher?: ProgramLauncher | undefined;
   metrics?: WorkerMetrics | undefined;
   /** Told about every attempt's outcome (tests, metrics). */
   onOutcome?: ((outcome: RunOutcome, data: TickJobData | undefined, job: Job) => void) | undefined;
@@ -99,6 +103,12 @@ function tryParseTickJob(data: unknown): TickJobData | undefined {
     return undefined;
   }
 }
+
+/**
+ * HandlerError codes of a program that never started: its lease could lapse first (this worker was
+ * paused), or no guard or launcher could start it. The job goes back for any worker.
+ */
+const NOT_STARTED_CODES: readonly string[] = [LEASE_ENDING_BEFORE_START, COMMAND_GUARD_UNAVAILABLE, LAUNCHER_UNAVAILABLE];
 
 /** Whether an abort is a cancel-previous revocation: the watchdog found another value holding the lease. */
 function revoked(aborted: RunAbortedError): boolean {
@@ -458,7 +468,7 @@ export class JobRunner {
       throw this.#abortFailure(run, log, aborted);
     }
     // A program not started because its lease could lapse first (this worker was paused): nothing ran either.
-    if (!state.handlerStarted && failure instanceof HandlerError && failure.details['code'] === LEASE_ENDING_BEFORE_START) return this.#defer(run, `${failure.message} (before the handler started)`, {}, { unstarted: true });
+    if (!state.handlerStarted && failure instanceof HandlerError && NOT_STARTED_CODES.includes(failure.details['code'] as string)) return this.#defer(run, `${failure.message} (before the handler started)`, {}, { unstarted: true });
     if (failure !== undefined) throw this.#handlerFailure(run, log, failure);
     this.#record('succeeded', run.data, run.job, log, run.started, { ...details }, 'run succeeded');
     return { outcome: 'succeeded', fence: lease.fence, details: details ?? {} };
@@ -491,7 +501,7 @@ export class JobRunner {
         details = await runHandler(
           schedule,
           { schedule: data.schedule, tickMs: data.tickMs, fence: lease.fence, jobId, attempt, payload: data.payload, signal: controller.signal, lease: validity, logger: log, started: () => (state.handlerStarted = true) },
-          { guard: this.#options.guard, limits: this.#options.outputLimits, secretsDir: this.#options.secretsDir, httpDestinations: this.#options.httpDestinations },
+          { guard: this.#options.guard, launcher: this.#options.launcher, limits: this.#options.outputLimits, secretsDir: this.#options.secretsDir, httpDestinations: this.#options.httpDestinations },
         );
       } catch (error) {
         if (state.handlerStarted && !controller.signal.aborted) await this.#markFinished(run, lease, log, { outcome: 'failed', error: error instanceof Error ? error.message : String(error) });

@@ -21,7 +21,7 @@ async function main(): Promise<number> {
     for (const error of tls.errors) process.stderr.write(`${error.variable}: ${error.message}\n`);
     return 2;
   }
-  const { configPath, lockNodes, lockQuorum, queueRedis, httpPort, logLevel, concurrency, queues, shutdownGraceMs: graceMs, stalledIntervalMs, secretsDir, httpDestinations } = env.value;
+  const { configPath, lockNodes, lockQuorum, queueRedis, httpPort, logLevel, concurrency, queues, shutdownGraceMs: graceMs, stalledIntervalMs, secretsDir, httpDestinations, launcherSocket } = env.value;
   const workerId = `${hostname()}-${process.pid}`;
   const logger = pino({ level: logLevel, base: { worker: workerId } });
   // Two names of one server would count one vote twice, or share a queue's memory with the locks.
@@ -42,12 +42,12 @@ async function main(): Promise<number> {
   metrics.observe(redlock);
   redlock.on('nodeError', ({ node, operation, error }) => logger.debug({ node, operation, err: error }, 'lock node error'));
   redlock.on('aborted', ({ resource, reason, validityLeftMs }) => logger.warn({ resource, code: reason.code, validityLeftMs: Math.round(validityLeftMs) }, 'lease watchdog aborted a run'));
-  service = new WorkerService({ workerId, queueRedis, queueTls: tls.value, redlock, logger, config: live.config, queues, concurrency, metrics, stalledIntervalMs, secretsDir, httpDestinations });
+  service = new WorkerService({ workerId, queueRedis, queueTls: tls.value, redlock, logger, config: live.config, queues, concurrency, metrics, stalledIntervalMs, secretsDir, httpDestinations, launcherSocket });
   try {
     await service.start();
   } catch (error) {
     // Without a command guard no command may start: fail the start so the orchestrator retries it.
-    logger.error({ err: error }, 'cannot start: the command guard is not running');
+    logger.error({ err: error }, launcherSocket === undefined ? 'cannot start: the command guard is not running' : 'cannot start: the launcher does not answer');
     live.stop();
     await service.stop(0);
     await redlock.close();

@@ -7,6 +7,7 @@ import { Worker, type Job } from 'bullmq';
 import { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import { CommandGuard } from './command-guard.ts';
+import { RemoteLauncher } from './launcher-client.ts';
 import type { OutputLimits } from './handlers/output.ts';
 import { JobRunner, type JobRunnerOptions } from './job-runner.ts';
 import type { ActivePeer } from './cancel-previous.ts';
@@ -62,6 +63,8 @@ export interface WorkerServiceOptions {
   secretsDir?: string | undefined;
   /** Where http handlers may connect (`TICKWARDEN_HTTP_ALLOW`, `TICKWARDEN_HTTP_DENY`). */
   httpDestinations?: JobRunnerOptions['httpDestinations'];
+  /** The launcher's socket (`TICKWARDEN_LAUNCHER_SOCKET`): programs start there, under its user; unset: here, under the command guard. */
+  launcherSocket?: string | undefined;
   /**
    * BullMQ job lock duration, ms. Default: the largest lease TTL in the config, at least
    * MIN_LOCK_DURATION_MS; a reload that raises it replaces the queue workers. Tests fix it (then
@@ -99,6 +102,8 @@ interface QueueWorker {
 export class WorkerService {
   readonly runner: JobRunner;
   readonly guard: CommandGuard;
+  /** Set with `launcherSocket`: the guard then stays idle. */
+  readonly launcher: RemoteLauncher | undefined;
   readonly #options: WorkerServiceOptions;
   readonly #workers = new Map<string, QueueWorker>();
   /** Queue workers replaced by a lock-duration raise, finishing their running jobs. */
@@ -127,7 +132,9 @@ export class WorkerService {
     this.#schedules = new Map(options.config.schedules.map((schedule) => [schedule.id, schedule]));
     this.#lockDurationMs = options.lockDurationMs ?? lockDurationFor(options.config.schedules);
     this.guard = new CommandGuard({ logger: options.logger, metrics: options.metrics });
+    this.launcher = options.launcherSocket === undefined ? undefined : new RemoteLauncher(options.launcherSocket);
     this.runner = new JobRunner({
+      launcher: this.launcher,
       redlock: options.redlock,
       logger: options.logger,
       schedule: (id) => this.#schedules.get(id),
@@ -173,13 +180,16 @@ export class WorkerService {
   }
 
   /**
-   * Starts the command guard, then, once it runs, a BullMQ Worker for each
-   * queue: no job is taken that could not start a command. Rejects with the
-   * guard's COMMAND_GUARD_UNAVAILABLE error if it is not running in time.
+   * Starts the command guard (or waits for the launcher), then, once it runs, a BullMQ Worker for
+   * each queue: no job is taken that could not start a command. Rejects with the guard's
+   * COMMAND_GUARD_UNAVAILABLE (the launcher's LAUNCHER_UNAVAILABLE) error if it is not running in time.
    */
   async start(): Promise<void> {
-    this.guard.start();
-    await this.guard.ready();
+    if (this.launcher) await this.launcher.ready(new AbortController().signal);
+    else {
+      this.guard.start();
+      await this.guard.ready();
+    }
     this.#consuming = true;
     this.#reader = new Redis(this.#options.queueRedis, { maxRetriesPerRequest: 1, ...redisOptionsFor(this.#options.queueRedis, this.#options.queueTls) });
     this.#reader.on('error', (error) => this.#options.logger.debug({ err: error }, 'queue redis error (reader)'));
@@ -255,7 +265,8 @@ export class WorkerService {
    */
   async readiness(): Promise<string[]> {
     if (this.#stopping) return ['shutting down'];
-    const reasons = this.guard.running ? [] : ['command guard not running'];
+    const reasons: string[] = [];
+    if (this.launcher ? !(await this.launcher.check()) : !this.guard.running) reasons.push(this.launcher ? 'launcher not answering' : 'command guard not running');
     if (!this.#takingJobs) reasons.push(`not taking jobs: lock quorum unreachable${this.#probeText()}`);
     const { redlock } = this.#options;
     const probing = redlock.probe({ nodeTimeoutMs: MAX_LEASE_NODE_TIMEOUT_MS });

@@ -8,7 +8,7 @@ import { sleep, startRedisNodes, waitUntil, type RedisNodes } from '@tickwarden/
 import { Queue, Worker, type Job } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { CommandGuard, JobRunner, lockDurationFor, MAX_STALLED_COUNT, WorkerMetrics, WorkerService } from '../src/index.ts';
+import { CommandGuard, GuardLauncher, JobRunner, lockDurationFor, MAX_STALLED_COUNT, RemoteLauncher, WorkerMetrics, WorkerService, type ProgramLauncher } from '../src/index.ts';
 import { captureLogger, enqueueTick, groupAlive, nodeCommand, outcomes, scheduleFixture, settledJob } from './support.ts';
 
 describe('worker: jobs under the lease, against real Redis', () => {
@@ -419,6 +419,34 @@ describe('worker: jobs under the lease, against real Redis', () => {
     expect(outcomes(records, jobId)[0]).toMatchObject({ outcome: 'missed-deadline', startDeadlineMs: 1000 });
     expect(lines('late.txt')).toHaveLength(0);
     expect(await leaseIsFree(lease.resource)).toBe(true);
+  });
+
+  it('a run whose program cannot start for want of a launcher is deferred (no attempt consumed), then runs once one answers', async () => {
+    const schedule = scheduleFixture('team-a/no-launcher', recording('no-launcher.txt', ''), { queue: 'q-no-launcher', startDeadlineMs: 60_000 });
+    const guard = new CommandGuard({ logger: captureLogger().logger });
+    await guard.start();
+    const redlock = new Redlock(locks.urls);
+    redlocks.push(redlock);
+    const { logger, records } = captureLogger();
+    let launcher: ProgramLauncher = new RemoteLauncher(path.join(dir, 'no-launcher.sock'), { readyTimeoutMs: 200 });
+    const runner = new JobRunner({ redlock, logger, guard, schedule: (id) => (id === schedule.id ? schedule : undefined), get launcher() { return launcher; } });
+    const consumer = new Worker(queueName('q-no-launcher'), (job, token, signal) => runner.processJob(job, token, signal), { connection: new Redis(queueNodes.urls[0] as string, { maxRetriesPerRequest: null }) });
+    try {
+      const { jobId } = await enqueueTick(scheduler, connection, schedule);
+      await waitUntil(() => outcomes(records, jobId).length > 0, 'the first attempt');
+      expect(outcomes(records, jobId)[0]).toMatchObject({ outcome: 'deferred', reason: expect.stringContaining('does not answer') });
+      expect(lines('no-launcher.txt')).toEqual([]);
+      // The worker's own guard starts it, once the launcher is gone from its options.
+      launcher = new GuardLauncher(guard);
+      const job = await settledJob(connection, 'q-no-launcher', jobId);
+      // attempts: 1, and the one attempt BullMQ counts is the success: the deferral consumed none.
+      expect(job.returnvalue).toMatchObject({ outcome: 'succeeded' });
+      expect(job.attemptsMade).toBe(1);
+      expect(lines('no-launcher.txt')).toHaveLength(1);
+    } finally {
+      await consumer.close(true);
+      await guard.close();
+    }
   });
 
   it('a job of a schedule missing from the config, or with invalid data, fails without retry', async () => {

@@ -19,6 +19,8 @@ if (!DOCKER && !REQUIRED) {
 }
 
 const IMAGE_USER = '10001:10001';
+/** The launcher container's user (deploy/k8s/base/worker.yaml): not the worker's, so its programs cannot read the worker's /proc. */
+const LAUNCHER_USER = '10002:10002';
 /** One team with one command schedule (never due on its own: the test triggers it). */
 const COMMAND_TEAM = [
   'team: image-check',
@@ -102,7 +104,7 @@ describe('the image, built and run (Docker)', () => {
   });
 
   it.skipIf(!DOCKER && !REQUIRED)(
-    'builds on a Node 24 base; the compiled scheduler and worker run read-only as 10001, get ready, log JSON, run a triggered command job, and drain on docker stop',
+    'builds on a Node 24 base; the compiled scheduler and worker run read-only as 10001, get ready, log JSON, run a triggered command job (through the launcher, as 10002), and drain on docker stop',
     async () => {
       if (!DOCKER) throw new Error('TICKWARDEN_REQUIRE_DOCKER=1, but no Docker engine answers `docker info`');
       await buildImage(tag, cleanups);
@@ -143,12 +145,23 @@ describe('the image, built and run (Docker)', () => {
       expect(messages).toEqual(expect.arrayContaining(['stopping: no new ticks; finishing in-flight enqueues', 'stopped']));
       expect(state).toMatchObject({ ExitCode: 0, OOMKilled: false });
 
-      // The worker, as its Deployment runs it: compiled, with its command guard (a child process
-      // started from the guard's own compiled file) up before it gets ready.
+      // The worker, as its Deployment runs it: compiled, its programs started by the launcher
+      // container (another user, no credentials; its command guard a child process started from
+      // the guard's own compiled file) through a socket in a shared directory.
+      const socketDir = mkdtempSync(path.join(tmpdir(), 'tickwarden-image-launcher-'));
+      chmodSync(socketDir, 0o777);
+      cleanups.push(async () => rmSync(socketDir, { recursive: true, force: true }));
+      const socket = ['-v', `${socketDir}:/run/tickwarden-launcher`, '-e', 'TICKWARDEN_LAUNCHER_SOCKET=/run/tickwarden-launcher/launcher.sock'];
+      const launcherName = `${name}-launcher`;
+      const launcherRun = run.map((arg) => (arg === IMAGE_USER ? LAUNCHER_USER : arg));
+      const launcherId = (await mustRun('docker', ['run', '-d', '--name', launcherName, ...launcherRun, ...socket, tag, 'apps/worker/dist/launcher-main.js'])).trim();
+      reaper.watchContainer(launcherId);
+      cleanups.push(() => mustRun('docker', ['rm', '-f', launcherName]));
+      await waitUntil(async () => (await runCommand('docker', ['exec', launcherName, 'node', 'apps/worker/dist/launcher-main.js', '--check'])).code === 0, 'the launcher to answer its --check probe', { timeoutMs: 30_000, intervalMs: 250 });
       const workerName = `${name}-worker`;
       const workerPort = await freePort();
       const workerEnv = envArgs.map((arg) => (arg === `TICKWARDEN_HTTP_PORT=${port}` ? `TICKWARDEN_HTTP_PORT=${workerPort}` : arg));
-      const workerId = (await mustRun('docker', ['run', '-d', '--name', workerName, ...run, ...workerEnv, tag, 'apps/worker/dist/main.js'])).trim();
+      const workerId = (await mustRun('docker', ['run', '-d', '--name', workerName, ...run, ...socket, ...workerEnv, tag, 'apps/worker/dist/main.js'])).trim();
       reaper.watchContainer(workerId);
       cleanups.push(() => mustRun('docker', ['rm', '-f', workerName]));
       await waitReady(workerName, workerPort);
@@ -161,10 +174,13 @@ describe('the image, built and run (Docker)', () => {
       await mustRun('docker', ['stop', '-t', '30', workerName], { timeoutMs: 60_000 });
       const workerLogs = await runCommand('docker', ['logs', workerName]);
       const workerRecords = jsonLines(workerLogs.stdout, workerLogs.stderr);
-      expect(workerRecords.map((record) => record['msg'])).toEqual(expect.arrayContaining(['command guard started']));
-      expect(workerRecords.find((record) => record['stream'] === 'stdout')).toMatchObject({ schedule: 'image-check/command', msg: 'command ran as uid 10001' });
+      expect(workerRecords.find((record) => record['stream'] === 'stdout')).toMatchObject({ schedule: 'image-check/command', msg: 'command ran as uid 10002' });
       expect(workerRecords.find((record) => record['msg'] === 'run succeeded')).toMatchObject({ schedule: 'image-check/command', exitCode: 0 });
       expect(JSON.parse(await mustRun('docker', ['inspect', '--format', '{{json .State}}', workerName]))).toMatchObject({ ExitCode: 0, OOMKilled: false });
+      await mustRun('docker', ['stop', '-t', '30', launcherName], { timeoutMs: 60_000 });
+      const launcherLogs = await runCommand('docker', ['logs', launcherName]);
+      expect(jsonLines(launcherLogs.stdout, launcherLogs.stderr).map((record) => record['msg'])).toEqual(expect.arrayContaining(['command guard started', 'launcher listening', 'stopped']));
+      expect(JSON.parse(await mustRun('docker', ['inspect', '--format', '{{json .State}}', launcherName]))).toMatchObject({ ExitCode: 0, OOMKilled: false });
     },
     300_000,
   );

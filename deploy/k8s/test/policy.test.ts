@@ -5,17 +5,33 @@ import { PROCESS_NODE_FLAGS } from '@tickwarden/runtime';
 import type { IContainer } from 'kubernetes-models/v1/Container';
 import type { IEnvVar } from 'kubernetes-models/v1/EnvVar';
 import { describe, expect, it } from 'vitest';
-import { clone, component, mainContainer, workloads, type KubeObject, type Workload } from './support/objects.ts';
+import { clone, component, containerNamed, mainContainer, workloads, type KubeObject, type Workload } from './support/objects.ts';
 import { BASE_DIR, DOCKERFILE, OVERLAYS, overlayDir } from './support/paths.ts';
 import * as policies from './support/policies.ts';
 import { render } from './support/render.ts';
 
 const rendered = new Map(OVERLAYS.map((overlay) => [overlay, render(overlayDir(overlay))]));
 const prod = rendered.get('prod') ?? [];
+const base = render(BASE_DIR);
 
 describe.each(OVERLAYS)('overlays/%s', (overlay) => {
   it.each(Object.keys(policies.POLICIES))('satisfies %s', (name) => {
     expect(policies.POLICIES[name]?.(rendered.get(overlay) ?? [])).toEqual([]);
+  });
+});
+
+describe('base', () => {
+  // The overlays pin the image (images:); the base names it without a tag on purpose.
+  it.each(Object.keys(policies.POLICIES).filter((name) => name !== 'pinnedImages'))('satisfies %s', (name) => {
+    expect(policies.POLICIES[name]?.(base)).toEqual([]);
+  });
+
+  it('leaves only the tickwarden image to pin', () => {
+    expect(policies.pinnedImages(base)).toEqual([
+      'Deployment/tickwarden-scheduler container scheduler: image "tickwarden" is not pinned to a tag',
+      'Deployment/tickwarden-worker container worker: image "tickwarden" is not pinned to a tag',
+      'Deployment/tickwarden-worker container launcher: image "tickwarden" is not pinned to a tag',
+    ]);
   });
 });
 
@@ -33,6 +49,11 @@ function only(objects: readonly KubeObject[], componentName: string): Workload {
 }
 
 const container = (objects: readonly KubeObject[], componentName: string): IContainer => mainContainer(only(objects, componentName));
+const launcher = (objects: readonly KubeObject[]): IContainer => {
+  const found = containerNamed(only(objects, 'worker'), policies.LAUNCHER);
+  if (!found) throw new Error('no launcher container in the render');
+  return found;
+};
 const envOf = (objects: readonly KubeObject[], componentName: string): IEnvVar[] => (container(objects, componentName).env ??= []);
 const setEnv = (objects: readonly KubeObject[], componentName: string, name: string, value: string): void => {
   const variable = envOf(objects, componentName).find((candidate) => candidate.name === name);
@@ -83,7 +104,7 @@ describe('each policy catches what it is for (fed a mutated prod render)', () =>
     });
     expect(policies.podHygiene(objects)).toEqual([
       'Deployment/tickwarden-worker: enableServiceLinks is not false',
-      'Deployment/tickwarden-worker: shareProcessNamespace is not true (node would be PID 1 and leave command leftovers unreaped)',
+      'Deployment/tickwarden-worker: shareProcessNamespace is not true (node would be PID 1 and leave job programs\' leftovers unreaped)',
     ]);
   });
 
@@ -116,12 +137,48 @@ describe('each policy catches what it is for (fed a mutated prod render)', () =>
     expect(policies.appEnvironment(objects)[0]).toBe('container scheduler: QUEUE_REDIS_PASSWORD reads Secret tickwarden-queue/scheduler-queue-password, which is neither rendered nor a documented external Secret');
   });
 
+  it('appEnvironment: the launcher given a variable it does not read, and a socket path it rejects', () => {
+    const objects = mutated((o) => {
+      (launcher(o).env ??= []).push({ name: 'TICKWARDEN_CONFIG', value: '/etc/tickwarden/schedules' });
+      const socket = launcher(o).env?.find((variable) => variable.name === 'TICKWARDEN_LAUNCHER_SOCKET');
+      if (socket) socket.value = 'launcher.sock';
+    });
+    expect(policies.appEnvironment(objects)).toEqual([
+      'launcher: sets TICKWARDEN_CONFIG, which the launcher does not read (it reads LOG_LEVEL, TICKWARDEN_LAUNCHER_SOCKET)',
+      'launcher: TICKWARDEN_LAUNCHER_SOCKET: expected an absolute path of at most 107 bytes, got "launcher.sock"',
+    ]);
+  });
+
+  it('appEnvironment: a Redis password on the launcher is a variable it does not read, even as a $(NAME) helper', () => {
+    const objects = mutated((o) => {
+      const env = (launcher(o).env ??= []);
+      env.push({ name: 'QUEUE_REDIS_PASSWORD', valueFrom: { secretKeyRef: { name: 'tickwarden-redis', key: 'worker-queue-password' } } });
+      env.push({ name: 'QUEUE_URL', value: 'redis://tickwarden-worker:$(QUEUE_REDIS_PASSWORD)@tickwarden-queue-redis:6379' });
+    });
+    expect(policies.appEnvironment(objects)).toEqual([
+      expect.stringMatching(/^launcher: sets QUEUE_REDIS_PASSWORD, which the launcher does not read/),
+      expect.stringMatching(/^launcher: sets QUEUE_URL, which the launcher does not read/),
+    ]);
+  });
+
   it('appProbes: the app listening on another port than its probes', () => {
     const objects = mutated((o) => setEnv(o, 'scheduler', 'TICKWARDEN_HTTP_PORT', '9090'));
     expect(policies.appProbes(objects)).toEqual([
       'scheduler: livenessProbe port 8080 is not TICKWARDEN_HTTP_PORT 9090',
       'scheduler: readinessProbe port 8080 is not TICKWARDEN_HTTP_PORT 9090',
       'scheduler: no prometheus.io/scrape annotations for port 9090 (and no ServiceMonitor)',
+    ]);
+  });
+
+  it('appProbes: a launcher probed over HTTP, or by another command than its --check', () => {
+    const objects = mutated((o) => {
+      launcher(o).readinessProbe = { httpGet: { path: '/readyz', port: 8081 } };
+      const liveness = launcher(o).livenessProbe;
+      if (liveness?.exec) liveness.exec.command = ['node', 'apps/worker/dist/launcher-main.js'];
+    });
+    expect(policies.appProbes(objects)).toEqual([
+      'launcher: livenessProbe is not an exec of node apps/worker/dist/launcher-main.js --check',
+      'launcher: readinessProbe is not an exec of node apps/worker/dist/launcher-main.js --check',
     ]);
   });
 
@@ -254,6 +311,83 @@ describe('each policy catches what it is for (fed a mutated prod render)', () =>
       'worker: args ["apps/worker/src/main.ts"], expected ["apps/worker/dist/main.js"] (PROCESS_NODE_FLAGS of @tickwarden/runtime, then the app\'s compiled main)',
     ]);
   });
+
+
+  it('nodeFlags: a launcher that runs the worker instead', () => {
+    const objects = mutated((o) => (launcher(o).args = ['apps/worker/dist/main.js']));
+    expect(policies.nodeFlags(objects)).toEqual([
+      'launcher: args ["apps/worker/dist/main.js"], expected ["apps/worker/dist/launcher-main.js"] (the worker\'s PROCESS_NODE_FLAGS of @tickwarden/runtime, then the launcher\'s compiled main)',
+    ]);
+  });
+
+  it('launcher: a worker pod without a launcher, whose worker does not name the socket', () => {
+    const objects = mutated((o) => {
+      const pod = only(o, 'worker').pod;
+      pod.containers = pod.containers.filter((candidate) => candidate.name !== policies.LAUNCHER);
+      envOf(o, 'worker').splice(envOf(o, 'worker').findIndex((variable) => variable.name === 'TICKWARDEN_LAUNCHER_SOCKET'), 1);
+    });
+    expect(policies.launcher(objects)).toEqual([
+      'Deployment/tickwarden-worker container worker: no TICKWARDEN_LAUNCHER_SOCKET (the worker would start job programs itself, as its own user)',
+      'Deployment/tickwarden-worker: no launcher container (job programs would run as the worker\'s user)',
+    ]);
+    // The other policies leave the missing launcher to this one.
+    for (const [name, policy] of Object.entries(policies.POLICIES)) if (name !== 'launcher') expect(policy(objects), name).toEqual([]);
+  });
+
+  it('launcher: the socket\'s directory not on one volume of both containers, and two socket paths', () => {
+    const unshared = mutated((o) => {
+      const mounts = container(o, 'worker').volumeMounts ?? [];
+      mounts.splice(mounts.findIndex((mount) => mount.name === 'launcher'), 1);
+    });
+    expect(policies.launcher(unshared)).toEqual(['Deployment/tickwarden-worker: the worker and the launcher do not mount one volume at /run/tickwarden-launcher, the socket\'s directory']);
+    const elsewhere = mutated((o) => setEnv(o, 'worker', 'TICKWARDEN_LAUNCHER_SOCKET', '/tmp/launcher.sock'));
+    expect(policies.launcher(elsewhere)).toEqual(['Deployment/tickwarden-worker: the worker\'s TICKWARDEN_LAUNCHER_SOCKET /tmp/launcher.sock is not the launcher\'s /run/tickwarden-launcher/launcher.sock']);
+    const readOnly = mutated((o) => {
+      const mount = launcher(o).volumeMounts?.find((candidate) => candidate.name === 'launcher');
+      if (mount) mount.readOnly = true;
+    });
+    expect(policies.launcher(readOnly)).toEqual(['Deployment/tickwarden-worker container launcher: mounts /run/tickwarden-launcher read-only, so it cannot create its socket']);
+  });
+
+  it('launcher: running as the worker\'s user, or as whatever the pod says', () => {
+    const sameUser = mutated((o) => {
+      const context = (launcher(o).securityContext ??= {});
+      context.runAsUser = 10001;
+      context.runAsGroup = 10001;
+    });
+    expect(policies.launcher(sameUser)).toEqual([
+      'Deployment/tickwarden-worker container launcher: runs with the worker\'s UID 10001',
+      'Deployment/tickwarden-worker container launcher: runs with the worker\'s GID 10001',
+    ]);
+    const podDefault = mutated((o) => delete launcher(o).securityContext?.runAsUser);
+    expect(policies.launcher(podDefault)).toEqual(['Deployment/tickwarden-worker container launcher: no runAsUser of its own (it would run as the pod\'s or the image\'s user, the worker\'s)']);
+  });
+
+  it('launcher: a Secret in its environment or volumes, an API token, the worker\'s /tmp, the schedules missing', () => {
+    const objects = mutated((o) => {
+      const sidecar = launcher(o);
+      (sidecar.env ??= []).push({ name: 'PAYMENTS_TOKEN', valueFrom: { secretKeyRef: { name: 'payments-api', key: 'token' } } });
+      sidecar.envFrom = [{ secretRef: { name: 'tickwarden-redis' } }];
+      const pod = only(o, 'worker').pod;
+      pod.automountServiceAccountToken = true;
+      (pod.volumes ??= []).push({ name: 'secret-payments-api', secret: { secretName: 'payments-api' } }, { name: 'token', projected: { sources: [{ serviceAccountToken: { path: 'token' } }] } });
+      sidecar.volumeMounts = [
+        ...(sidecar.volumeMounts ?? []).filter((mount) => mount.name !== 'schedules'),
+        { name: 'secret-payments-api', mountPath: '/var/run/tickwarden/secrets/payments-api', readOnly: true },
+        { name: 'token', mountPath: '/var/run/secrets/tokens', readOnly: true },
+        { name: 'tmp', mountPath: '/var/tmp' },
+      ];
+    });
+    expect(policies.launcher(objects)).toEqual([
+      'Deployment/tickwarden-worker container launcher: PAYMENTS_TOKEN comes from Secret payments-api',
+      'Deployment/tickwarden-worker container launcher: takes its environment from Secret tickwarden-redis',
+      'Deployment/tickwarden-worker: automountServiceAccountToken is not false: the launcher and its programs would get an API token',
+      'Deployment/tickwarden-worker container launcher: mounts Secret payments-api (volume secret-payments-api)',
+      'Deployment/tickwarden-worker container launcher: mounts a service account token (volume token)',
+      'Deployment/tickwarden-worker container launcher: shares volume tmp with the worker (the programs would read what the worker writes there)',
+      'Deployment/tickwarden-worker container launcher: does not mount volume schedules read-only at /etc/tickwarden/schedules, where the worker reads the schedules (module files resolve next to them)',
+    ]);
+  });
 });
 
 describe('per overlay', () => {
@@ -315,10 +449,13 @@ it('the image\'s default command is the compiled scheduler with its node flags',
   expect(JSON.parse(cmd?.[1] ?? 'null')).toEqual([...PROCESS_NODE_FLAGS.scheduler, 'apps/scheduler/dist/main.js']);
 });
 
-it('the app pods run as the image\'s user', () => {
+it('the app pods run as the image\'s user, the launcher as another', () => {
   const user = /^USER (\d+):(\d+)$/m.exec(readFileSync(DOCKERFILE, 'utf8'));
   expect(user?.[1]).toBeDefined();
   for (const app of policies.APP_COMPONENTS) {
     expect(only(prod, app).pod.securityContext).toMatchObject({ runAsUser: Number(user?.[1]), runAsGroup: Number(user?.[2]) });
   }
+  const launcherContext = launcher(prod).securityContext;
+  expect([launcherContext?.runAsUser, launcherContext?.runAsGroup]).not.toContain(Number(user?.[1]));
+  expect([launcherContext?.runAsUser, launcherContext?.runAsGroup]).not.toContain(Number(user?.[2]));
 });

@@ -1,11 +1,11 @@
-import { spawn } from 'node:child_process';
 import { constants } from 'node:fs';
 import { access, stat } from 'node:fs/promises';
 import path from 'node:path';
-import type { Readable, Writable } from 'node:stream';
+import type { Readable } from 'node:stream';
 import { DEFAULT_SECRETS_DIR, type HandlerConfig } from '@tickwarden/config';
 import type { CommandGuard } from '../command-guard.ts';
 import { DEFAULT_OUTPUT_LIMITS, OutputLog, type OutputLimits } from './output.ts';
+import { GuardLauncher, type ProgramExit, type ProgramLauncher } from './program.ts';
 import { resolveValues } from './secrets.ts';
 import { HandlerError, tickIso, type RunContext, type RunDetails } from './types.ts';
 
@@ -13,8 +13,10 @@ export type CommandHandlerConfig = Extract<HandlerConfig, { kind: 'command' }>;
 
 /** What a command or module run needs besides its config and context. */
 export interface CommandRunOptions {
-  /** The worker's guard: it stops the run's process group if this process dies or stalls. */
+  /** The worker's guard: it stops the run's process group if this process dies or stalls (programs started here). */
   guard: CommandGuard;
+  /** The launcher container, which starts programs under its own user and guards them; unset: they start here. */
+  launcher?: ProgramLauncher | undefined;
   limits?: OutputLimits | undefined;
   /** Where the Secrets that `{ secret, key }` values name are mounted (`TICKWARDEN_SECRETS_DIR`); default DEFAULT_SECRETS_DIR. */
   secretsDir?: string | undefined;
@@ -29,18 +31,6 @@ export interface CommandRunOptions {
 export const LEASE_KILL_MARGIN_MS = 100;
 /** The `code` of the HandlerError of a program not started because its lease could lapse first. */
 export const LEASE_ENDING_BEFORE_START = 'LEASE_ENDING_BEFORE_START';
-/**
- * Every command (and every module process: see module.ts) starts behind a gate: `sh` in the
- * command's new process group waits for a line on fd 3, then execs the program (same pid, same
- * group; fd 4, a module process's report channel, stays open across the exec). The worker
- * writes that line only once the guard has the group's kill time in its pipe
- * (`CommandGuard.watching`). A worker killed
- * between the fork and that moment (the fork returns before the guard can be told) closes fd 3
- * with its death: the gate exits 125 and nothing of the command runs. Without the gate such a
- * command ran unwatched, and could outlive the lease (apps/worker/test/process.test.ts).
- */
-const GATE_SHELL = '/bin/sh';
-const GATE_ARGS = ['-c', 'IFS= read -r open <&3 || exit 125; exec 3<&-; exec "$@"', 'tickwarden-gate'];
 /** How often the process group is polled once the command exited or was signalled, ms. */
 const GROUP_POLL_MS = 20;
 /** After SIGKILL, how long to wait for the group to vanish before giving up (zombies nobody reaps), ms. */
@@ -48,7 +38,7 @@ const AFTER_KILL_WAIT_MS = 2000;
 
 /**
  * Runs the schedule's command in its own process group, its argv as given (no
- * shell interprets it; the gate above only execs it): the
+ * shell interprets it; the gate of program.ts only execs it): the
  * payload as JSON on stdin, the tick in `TICKWARDEN_*` variables (the worker's
  * own `TICKWARDEN_*` settings are not passed on), stdout and
  * stderr logged line by line (capped). Exit code 0 is success. When
@@ -114,16 +104,14 @@ export interface GuardedProgram {
 
 /** How a guarded program ended (an abort, or a refusal to start, is thrown instead). */
 export type GuardedResult =
-  | {
-      code: number | null;
-      signal: NodeJS.Signals | null;
+  | (Exclude<ProgramExit, { error: Error }> & {
       /** Set when the worker SIGKILLed the group, with why (the group may have been gone already). */
       killed: GroupKillCause | undefined;
       /** From the spawn to the group's end, ms. */
       durationMs: number;
       /** Lines logged from the program's output (report records included). */
       outputLines: number;
-    }
+    })
   | { error: Error };
 
 /** A report line (fd 4) longer than this is dropped, bytes. */
@@ -138,61 +126,54 @@ export const REPORT_LINE_MAX_BYTES = 1024 * 1024;
  * when `context.signal` aborted, or with why the program was not started.
  */
 export async function runGuarded(program: GuardedProgram, context: RunContext, options: CommandRunOptions): Promise<GuardedResult> {
-  const { guard, limits = DEFAULT_OUTPUT_LIMITS } = options;
+  const { limits = DEFAULT_OUTPUT_LIMITS } = options;
+  const launcher = options.launcher ?? new GuardLauncher(options.guard);
   // Nothing starts that the guard could not stop if this worker died or stalled.
-  await guard.ready(context.signal);
+  await launcher.ready(context.signal);
   const refused = startRefusal(context, program.noun);
   if (refused) throw refused;
   const started = performance.now();
-  const stdio: 'pipe'[] = program.onReport ? ['pipe', 'pipe', 'pipe', 'pipe', 'pipe'] : ['pipe', 'pipe', 'pipe', 'pipe'];
-  const child = spawn(GATE_SHELL, [...GATE_ARGS, program.executable, ...program.args], { cwd: program.cwd, env: program.env, detached: true, stdio });
-  // All are pipes (stdio above): never null.
-  const [stdin, stdout, stderr, gate] = [child.stdin as Writable, child.stdout as Readable, child.stderr as Readable, child.stdio[3] as Writable];
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null } | { error: Error }>((resolve) => {
-    child.once('exit', (code, signal) => resolve({ code, signal }));
-    child.once('error', (error) => resolve({ error }));
-  });
-  const group = child.pid === undefined ? undefined : new ProcessGroup(child.pid, program.killGraceMs, program.onKill);
+  const spec = { executable: program.executable, args: program.args, cwd: program.cwd, env: program.env, reports: program.onReport !== undefined };
+  const launched = await launcher.launch(spec, context.lease.msLeft() - LEASE_KILL_MARGIN_MS, context.signal);
+  const { stdin, stdout, stderr, reports } = launched;
+  const group = launched.pgid === undefined ? undefined : new ProcessGroup(launched.pgid, program.killGraceMs, (signal) => launched.signal(signal), program.onKill);
   const followLease = (): void => {
     if (!group) return;
     const killInMs = context.lease.msLeft() - LEASE_KILL_MARGIN_MS;
     group.killIn(killInMs);
-    guard.watch(group.pgid, killInMs);
+    launched.guardKillIn(killInMs);
   };
   followLease();
   const stopFollowing = context.lease.onExtended(followLease);
   const output = new OutputLog(context, limits);
   const followed = [output.follow(stdout, 'stdout'), output.follow(stderr, 'stderr')];
   const { onReport } = program;
-  const reports = onReport ? (child.stdio[4] as Readable) : undefined;
   if (reports && onReport) followed.push(followLines(reports, REPORT_LINE_MAX_BYTES, (line) => onReport(line, output), (bytes) => context.logger.warn({ bytes, maxBytes: REPORT_LINE_MAX_BYTES }, `${program.noun} wrote a report line longer than the cap: dropped`)));
   const streamsDone = Promise.all(followed);
-  stdin.on('error', () => undefined); // EPIPE when the program does not read its input
   stdin.end(JSON.stringify(context.payload ?? null));
-  gate.on('error', () => undefined);
 
   const onAbort = (): void => group?.stop();
   context.signal.addEventListener('abort', onAbort, { once: true });
   if (context.signal.aborted) onAbort();
   let notStarted: unknown;
-  let result: Awaited<typeof exited>;
+  let result: ProgramExit;
   try {
     if (group) {
       // The gate opens only once the guard surely has the group: a crash before that closes it, and nothing runs.
       // Nor after the lease could lapse: this worker may have been paused meanwhile (the guard then kills the
       // group at once, but the program could start first). Once open, the guard's kill time is still ahead.
       try {
-        await guard.watching(group.pgid, context.signal);
+        await launched.guarded(context.signal);
         const refusal = startRefusal(context, program.noun);
         if (refusal) throw refusal;
         context.started();
-        gate.end('open\n');
+        launched.openGate();
       } catch (error) {
         notStarted = error;
-        gate.destroy();
+        launched.closeGate();
       }
     }
-    result = await exited;
+    result = await launched.exited;
     if (group) {
       if (group.alive()) {
         if (!context.signal.aborted) context.logger.warn({ pgid: group.pgid }, `${program.noun} exited leaving processes in its group: stopping them`);
@@ -204,7 +185,7 @@ export async function runGuarded(program: GuardedProgram, context: RunContext, o
     stopFollowing();
     context.signal.removeEventListener('abort', onAbort);
     group?.dispose();
-    if (group) guard.unwatch(group.pgid);
+    launched.release();
   }
   // Everything holding the pipes is gone (unless something left the group): give the streams a moment to drain.
   await Promise.race([streamsDone, new Promise((resolve) => setTimeout(resolve, 200).unref())]);
@@ -316,6 +297,7 @@ function inheritedEnv(): NodeJS.ProcessEnv {
 class ProcessGroup {
   readonly pgid: number;
   readonly #graceMs: number;
+  readonly #sendSignal: (signal: NodeJS.Signals | 0) => boolean;
   readonly #onKill: ((cause: GroupKillCause) => void) | undefined;
   #graceTimer: NodeJS.Timeout | undefined;
   #deadlineTimer: NodeJS.Timeout | undefined;
@@ -323,9 +305,10 @@ class ProcessGroup {
   #killedBy: GroupKillCause | undefined;
   #stopping = false;
 
-  constructor(pgid: number, graceMs: number, onKill?: (cause: GroupKillCause) => void) {
+  constructor(pgid: number, graceMs: number, sendSignal: (signal: NodeJS.Signals | 0) => boolean, onKill?: (cause: GroupKillCause) => void) {
     this.pgid = pgid;
     this.#graceMs = graceMs;
+    this.#sendSignal = sendSignal;
     this.#onKill = onKill;
   }
 
@@ -335,13 +318,7 @@ class ProcessGroup {
   }
 
   #signal(signal: NodeJS.Signals | 0): boolean {
-    try {
-      process.kill(-this.pgid, signal);
-      return true;
-    } catch (error) {
-      // EPERM: it exists but is not ours to signal (it cannot be ours then: treat as alive).
-      return (error as NodeJS.ErrnoException).code === 'EPERM';
-    }
+    return this.#sendSignal(signal);
   }
 
   alive(): boolean {

@@ -1,11 +1,11 @@
-import { parseSchedulerEnv, parseWorkerEnv, type EnvResult } from '@tickwarden/config';
+import { parseLauncherEnv, parseSchedulerEnv, parseWorkerEnv, type EnvResult } from '@tickwarden/config';
 import type { IContainer } from 'kubernetes-models/v1/Container';
 import type { KubeObject } from './objects.ts';
 
 type EnvParser = (env: Readonly<Record<string, string | undefined>>) => EnvResult<unknown>;
 
-/** The app containers and the parser each app runs on its environment at start. */
-export const APP_ENV_PARSERS: Readonly<Record<string, EnvParser>> = { scheduler: parseSchedulerEnv, worker: parseWorkerEnv };
+/** The app containers, by name, and the parser each runs on its environment at start (the launcher is the worker pod's second container). */
+export const APP_ENV_PARSERS: Readonly<Record<string, EnvParser>> = { scheduler: parseSchedulerEnv, worker: parseWorkerEnv, launcher: parseLauncherEnv };
 
 /**
  * The variables `parse` reads, found by running it on an environment that records every read:

@@ -1,17 +1,24 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { formatConfigError, validateConfigTexts, type ConfigText, type TickwardenConfig } from '@tickwarden/config';
+import { formatConfigError, LAUNCHER_SOCKET_VARIABLE, validateConfigTexts, type ConfigText, type TickwardenConfig } from '@tickwarden/config';
 import { PROCESS_NODE_FLAGS } from '@tickwarden/runtime';
 import type { IContainer } from 'kubernetes-models/v1/Container';
 import type { IProbe } from 'kubernetes-models/v1/Probe';
+import type { IVolume } from 'kubernetes-models/v1/Volume';
+import type { IVolumeMount } from 'kubernetes-models/v1/VolumeMount';
 import { APP_ENV_PARSERS, resolveEnv, variablesRead, type EnvSources, type ResolvedEnv } from './env.ts';
-import { component, flagValues, mainContainer, selects, workloads, type KubeObject, type LabelSelector, type Workload } from './objects.ts';
+import { component, containerNamed, flagValues, mainContainer, selects, workloads, type KubeObject, type LabelSelector, type Workload } from './objects.ts';
 import { REPO_ROOT } from './paths.ts';
 
 /** A policy: every violation it finds in a rendered overlay, one message each (none: it holds). */
 export type Policy = (objects: readonly KubeObject[]) => string[];
 
 export const APP_COMPONENTS = ['scheduler', 'worker'] as const;
+
+/** The worker pod's second container, which starts the job programs under a user of its own. */
+export const LAUNCHER = 'launcher';
+/** What the launcher container runs: the worker app's compiled launcher (`--check`: its probe). */
+export const LAUNCHER_MAIN = 'apps/worker/dist/launcher-main.js';
 
 /**
  * Secrets the overlays expect to be created out of band (README, "Apply" and "Managed Redis"),
@@ -87,9 +94,10 @@ export const pinnedImages: Policy = (objects) =>
   );
 
 /**
- * App pods get no service-link variables (they would land in the apps' and the command handlers'
+ * App pods get no service-link variables (they would land in the apps' and the job programs'
  * environment) and no API token; the worker's pod shares its process namespace, so that the
- * pause container, not node, is PID 1 and reaps what command handlers leave behind.
+ * pause container, not node, is PID 1 and reaps what job programs leave behind (that the programs
+ * cannot look into the worker through it is the launcher policy's part).
  */
 export const podHygiene: Policy = (objects) =>
   APP_COMPONENTS.flatMap((name) => component(objects, name)).flatMap((workload) => [
@@ -97,7 +105,7 @@ export const podHygiene: Policy = (objects) =>
     ...(workload.pod.automountServiceAccountToken === false ? [] : [`${workload.kind}/${workload.name}: automountServiceAccountToken is not false`]),
     ...(workload.podLabels['app.kubernetes.io/component'] !== 'worker' || workload.pod.shareProcessNamespace === true
       ? []
-      : [`${workload.kind}/${workload.name}: shareProcessNamespace is not true (node would be PID 1 and leave command leftovers unreaped)`]),
+      : [`${workload.kind}/${workload.name}: shareProcessNamespace is not true (node would be PID 1 and leave job programs' leftovers unreaped)`]),
   ]);
 
 // ---- the apps -----------------------------------------------------------------------------
@@ -111,17 +119,29 @@ function appWorkload(objects: readonly KubeObject[], name: string): Workload {
 
 const resolvedApp = (objects: readonly KubeObject[], name: string): ResolvedEnv => resolveEnv(mainContainer(appWorkload(objects, name)), objects, ENV_SOURCES);
 
+/** The worker pod's launcher container; `undefined` when it has none (the launcher policy says so). */
+const launcherContainer = (objects: readonly KubeObject[]): IContainer | undefined => containerNamed(appWorkload(objects, 'worker'), LAUNCHER);
+
+/** Each app container, by name: the apps' own, and the launcher when the worker pod has one. */
+const appContainers = (objects: readonly KubeObject[]): [string, IContainer][] => {
+  const launcher = launcherContainer(objects);
+  return [...APP_COMPONENTS.map((name): [string, IContainer] => [name, mainContainer(appWorkload(objects, name))]), ...(launcher ? [[LAUNCHER, launcher] as [string, IContainer]] : [])];
+};
+
 /**
- * The app containers set only variables their app reads (plus Secret values used solely as
- * `$(NAME)` inside those), every reference resolves, and the result passes the app's own parser.
+ * The app containers (the launcher's too) set only variables their process reads (plus, in the
+ * apps, Secret values used solely as `$(NAME)` inside those), every reference resolves, and the
+ * result passes the process's own parser.
  */
 export const appEnvironment: Policy = (objects) =>
-  APP_COMPONENTS.flatMap((name) => {
+  appContainers(objects).flatMap(([name, container]) => {
     const parse = APP_ENV_PARSERS[name];
     if (!parse) throw new Error(`no env parser for ${name}`);
     const read = variablesRead(parse);
-    const { env, problems, secretHelpers } = resolvedApp(objects, name);
-    const unread = Object.keys(env).filter((variable) => !read.has(variable) && !secretHelpers.has(variable));
+    const { env, problems, secretHelpers } = resolveEnv(container, objects, ENV_SOURCES);
+    // The launcher takes nothing from a Secret (the launcher policy), not even for a $(NAME).
+    const helpers = name === LAUNCHER ? new Set<string>() : secretHelpers;
+    const unread = Object.keys(env).filter((variable) => !read.has(variable) && !helpers.has(variable));
     const parsed = parse(env);
     return [
       ...problems,
@@ -130,33 +150,49 @@ export const appEnvironment: Policy = (objects) =>
     ];
   });
 
-/** Liveness on /healthz, readiness on /readyz, on the port the app listens on (TICKWARDEN_HTTP_PORT), scraped there. */
-export const appProbes: Policy = (objects) =>
-  APP_COMPONENTS.flatMap((name) => {
-    const workload = appWorkload(objects, name);
-    const container = mainContainer(workload);
-    const port = resolvedApp(objects, name).env['TICKWARDEN_HTTP_PORT'] ?? String(name === 'scheduler' ? 8080 : 8081);
-    const portOf = (probe: IProbe | undefined): string => {
-      const target = probe?.httpGet?.port;
-      const named = container.ports?.find((candidate) => candidate.name === target);
-      return String(named ? named.containerPort : target);
-    };
-    const problems: string[] = [];
-    for (const [probe, path] of [
-      ['livenessProbe', '/healthz'],
-      ['readinessProbe', '/readyz'],
-    ] as const) {
-      const handler = container[probe]?.httpGet;
-      if (handler?.path !== path) problems.push(`${name}: ${probe} is not an HTTP GET of ${path}`);
-      if (portOf(container[probe]) !== port) problems.push(`${name}: ${probe} port ${portOf(container[probe])} is not TICKWARDEN_HTTP_PORT ${port}`);
-    }
-    const annotations = workload.podAnnotations;
-    const monitored = objects.some((object) => object.kind === 'ServiceMonitor');
-    if (!monitored && (annotations['prometheus.io/scrape'] !== 'true' || annotations['prometheus.io/port'] !== port)) {
-      problems.push(`${name}: no prometheus.io/scrape annotations for port ${port} (and no ServiceMonitor)`);
-    }
-    return problems;
-  });
+/** The probes' command in the launcher container: it exits 0 only when the launcher answers on its socket. */
+export const LAUNCHER_CHECK = ['node', LAUNCHER_MAIN, '--check'] as const;
+
+/**
+ * Liveness on /healthz, readiness on /readyz, on the port the app listens on
+ * (TICKWARDEN_HTTP_PORT), scraped there; the launcher (no HTTP port) is probed by running its
+ * `--check` in its container.
+ */
+export const appProbes: Policy = (objects) => [...APP_COMPONENTS.flatMap((name) => httpAppProbes(objects, name)), ...launcherProbes(objects)];
+
+function launcherProbes(objects: readonly KubeObject[]): string[] {
+  const launcher = launcherContainer(objects);
+  if (!launcher) return [];
+  return (['livenessProbe', 'readinessProbe'] as const)
+    .filter((probe) => JSON.stringify(launcher[probe]?.exec?.command) !== JSON.stringify(LAUNCHER_CHECK))
+    .map((probe) => `${LAUNCHER}: ${probe} is not an exec of ${LAUNCHER_CHECK.join(' ')}`);
+}
+
+function httpAppProbes(objects: readonly KubeObject[], name: (typeof APP_COMPONENTS)[number]): string[] {
+  const workload = appWorkload(objects, name);
+  const container = mainContainer(workload);
+  const port = resolvedApp(objects, name).env['TICKWARDEN_HTTP_PORT'] ?? String(name === 'scheduler' ? 8080 : 8081);
+  const portOf = (probe: IProbe | undefined): string => {
+    const target = probe?.httpGet?.port;
+    const named = container.ports?.find((candidate) => candidate.name === target);
+    return String(named ? named.containerPort : target);
+  };
+  const problems: string[] = [];
+  for (const [probe, path] of [
+    ['livenessProbe', '/healthz'],
+    ['readinessProbe', '/readyz'],
+  ] as const) {
+    const handler = container[probe]?.httpGet;
+    if (handler?.path !== path) problems.push(`${name}: ${probe} is not an HTTP GET of ${path}`);
+    if (portOf(container[probe]) !== port) problems.push(`${name}: ${probe} port ${portOf(container[probe])} is not TICKWARDEN_HTTP_PORT ${port}`);
+  }
+  const annotations = workload.podAnnotations;
+  const monitored = objects.some((object) => object.kind === 'ServiceMonitor');
+  if (!monitored && (annotations['prometheus.io/scrape'] !== 'true' || annotations['prometheus.io/port'] !== port)) {
+    problems.push(`${name}: no prometheus.io/scrape annotations for port ${port} (and no ServiceMonitor)`);
+  }
+  return problems;
+}
 
 /** At least two scheduler replicas, a PDB that selects them and lets one go at most, and rollouts that never go below the replica count. */
 export const schedulerAvailability: Policy = (objects) => {
@@ -419,12 +455,131 @@ export const gracePeriods: Policy = (objects) => {
   });
 };
 
-/** Each app container runs its compiled `dist/main.js` with the node flags of `PROCESS_NODE_FLAGS` (the benchmark and the local stack use the same flags). */
-export const nodeFlags: Policy = (objects) =>
-  APP_COMPONENTS.flatMap((name) => {
-    const expected = [...PROCESS_NODE_FLAGS[name], `apps/${name}/dist/main.js`];
-    const args = mainContainer(appWorkload(objects, name)).args ?? [];
-    return JSON.stringify(args) === JSON.stringify(expected) ? [] : [`${name}: args ${JSON.stringify(args)}, expected ${JSON.stringify(expected)} (PROCESS_NODE_FLAGS of @tickwarden/runtime, then the app's compiled main)`];
+/**
+ * Each app container runs its compiled `dist/main.js` with the node flags of `PROCESS_NODE_FLAGS`
+ * (the benchmark and the local stack use the same flags); the launcher, the worker app's code,
+ * runs its compiled launcher with the worker's flags (`PROCESS_NODE_FLAGS` has no entry of its own).
+ */
+export const nodeFlags: Policy = (objects) => {
+  const launcher = launcherContainer(objects);
+  const checks = [
+    ...APP_COMPONENTS.map((name) => ({
+      name,
+      args: mainContainer(appWorkload(objects, name)).args ?? [],
+      expected: [...PROCESS_NODE_FLAGS[name], `apps/${name}/dist/main.js`],
+      source: "PROCESS_NODE_FLAGS of @tickwarden/runtime, then the app's compiled main",
+    })),
+    ...(launcher ? [{ name: LAUNCHER, args: launcher.args ?? [], expected: [...PROCESS_NODE_FLAGS.worker, LAUNCHER_MAIN], source: "the worker's PROCESS_NODE_FLAGS of @tickwarden/runtime, then the launcher's compiled main" }] : []),
+  ];
+  return checks.flatMap(({ name, args, expected, source }) => (JSON.stringify(args) === JSON.stringify(expected) ? [] : [`${name}: args ${JSON.stringify(args)}, expected ${JSON.stringify(expected)} (${source})`]));
+};
+
+// ---- the launcher ---------------------------------------------------------------------------
+
+/** The mount that holds `dir` in `container` (the deepest one), if any. */
+function mountHolding(container: IContainer, dir: string): IVolumeMount | undefined {
+  const holding = (container.volumeMounts ?? []).filter((mount) => {
+    const relative = path.posix.relative(mount.mountPath, dir);
+    return relative === '' || (!relative.startsWith('..') && !path.posix.isAbsolute(relative));
+  });
+  return holding.sort((a, b) => b.mountPath.length - a.mountPath.length)[0];
+}
+
+/** What in a volume is a credential: a Secret, a service account token, or a CSI driver (secret stores use one). */
+function credentialsIn(volume: IVolume): string[] {
+  return [
+    ...(volume.secret ? [`Secret ${volume.secret.secretName ?? '?'}`] : []),
+    ...(volume.projected?.sources ?? []).flatMap((source) => [
+      ...(source.secret ? [`Secret ${source.secret.name ?? '?'}`] : []),
+      ...(source.serviceAccountToken ? ['a service account token'] : []),
+    ]),
+    ...(volume.csi ? [`CSI driver ${volume.csi.driver}`] : []),
+  ];
+}
+
+/** A volume made of ConfigMaps only (the schedules): nothing in it is secret or written by the worker. */
+const configMapsOnly = (volume: IVolume): boolean => Boolean(volume.configMap) || Boolean(volume.projected?.sources?.length && volume.projected.sources.every((source) => source.configMap && Object.keys(source).length === 1));
+
+/**
+ * Job programs start in the worker pod's launcher container, not in the worker's, and the
+ * launcher holds no credential: the worker names the launcher's socket (TICKWARDEN_LAUNCHER_SOCKET,
+ * the launcher's path), both mount one emptyDir at the socket's directory (writable by the
+ * launcher); the launcher runs with a UID and GID of its own, set on its container and not the
+ * worker's (so its programs cannot ptrace the worker, or read its /proc/<pid>/environ, memory or
+ * root, through the shared process namespace); it takes no variable from a Secret, mounts no
+ * Secret, token or CSI volume, the pod mounts no API token, and of the worker's volumes it
+ * shares only the socket's and ConfigMaps: the schedules, where the worker mounts them, since
+ * module files resolve next to the team files.
+ */
+export const launcher: Policy = (objects) =>
+  component(objects, 'worker').flatMap((workload) => {
+    const at = `${workload.kind}/${workload.name}`;
+    const worker = mainContainer(workload);
+    const workerSocket = resolveEnv(worker, objects, ENV_SOURCES).env[LAUNCHER_SOCKET_VARIABLE];
+    const problems: string[] = [];
+    if (workerSocket === undefined) problems.push(`${where(workload, worker)}: no ${LAUNCHER_SOCKET_VARIABLE} (the worker would start job programs itself, as its own user)`);
+    const sidecar = containerNamed(workload, LAUNCHER);
+    if (!sidecar) return [...problems, `${at}: no ${LAUNCHER} container (job programs would run as the worker's user)`];
+    const own = where(workload, sidecar);
+    const volumeNamed = (name: string): IVolume | undefined => workload.pod.volumes?.find((volume) => volume.name === name);
+
+    // The socket: one path, on one emptyDir both containers mount.
+    const socket = resolveEnv(sidecar, objects, ENV_SOURCES).env[LAUNCHER_SOCKET_VARIABLE];
+    if (workerSocket !== undefined && socket !== undefined && workerSocket !== socket) problems.push(`${at}: the worker's ${LAUNCHER_SOCKET_VARIABLE} ${workerSocket} is not the launcher's ${socket}`);
+    const socketPath = socket ?? workerSocket;
+    let socketVolume: string | undefined;
+    if (socketPath !== undefined) {
+      const dir = path.posix.dirname(socketPath);
+      const [workerMount, launcherMount] = [mountHolding(worker, dir), mountHolding(sidecar, dir)];
+      if (!workerMount || !launcherMount || workerMount.name !== launcherMount.name || (workerMount.subPath ?? '') !== (launcherMount.subPath ?? '')) {
+        problems.push(`${at}: the worker and the launcher do not mount one volume at ${dir}, the socket's directory`);
+      } else {
+        socketVolume = launcherMount.name;
+        if (!volumeNamed(launcherMount.name)?.emptyDir) problems.push(`${at}: volume ${launcherMount.name} at the socket's directory is not an emptyDir of the pod`);
+        if (launcherMount.readOnly === true) problems.push(`${own}: mounts ${dir} read-only, so it cannot create its socket`);
+      }
+    }
+
+    // A user of its own: set on the container, not the worker's.
+    const pod = workload.pod.securityContext ?? {};
+    for (const [field, what] of [
+      ['runAsUser', 'UID'],
+      ['runAsGroup', 'GID'],
+    ] as const) {
+      const mine = sidecar.securityContext?.[field];
+      const workers = worker.securityContext?.[field] ?? pod[field];
+      if (mine === undefined) problems.push(`${own}: no ${field} of its own (it would run as the pod's or the image's user, the worker's)`);
+      else if (mine === workers) problems.push(`${own}: runs with the worker's ${what} ${mine}`);
+    }
+
+    // No credential.
+    for (const variable of sidecar.env ?? []) {
+      const ref = variable.valueFrom?.secretKeyRef;
+      if (ref) problems.push(`${own}: ${variable.name} comes from Secret ${ref.name ?? '?'}`);
+    }
+    for (const source of sidecar.envFrom ?? []) {
+      if (source.secretRef) problems.push(`${own}: takes its environment from Secret ${source.secretRef.name ?? '?'}`);
+    }
+    if (workload.pod.automountServiceAccountToken !== false) problems.push(`${at}: automountServiceAccountToken is not false: the launcher and its programs would get an API token`);
+    const workerVolumes = new Set((worker.volumeMounts ?? []).map((mount) => mount.name));
+    for (const mount of sidecar.volumeMounts ?? []) {
+      const volume = volumeNamed(mount.name);
+      if (!volume) continue;
+      const credentials = credentialsIn(volume);
+      for (const credential of credentials) problems.push(`${own}: mounts ${credential} (volume ${mount.name})`);
+      if (credentials.length === 0 && workerVolumes.has(mount.name) && mount.name !== socketVolume && !configMapsOnly(volume)) {
+        problems.push(`${own}: shares volume ${mount.name} with the worker (the programs would read what the worker writes there)`);
+      }
+    }
+
+    // The schedules where the worker sees them.
+    const configPath = resolveEnv(worker, objects, ENV_SOURCES).env['TICKWARDEN_CONFIG'];
+    const workerSchedules = worker.volumeMounts?.find((mount) => mount.mountPath === configPath);
+    const launcherSchedules = sidecar.volumeMounts?.find((mount) => mount.mountPath === configPath);
+    if (workerSchedules && (launcherSchedules?.name !== workerSchedules.name || launcherSchedules.readOnly !== true || launcherSchedules.subPath || launcherSchedules.subPathExpr)) {
+      problems.push(`${own}: does not mount volume ${workerSchedules.name} read-only at ${configPath ?? ''}, where the worker reads the schedules (module files resolve next to them)`);
+    }
+    return problems;
   });
 
 /** Every policy, by name: each overlay must satisfy all of them. */
@@ -445,4 +600,5 @@ export const POLICIES: Readonly<Record<string, Policy>> = {
   schedules,
   gracePeriods,
   nodeFlags,
+  launcher,
 };
