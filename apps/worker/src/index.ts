@@ -1,6 +1,6 @@
 export { peersToMarkRevoked, predecessorsWaitUntil, type ActivePeer } from './cancel-previous.ts';
 export { COMMAND_GUARD_UNAVAILABLE, CommandGuard, GUARD_READY_TIMEOUT_MS, GUARD_RESPAWN_DELAY_MS, hostMonotonicMs, type CommandGuardOptions } from './command-guard.ts';
-export { deferralsOf, handlerStarted, lostFinish, markDeferred, markFinished, markHandlerStarted, type DeferralMarks, type FinishedMark, type HandlerStartedMark, type LastDeferral, type RunProgress } from './run-progress.ts';
+export { deferralsOf, handlerStarted, lostAttemptsOf, lostFinish, lostStart, markDeferred, markFinished, markHandlerStarted, type DeferralMarks, type FinishedMark, type HandlerStartedMark, type LastDeferral, type RunProgress } from './run-progress.ts';
 export { LEASE_KILL_MARGIN_MS, runCommand, type CommandHandlerConfig, type CommandRunOptions } from './handlers/command.ts';
 export { HTTP_DESTINATION_REFUSED, HTTP_ERROR_BODY_LIMIT, runHttp, type HttpHandlerConfig } from './handlers/http.ts';
 export { runHandler, type HandlerOptions } from './handlers/index.ts';
