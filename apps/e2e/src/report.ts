@@ -114,7 +114,13 @@ export interface TickReport {
   skipped: string[];
   /** `cancel-previous` ticks not run because a later tick took their lease (recorded `superseded`), a later tick's run started soon after: by design. */
   superseded: string[];
-  /** Ticks neither run, skipped nor superseded; allowed only inside an outage window. */
+  /**
+   * Ticks recorded `worker-lost` that never wrote a ledger line: the worker that started the run was
+   * killed or paused before its program did anything, and with `attempts: 1` it is not run again
+   * (at most once). By design, listed apart.
+   */
+  lostWithWorker: string[];
+  /** Ticks neither run, skipped, superseded nor lost with their worker; allowed only inside an outage window. */
   missed: MissedTick[];
   /** Runs whose tick a killed or paused worker held (see `heldByWorkerFault`): outside the start lag, each bounded by WORKER_RECOVERY_MS after its fault. */
   heldByWorkerFault: HeldTick[];
@@ -306,6 +312,7 @@ export function buildReport(input: ReportInput): TickReport {
   const expected = expectedTicks(input.schedules, input.fromMs, input.toMs);
   const skipped: string[] = [];
   const superseded: string[] = [];
+  const lostWithWorker: string[] = [];
   const missed: MissedTick[] = [];
   const silent: string[] = [];
   let silentNotRun = 0;
@@ -348,6 +355,10 @@ export function buildReport(input: ReportInput): TickReport {
         continue;
       }
     }
+    if (outcomes.has('worker-lost') && lostWithItsWorker(firstRuns.get(key), workerFaults, schedule.leaseTtlMs)) {
+      lostWithWorker.push(key);
+      continue;
+    }
     missed.push({ tick: key, reason: outage ?? 'unexplained', outcomes: [...outcomes].sort() });
   }
 
@@ -372,6 +383,7 @@ export function buildReport(input: ReportInput): TickReport {
     fenceRegressions: ledger.fenceRegressions,
     skipped,
     superseded,
+    lostWithWorker,
     missed,
     heldByWorkerFault: heldTicks,
     silent,
@@ -400,6 +412,12 @@ function heldByWorkerFault(tickMs: number, startMs: number, firstRun: { worker: 
   if (firstRun === undefined) return undefined;
   const onPausedWorker = (fault: WorkerFaultWindow): boolean => fault.kind === 'pause' && fault.worker === firstRun.worker && startMs >= fault.toMs - EVIDENCE_SLACK_MS;
   return faults.find((fault) => fault.fromMs >= tickMs - EVIDENCE_SLACK_MS && fault.fromMs <= startMs && (firstRun.attempt > 1 || onPausedWorker(fault)));
+}
+
+/** Whether the worker that started a tick's run was killed or paused soon after (within the run's lease TTL and WORKER_RECOVERY_MS). */
+function lostWithItsWorker(firstRun: { worker: string; atMs: number } | undefined, faults: readonly WorkerFaultWindow[], leaseTtlMs: number): boolean {
+  if (firstRun === undefined) return false;
+  return faults.some((fault) => fault.worker === firstRun.worker && fault.fromMs >= firstRun.atMs - EVIDENCE_SLACK_MS && fault.fromMs <= firstRun.atMs + leaseTtlMs + WORKER_RECOVERY_MS);
 }
 
 /**
@@ -506,6 +524,7 @@ export function formatReport(report: TickReport): string[] {
     `ticks run: ${report.run}`,
     `skipped (overlap): ${report.skipped.length}`,
     `superseded (cancel-previous): ${report.superseded.length}`,
+    `lost with their worker before the program wrote (worker-lost, not run again): ${report.lostWithWorker.length}`,
     `duplicates: ${report.duplicates.length}`,
     `started more often than attempts allow: ${report.startedTooOften.length}`,
     `re-runs after a lost completion (within attempts): ${report.rerunsAfterCompletion.length}`,

@@ -343,6 +343,20 @@ describe('the run report', () => {
     });
   });
 
+  it('a tick recorded worker-lost and never run is lost with its worker only when the worker that started it was killed or paused soon after', () => {
+    const lines = run('t/a', 0, 1, 0.05, 0.2);
+    const startedOn = (worker: string): LogRecord => ({ level: INFO, schedule: 't/a', tick: iso(1), attempt: 1, fence: 2, handler: 'module', process: worker, seenMs: at(1.05) });
+    const records = [outcome('t/a', 0, 'enqueued'), outcome('t/a', 1, 'enqueued'), startedOn('worker-1'), outcome('t/a', 1, 'worker-lost', { level: 50 })];
+    const killed = (worker: string, fromS: number): WorkerFaultWindow => ({ worker, kind: 'kill', fromMs: at(fromS), toMs: at(fromS + 2) });
+    const lost = report({ lines, records, toS: 1, workerFaults: [killed('worker-1', 1.1)] });
+    expect(lost.lostWithWorker).toEqual([`t/a ${iso(1)}`]);
+    expect(lost.missed).toEqual([]);
+    expect(formatReport(lost)).toContain('lost with their worker before the program wrote (worker-lost, not run again): 1');
+    // Another worker's fault, or none near the start: the record explains nothing.
+    expect(report({ lines, records, toS: 1, workerFaults: [killed('worker-2', 1.1)] }).missed.map((miss) => miss.reason)).toEqual(['unexplained']);
+    expect(report({ lines, records, toS: 1, workerFaults: [killed('worker-1', 30)] }).missed.map((miss) => miss.reason)).toEqual(['unexplained']);
+  });
+
   it('a tick enqueued by two winners is a duplicate', () => {
     const lines = run('t/a', 0, 1, 0.05, 0.2);
     const records = [outcome('t/a', 0, 'enqueued'), outcome('t/a', 0, 'recovered')];

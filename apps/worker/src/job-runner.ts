@@ -487,12 +487,17 @@ export class JobRunner {
     try {
       if (run.data.overlap === 'cancel-previous') await this.#awaitPredecessors(run, controller, log);
       controller.signal.throwIfAborted();
-      // Before the handler: a later start that finds no mark knows no handler ran, so the start deadline still holds.
-      await markHandlerStarted(run.job, run.attempt, lease.fence);
-      controller.signal.throwIfAborted();
-      // cancel-previous: a successor that read our progress before the mark did not wait for us. The lease,
-      // checked after the mark, says whether one can exist: a revocation since makes this extension fail.
-      if (run.data.overlap === 'cancel-previous') await this.#confirmLease(lease, controller, validity);
+      // Right before the program's gate opens (the request is sent): a later start that finds no mark knows
+      // nothing of the handler ran (the start deadline still holds, and it may run), and one that finds it
+      // without an end does not run it again (worker-lost). Later would let a dead worker's program run twice.
+      const started = async (): Promise<void> => {
+        await markHandlerStarted(run.job, run.attempt, lease.fence);
+        controller.signal.throwIfAborted();
+        // cancel-previous: a successor that read our progress before the mark did not wait for us. The lease,
+        // checked after the mark, says whether one can exist: a revocation since makes this extension fail.
+        if (run.data.overlap === 'cancel-previous') await this.#confirmLease(lease, controller, validity);
+        state.handlerStarted = true;
+      };
       const { maxRuntimeMs } = run.data;
       if (maxRuntimeMs !== null) runtimeTimer = setTimeout(() => abortOnce(controller, new RunAbortedError('timeout', `timed out after ${maxRuntimeMs} ms (maxRuntime)`)), maxRuntimeMs);
       const { data, jobId, attempt } = run;
@@ -500,7 +505,7 @@ export class JobRunner {
       try {
         details = await runHandler(
           schedule,
-          { schedule: data.schedule, tickMs: data.tickMs, fence: lease.fence, jobId, attempt, payload: data.payload, signal: controller.signal, lease: validity, logger: log, started: () => (state.handlerStarted = true) },
+          { schedule: data.schedule, tickMs: data.tickMs, fence: lease.fence, jobId, attempt, payload: data.payload, signal: controller.signal, lease: validity, logger: log, started },
           { guard: this.#options.guard, launcher: this.#options.launcher, limits: this.#options.outputLimits, secretsDir: this.#options.secretsDir, httpDestinations: this.#options.httpDestinations },
         );
       } catch (error) {

@@ -166,7 +166,7 @@ export async function runGuarded(program: GuardedProgram, context: RunContext, o
         await launched.guarded(context.signal);
         const refusal = startRefusal(context, program.noun);
         if (refusal) throw refusal;
-        context.started();
+        await context.started();
         launched.openGate();
       } catch (error) {
         notStarted = error;

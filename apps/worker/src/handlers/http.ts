@@ -91,7 +91,7 @@ export async function runHttp(config: HttpHandlerConfig, context: RunContext, op
   context.signal.throwIfAborted();
   const firstRefusal = hostRefusal(httpDestinations, origin.hostname);
   if (firstRefusal !== undefined) throw refused(firstRefusal, origin);
-  context.started();
+  await context.started();
   for (let redirects = 0; ; redirects++) {
     let response: Response;
     try {

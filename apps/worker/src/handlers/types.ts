@@ -21,11 +21,11 @@ export interface RunContext {
   /** A child logger carrying the run's fields (worker, schedule, tick, jobId, fence, attempt). */
   logger: Logger;
   /**
-   * Called by the handler right before its work can begin (the program's gate opens, the request
-   * is sent). A run stopped before this call did nothing, so the worker puts its job back instead
-   * of failing it.
+   * Awaited by the handler right before its work can begin (the program's gate opens, the request
+   * is sent): the worker records the start in the job. A run stopped before this call did nothing,
+   * so the worker puts its job back instead of failing it; when it rejects, the work must not begin.
    */
-  started(): void;
+  started(): void | Promise<void>;
 }
 
 /**
