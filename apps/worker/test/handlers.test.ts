@@ -124,12 +124,16 @@ describe('http handler', () => {
   it('started() comes right before the request is sent; a run aborted before it sends nothing and is not started', async () => {
     const { logger } = captureLogger();
     let started = 0;
-    await runHttp(config(`${base}/ok`), runContext(new AbortController().signal, logger, { started: () => (started += 1) }));
+    await runHttp(config(`${base}/ok`), runContext(new AbortController().signal, logger, { started: () => {
+        started += 1;
+      } }));
     expect(started).toBe(1);
     const sent = seen.length;
     const aborted = new AbortController();
     aborted.abort(new Error('lease lost'));
-    const error = await runHttp(config(`${base}/ok`), runContext(aborted.signal, logger, { started: () => (started += 1) })).catch((e: unknown) => e);
+    const error = await runHttp(config(`${base}/ok`), runContext(aborted.signal, logger, { started: () => {
+        started += 1;
+      } })).catch((e: unknown) => e);
     expect(error).toMatchObject({ message: 'lease lost' });
     expect(started).toBe(1);
     await sleep(100);
@@ -147,7 +151,9 @@ describe('http handler', () => {
     const sent = seen.length;
     let started = 0;
     const missing = config(`${base}/ok`, { headers: { 'X-Api-Token': { secret: 'team-a-api', key: 'other' } } });
-    const error = await runHttp(missing, runContext(new AbortController().signal, logger, { started: () => (started += 1) }), { secretsDir: secrets }).catch((e: unknown) => e);
+    const error = await runHttp(missing, runContext(new AbortController().signal, logger, { started: () => {
+        started += 1;
+      } }), { secretsDir: secrets }).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(HandlerError);
     expect((error as HandlerError).message).toBe(`cannot read X-Api-Token from Secret team-a-api, key other (${path.join(secrets, 'team-a-api', 'other')}): ENOENT`);
     expect((error as HandlerError).details).toMatchObject({ code: 'SECRET_UNAVAILABLE', secret: 'team-a-api', key: 'other' });
@@ -190,7 +196,9 @@ describe('http handler', () => {
     const refusal = async (url: string, httpDestinations = DEFAULT_HTTP_DESTINATIONS) => {
       let started = 0;
       const before = seen.length;
-      const error = await runHttp(config(url), runContext(new AbortController().signal, logger, { started: () => (started += 1) }), { httpDestinations }).catch((e: unknown) => e);
+      const error = await runHttp(config(url), runContext(new AbortController().signal, logger, { started: () => {
+        started += 1;
+      } }), { httpDestinations }).catch((e: unknown) => e);
       expect(seen.length - before).toBe(0);
       return { error: error as HandlerError, started };
     };
@@ -433,17 +441,23 @@ describe('command handler: bound to the lease', () => {
     const writesMarker = command(`require('node:fs').writeFileSync(${JSON.stringify(marker)}, 'ran')`, 1000);
     // 50 ms of validity left: within the kill margin already.
     let started = 0;
-    const atSpawn = await runCommand(writesMarker, runContext(new AbortController().signal, logger, { lease: testLease(50), started: () => (started += 1) }), { guard: passiveGuard }).catch((e: unknown) => e);
+    const atSpawn = await runCommand(writesMarker, runContext(new AbortController().signal, logger, { lease: testLease(50), started: () => {
+        started += 1;
+      } }), { guard: passiveGuard }).catch((e: unknown) => e);
     expect((atSpawn as HandlerError).details['code']).toBe('LEASE_ENDING_BEFORE_START');
     // Valid at spawn, but the guard is told only after the validity ended (as when the worker is SIGSTOPped there).
     const slowGuard = { ...passiveGuard, watching: () => sleep(400) } as unknown as CommandGuard;
-    const atGate = await runCommand(writesMarker, runContext(new AbortController().signal, logger, { lease: testLease(300), started: () => (started += 1) }), { guard: slowGuard }).catch((e: unknown) => e);
+    const atGate = await runCommand(writesMarker, runContext(new AbortController().signal, logger, { lease: testLease(300), started: () => {
+        started += 1;
+      } }), { guard: slowGuard }).catch((e: unknown) => e);
     expect((atGate as HandlerError).details['code']).toBe('LEASE_ENDING_BEFORE_START');
     await sleep(200);
     expect(existsSync(marker)).toBe(false);
     // Not started: the worker puts such a run back instead of failing it.
     expect(started).toBe(0);
-    await runCommand(writesMarker, runContext(new AbortController().signal, logger, { started: () => (started += 1) }), { guard: passiveGuard });
+    await runCommand(writesMarker, runContext(new AbortController().signal, logger, { started: () => {
+        started += 1;
+      } }), { guard: passiveGuard });
     expect(existsSync(marker)).toBe(true);
     expect(started).toBe(1);
   });
