@@ -219,12 +219,95 @@ describe('each policy catches what it is for (fed a mutated prod render)', () =>
     ]);
   });
 
+  it('lockNodes: a zone spread that is only a preference, or lets one zone hold a majority', () => {
+    const zoneSpread = (o: KubeObject[]) => {
+      const [constraint] = only(o, 'lock-node').pod.topologySpreadConstraints ?? [];
+      if (!constraint) throw new Error('no topologySpreadConstraint on the lock nodes');
+      return constraint;
+    };
+    const preferred = mutated((o) => {
+      zoneSpread(o).whenUnsatisfiable = 'ScheduleAnyway';
+      delete zoneSpread(o).minDomains;
+    });
+    expect(policies.lockNodes(preferred)).toEqual([
+      'StatefulSet/tickwarden-lock: the zone spread is a preference (ScheduleAnyway): a zone may end up with a majority; require it (DoNotSchedule with minDomains) or accept that with the annotation tickwarden.io/lock-zone-spread: preferred',
+    ]);
+    // The overlay for a cluster with fewer zones says it accepts that (README, "Lock nodes and zones").
+    const accepted = clone(preferred);
+    only(accepted, 'lock-node').object.metadata.annotations = { [policies.ZONE_SPREAD_ANNOTATION]: 'preferred' };
+    expect(policies.lockNodes(accepted)).toEqual([]);
+    const twoZones = mutated((o) => (zoneSpread(o).minDomains = 2));
+    expect(policies.lockNodes(twoZones)).toEqual(['StatefulSet/tickwarden-lock: maxSkew 1 over minDomains 2 lets one zone hold 3 of 5 lock nodes, a majority (3): losing that zone loses the quorum']);
+    const none = mutated((o) => delete only(o, 'lock-node').pod.topologySpreadConstraints);
+    expect(policies.lockNodes(none)).toEqual(['StatefulSet/tickwarden-lock: no topologySpreadConstraint on topology.kubernetes.io/zone against its own pods']);
+    // 5 nodes: 3 zones at skew 1 hold 2/2/1; skew 2 over 3 zones allows 3/1/1.
+    expect([policies.mostPerZone(5, 1, 3), policies.mostPerZone(5, 1, 2), policies.mostPerZone(5, 2, 3), policies.mostPerZone(5, 1, 5), policies.mostPerZone(3, 1, 3)]).toEqual([2, 3, 3, 1, 1]);
+  });
+
+  it('lockRestartDelay: no init container holding an emptied node back', () => {
+    const objects = mutated((o) => delete only(o, 'lock-node').pod.initContainers);
+    expect(policies.lockRestartDelay(objects)).toEqual(['StatefulSet/tickwarden-lock: no init container with RESTART_DELAY_SECONDS: a node that lost its data would vote at once, forgetting the leases it granted']);
+  });
+
+  it('lockRestartDelay: a delay not above the longest leaseTtl plus the late-tick window, another image, another directory', () => {
+    const objects = mutated((o) => {
+      const [init] = only(o, 'lock-node').pod.initContainers ?? [];
+      if (!init) throw new Error('no init container on the lock nodes');
+      const delay = init.env?.find((variable) => variable.name === policies.RESTART_DELAY_VARIABLE);
+      // the longest leaseTtl of the example schedules (45 s) + the late-tick window (10 s)
+      if (delay) delay.value = '55';
+      init.image = 'busybox:1.36';
+      init.command = [...(init.command ?? []).slice(0, -1), '/var/lib/redis'];
+      delete init.volumeMounts;
+    });
+    expect(policies.lockRestartDelay(objects)).toEqual([
+      'StatefulSet/tickwarden-lock container restart-delay: RESTART_DELAY_SECONDS "55" must be whole seconds above the longest leaseTtl (45 s) plus the late-tick window (10 s)',
+      'StatefulSet/tickwarden-lock container restart-delay: image busybox:1.36 is not the Redis container\'s redis:7.4',
+      'StatefulSet/tickwarden-lock container restart-delay: its last argument "/var/lib/redis" is not the data directory /data (the Redis container\'s --dir)',
+      'StatefulSet/tickwarden-lock container restart-delay: does not mount the Redis container\'s data volume at /data',
+    ]);
+  });
+
+  it('lockRestartDelay: a team raising its leaseTtl past the delay', () => {
+    const objects = mutated((o) => {
+      const data = o.find((object) => object.metadata.name === 'tickwarden-schedules-payments')?.['data'] as Record<string, string>;
+      data['payments.yaml'] = (data['payments.yaml'] ?? '').replace('leaseTtl: 45s', 'leaseTtl: 2m');
+    });
+    expect(policies.lockRestartDelay(objects)).toEqual(['StatefulSet/tickwarden-lock container restart-delay: RESTART_DELAY_SECONDS "120" must be whole seconds above the longest leaseTtl (120 s) plus the late-tick window (10 s)']);
+  });
+
   it('queueRedis: an evicting queue Redis', () => {
     const objects = mutated((o) => {
       const args = container(o, 'queue').args ?? [];
       args[args.indexOf('--maxmemory-policy') + 1] = 'allkeys-lru';
     });
     expect(policies.queueRedis(objects)).toEqual(['StatefulSet/tickwarden-queue-redis: not --maxmemory-policy noeviction (BullMQ requires it)']);
+  });
+
+  it('queueRedis: Burstable QoS, and a memory limit without room for the AOF rewrite\'s fork', () => {
+    const objects = mutated((o) => {
+      const resources = container(o, 'queue').resources;
+      if (resources?.requests) resources.requests['memory'] = '512Mi';
+      if (resources?.requests) resources.requests['cpu'] = '250m';
+      // under 80 % of 3 Gi (redisMemory holds), above half of it
+      const args = container(o, 'queue').args ?? [];
+      args[args.indexOf('--maxmemory') + 1] = '2gb';
+    });
+    expect(policies.queueRedis(objects)).toEqual([
+      'StatefulSet/tickwarden-queue-redis container redis: cpu request 250m is not its limit 1 (Guaranteed QoS)',
+      'StatefulSet/tickwarden-queue-redis container redis: memory request 512Mi is not its limit 3Gi (Guaranteed QoS)',
+      'StatefulSet/tickwarden-queue-redis: the memory limit must be at least 2 x --maxmemory (an AOF rewrite forks; its copy-on-write pages come on top of the data)',
+    ]);
+    expect(policies.redisMemory(objects)).toEqual([]);
+    expect([policies.cpuCores('250m'), policies.cpuCores('1'), policies.cpuCores('1.5'), policies.cpuCores('1Gi')]).toEqual([0.25, 1, 1.5, Number.NaN]);
+  });
+
+  it('queueRedis: no PodDisruptionBudget, or one that lets a drain evict it', () => {
+    const budget = (o: KubeObject[]) => o.find((object) => object.kind === 'PodDisruptionBudget' && object.metadata.name === 'tickwarden-queue-redis') as KubeObject;
+    const none = prod.filter((object) => object !== budget(prod));
+    expect(policies.queueRedis(none)).toEqual(['StatefulSet/tickwarden-queue-redis: no PodDisruptionBudget selects its pods (a drain would evict the only queue Redis)']);
+    const evictable = mutated((o) => ((budget(o)['spec'] as { maxUnavailable: number }).maxUnavailable = 1));
+    expect(policies.queueRedis(evictable)).toEqual(['StatefulSet/tickwarden-queue-redis: its PodDisruptionBudget allows an eviction ({"maxUnavailable":1}); maxUnavailable 0 or minAvailable 1']);
   });
 
   it('redisMemory: a data cap above the memory limit (OOM kill before noeviction)', () => {
@@ -291,13 +374,53 @@ describe('each policy catches what it is for (fed a mutated prod render)', () =>
   it('gracePeriods: a grace below the longest leaseTtl, and one below the worker drain', () => {
     const objects = mutated((o) => {
       only(o, 'scheduler').pod.terminationGracePeriodSeconds = 30;
-      // drain: 50 s shutdown grace + no killGrace (the example schedules are all http) + 5 s slack
-      setEnv(o, 'worker', 'TICKWARDEN_SHUTDOWN_GRACE', '50s');
-      only(o, 'worker').pod.terminationGracePeriodSeconds = 50;
+      // drain: 15 min shutdown grace + no killGrace (the example schedules are all http) + 5 s slack
+      only(o, 'worker').pod.terminationGracePeriodSeconds = 900;
     });
     expect(policies.gracePeriods(objects)).toEqual([
       'scheduler: terminationGracePeriodSeconds 30 is not above the longest leaseTtl (45 s)',
-      'worker: terminationGracePeriodSeconds 50 is not above its drain (55 s)',
+      'worker: terminationGracePeriodSeconds 900 is not above its drain (905 s)',
+    ]);
+  });
+
+  it('gracePeriods: a run longer than the shutdown grace, and a command schedule with no maxRuntime', () => {
+    const objects = mutated((o) => {
+      const data = o.find((object) => object.metadata.name === 'tickwarden-schedules-reporting')?.['data'] as Record<string, string>;
+      data['reporting.yaml'] = `${(data['reporting.yaml'] ?? '').replace('maxRuntime: 15m', 'maxRuntime: 20m')}
+  - name: vacuum
+    cron: "30 3 * * *"
+    handler:
+      kind: command
+      argv: ["/bin/sh", "-c", "echo vacuum"]
+`;
+    });
+    expect(policies.gracePeriods(objects)).toEqual([
+      'worker: reporting/hourly-rollup may run 20m, longer than TICKWARDEN_SHUTDOWN_GRACE (15m): a rollout or scale-down would abort it',
+      'worker: reporting/vacuum (command) sets no maxRuntime, so no shutdown grace covers it: give it one of at most TICKWARDEN_SHUTDOWN_GRACE (15m)',
+    ]);
+    // An http schedule without maxRuntime is bounded by its timeout (30 s by default: weekly-digest).
+    const longTimeout = mutated((o) => {
+      const data = o.find((object) => object.metadata.name === 'tickwarden-schedules-reporting')?.['data'] as Record<string, string>;
+      data['reporting.yaml'] = (data['reporting.yaml'] ?? '').replace('url: https://digest.reporting.svc.cluster.local/send', 'url: https://digest.reporting.svc.cluster.local/send\n      timeout: 1h');
+    });
+    expect(policies.gracePeriods(longTimeout)).toEqual(['worker: reporting/weekly-digest may run 1h, longer than TICKWARDEN_SHUTDOWN_GRACE (15m): a rollout or scale-down would abort it']);
+  });
+
+  it('workerAutoscaling: a CPU-only HPA, an active-runs target at the concurrency, a fast scale-down, replicas set beside it', () => {
+    const hpa = (o: KubeObject[]) => o.find((object) => object.kind === 'HorizontalPodAutoscaler') as KubeObject;
+    const spec = (o: KubeObject[]) => hpa(o)['spec'] as { metrics: { type: string; pods?: { target: { averageValue: string } } }[]; behavior: { scaleDown: { stabilizationWindowSeconds: number } } };
+    const cpuOnly = mutated((o) => (spec(o).metrics = spec(o).metrics.filter((metric) => metric.type === 'Resource')));
+    expect(policies.workerAutoscaling(cpuOnly)).toEqual(['HorizontalPodAutoscaler/tickwarden-worker: no Pods metric tickwarden_worker_active_runs: HTTP-bound jobs fill a worker without using CPU']);
+    const saturated = mutated((o) => {
+      const [pods] = spec(o).metrics;
+      if (pods?.pods) pods.pods.target.averageValue = '10';
+      spec(o).behavior.scaleDown.stabilizationWindowSeconds = 60;
+      (only(o, 'worker').object['spec'] as { replicas?: number }).replicas = 2;
+    });
+    expect(policies.workerAutoscaling(saturated)).toEqual([
+      'HorizontalPodAutoscaler/tickwarden-worker: tickwarden_worker_active_runs target must be an AverageValue above 0 and below TICKWARDEN_WORKER_CONCURRENCY (10), got AverageValue 10',
+      'HorizontalPodAutoscaler/tickwarden-worker: scale-down stabilization window 60 s is below 300 s',
+      'Deployment/tickwarden-worker: sets replicas (2) while HorizontalPodAutoscaler/tickwarden-worker owns them: every apply would reset them',
     ]);
   });
 
@@ -391,11 +514,14 @@ describe('each policy catches what it is for (fed a mutated prod render)', () =>
 });
 
 describe('per overlay', () => {
-  it('prod: the worker is scaled by a CPU HPA that owns its replica count', () => {
+  it('prod: the worker is scaled on its runs in progress, then CPU, by an HPA that owns its replica count', () => {
     const hpa = prod.find((object) => object.kind === 'HorizontalPodAutoscaler');
     expect(hpa?.['spec']).toMatchObject({
       scaleTargetRef: { kind: 'Deployment', name: 'tickwarden-worker' },
-      metrics: [{ type: 'Resource', resource: { name: 'cpu' } }],
+      metrics: [
+        { type: 'Pods', pods: { metric: { name: policies.ACTIVE_RUNS_METRIC }, target: { type: 'AverageValue' } } },
+        { type: 'Resource', resource: { name: 'cpu' } },
+      ],
     });
     expect(only(prod, 'worker').replicas).toBeUndefined();
     expect(only(prod, 'scheduler').replicas).toBe(3);

@@ -1,5 +1,5 @@
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { freePort, makeTestCertificates, ManagedProcess, ping, waitUntil, type TestCertificates } from '@tickwarden/testkit';
@@ -7,7 +7,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { expandReferences, resolveEnv } from './support/env.ts';
 import { component, mainContainer } from './support/objects.ts';
 import { COMPONENTS_DIR, overlayDir, REPO_ROOT } from './support/paths.ts';
-import { ENV_SOURCES, POLICIES } from './support/policies.ts';
+import { ENV_SOURCES, POLICIES, RESTART_DELAY_VARIABLE } from './support/policies.ts';
 import { render, renderComposition } from './support/render.ts';
 
 const prod = render(overlayDir('prod'));
@@ -106,6 +106,41 @@ describe('the Redis pods\' command lines, run by redis-server', () => {
       expect(env['TICKWARDEN_QUEUE_REDIS']).toMatch(/^rediss:\/\//);
       const mount = container?.volumeMounts?.find((candidate) => candidate.name === 'redis-tls')?.mountPath ?? '';
       for (const variable of ['TICKWARDEN_REDIS_TLS_CA', 'TICKWARDEN_REDIS_TLS_CERT', 'TICKWARDEN_REDIS_TLS_KEY']) expect(path.dirname(env[variable] ?? ''), `${app} ${variable}`).toBe(mount);
+    }
+  });
+
+  it('lock-node: the restart-delay init container waits on an empty data directory only (an AOF or an RDB lets the node start at once)', async () => {
+    const [workload] = component(prod, 'lock-node');
+    const init = workload?.pod.initContainers?.find((candidate) => candidate.env?.some((variable) => variable.name === RESTART_DELAY_VARIABLE));
+    const argv = [...(init?.command ?? []), ...(init?.args ?? [])];
+    expect(argv[0]).toBe('sh');
+    // The pod's own command line, with a test directory as its data directory and a 1 s delay.
+    const runInit = (dir: string): { status: number | null; stdout: string; ms: number } => {
+      const started = performance.now();
+      const result = spawnSync(argv[0] ?? '', [...argv.slice(1, -1), dir], { encoding: 'utf8', env: { PATH: process.env['PATH'], [RESTART_DELAY_VARIABLE]: '1' } });
+      return { status: result.status, stdout: result.stdout, ms: performance.now() - started };
+    };
+    const empty = mkdtempSync(path.join(tmpdir(), 'tickwarden-lock-empty-'));
+    // What an ext4 volume has before Redis ever wrote to it.
+    mkdirSync(path.join(empty, 'lost+found'));
+    const rdbOnly = mkdtempSync(path.join(tmpdir(), 'tickwarden-lock-rdb-'));
+    writeFileSync(path.join(rdbOnly, 'dump.rdb'), '');
+    try {
+      const waited = runInit(empty);
+      expect(waited.status).toBe(0);
+      expect(waited.ms).toBeGreaterThanOrEqual(1000);
+      expect(waited.stdout).toContain('lost its data');
+      // A directory the lock-node command line wrote its AOF into, as a restarted node finds it.
+      const { dir } = await startAsRendered('lock-node');
+      expect(existsSync(path.join(dir, 'appendonlydir'))).toBe(true);
+      for (const kept of [dir, rdbOnly]) {
+        const started = runInit(kept);
+        expect(started.status).toBe(0);
+        expect(started.ms).toBeLessThan(1000);
+        expect(started.stdout).toBe('');
+      }
+    } finally {
+      for (const dir of [empty, rdbOnly]) rmSync(dir, { recursive: true, force: true });
     }
   });
 

@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { formatConfigError, LAUNCHER_SOCKET_VARIABLE, validateConfigTexts, type ConfigText, type TickwardenConfig } from '@tickwarden/config';
+import { formatConfigError, formatDuration, LAUNCHER_SOCKET_VARIABLE, validateConfigTexts, type ConfigText, type TickwardenConfig } from '@tickwarden/config';
 import { PROCESS_NODE_FLAGS } from '@tickwarden/runtime';
 import type { IContainer } from 'kubernetes-models/v1/Container';
 import type { IProbe } from 'kubernetes-models/v1/Probe';
@@ -232,10 +232,40 @@ const redisFlags = (workload: Workload): Map<string, string> => {
   return flagValues([...(container.command ?? []), ...(container.args ?? [])]);
 };
 
+/** The zone label the lock nodes spread over. */
+export const ZONE_KEY = 'topology.kubernetes.io/zone';
+/**
+ * The lock StatefulSet's annotation (value `preferred`) by which an overlay for a cluster with
+ * fewer zones accepts a zone spread that is only a preference (README, "Lock nodes and zones").
+ */
+export const ZONE_SPREAD_ANNOTATION = 'tickwarden.io/lock-zone-spread';
+
+/**
+ * The most of `count` pods one zone can hold under a DoNotSchedule spread with `maxSkew` over at
+ * least `minDomains` zones: the others hold at least (that - maxSkew) each. With fewer zones
+ * than minDomains the global minimum counts as 0, so a zone holds maxSkew at most.
+ */
+export const mostPerZone = (count: number, maxSkew: number, minDomains: number): number => Math.max(maxSkew, Math.floor((count + (minDomains - 1) * maxSkew) / minDomains));
+
+/** Why a lock StatefulSet's zone spread lets one zone hold a majority, if it does. */
+function zoneSpreadProblems(set: Workload): string[] {
+  const at = `${set.kind}/${set.name}`;
+  const count = set.replicas ?? 1;
+  const majority = Math.floor(count / 2) + 1;
+  const zone = (set.pod.topologySpreadConstraints ?? []).find((constraint) => constraint.topologyKey === ZONE_KEY && constraint.labelSelector && selects(constraint.labelSelector as LabelSelector, set.podLabels));
+  if (!zone) return [`${at}: no topologySpreadConstraint on ${ZONE_KEY} against its own pods`];
+  if (set.object.metadata.annotations?.[ZONE_SPREAD_ANNOTATION] === 'preferred') return [];
+  if (zone.whenUnsatisfiable !== 'DoNotSchedule') return [`${at}: the zone spread is a preference (${zone.whenUnsatisfiable}): a zone may end up with a majority; require it (DoNotSchedule with minDomains) or accept that with the annotation ${ZONE_SPREAD_ANNOTATION}: preferred`];
+  const most = mostPerZone(count, zone.maxSkew, zone.minDomains ?? 1);
+  return most < majority ? [] : [`${at}: maxSkew ${zone.maxSkew} over minDomains ${zone.minDomains ?? 1} lets one zone hold ${most} of ${count} lock nodes, a majority (${majority}): losing that zone loses the quorum`];
+}
+
 /**
  * In-cluster lock nodes: an odd count of at least 3 masters, each with required anti-affinity
- * per Kubernetes node, AOF fsynced on every write, no eviction, and exactly the nodes the apps'
- * TICKWARDEN_LOCK_NODES names. Without in-cluster lock nodes the URLs must come from a Secret.
+ * per Kubernetes node, a zone spread that keeps a majority out of any one zone (or the
+ * annotation that accepts less), AOF fsynced on every write, no eviction, and exactly the nodes
+ * the apps' TICKWARDEN_LOCK_NODES names. Without in-cluster lock nodes the URLs must come from a
+ * Secret.
  */
 export const lockNodes: Policy = (objects) => {
   const sets = component(objects, 'lock-node');
@@ -255,6 +285,7 @@ export const lockNodes: Policy = (objects) => {
     if (!terms.some((term) => term.topologyKey === 'kubernetes.io/hostname' && term.labelSelector && selects(term.labelSelector as LabelSelector, set.podLabels))) {
       problems.push(`${at}: no required pod anti-affinity on kubernetes.io/hostname against its own pods`);
     }
+    problems.push(...zoneSpreadProblems(set));
     const flags = redisFlags(set);
     if (flags.get('appendonly') !== 'yes' || flags.get('appendfsync') !== 'always') problems.push(`${at}: not --appendonly yes --appendfsync always`);
     if (flags.get('maxmemory-policy') !== 'noeviction') problems.push(`${at}: not --maxmemory-policy noeviction (an evicted key is a lost lease)`);
@@ -269,15 +300,96 @@ export const lockNodes: Policy = (objects) => {
   return problems;
 };
 
-/** The queue Redis (when in the cluster) persists to a volume with AOF and never evicts (BullMQ requires noeviction). */
+/** The variable of the lock pods' init container that holds the delayed restart, in whole seconds. */
+export const RESTART_DELAY_VARIABLE = 'RESTART_DELAY_SECONDS';
+
+/** How late a scheduler replica still contests a tick (apps/scheduler/src/tick-window.ts). */
+const lateTickWindowMs = (): number => sourceConstantMs('apps/scheduler/src/tick-window.ts', 'LATE_TICK_WINDOW_MS');
+
+/**
+ * Redlock's delayed restart: each lock pod has an init container (the Redis image, so `sh` and
+ * `sleep` are there) that mounts the Redis container's --dir, gets that directory as its last
+ * argument, and holds a node whose directory is empty for RESTART_DELAY_SECONDS: more than the
+ * longest leaseTtl of the schedules plus the late-tick window, so every lease the node granted
+ * before it lost its data has expired, and no tick it claimed is still contested, before it votes
+ * again. (That the script waits only on an empty directory is run by test/redis-config.test.ts.)
+ */
+export const lockRestartDelay: Policy = (objects) => {
+  const sets = component(objects, 'lock-node');
+  if (sets.length === 0) return [];
+  const { config } = loadedSchedules(objects);
+  if (!config) return ['the schedules do not load (see the schedules policy)'];
+  const maxLeaseTtlMs = Math.max(0, ...config.schedules.map((schedule) => schedule.leaseTtlMs));
+  const neededMs = maxLeaseTtlMs + lateTickWindowMs();
+  return sets.flatMap((set) => {
+    const at = `${set.kind}/${set.name}`;
+    const redis = mainContainer(set);
+    const init = (set.pod.initContainers ?? []).find((candidate) => candidate.env?.some((variable) => variable.name === RESTART_DELAY_VARIABLE));
+    if (!init) return [`${at}: no init container with ${RESTART_DELAY_VARIABLE}: a node that lost its data would vote at once, forgetting the leases it granted`];
+    const own = where(set, init);
+    const problems: string[] = [];
+    const delay = init.env?.find((variable) => variable.name === RESTART_DELAY_VARIABLE)?.value ?? '';
+    if (!/^\d+$/.test(delay) || Number(delay) * 1000 <= neededMs) {
+      problems.push(`${own}: ${RESTART_DELAY_VARIABLE} "${delay}" must be whole seconds above the longest leaseTtl (${maxLeaseTtlMs / 1000} s) plus the late-tick window (${lateTickWindowMs() / 1000} s)`);
+    }
+    if (init.image !== redis.image) problems.push(`${own}: image ${String(init.image)} is not the Redis container's ${String(redis.image)}`);
+    const dir = redisFlags(set).get('dir') ?? '';
+    const args = [...(init.command ?? []), ...(init.args ?? [])];
+    if (args.at(-1) !== dir) problems.push(`${own}: its last argument ${JSON.stringify(args.at(-1))} is not the data directory ${dir} (the Redis container's --dir)`);
+    const [redisMount, initMount] = [mountHolding(redis, dir), mountHolding(init, dir)];
+    if (!redisMount || redisMount.name !== initMount?.name || (redisMount.subPath ?? '') !== (initMount.subPath ?? '') || redisMount.mountPath !== initMount.mountPath) {
+      problems.push(`${own}: does not mount the Redis container's data volume at ${redisMount?.mountPath ?? dir}`);
+    }
+    return problems;
+  });
+};
+
+/**
+ * The queue Redis's memory limit over its --maxmemory: an AOF rewrite forks, and while writes go
+ * on the child's copy-on-write pages can approach a second copy of the dataset.
+ */
+export const QUEUE_FORK_HEADROOM = 2;
+
+/** A CPU quantity (`250m`, `1`, `1.5`) in cores; NaN when not understood. */
+export function cpuCores(text: string): number {
+  const match = /^(\d+(?:\.\d+)?)(m?)$/.exec(text.trim());
+  return match?.[1] ? Number(match[1]) / (match[2] ? 1000 : 1) : Number.NaN;
+}
+
+/** Why a workload's pods are not of Guaranteed QoS class (every container's requests equal its limits, cpu and memory), if they are not. */
+function notGuaranteed(workload: Workload): string[] {
+  return containersOf(workload).flatMap((container) =>
+    (['cpu', 'memory'] as const).flatMap((resource) => {
+      const [request, limit] = [container.resources?.requests?.[resource], container.resources?.limits?.[resource]].map((value) => (value === undefined ? undefined : String(value)));
+      const size = resource === 'cpu' ? cpuCores : byteSize;
+      return limit !== undefined && (request === undefined || size(request) === size(limit)) ? [] : [`${where(workload, container)}: ${resource} request ${String(request)} is not its limit ${String(limit)} (Guaranteed QoS)`];
+    }),
+  );
+}
+
+/**
+ * The queue Redis (when in the cluster) persists to a volume with AOF and never evicts (BullMQ
+ * requires noeviction); it is of Guaranteed QoS (the kubelet evicts it last, and its memory is
+ * reserved), its memory limit leaves QUEUE_FORK_HEADROOM for the AOF rewrite's fork, and a
+ * PodDisruptionBudget lets no eviction take it (it has no replica to take over).
+ */
 export const queueRedis: Policy = (objects) =>
   component(objects, 'queue').flatMap((workload) => {
     const flags = redisFlags(workload);
     const at = `${workload.kind}/${workload.name}`;
+    const maxmemory = byteSize(flags.get('maxmemory') ?? '');
+    const limit = byteSize(String(mainContainer(workload).resources?.limits?.['memory'] ?? ''));
+    const replicas = workload.replicas ?? 1;
+    const budgets = pdbsSelecting(objects, workload);
+    const evictable = budgets.filter((budget) => !(budget.maxUnavailable === 0 || (typeof budget.minAvailable === 'number' && budget.minAvailable >= replicas)));
     return [
       ...(flags.get('appendonly') === 'yes' ? [] : [`${at}: no --appendonly yes`]),
       ...(flags.get('maxmemory-policy') === 'noeviction' ? [] : [`${at}: not --maxmemory-policy noeviction (BullMQ requires it)`]),
       ...((workload.object['spec'] as { volumeClaimTemplates?: unknown[] }).volumeClaimTemplates?.length ? [] : [`${at}: no volumeClaimTemplates`]),
+      ...notGuaranteed(workload),
+      ...(limit >= QUEUE_FORK_HEADROOM * maxmemory ? [] : [`${at}: the memory limit must be at least ${QUEUE_FORK_HEADROOM} x --maxmemory (an AOF rewrite forks; its copy-on-write pages come on top of the data)`]),
+      ...(budgets.length > 0 ? [] : [`${at}: no PodDisruptionBudget selects its pods (a drain would evict the only queue Redis)`]),
+      ...evictable.map((budget) => `${at}: its PodDisruptionBudget allows an eviction (${JSON.stringify(budget)}); maxUnavailable 0 or minAvailable ${replicas}`),
     ];
   });
 
@@ -431,9 +543,18 @@ export function sourceConstantMs(file: string, name: string): number {
 }
 
 /**
+ * The longest one attempt of a schedule may run: its maxRuntime, else an http handler's timeout
+ * (it bounds the whole request); `undefined` for a command or module without maxRuntime.
+ */
+export const longestRunMs = (schedule: TickwardenConfig['schedules'][number]): number | undefined => schedule.maxRuntimeMs ?? (schedule.handler.kind === 'http' ? schedule.handler.timeoutMs : undefined);
+
+/**
  * terminationGracePeriodSeconds of each app is above the longest leaseTtl of the schedules and
  * above how long the app may take to exit after SIGTERM: the scheduler's forced exit
  * (DRAIN_TIMEOUT_MS), the worker's TICKWARDEN_SHUTDOWN_GRACE + largest killGrace + EXIT_SLACK_MS.
+ * And TICKWARDEN_SHUTDOWN_GRACE covers the longest run of every schedule (longestRunMs), so a
+ * rollout or a scale-down lets running jobs end by themselves instead of aborting them; a command
+ * or module schedule without maxRuntime has no such bound and fails.
  */
 export const gracePeriods: Policy = (objects) => {
   const { config } = loadedSchedules(objects);
@@ -446,12 +567,59 @@ export const gracePeriods: Policy = (objects) => {
     scheduler: sourceConstantMs('apps/scheduler/src/main.ts', 'DRAIN_TIMEOUT_MS'),
     worker: shutdownGraceMs + maxKillGraceMs + sourceConstantMs('apps/worker/src/main.ts', 'EXIT_SLACK_MS'),
   };
-  return APP_COMPONENTS.flatMap((name) => {
-    const graceMs = (appWorkload(objects, name).pod.terminationGracePeriodSeconds ?? 30) * 1000;
-    return [
-      ...(graceMs > maxLeaseTtlMs ? [] : [`${name}: terminationGracePeriodSeconds ${graceMs / 1000} is not above the longest leaseTtl (${maxLeaseTtlMs / 1000} s)`]),
-      ...(graceMs > drainMs[name] ? [] : [`${name}: terminationGracePeriodSeconds ${graceMs / 1000} is not above its drain (${drainMs[name] / 1000} s)`]),
-    ];
+  const grace = Number.isFinite(shutdownGraceMs) ? formatDuration(shutdownGraceMs) : '(invalid)';
+  const runs = config.schedules.flatMap((schedule) => {
+    const runMs = longestRunMs(schedule);
+    if (runMs === undefined) return [`worker: ${schedule.id} (${schedule.handler.kind}) sets no maxRuntime, so no shutdown grace covers it: give it one of at most TICKWARDEN_SHUTDOWN_GRACE (${grace})`];
+    return runMs <= shutdownGraceMs ? [] : [`worker: ${schedule.id} may run ${formatDuration(runMs)}, longer than TICKWARDEN_SHUTDOWN_GRACE (${grace}): a rollout or scale-down would abort it`];
+  });
+  return [
+    ...APP_COMPONENTS.flatMap((name) => {
+      const graceMs = (appWorkload(objects, name).pod.terminationGracePeriodSeconds ?? 30) * 1000;
+      return [
+        ...(graceMs > maxLeaseTtlMs ? [] : [`${name}: terminationGracePeriodSeconds ${graceMs / 1000} is not above the longest leaseTtl (${maxLeaseTtlMs / 1000} s)`]),
+        ...(graceMs > drainMs[name] ? [] : [`${name}: terminationGracePeriodSeconds ${graceMs / 1000} is not above its drain (${drainMs[name] / 1000} s)`]),
+      ];
+    }),
+    ...runs,
+  ];
+};
+
+/** The worker's gauge of runs in progress, which its HPA scales on (a Pods metric through an adapter). */
+export const ACTIVE_RUNS_METRIC = 'tickwarden_worker_active_runs';
+/** The shortest scale-down stabilization window of a worker HPA, seconds: a lull between bursts removes no pod. */
+export const MIN_SCALE_DOWN_STABILIZATION_S = 300;
+
+interface HpaSpec {
+  scaleTargetRef: { kind: string; name: string };
+  metrics?: { type: string; pods?: { metric: { name: string }; target: { type: string; averageValue?: string | number } } }[];
+  behavior?: { scaleDown?: { stabilizationWindowSeconds?: number } };
+}
+
+/**
+ * A HorizontalPodAutoscaler of the worker scales on runs in progress per pod
+ * (ACTIVE_RUNS_METRIC, an AverageValue above 0 and below TICKWARDEN_WORKER_CONCURRENCY, so pods
+ * are added before a queue's slots are all taken: HTTP-bound jobs do not drive CPU), scales down
+ * after a stabilization window of at least MIN_SCALE_DOWN_STABILIZATION_S, and owns the replica
+ * count (the Deployment sets none).
+ */
+export const workerAutoscaling: Policy = (objects) => {
+  const worker = appWorkload(objects, 'worker');
+  const hpas = objects.filter((object) => object.kind === 'HorizontalPodAutoscaler' && (object['spec'] as HpaSpec).scaleTargetRef.kind === 'Deployment' && (object['spec'] as HpaSpec).scaleTargetRef.name === worker.name);
+  const parsed = APP_ENV_PARSERS['worker']?.(resolvedApp(objects, 'worker').env);
+  const concurrency = parsed?.ok ? (parsed.value as { concurrency: number }).concurrency : Number.NaN;
+  return hpas.flatMap((hpa) => {
+    const at = `HorizontalPodAutoscaler/${hpa.metadata.name}`;
+    const spec = hpa['spec'] as HpaSpec;
+    const problems: string[] = [];
+    const metric = spec.metrics?.find((candidate) => candidate.type === 'Pods' && candidate.pods?.metric.name === ACTIVE_RUNS_METRIC)?.pods?.target;
+    const target = metric?.type === 'AverageValue' ? cpuCores(String(metric.averageValue ?? '')) : Number.NaN;
+    if (!metric) problems.push(`${at}: no Pods metric ${ACTIVE_RUNS_METRIC}: HTTP-bound jobs fill a worker without using CPU`);
+    else if (!(target > 0 && target < concurrency)) problems.push(`${at}: ${ACTIVE_RUNS_METRIC} target must be an AverageValue above 0 and below TICKWARDEN_WORKER_CONCURRENCY (${concurrency}), got ${metric.type} ${String(metric.averageValue ?? '')}`);
+    const window = spec.behavior?.scaleDown?.stabilizationWindowSeconds ?? 300;
+    if (window < MIN_SCALE_DOWN_STABILIZATION_S) problems.push(`${at}: scale-down stabilization window ${window} s is below ${MIN_SCALE_DOWN_STABILIZATION_S} s`);
+    if (worker.replicas !== undefined) problems.push(`${worker.kind}/${worker.name}: sets replicas (${worker.replicas}) while ${at} owns them: every apply would reset them`);
+    return problems;
   });
 };
 
@@ -593,12 +761,14 @@ export const POLICIES: Readonly<Record<string, Policy>> = {
   appProbes,
   schedulerAvailability,
   lockNodes,
+  lockRestartDelay,
   queueRedis,
   redisMemory,
   redisNetworkPolicy,
   appNetworkPolicy,
   schedules,
   gracePeriods,
+  workerAutoscaling,
   nodeFlags,
   launcher,
 };
