@@ -130,6 +130,8 @@ export class BullJobQueue implements JobQueue {
     let queue = this.#queues.get(name);
     if (!queue) {
       queue = new Queue(queueName(name), { connection: this.#connection });
+      // The connection's errors are the connection owner's to log; unheard, BullMQ prints each to stderr.
+      queue.on('error', () => undefined);
       this.#queues.set(name, queue);
     }
     return queue;

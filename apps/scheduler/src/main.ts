@@ -1,4 +1,5 @@
 // The scheduler process: reads its environment and config, then runs one replica until SIGTERM.
+import { once } from 'node:events';
 import { parseSchedulerEnv, redactUrl, type TickwardenConfig } from '@tickwarden/config';
 import { Redlock } from '@tickwarden/redlock';
 import { loadRedisTls, lockNodesFor, redisOptionsFor, runMain, startHttpServer, startLiveConfig, untilStopSignal, verifyServers } from '@tickwarden/runtime';
@@ -7,6 +8,8 @@ import { pino } from 'pino';
 import { SchedulerMetrics } from './metrics.ts';
 import { Scheduler } from './scheduler.ts';
 
+/** How long the start waits for the queue Redis connection before starting without it, ms. */
+const QUEUE_READY_WAIT_MS = 5_000;
 /** Longest drain on SIGTERM before exiting anyway, ms (inside Kubernetes' default 30 s grace). */
 const DRAIN_TIMEOUT_MS = 20_000;
 
@@ -49,6 +52,9 @@ async function main(): Promise<number> {
   // Fail fast while the queue Redis is down (the enqueue retries), instead of queueing commands in memory.
   const queueConnection = new Redis(queueRedis, { maxRetriesPerRequest: 1, enableOfflineQueue: false, ...redisOptionsFor(queueRedis, tls.value) });
   queueConnection.on('error', (error) => logger.debug({ err: error }, 'queue redis error'));
+  // The first contest reads the pause flags: wait for the connection a little (down, the replica starts anyway).
+  const connected = await Promise.race([once(queueConnection, 'ready').then(() => true), new Promise<false>((resolve) => setTimeout(resolve, QUEUE_READY_WAIT_MS, false).unref())]);
+  if (!connected) logger.warn({ waitedMs: QUEUE_READY_WAIT_MS }, 'queue redis not reachable yet: starting; pause flags are read once it is');
   // Probes answer before the schedules are planned, which takes a while for a big config (the startupProbe allows for it).
   const server = await startHttpServer(httpPort, metrics.registry, async () => {
     const reasons: string[] = [];

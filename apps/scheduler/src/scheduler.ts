@@ -2,7 +2,7 @@ import { systemClock, type Clock } from '@tickwarden/redlock';
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import { BullJobQueue } from './bull-job-queue.ts';
-import type { JobQueue, LeaseGrants, LockQuorum, ReplicaStore, Run, Tick } from './ports.ts';
+import type { JobQueue, LeaseGrants, LockQuorum, OpenTick, ReplicaStore, Run, Tick } from './ports.ts';
 import { RedisReplicaStore } from './replica-store.ts';
 import type { Schedule } from './schedule.ts';
 import { contestLoss, TickContest } from './tick-contest.ts';
@@ -23,6 +23,10 @@ const MAX_COUNTED_GAP_TICKS = 10_000;
  * apps/scheduler/BENCHMARK.md).
  */
 export const DEFAULT_CONTEST_LEAD_MS = 9500;
+/** Ticks whose opening failed are opened again this often while it fails, ms. */
+const REOPEN_RETRY_MS = 1000;
+/** At most this many ticks are kept for opening again (about 100 bytes each): a long queue-Redis outage under many schedules drops the oldest, loudly. */
+const MAX_UNOPENED = 200_000;
 
 export interface SchedulerOptions {
   replicaId: string;
@@ -72,6 +76,9 @@ export class Scheduler {
   readonly #resolver: TickResolver;
   readonly #inFlight = new Set<Promise<void>>();
   #started = false;
+  /** Ticks taken up whose opening failed (the queue Redis down): no replica could recover them, so they are opened again until it works. */
+  #unopened: OpenTick[] = [];
+  #reopenTimer: unknown;
 
   constructor(options: SchedulerOptions) {
     const contestLeadMs = options.contestLeadMs ?? DEFAULT_CONTEST_LEAD_MS;
@@ -114,6 +121,12 @@ export class Scheduler {
     this.#loop.stop();
     await this.#resolver.stop();
     while (this.#inFlight.size > 0) await Promise.allSettled([...this.#inFlight]);
+    this.#options.clock.clearTimeout(this.#reopenTimer);
+    if (this.#unopened.length > 0) {
+      const left = this.#unopened;
+      this.#unopened = [];
+      await this.#store.open(left).catch((error: unknown) => this.#options.logger.error({ err: error, unopened: left.length }, 'stopping with ticks taken up that could not be opened: no replica will recover them if their winner failed'));
+    }
     // Marks first: a gap check run as the replica stops records outcomes too.
     if (this.#started) await this.#flushMarks(this.#loop.nowMs(), true).catch((error: unknown) => this.#options.logger.warn({ err: error }, 'could not write tick marks'));
     await this.#recorder.flush();
@@ -123,8 +136,7 @@ export class Scheduler {
   #onWake({ nowMs, due, late, takenUp }: Wake): void {
     for (const tick of takenUp) this.#marks.takenUp(tick.schedule.id, tick.tickMs);
     // Open until some replica records the tick's outcome: if every replica deciding it stops, recovery finds it here.
-    const opened = takenUp.map((tick) => ({ scheduleId: tick.schedule.id, tickMs: tick.tickMs, jobId: tick.jobId, recoverAtMs: Math.max(nowMs + RECOVERY_DELAY_MS, tick.dueMs) }));
-    if (opened.length > 0) this.#track(this.#store.open(opened), 'could not open the ticks taken up');
+    this.#open(takenUp.map((tick) => ({ scheduleId: tick.schedule.id, tickMs: tick.tickMs, jobId: tick.jobId, recoverAtMs: Math.max(nowMs + RECOVERY_DELAY_MS, tick.dueMs) })));
     if (due.length > 0) this.#track(this.#contestInDueOrder(due), 'tick contest failed');
     if (late.length > 0) this.#options.logger.info({ late: late.length, firstTick: new Date((late[0] as Tick).tickMs).toISOString() }, 'ticks too late to contest (this replica was stalled): left to recovery');
     this.#track(this.#flushMarks(nowMs), 'could not write tick marks');
@@ -227,6 +239,32 @@ export class Scheduler {
       firstTick: new Date(gap.firstTickMs).toISOString(),
       lastTick: new Date(lastMs).toISOString(),
     });
+  }
+
+  /** Opens ticks for recovery; those it cannot open are kept and opened again every REOPEN_RETRY_MS (see #unopened). */
+  #open(ticks: OpenTick[]): void {
+    if (ticks.length === 0) return;
+    const opening = this.#store.open(ticks).catch((error: unknown) => {
+      this.#keepUnopened(ticks);
+      throw error;
+    });
+    this.#track(opening, 'could not open the ticks taken up: trying again');
+  }
+
+  #keepUnopened(ticks: readonly OpenTick[]): void {
+    for (const tick of ticks) this.#unopened.push(tick);
+    const excess = this.#unopened.length - MAX_UNOPENED;
+    if (excess > 0) {
+      const dropped = this.#unopened.splice(0, excess);
+      this.#options.logger.error({ dropped: dropped.length, firstJobId: dropped[0]?.jobId }, 'too many ticks left unopened while the queue Redis is down: the oldest are dropped, and no replica will recover them if their winner failed');
+    }
+    const { clock } = this.#options;
+    this.#reopenTimer ??= clock.setTimeout(() => {
+      this.#reopenTimer = undefined;
+      const retry = this.#unopened;
+      this.#unopened = [];
+      this.#open(retry);
+    }, REOPEN_RETRY_MS);
   }
 
   #track(work: Promise<void>, failure: string): void {

@@ -1,0 +1,72 @@
+import { queueName, tickJobId } from '@tickwarden/contracts';
+import { Redlock } from '@tickwarden/redlock';
+import { startRedisNodes, type RedisNodes } from '@tickwarden/testkit';
+import { Queue } from 'bullmq';
+import { Redis } from 'ioredis';
+import { pino } from 'pino';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Scheduler, type OutcomeEvent } from '../src/index.ts';
+import { scheduleFixture } from './support.ts';
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, Math.max(0, ms)));
+
+/**
+ * The queue Redis down (killed, back from its AOF) for longer than half a lease TTL, as issue #19
+ * found it: the winner's enqueue fails, and the ticks must be published once it is back, within
+ * their start deadline - by the winner's retries or the other replicas' recovery.
+ */
+describe('the queue Redis down for a while', () => {
+  let locks: RedisNodes;
+  let queueRedis: RedisNodes;
+  beforeAll(async () => {
+    [locks, queueRedis] = await Promise.all([startRedisNodes({ count: 3, aof: false }), startRedisNodes({ count: 1, aof: true })]);
+  });
+  afterAll(async () => {
+    await Promise.all([locks.close(), queueRedis.close()]);
+  });
+
+  it('killed for 4 s and restarted from its AOF: every tick of the outage is published once, none lost', async () => {
+    const schedule = scheduleFixture({ id: 'team-q/outage', cron: '* * * * * *', overlap: 'allow', leaseTtlMs: 3000, payload: null });
+    const outcomes: (OutcomeEvent & { replica: string })[] = [];
+    const replicas = ['q0', 'q1'].map((name) => {
+      const redlock = new Redlock(locks.urls, { nodeTimeoutMs: 250 });
+      // As the scheduler's main has it: fail fast while the queue Redis is down instead of queueing commands.
+      const queue = new Redis(queueRedis.urls[0] as string, { maxRetriesPerRequest: 1, enableOfflineQueue: false });
+      queue.on('error', () => undefined);
+      const scheduler = new Scheduler({ replicaId: name, redlock, queueConnection: queue, logger: pino({ level: process.env['TEST_LOG'] ?? 'silent' }), onOutcome: (event) => outcomes.push({ ...event, replica: name }) });
+      scheduler.setSchedules([schedule]);
+      scheduler.start();
+      return { scheduler, redlock, queue };
+    });
+    await sleep(2000);
+    const node = queueRedis.nodes[0];
+    if (!node) throw new Error('no queue Redis');
+    await node.kill();
+    const downFrom = Date.now();
+    await sleep(4000);
+    await node.restart({ keepData: true });
+    const downTo = Date.now();
+    // The default start deadline (leaseTtl + 10 s) leaves the recoveries time to run.
+    await sleep(8000);
+    await Promise.all(replicas.map(async ({ scheduler, redlock, queue }) => {
+      await scheduler.stop();
+      await redlock.close();
+      queue.disconnect();
+    }));
+
+    const connection = new Redis(queueRedis.urls[0] as string, { maxRetriesPerRequest: null });
+    const queue = new Queue(queueName(schedule.queue), { connection });
+    try {
+      const from = Math.floor(downFrom / 1000) * 1000 - 1000;
+      const to = Math.ceil(downTo / 1000) * 1000 + 1000;
+      for (let tick = from; tick <= to; tick += 1000) {
+        const published = outcomes.filter((o) => o.tickMs === tick && (o.outcome === 'enqueued' || o.outcome === 'recovered') && !o.found);
+        expect(published.map((o) => o.replica), `tick ${new Date(tick).toISOString()}: ${JSON.stringify(outcomes.filter((o) => o.tickMs === tick))}`).toHaveLength(1);
+        expect(await queue.getJob(tickJobId(schedule.id, tick)), `the job of ${new Date(tick).toISOString()}`).toBeDefined();
+      }
+    } finally {
+      await queue.close();
+      connection.disconnect();
+    }
+  });
+});
