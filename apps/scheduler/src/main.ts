@@ -73,6 +73,7 @@ async function main(): Promise<number> {
     ...(contestLeadMs === undefined ? {} : { contestLeadMs }),
     onOutcome: ({ outcome, lagMs, recorded }) => metrics.recordTick(outcome, lagMs, recorded),
     onObservation: (observation) => metrics.observeTick(observation),
+    onQueueReset: () => metrics.queueResets.inc(),
   });
   scheduler.setSchedules(config.schedules);
   scheduler.start();

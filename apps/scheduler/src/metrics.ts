@@ -17,6 +17,11 @@ export class SchedulerMetrics extends ProcessMetrics {
     labelNames: ['observation'] as const,
     registers: [this.registry],
   });
+  readonly queueResets = new Counter({
+    name: 'tickwarden_queue_redis_resets_total',
+    help: 'Times this replica found the queue Redis had lost its data (its epoch changed): pauses written back, history and open ticks gone',
+    registers: [this.registry],
+  });
   readonly tickLag = new Histogram({
     name: 'tickwarden_tick_enqueue_lag_seconds',
     help: 'From the tick to its job being enqueued or recovered; 0 when enqueued ahead of the tick (contest lead)',

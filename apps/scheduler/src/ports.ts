@@ -97,6 +97,12 @@ export interface OpenTick {
 /** State the replicas share (in the queue Redis). */
 export interface ReplicaStore {
   paused(): Promise<Map<string, PauseRecord>>;
+  /**
+   * The paused schedules and the epoch of the queue Redis's data (`newEpoch` is set when there is
+   * none): an epoch other than the one seen before means the data was lost.
+   */
+  pausedInEpoch(newEpoch: string): Promise<{ epoch: string; paused: Map<string, PauseRecord> }>;
+  pause(scheduleId: string, record: PauseRecord): Promise<void>;
   /** Records outcomes; per entry, whether it became its tick's record (false: another record stands). Closes the ticks. */
   record(entries: readonly HistoryEntry[]): Promise<boolean[]>;
   /** Closes open ticks without a record (their outcome is recorded already). */

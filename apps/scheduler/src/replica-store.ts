@@ -14,6 +14,8 @@ const historyKey = (scheduleId: string) => `${KEY_PREFIX}:ticks:{${scheduleId}}`
 const OPEN_KEY = `${KEY_PREFIX}:open`;
 /** Hash of schedule id -> the latest tick (epoch ms) any replica has taken up. */
 const MARKS_KEY = `${KEY_PREFIX}:marks`;
+/** A random id set once per life of the queue Redis's data: a different one means it lost everything (an empty restart, a failover to a replica that had not got the writes). */
+const EPOCH_KEY = `${KEY_PREFIX}:epoch`;
 /** Ticks kept per schedule at least, for `status`. */
 export const HISTORY_LENGTH = 20;
 /** Marks per script call: a call with tens of thousands of arguments overflows ioredis' stack. */
@@ -83,6 +85,21 @@ return opened
 `;
 
 /**
+ * paused-in-epoch: the paused schedules and the data's epoch, setting the epoch when it is missing.
+ * KEYS[1] paused schedules, KEYS[2] epoch
+ * ARGV[1] the epoch to set if none is
+ * Returns { epoch, paused hash as a flat list }.
+ */
+const PAUSED_IN_EPOCH = `
+local epoch = redis.call('GET', KEYS[2])
+if not epoch then
+  epoch = ARGV[1]
+  redis.call('SET', KEYS[2], epoch)
+end
+return { epoch, redis.call('HGETALL', KEYS[1]) }
+`;
+
+/**
  * take-due: hands out open ticks whose time has come, and moves each one's time to the next try,
  * so that the replicas sweeping at once share the work instead of repeating it.
  * KEYS[1] open ticks
@@ -131,6 +148,13 @@ export class RedisReplicaStore implements ReplicaStore {
   async paused(): Promise<Map<string, PauseRecord>> {
     const all = await this.#redis.hgetall(PAUSED_KEY);
     return new Map(Object.entries(all).map(([id, json]) => [id, JSON.parse(json) as PauseRecord]));
+  }
+
+  async pausedInEpoch(newEpoch: string): Promise<{ epoch: string; paused: Map<string, PauseRecord> }> {
+    const [epoch, flat] = (await this.#redis.eval(PAUSED_IN_EPOCH, 2, PAUSED_KEY, EPOCH_KEY, newEpoch)) as [string, string[]];
+    const paused = new Map<string, PauseRecord>();
+    for (let i = 0; i + 1 < flat.length; i += 2) paused.set(flat[i] as string, JSON.parse(flat[i + 1] as string) as PauseRecord);
+    return { epoch, paused };
   }
 
   /**

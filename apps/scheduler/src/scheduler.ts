@@ -51,6 +51,8 @@ export interface SchedulerOptions {
   onOutcome?: OutcomeListener;
   /** Told about what this replica sees of ticks others decide. */
   onObservation?: ObservationListener;
+  /** Told when the queue Redis is found to have lost its data (metrics). */
+  onQueueReset?: () => void;
   /** Replaces the replica store (tests). */
   store?: ReplicaStore;
   /** Replaces the job queue (tests). */
@@ -91,7 +93,7 @@ export class Scheduler {
     this.#queue = options.queue ?? new BullJobQueue(options.queueConnection, clock, replicaId);
     this.#recorder = new TickRecorder({ replicaId, store: this.#store, logger, now, onOutcome: options.onOutcome, onObservation: options.onObservation });
     this.#publisher = new TickPublisher({ replicaId, leases, queue: this.#queue, recorder: this.#recorder, now });
-    this.#contests = new TickContest({ leases, store: this.#store, logger, now });
+    this.#contests = new TickContest({ leases, store: this.#store, logger, now, onQueueReset: options.onQueueReset });
     this.#marks = new TickMarks(this.#store);
     this.#loop = new TickLoop({ clock, logger, maxWaitMs: options.maxWaitMs ?? 30_000, contestLeadMs, onWake: (wake) => this.#onWake(wake), alarmAtMs: () => this.#marks.gapCheckAtMs });
     this.#resolver = new TickResolver({ replicaId, store: this.#store, queue: this.#queue, contest: this.#contests, publisher: this.#publisher, recorder: this.#recorder, tickOf: (id, tickMs) => this.#loop.tick(id, tickMs), clock, logger, now });

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { leaseResource, tickClaim } from '@tickwarden/contracts';
 import { ClaimAlreadyGrantedError, LockTakenError, QuorumUnavailableError, type BatchResult, type Lease, type RedlockError } from '@tickwarden/redlock';
 import type { Logger } from 'pino';
@@ -84,6 +85,11 @@ export function claimTakeover(error: RedlockError): string | undefined {
   return tied ? undefined : best;
 }
 
+/** The pauses known before that the store no longer has (it lost its data): to write back. */
+export function pausesLost(known: ReadonlyMap<string, PauseRecord>, stored: ReadonlyMap<string, PauseRecord>): [string, PauseRecord][] {
+  return [...known].filter(([id]) => !stored.has(id));
+}
+
 /** One tick's contest result. */
 export interface Contested<T extends Tick> {
   tick: T;
@@ -92,7 +98,9 @@ export interface Contested<T extends Tick> {
 
 export interface TickContestOptions {
   leases: LeaseGrants & LockQuorum;
-  store: Pick<ReplicaStore, 'paused'>;
+  store: Pick<ReplicaStore, 'pausedInEpoch' | 'pause'>;
+  /** Told when the queue Redis is found to have lost its data. */
+  onQueueReset?: (() => void) | undefined;
   logger: Logger;
   /** Wall time, ms. */
   now: () => number;
@@ -122,6 +130,11 @@ export function notBeforeMs(tick: Pick<Tick, 'dueMs'> & { schedule: Pick<Tick['s
 export class TickContest {
   readonly #options: TickContestOptions;
   #paused = new Map<string, PauseRecord>();
+  /** The queue Redis's data epoch this replica last read (see refreshPaused). */
+  #epoch: string | undefined;
+  /** Pauses the queue Redis lost that this replica is writing back (or could not). */
+  readonly #restoring = new Map<string, PauseRecord>();
+  #writing: Promise<void> | undefined;
   /** The last acquire found this replica cut from a lock quorum: contests wait for a probe that finds one. */
   #cutOff: { unreachable: Map<string, Error>; probedAtMs: number } | undefined;
   #probing: Promise<void> | undefined;
@@ -130,12 +143,43 @@ export class TickContest {
     this.#options = options;
   }
 
-  /** Re-reads the paused schedules; if the queue Redis does not answer, the last known set holds. */
+  /**
+   * Re-reads the paused schedules; if the queue Redis does not answer, the last known set holds.
+   * If its data is of another epoch (it lost everything: see `ReplicaStore.pausedInEpoch`), the
+   * pauses it lost would silently resume their schedules: they are written back, and it is logged.
+   */
   async refreshPaused(): Promise<void> {
-    this.#paused = await this.#options.store.paused().catch((error: unknown) => {
-      this.#options.logger.warn({ err: error }, 'could not read paused schedules: using the last known set');
-      return this.#paused;
-    });
+    const { store, logger } = this.#options;
+    let read: { epoch: string; paused: Map<string, PauseRecord> };
+    try {
+      read = await store.pausedInEpoch(randomUUID());
+    } catch (error) {
+      logger.warn({ err: error }, 'could not read paused schedules: using the last known set');
+      return;
+    }
+    const previous = this.#epoch;
+    this.#epoch = read.epoch;
+    if (previous !== undefined && previous !== read.epoch) {
+      const lost = pausesLost(this.#paused, read.paused);
+      this.#options.onQueueReset?.();
+      logger.error({ previousEpoch: previous, epoch: read.epoch, restoredPauses: lost.map(([id]) => id) }, 'the queue Redis lost its data (its epoch changed): pauses known here are written back; its tick history, open ticks and marks are gone');
+      for (const [id, record] of lost) this.#restoring.set(id, { ...record, note: `${record.note} (restored after the queue Redis lost its data)`.trim() });
+    }
+    // Written back: stored again. Until then they hold here (a read in between would resume them), and a failed write is tried again.
+    for (const id of read.paused.keys()) this.#restoring.delete(id);
+    this.#paused = new Map([...read.paused, ...this.#restoring]);
+    if (this.#restoring.size > 0) await (this.#writing ??= this.#writeBack().finally(() => (this.#writing = undefined)));
+  }
+
+  async #writeBack(): Promise<void> {
+    const { store, logger } = this.#options;
+    const pending = [...this.#restoring];
+    try {
+      await Promise.all(pending.map(([id, record]) => store.pause(id, record)));
+      for (const [id, record] of pending) if (this.#restoring.get(id) === record) this.#restoring.delete(id);
+    } catch (error) {
+      logger.error({ err: error, pauses: pending.map(([id]) => id) }, 'could not write back the pauses the queue Redis lost: they hold on this replica, and are tried again');
+    }
   }
 
   isPaused(tick: Tick): boolean {

@@ -2,7 +2,7 @@
 import { ClaimAlreadyGrantedError, LockTakenError, QuorumUnavailableError, systemClock, type NodeCause } from '@tickwarden/redlock';
 import pino from 'pino';
 import { describe, expect, it } from 'vitest';
-import { claimTakeover, CLOCK_SKEW_TOLERANCE_MS, contestLoss, cutFromQuorum, notBeforeMs, QUORUM_PROBE_INTERVAL_MS, revokes, TickContest } from '../src/tick-contest.ts';
+import { claimTakeover, CLOCK_SKEW_TOLERANCE_MS, contestLoss, cutFromQuorum, notBeforeMs, pausesLost, QUORUM_PROBE_INTERVAL_MS, revokes, TickContest } from '../src/tick-contest.ts';
 import { splitLateTicks } from '../src/tick-loop.ts';
 import type { JobQueue, LeaseGrants, LockQuorum, Run, Tick } from '../src/ports.ts';
 import { holderAfterAdd, TickPublisher } from '../src/tick-publisher.ts';
@@ -194,7 +194,7 @@ describe('TickContest: a replica cut from a lock quorum leaves no claims behind'
       releaseBatch: async () => [],
       probe: async (overrides) => (probes.push(overrides?.nodeTimeoutMs ?? 0), { quorum: quorumBack, unreachable: new Map() }),
     };
-    const contest = new TickContest({ leases, store: { paused: async () => new Map() }, logger: pino({ level: 'silent' }), now: () => nowMs });
+    const contest = new TickContest({ leases, store: { pausedInEpoch: async () => ({ epoch: 'e', paused: new Map() }), pause: async () => undefined }, logger: pino({ level: 'silent' }), now: () => nowMs });
     await contest.contest([tick('t/a')]);
     const [gated] = await contest.contest([tick('t/b')], true);
     expect(acquired).toEqual(['run:t/a']);
@@ -207,6 +207,34 @@ describe('TickContest: a replica cut from a lock quorum leaves no claims behind'
     nowMs = 2 * QUORUM_PROBE_INTERVAL_MS;
     await contest.contest([tick('t/d')]);
     expect([acquired, probes]).toEqual([['run:t/a', 'run:t/d'], [301, 301]]);
+  });
+});
+
+describe('pauses and the queue Redis losing its data', () => {
+  it('pausesLost: the pauses known before that the store no longer has', () => {
+    const record = { by: 'ops', atMs: 1, note: 'freeze' };
+    expect(pausesLost(new Map([['t/a', record], ['t/b', record]]), new Map([['t/b', record]]))).toEqual([['t/a', record]]);
+    expect(pausesLost(new Map(), new Map([['t/b', record]]))).toEqual([]);
+  });
+
+  it('a new epoch with a pause gone: the pause holds here, is written back with a note, and the reset is told once; the same epoch takes what is stored', async () => {
+    const record = { by: 'ops', atMs: 1, note: 'freeze' };
+    let stored = { epoch: 'first', paused: new Map([['t/a', record]]) };
+    const written: [string, { note: string }][] = [];
+    let resets = 0;
+    const store = { pausedInEpoch: async () => stored, pause: async (id: string, rec: { note: string }) => void written.push([id, rec]) };
+    const contest = new TickContest({ leases: {} as LeaseGrants & LockQuorum, store, logger: pino({ level: 'silent' }), now: () => 0, onQueueReset: () => resets++ });
+    const tickOf = (id: string) => ({ schedule: { id, paused: false } }) as unknown as Tick;
+    await contest.refreshPaused();
+    expect(contest.isPaused(tickOf('t/a'))).toBe(true);
+    stored = { epoch: 'second', paused: new Map() };
+    await Promise.all([contest.refreshPaused(), contest.refreshPaused()]);
+    expect(contest.isPaused(tickOf('t/a'))).toBe(true);
+    expect(written).toEqual([['t/a', { ...record, note: 'freeze (restored after the queue Redis lost its data)' }]]);
+    expect(resets).toBe(1);
+    // The same epoch from now on: what is stored (here, a resume since) is taken as it is.
+    await contest.refreshPaused();
+    expect(contest.isPaused(tickOf('t/a'))).toBe(false);
   });
 });
 

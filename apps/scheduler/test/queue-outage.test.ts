@@ -1,11 +1,12 @@
 import { queueName, tickJobId } from '@tickwarden/contracts';
 import { Redlock } from '@tickwarden/redlock';
-import { startRedisNodes, type RedisNodes } from '@tickwarden/testkit';
+import { startRedisNodes, waitUntil, type RedisNodes } from '@tickwarden/testkit';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Scheduler, type OutcomeEvent } from '../src/index.ts';
+import { RedisReplicaStore } from '../src/replica-store.ts';
 import { scheduleFixture } from './support.ts';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, Math.max(0, ms)));
@@ -15,7 +16,7 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, Math.
  * found it: the winner's enqueue fails, and the ticks must be published once it is back, within
  * their start deadline - by the winner's retries or the other replicas' recovery.
  */
-describe('the queue Redis down for a while', () => {
+describe('the queue Redis down for a while, or back empty', () => {
   let locks: RedisNodes;
   let queueRedis: RedisNodes;
   beforeAll(async () => {
@@ -23,6 +24,37 @@ describe('the queue Redis down for a while', () => {
   });
   afterAll(async () => {
     await Promise.all([locks.close(), queueRedis.close()]);
+  });
+
+  it('restarted empty while a schedule is paused: the replica says so (error), writes the pause back, and the schedule stays paused', async () => {
+    const schedule = scheduleFixture({ id: 'team-q/paused', cron: '* * * * * *', overlap: 'allow', leaseTtlMs: 3000, payload: null });
+    const outcomes: OutcomeEvent[] = [];
+    const lines: Record<string, unknown>[] = [];
+    const logger = pino({ level: 'info' }, { write: (line: string) => void lines.push(JSON.parse(line) as Record<string, unknown>) });
+    const admin = new Redis(queueRedis.urls[0] as string, { maxRetriesPerRequest: null });
+    await new RedisReplicaStore(admin).pause(schedule.id, { by: 'ops', atMs: Date.now(), note: 'freeze' });
+    const redlock = new Redlock(locks.urls, { nodeTimeoutMs: 250 });
+    const queue = new Redis(queueRedis.urls[0] as string, { maxRetriesPerRequest: 1, enableOfflineQueue: false });
+    queue.on('error', () => undefined);
+    const scheduler = new Scheduler({ replicaId: 'p0', redlock, queueConnection: queue, logger, onOutcome: (event) => outcomes.push(event) });
+    scheduler.setSchedules([schedule]);
+    scheduler.start();
+    try {
+      await waitUntil(() => outcomes.some((o) => o.outcome === 'skipped-paused'), 'a paused tick');
+      await queueRedis.nodes[0]?.restart({ keepData: false });
+      const wipedAt = Date.now();
+      await waitUntil(() => lines.some((line) => line['level'] === 50 && String(line['msg']).startsWith('the queue Redis lost its data')), 'the reset to be noticed', { timeoutMs: 10_000 });
+      expect(lines.find((line) => String(line['msg']).startsWith('the queue Redis lost its data'))).toMatchObject({ restoredPauses: [schedule.id] });
+      await waitUntil(async () => (await new RedisReplicaStore(admin).paused()).has(schedule.id), 'the pause written back');
+      expect((await new RedisReplicaStore(admin).paused()).get(schedule.id)).toMatchObject({ by: 'ops', note: 'freeze (restored after the queue Redis lost its data)' });
+      await sleep(2000);
+      expect(outcomes.filter((o) => o.tickMs > wipedAt && (o.outcome === 'enqueued' || o.outcome === 'recovered'))).toEqual([]);
+    } finally {
+      await scheduler.stop();
+      await redlock.close();
+      queue.disconnect();
+      admin.disconnect();
+    }
   });
 
   it('killed for 4 s and restarted from its AOF: every tick of the outage is published once, none lost', async () => {
