@@ -12,9 +12,9 @@ import { scheduleFixture } from './support.ts';
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, Math.max(0, ms)));
 
 /**
- * The queue Redis down (killed, back from its AOF) for longer than half a lease TTL, as issue #19
- * found it: the winner's enqueue fails, and the ticks must be published once it is back, within
- * their start deadline - by the winner's retries or the other replicas' recovery.
+ * The queue Redis down (killed, back from its AOF) for longer than half a lease TTL: the winner's
+ * enqueue fails, and the ticks must be published once it is back, within their start deadline -
+ * by the winner's retries or the other replicas' recovery. Back empty, what it lost is noticed.
  */
 describe('the queue Redis down for a while, or back empty', () => {
   let locks: RedisNodes;
