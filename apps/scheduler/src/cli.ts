@@ -1,7 +1,7 @@
 // `tickwarden`: validate config, preview ticks, pause/resume/trigger schedules and show their status.
 import type { ConnectionOptions } from 'node:tls';
 import { parseArgs } from 'node:util';
-import { ALLOW_VARIABLE, DENY_VARIABLE, formatConfigError, loadConfig, parseHttpDestinations, parseSchedulerEnv, type ScheduleConfig } from '@tickwarden/config';
+import { ALLOW_VARIABLE, DENY_VARIABLE, formatConfigError, loadConfig, parseHttpDestinations, parseSchedulerEnv, redactUrl, type ScheduleConfig } from '@tickwarden/config';
 import { leaseResource, manualClaim, manualJobId, queueName } from '@tickwarden/contracts';
 import { Redlock, systemClock } from '@tickwarden/redlock';
 import { loadRedisTls, lockNodesFor, redisOptionsFor } from '@tickwarden/runtime';
@@ -84,7 +84,14 @@ function environment(): { configPath: string; queueRedis: string; lockNodes: str
 async function withQueueRedis<T>({ queueRedis: url, tls }: { queueRedis: string; tls: ConnectionOptions | undefined }, use: (redis: Redis) => Promise<T>): Promise<T> {
   // No reconnect loop: a refused connection or TLS handshake fails the command instead of hanging it.
   const redis = new Redis(url, { maxRetriesPerRequest: 1, lazyConnect: true, retryStrategy: () => null, connectTimeout: 5000, ...redisOptionsFor(url, tls) });
-  await redis.connect();
+  // The error says why; unheard, ioredis prints it to stderr as "Unhandled error event".
+  let lastError: Error | undefined;
+  redis.on('error', (error: Error) => (lastError = error));
+  try {
+    await redis.connect();
+  } catch (error) {
+    throw new Error(`cannot reach the queue Redis (TICKWARDEN_QUEUE_REDIS, ${redactUrl(url)}): ${(lastError ?? (error as Error)).message}`, { cause: error });
+  }
   try {
     return await use(redis);
   } finally {

@@ -87,6 +87,16 @@ describe('tickwarden CLI', () => {
     expect(cli('status', '--bogus-flag')).toMatchObject({ code: 2 });
   });
 
+  it('status, pause and resume with the queue Redis unreachable: exit 1 at once with one line naming the variable, the URL without its password and the cause', () => {
+    const from = performance.now();
+    for (const command of [['status'], ['pause', 'ops/every-second'], ['resume', 'ops/every-second']]) {
+      const { code, err } = cliWith({ TICKWARDEN_QUEUE_REDIS: 'redis://:s3cret@127.0.0.1:1' }, ...command);
+      expect(code).toBe(1);
+      expect(err).toBe('tickwarden: cannot reach the queue Redis (TICKWARDEN_QUEUE_REDIS, redis://:***@127.0.0.1:1): connect ECONNREFUSED 127.0.0.1:1\n');
+    }
+    expect(performance.now() - from).toBeLessThan(10_000);
+  });
+
   it('pause stops every replica from firing, resume restarts it; trigger enqueues a run; status shows it all', async () => {
     const loaded = await loadConfig(dir);
     if (!loaded.ok) throw new Error('config');
