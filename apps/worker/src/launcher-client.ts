@@ -28,6 +28,8 @@ function connect(socketPath: string): Promise<net.Socket> {
 export class RemoteLauncher implements ProgramLauncher {
   readonly #socketPath: string;
   readonly #readyTimeoutMs: number;
+  /** The last connection worked: `ready` need not ask again (a run's launch tells when it stops working). */
+  #reachable = false;
 
   constructor(socketPath: string, options: { readyTimeoutMs?: number } = {}) {
     this.#socketPath = socketPath;
@@ -62,7 +64,9 @@ export class RemoteLauncher implements ProgramLauncher {
     const deadline = performance.now() + this.#readyTimeoutMs;
     for (;;) {
       signal.throwIfAborted();
-      if (await this.check()) return;
+      if (this.#reachable) return;
+      this.#reachable = await this.check();
+      if (this.#reachable) return;
       if (performance.now() >= deadline) throw new HandlerError(`the launcher (${this.#socketPath}) does not answer after ${this.#readyTimeoutMs} ms: nothing is started`, { code: LAUNCHER_UNAVAILABLE });
       await new Promise((resolve) => setTimeout(resolve, RETRY_MS));
     }
@@ -73,10 +77,12 @@ export class RemoteLauncher implements ProgramLauncher {
     try {
       socket = await connect(this.#socketPath);
     } catch (error) {
+      this.#reachable = false;
       throw new HandlerError(`cannot reach the launcher (${this.#socketPath}): ${(error as Error).message}`, { code: LAUNCHER_UNAVAILABLE }, { cause: error });
     }
     const streams = { 1: new PassThrough(), 2: new PassThrough(), 4: spec.reports ? new PassThrough() : undefined };
     let gone = false;
+    let exitSeen = false;
     let settle!: (exit: ProgramExit) => void;
     const exited = new Promise<ProgramExit>((resolve) => (settle = resolve));
     let started!: (pgid: number | undefined) => void;
@@ -90,9 +96,11 @@ export class RemoteLauncher implements ProgramLauncher {
         case 'end':
           return void streams[event.fd]?.end();
         case 'exit':
+          exitSeen = true;
           gone = !event.groupAlive;
           return settle({ code: event.code, signal: event.signal });
         case 'failed':
+          exitSeen = true;
           started(undefined);
           return settle({ error: new Error(event.message) });
         case 'gone':
@@ -102,6 +110,8 @@ export class RemoteLauncher implements ProgramLauncher {
     });
     socket.on('error', () => undefined);
     socket.once('close', () => {
+      // Closed before the program's end came: the launcher is gone (or going); the next run asks first.
+      if (!exitSeen) this.#reachable = false;
       gone = true;
       started(undefined);
       settle({ error: new Error('the connection to the launcher was lost: its program was killed') });

@@ -3,13 +3,8 @@ import net from 'node:net';
 import type { Readable } from 'node:stream';
 import type { Logger } from 'pino';
 import { hostMonotonicMs, type CommandGuard } from './command-guard.ts';
-import { signalGroup, spawnGated, type GatedChild } from './handlers/program.ts';
+import { groupGone, signalGroup, spawnGated, type GatedChild } from './handlers/program.ts';
 import { onMessages, send, type LauncherEvent, type LauncherRequest, type StreamFd } from './launcher-protocol.ts';
-
-/** How often a group is polled once its gate shell exited or the worker left, ms. */
-const GROUP_POLL_MS = 20;
-/** After SIGKILL, how long a group is polled before it is given up on (zombies nobody reaps), ms. */
-const AFTER_KILL_WAIT_MS = 2000;
 
 export interface LauncherServerOptions {
   socketPath: string;
@@ -88,10 +83,10 @@ export class LauncherServer {
       signalGroup(pgid, 'SIGKILL');
     };
     let gone: Promise<void> | undefined;
-    /** Once no process of the group is left (or SIGKILL did not help within AFTER_KILL_WAIT_MS), tells the worker and lets the guard forget it. */
+    /** Once no process of the group is left (see groupGone), tells the worker and lets the guard forget it. */
     const awaitGone = (pgid: number): Promise<void> =>
       (gone ??= (async () => {
-        while (signalGroup(pgid, 0) && !(killedAt !== undefined && performance.now() - killedAt > AFTER_KILL_WAIT_MS)) await new Promise((resolve) => setTimeout(resolve, GROUP_POLL_MS));
+        await groupGone(() => signalGroup(pgid, 0), () => killedAt);
         guard.unwatch(pgid);
         reply({ ev: 'gone' });
         this.#ended();

@@ -5,7 +5,7 @@ import type { Readable } from 'node:stream';
 import { DEFAULT_SECRETS_DIR, type HandlerConfig } from '@tickwarden/config';
 import type { CommandGuard } from '../command-guard.ts';
 import { DEFAULT_OUTPUT_LIMITS, OutputLog, type OutputLimits } from './output.ts';
-import { GuardLauncher, type ProgramExit, type ProgramLauncher } from './program.ts';
+import { groupGone, GuardLauncher, type ProgramExit, type ProgramLauncher } from './program.ts';
 import { resolveValues } from './secrets.ts';
 import { HandlerError, tickIso, type RunContext, type RunDetails } from './types.ts';
 
@@ -31,10 +31,6 @@ export interface CommandRunOptions {
 export const LEASE_KILL_MARGIN_MS = 100;
 /** The `code` of the HandlerError of a program not started because its lease could lapse first. */
 export const LEASE_ENDING_BEFORE_START = 'LEASE_ENDING_BEFORE_START';
-/** How often the process group is polled once the command exited or was signalled, ms. */
-const GROUP_POLL_MS = 20;
-/** After SIGKILL, how long to wait for the group to vanish before giving up (zombies nobody reaps), ms. */
-const AFTER_KILL_WAIT_MS = 2000;
 
 /**
  * Runs the schedule's command in its own process group, its argv as given (no
@@ -351,11 +347,8 @@ class ProcessGroup {
   }
 
   /** Resolves once no process is left in the group (or, after SIGKILL, when waiting longer is pointless). */
-  async gone(): Promise<void> {
-    while (this.alive()) {
-      if (this.#killedAt !== undefined && performance.now() - this.#killedAt > AFTER_KILL_WAIT_MS) return;
-      await new Promise((resolve) => setTimeout(resolve, GROUP_POLL_MS));
-    }
+  gone(): Promise<void> {
+    return groupGone(() => this.alive(), () => this.#killedAt);
   }
 
   dispose(): void {

@@ -98,6 +98,20 @@ export function signalGroup(pgid: number, signal: NodeJS.Signals | 0): boolean {
   }
 }
 
+/** How often a group is polled once its program exited or was signalled, ms. */
+const GROUP_POLL_MS = 20;
+/** After SIGKILL, how long a group is waited for before giving up (zombies nobody reaps), ms. */
+const AFTER_KILL_WAIT_MS = 2000;
+
+/** Resolves once `alive` says no process of the group is left, or AFTER_KILL_WAIT_MS after it was SIGKILLed (`killedAt`, performance.now()). */
+export async function groupGone(alive: () => boolean, killedAt: () => number | undefined): Promise<void> {
+  while (alive()) {
+    const killed = killedAt();
+    if (killed !== undefined && performance.now() - killed > AFTER_KILL_WAIT_MS) return;
+    await new Promise((resolve) => setTimeout(resolve, GROUP_POLL_MS));
+  }
+}
+
 /** Starts programs as children of this process, each group watched by the command guard. */
 export class GuardLauncher implements ProgramLauncher {
   readonly #guard: CommandGuard;
