@@ -1,4 +1,5 @@
 import { systemClock, type Clock } from '@tickwarden/redlock';
+import { serverRunId } from '@tickwarden/runtime';
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import { BullJobQueue } from './bull-job-queue.ts';
@@ -25,8 +26,10 @@ const MAX_COUNTED_GAP_TICKS = 10_000;
 export const DEFAULT_CONTEST_LEAD_MS = 9500;
 /** Ticks whose opening failed are opened again this often while it fails, ms. */
 const REOPEN_RETRY_MS = 1000;
-/** At most this many ticks are kept for opening again (about 100 bytes each): a long queue-Redis outage under many schedules drops the oldest, loudly. */
+/** At most this many ticks are kept for opening again, in each list (about 100 bytes each): a long queue-Redis outage under many schedules drops the oldest, loudly. */
 const MAX_UNOPENED = 200_000;
+/** Ticks in flight whose start deadline passed are dropped at most this often, ms. */
+const PRUNE_INTERVAL_MS = 1000;
 
 export interface SchedulerOptions {
   replicaId: string;
@@ -81,6 +84,12 @@ export class Scheduler {
   /** Ticks taken up whose opening failed (the queue Redis down): no replica could recover them, so they are opened again until it works. */
   #unopened: OpenTick[] = [];
   #reopenTimer: unknown;
+  /** Ticks taken up whose start deadline has not passed: opened again when the queue Redis may have lost them (see #reopenInFlight). */
+  #inFlightTicks: { tick: OpenTick; untilMs: number }[] = [];
+  #prunedAtMs = 0;
+  /** The queue Redis's run_id, read at each (re)connection: another one is a restart or a failover. */
+  #queueRunId: string | undefined;
+  readonly #onQueueReady = (): void => this.#track(this.#checkQueueServer(), 'could not read the queue Redis\'s run_id');
 
   constructor(options: SchedulerOptions) {
     const contestLeadMs = options.contestLeadMs ?? DEFAULT_CONTEST_LEAD_MS;
@@ -93,7 +102,11 @@ export class Scheduler {
     this.#queue = options.queue ?? new BullJobQueue(options.queueConnection, clock, replicaId);
     this.#recorder = new TickRecorder({ replicaId, store: this.#store, logger, now, onOutcome: options.onOutcome, onObservation: options.onObservation });
     this.#publisher = new TickPublisher({ replicaId, leases, queue: this.#queue, recorder: this.#recorder, now });
-    this.#contests = new TickContest({ leases, store: this.#store, logger, now, onQueueReset: options.onQueueReset });
+    const onQueueReset = (): void => {
+      options.onQueueReset?.();
+      this.#reopenInFlight();
+    };
+    this.#contests = new TickContest({ leases, store: this.#store, logger, now, onQueueReset });
     this.#marks = new TickMarks(this.#store);
     this.#loop = new TickLoop({ clock, logger, maxWaitMs: options.maxWaitMs ?? 30_000, contestLeadMs, onWake: (wake) => this.#onWake(wake), alarmAtMs: () => this.#marks.gapCheckAtMs });
     this.#resolver = new TickResolver({ replicaId, store: this.#store, queue: this.#queue, contest: this.#contests, publisher: this.#publisher, recorder: this.#recorder, tickOf: (id, tickMs) => this.#loop.tick(id, tickMs), clock, logger, now });
@@ -116,10 +129,13 @@ export class Scheduler {
     this.#marks.start(this.#loop.nowMs(), this.#options.gapCheckDelayMs);
     this.#loop.start();
     this.#resolver.start();
+    this.#options.queueConnection.on('ready', this.#onQueueReady);
+    if (this.#options.queueConnection.status === 'ready') this.#onQueueReady();
   }
 
   /** Stops taking up ticks and waits for contests, enqueues and recoveries in flight; writes the last marks (and the gap check, if it has not run) and records; closes the queues. */
   async stop(): Promise<void> {
+    this.#options.queueConnection.off('ready', this.#onQueueReady);
     this.#loop.stop();
     await this.#resolver.stop();
     while (this.#inFlight.size > 0) await Promise.allSettled([...this.#inFlight]);
@@ -136,9 +152,16 @@ export class Scheduler {
   }
 
   #onWake({ nowMs, due, late, takenUp }: Wake): void {
-    for (const tick of takenUp) this.#marks.takenUp(tick.schedule.id, tick.tickMs);
+    const opened: OpenTick[] = [];
+    for (const tick of takenUp) {
+      this.#marks.takenUp(tick.schedule.id, tick.tickMs);
+      const open = { scheduleId: tick.schedule.id, tickMs: tick.tickMs, jobId: tick.jobId, recoverAtMs: Math.max(nowMs + RECOVERY_DELAY_MS, tick.dueMs) };
+      opened.push(open);
+      this.#inFlightTicks.push({ tick: open, untilMs: tick.dueMs + tick.startDeadlineMs });
+    }
+    this.#pruneInFlight(nowMs);
     // Open until some replica records the tick's outcome: if every replica deciding it stops, recovery finds it here.
-    this.#open(takenUp.map((tick) => ({ scheduleId: tick.schedule.id, tickMs: tick.tickMs, jobId: tick.jobId, recoverAtMs: Math.max(nowMs + RECOVERY_DELAY_MS, tick.dueMs) })));
+    this.#open(opened);
     if (due.length > 0) this.#track(this.#contestInDueOrder(due), 'tick contest failed');
     if (late.length > 0) this.#options.logger.info({ late: late.length, firstTick: new Date((late[0] as Tick).tickMs).toISOString() }, 'ticks too late to contest (this replica was stalled): left to recovery');
     this.#track(this.#flushMarks(nowMs), 'could not write tick marks');
@@ -172,7 +195,7 @@ export class Scheduler {
       // Contested ahead: the previous run may end, or the quorum come back, before this run is due.
       if (loss !== 'lost-race' && tick.ahead) this.#loop.againAtDue(tick);
       else if (loss === 'taken') this.#recorder.outcome('skipped-overlap', tick, { reason: 'another run holds the schedule\'s lease' });
-      else if (loss === 'lost-race') this.#recorder.observe('lost-race', tick);
+      else if (loss === 'lost-race' || loss === 'started') this.#recorder.observe('lost-race', tick);
       else if (loss === 'early') {
         this.#recorder.observe('clock-ahead', tick, { err: result.error });
         this.#resolver.failed(tick, 'clock-ahead');
@@ -241,6 +264,44 @@ export class Scheduler {
       firstTick: new Date(gap.firstTickMs).toISOString(),
       lastTick: new Date(lastMs).toISOString(),
     });
+  }
+
+  /** Drops the ticks in flight whose start deadline passed (at most every PRUNE_INTERVAL_MS), and the oldest beyond MAX_UNOPENED, loudly. */
+  #pruneInFlight(nowMs: number): void {
+    if (nowMs - this.#prunedAtMs < PRUNE_INTERVAL_MS && this.#inFlightTicks.length <= MAX_UNOPENED) return;
+    this.#prunedAtMs = nowMs;
+    this.#inFlightTicks = this.#inFlightTicks.filter(({ untilMs }) => untilMs >= nowMs);
+    const excess = this.#inFlightTicks.length - MAX_UNOPENED;
+    if (excess > 0) {
+      this.#inFlightTicks.splice(0, excess);
+      this.#options.logger.error({ dropped: excess }, 'too many ticks in flight to keep: the oldest would not be recovered if the queue Redis lost its data now');
+    }
+  }
+
+  /**
+   * The queue Redis lost its data, or may have (another server answers): the ticks in flight are
+   * opened again and the marks written again. Recovery decides each tick once more: its job found
+   * (nothing lost), its claim started on the lock nodes (it ran: never again), or its job gone
+   * before any start (published again, once: the claim keeps it to one).
+   */
+  #reopenInFlight(): void {
+    const nowMs = this.#loop.nowMs();
+    this.#prunedAtMs = 0;
+    this.#pruneInFlight(nowMs);
+    this.#marks.restore();
+    const ticks = this.#inFlightTicks.map(({ tick }) => ({ ...tick, recoverAtMs: Math.max(nowMs + RECOVERY_DELAY_MS, tick.recoverAtMs) }));
+    this.#options.logger.warn({ ticks: ticks.length }, 'ticks in flight opened again: recovery checks each one');
+    this.#open(ticks);
+  }
+
+  /** Reads the queue Redis's run_id on each (re)connection; another than before means its data may be older than what this replica wrote. */
+  async #checkQueueServer(): Promise<void> {
+    const runId = await serverRunId(this.#options.queueConnection);
+    const previous = this.#queueRunId;
+    this.#queueRunId = runId;
+    if (previous === undefined || runId === undefined || runId === previous) return;
+    this.#options.logger.warn({ previousRunId: previous, runId }, 'the queue Redis restarted or another server took its place (its run_id changed): writes may be lost');
+    this.#reopenInFlight();
   }
 
   /** Opens ticks for recovery; those it cannot open are kept and opened again every REOPEN_RETRY_MS (see #unopened). */

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { leaseResource, tickClaim } from '@tickwarden/contracts';
-import { ClaimAlreadyGrantedError, LockTakenError, QuorumUnavailableError, type BatchResult, type Lease, type RedlockError } from '@tickwarden/redlock';
+import { ClaimAlreadyGrantedError, isStartedClaim, LockTakenError, QuorumUnavailableError, type BatchResult, type Lease, type RedlockError } from '@tickwarden/redlock';
 import type { Logger } from 'pino';
 import type { LeaseGrants, LockQuorum, PauseRecord, ReplicaStore, Tick } from './ports.ts';
 
@@ -40,11 +40,20 @@ export function contestNodeTimeoutMs(leaseTtlMs: number, batchSize: number): num
 export const CLOCK_SKEW_TOLERANCE_MS = 1000;
 
 /**
- * Why a contest did not win: another replica's claim, a previous run's lease on a majority (`taken`)
- * or only on some nodes while others were silent (`taken-minority`), too early by the lock nodes'
+ * Why a contest did not win: another replica's claim, a claim a job of the tick has started (a
+ * worker's `startClaim`: the tick ran, or runs), a previous run's lease on a majority (`taken`) or
+ * only on some nodes while others were silent (`taken-minority`), too early by the lock nodes'
  * clocks, or no quorum.
  */
-export type ContestLoss = 'lost-race' | 'taken' | 'taken-minority' | 'early' | 'unavailable';
+export type ContestLoss = 'lost-race' | 'started' | 'taken' | 'taken-minority' | 'early' | 'unavailable';
+
+/** Whether a failed contest found the tick's claim started on some node (see ContestLoss). */
+function claimStarted(error: RedlockError): boolean {
+  if (error instanceof ClaimAlreadyGrantedError) return isStartedClaim(error.holder);
+  if (!(error instanceof LockTakenError || error instanceof QuorumUnavailableError)) return false;
+  for (const value of error.claimHolders.keys()) if (isStartedClaim(value)) return true;
+  return false;
+}
 
 /**
  * Reads a failed contest. Claims are checked first on every node, so "taken" without "claimed" is
@@ -54,6 +63,7 @@ export type ContestLoss = 'lost-race' | 'taken' | 'taken-minority' | 'early' | '
  * tick to recovery, which skips it if it finds the lease taken again.
  */
 export function contestLoss(error: RedlockError): ContestLoss {
+  if (claimStarted(error)) return 'started';
   if (error instanceof ClaimAlreadyGrantedError) return 'lost-race';
   if (!(error instanceof LockTakenError || error instanceof QuorumUnavailableError)) return 'unavailable';
   const causes = [...error.nodeCauses.values()];
@@ -70,9 +80,10 @@ export function contestLoss(error: RedlockError): ContestLoss {
  * failed takeover keeps the claims it recorded, so taking over a contender's part still in flight
  * (its attempt releases it at once) would fix a split for good; the next look decides. Safe: each
  * node keeps one value per claim, so at most one value ever holds it on a quorum. Undefined when
- * no value stands out.
+ * no value stands out, and when a job of the tick started on some node: it must not run again.
  */
 export function claimTakeover(error: RedlockError): string | undefined {
+  if (claimStarted(error)) return undefined;
   if (error instanceof ClaimAlreadyGrantedError) return error.holder;
   if (!(error instanceof LockTakenError || error instanceof QuorumUnavailableError)) return undefined;
   let best: string | undefined;

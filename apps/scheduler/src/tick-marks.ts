@@ -34,6 +34,8 @@ export class TickMarks {
   readonly #store: Pick<ReplicaStore, 'raiseMarks' | 'forgetMarks'>;
   /** The highest tick taken up per schedule since the last write. */
   #pending = new Map<string, number>();
+  /** The highest tick this replica took up per schedule: written again if the queue Redis loses the marks (see restore). */
+  readonly #latest = new Map<string, number>();
   /** This replica's first tick per schedule, for the gap check. */
   #firstTicks = new Map<string, number>();
   #gapCheck: GapCheck = 'waiting';
@@ -61,12 +63,19 @@ export class TickMarks {
   /** A tick this replica popped (contested, skipped or missed: it was decided). */
   takenUp(scheduleId: string, tickMs: number): void {
     this.#pending.set(scheduleId, Math.max(this.#pending.get(scheduleId) ?? tickMs, tickMs));
+    this.#latest.set(scheduleId, Math.max(this.#latest.get(scheduleId) ?? tickMs, tickMs));
+  }
+
+  /** The queue Redis lost its data: the next flush writes every mark this replica knows again. */
+  restore(): void {
+    for (const [scheduleId, tickMs] of this.#latest) this.takenUp(scheduleId, tickMs);
   }
 
   /** Schedules gone from the config: their marks are dropped, so one added again later does not find an old gap. */
   async forget(scheduleIds: readonly string[]): Promise<void> {
     for (const id of scheduleIds) {
       this.#pending.delete(id);
+      this.#latest.delete(id);
       this.#firstTicks.delete(id);
     }
     await this.#store.forgetMarks(scheduleIds);
@@ -86,7 +95,10 @@ export class TickMarks {
     const marks = new Map(pending);
     const firstTicks = claim ? this.#firstTicks : new Map<string, number>();
     // Everything before a first tick is decided now: taken up by another replica, or missed.
-    for (const [id, first] of firstTicks) marks.set(id, Math.max(marks.get(id) ?? first - 1, first - 1));
+    for (const [id, first] of firstTicks) {
+      marks.set(id, Math.max(marks.get(id) ?? first - 1, first - 1));
+      this.#latest.set(id, Math.max(this.#latest.get(id) ?? first - 1, first - 1));
+    }
     if (claim) this.#gapCheck = 'claiming';
     let previous: Map<string, number | undefined>;
     try {

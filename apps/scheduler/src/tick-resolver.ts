@@ -166,6 +166,12 @@ export class TickResolver {
         continue;
       }
       const loss = contestLoss(result.error);
+      if (loss === 'started') {
+        // Published, and started by a worker, though its job is gone (the queue Redis lost its data): it ran.
+        this.#failures.delete(tick.jobId);
+        recorder.outcome('enqueued', tick, { reason: 'a job of the tick started, found on the lock nodes', found: { by: undefined } });
+        continue;
+      }
       if (loss === 'taken' || loss === 'taken-minority') {
         this.#failures.delete(tick.jobId);
         // cancel-previous: recovered after its successor was due, it does not revoke (see `revokes` in tick-contest.ts): superseded.

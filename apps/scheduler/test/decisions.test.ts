@@ -75,6 +75,11 @@ describe('contestLoss: what a failed contest means', () => {
   it('anything else is no quorum', () => {
     expect(contestLoss(new QuorumUnavailableError('r', 'acquire', causes(new Error('timeout'), new Error('down')), 2))).toBe('unavailable');
   });
+
+  it('a claim a worker started (`<value>|<start>`), on a quorum or on any node, is "started": the tick ran', () => {
+    expect(contestLoss(new ClaimAlreadyGrantedError('r', 'tick:1', 'v|17', causes('claimed', 'claimed')))).toBe('started');
+    expect(contestLoss(new QuorumUnavailableError('r', 'acquire', causes('claimed', 'claimed', new Error('down')), 3, new Map([['v', 1], ['v|17', 1]])))).toBe('started');
+  });
 });
 
 describe('claimTakeover: the value recovery takes a tick\'s claim over with', () => {
@@ -88,6 +93,11 @@ describe('claimTakeover: the value recovery takes a tick\'s claim over with', ()
     expect(claimTakeover(split(['a', 2], ['b', 2], ['c', 1]))).toBeUndefined();
     expect(claimTakeover(split(['c', 1], ['a', 2], ['b', 2], ['d', 3]))).toBe('d');
     expect(claimTakeover(new LockTakenError('r', causes('claimed', 'claimed', 'claimed'), 5, new Map([['z', 1], ['y', 1]])))).toBeUndefined();
+  });
+
+  it('none when a job of the tick started, on a quorum or on one node: it must never run again', () => {
+    expect(claimTakeover(new ClaimAlreadyGrantedError('r', 'tick:1', 'winner|17', causes('claimed', 'claimed', 'claimed')))).toBeUndefined();
+    expect(claimTakeover(new QuorumUnavailableError('r', 'acquire', causes('claimed', 'claimed', new Error('down')), 3, new Map([['winner', 2], ['winner|17', 1]])))).toBeUndefined();
   });
 
   it('none when no claim is held: a lease taken, or no quorum', () => {

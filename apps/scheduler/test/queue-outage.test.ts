@@ -1,4 +1,4 @@
-import { queueName, tickJobId } from '@tickwarden/contracts';
+import { queueName, tickClaim, tickJobId, type TickJobData } from '@tickwarden/contracts';
 import { Redlock } from '@tickwarden/redlock';
 import { startRedisNodes, waitUntil, type RedisNodes } from '@tickwarden/testkit';
 import { Queue } from 'bullmq';
@@ -99,6 +99,56 @@ describe('the queue Redis down for a while, or back empty', () => {
     } finally {
       await queue.close();
       connection.disconnect();
+    }
+  });
+
+  it('restarted empty while jobs wait and after one started: each vanished tick is published again once, the started one never', async () => {
+    // A 30 s lease: ticks are enqueued 9.5 s ahead, so several wait as delayed jobs when the data goes.
+    const schedule = scheduleFixture({ id: 'team-q/wiped', cron: '* * * * * *', overlap: 'allow', leaseTtlMs: 30_000, payload: null });
+    // Its mark is only written at the gap check: after the loss, only the replica's memory has it.
+    const hourly = scheduleFixture({ id: 'team-q/hourly', cron: '0 0 * * * *', overlap: 'allow', leaseTtlMs: 30_000, payload: null });
+    const outcomes: OutcomeEvent[] = [];
+    const lines: Record<string, unknown>[] = [];
+    const logger = pino({ level: 'info' }, { write: (line: string) => void lines.push(JSON.parse(line) as Record<string, unknown>) });
+    const redlock = new Redlock(locks.urls, { nodeTimeoutMs: 250 });
+    const connection = new Redis(queueRedis.urls[0] as string, { maxRetriesPerRequest: 1, enableOfflineQueue: false });
+    connection.on('error', () => undefined);
+    const scheduler = new Scheduler({ replicaId: 'w0', redlock, queueConnection: connection, logger, gapCheckDelayMs: 0, onOutcome: (event) => outcomes.push(event) });
+    const admin = new Redis(queueRedis.urls[0] as string, { maxRetriesPerRequest: null });
+    const queue = new Queue(queueName(schedule.queue), { connection: admin });
+    const published = (tickMs: number) => outcomes.filter((o) => o.tickMs === tickMs && (o.outcome === 'enqueued' || o.outcome === 'recovered') && !o.found);
+    scheduler.setSchedules([schedule, hourly]);
+    scheduler.start();
+    const hourlyMark = () => admin.hget('tickwarden:control:marks', hourly.id);
+    try {
+      await waitUntil(() => outcomes.filter((o) => o.outcome === 'enqueued').length >= 4, 'ticks enqueued');
+      await waitUntil(async () => (await hourlyMark()) !== null, 'the gap check\'s marks written');
+      const mark = await hourlyMark();
+      // A worker starts the earliest published tick's job, as its first start does (takeOverLease).
+      const startedTick = Math.min(...outcomes.filter((o) => o.outcome === 'enqueued').map((o) => o.tickMs));
+      const job = await queue.getJob(tickJobId(schedule.id, startedTick));
+      const data = job?.data as TickJobData;
+      await redlock.startClaim({ resource: data.lease.resource, claim: tickClaim(startedTick), value: data.lease.value, start: String(data.lease.fence) });
+      const before = new Set(outcomes.filter((o) => o.outcome === 'enqueued').map((o) => o.tickMs));
+      await queueRedis.nodes[0]?.restart({ keepData: false });
+      await waitUntil(() => lines.some((line) => String(line['msg']).startsWith('ticks in flight opened again')), 'the ticks in flight reopened', { timeoutMs: 10_000 });
+      await waitUntil(() => [...before].every((tickMs) => tickMs === startedTick || published(tickMs).length === 2), 'every vanished tick published again', { timeoutMs: 15_000 });
+      for (const tickMs of before) {
+        if (tickMs === startedTick) continue;
+        expect(published(tickMs).map((o) => o.outcome), `tick ${new Date(tickMs).toISOString()}`).toEqual(['enqueued', 'recovered']);
+        const again = (await queue.getJob(tickJobId(schedule.id, tickMs)))?.data as TickJobData | undefined;
+        expect(again?.lease.fence, `the job of ${new Date(tickMs).toISOString()}`).toBeGreaterThan(0);
+      }
+      await waitUntil(() => outcomes.some((o) => o.tickMs === startedTick && o.found), 'the started tick found on the lock nodes', { timeoutMs: 10_000 });
+      expect(published(startedTick).map((o) => o.outcome)).toEqual(['enqueued']);
+      expect(await queue.getJob(tickJobId(schedule.id, startedTick))).toBeUndefined();
+      expect(await hourlyMark()).toBe(mark);
+    } finally {
+      await scheduler.stop();
+      await redlock.close();
+      await queue.close();
+      connection.disconnect();
+      admin.disconnect();
     }
   });
 });

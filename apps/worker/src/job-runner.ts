@@ -1,6 +1,6 @@
 import { nextTickAfter, type HttpDestinations, type ScheduleConfig } from '@tickwarden/config';
 import { parseTickJob, type TickJobData } from '@tickwarden/contracts';
-import { AcquireAbortedError, LeaseLostError, LockTakenError, QuorumUnavailableError, RedlockError, type Lease, type Redlock } from '@tickwarden/redlock';
+import { AcquireAbortedError, ClaimStartedError, LeaseLostError, LockTakenError, QuorumUnavailableError, RedlockError, type Lease, type Redlock } from '@tickwarden/redlock';
 import { DelayedError, UnrecoverableError, type Job } from 'bullmq';
 import type { Logger } from 'pino';
 import { COMMAND_GUARD_UNAVAILABLE, type CommandGuard } from './command-guard.ts';
@@ -30,7 +30,7 @@ export class RunAbortedError extends Error {
 
 /** What a job attempt returns to BullMQ (the job's return value) when it does not fail. */
 export interface RunResult {
-  outcome: Extract<RunOutcome, 'succeeded' | 'skipped-overlap' | 'missed-deadline' | 'superseded'>;
+  outcome: Extract<RunOutcome, 'succeeded' | 'skipped-overlap' | 'missed-deadline' | 'superseded' | 'already-started'>;
   /** The fencing token of this attempt's grant (absent when it did not run). */
   fence?: number;
   details?: RunDetails;
@@ -384,15 +384,20 @@ export class JobRunner {
   }
 
   /**
-   * The attempt's lease, or the result when it does not run: another run holds
-   * the lease (skipped-overlap; superseded for cancel-previous), or it could
-   * not be taken (deferred, or missed-deadline past the start deadline).
+   * The attempt's lease, or the result when it does not run: another job of the
+   * tick started (already-started), another run holds the lease (skipped-overlap;
+   * superseded for cancel-previous), or it could not be taken (deferred, or
+   * missed-deadline past the start deadline).
    */
   async #takeLease(run: Attempt): Promise<Lease | RunResult> {
     const { data, job, log, started } = run;
     try {
       return run.firstStart ? await this.#takeOver(data) : await this.#acquireAfterPrevious(data);
     } catch (error) {
+      if (error instanceof ClaimStartedError) {
+        this.#record('already-started', data, job, log, started, { fence: data.lease.fence, startedBy: error.holder }, 'another job of this tick started its run (the tick was enqueued again after the queue Redis lost its data): not run');
+        return { outcome: 'already-started' };
+      }
       if (error instanceof LockTakenError) {
         if (data.overlap === 'cancel-previous') {
           this.#record('superseded', data, job, log, started, { fence: data.lease.fence, takenOn: error.takenOn }, 'a later run of the schedule holds its lease (cancel-previous): superseded, not run');

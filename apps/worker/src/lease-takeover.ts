@@ -1,4 +1,4 @@
-import type { TickJobData } from '@tickwarden/contracts';
+import { tickClaim, type TickJobData } from '@tickwarden/contracts';
 import { AcquireAbortedError, QuorumUnavailableError, type Lease, type Redlock } from '@tickwarden/redlock';
 
 /** A first start retries its takeover for the scheduler lease's remaining validity, but at least this long (and at most the TTL), ms. */
@@ -41,13 +41,16 @@ export interface TakeOverOptions {
 
 /**
  * A tick's first start takes the scheduler's lease over by its value: the start every run
- * makes (the worker's JobRunner, and the scheduler benchmark's consumer). Tries again (100-200 ms
- * apart) while no quorum answers, for about the lease's remaining validity (at least 1 s, at
- * most the TTL); a worker that found itself cut from the quorum stops after 1 s, so the job goes
- * back to a healthy worker. Another value holding the lease (LockTakenError) is final. A lease
- * that lapsed meanwhile is simply acquired, free as it is.
+ * makes (the worker's JobRunner, and the scheduler benchmark's consumer). First it starts the
+ * tick's claim, named by the fence the job was published with (Redlock.startClaim): a tick
+ * published again after the queue Redis lost its data (same lease value, a new fence) can start
+ * only if no job of it started before (ClaimStartedError otherwise, final). Tries again
+ * (100-200 ms apart) while no quorum answers, for about the lease's remaining validity (at least
+ * 1 s, at most the TTL); a worker that found itself cut from the quorum stops after 1 s, so the
+ * job goes back to a healthy worker. Another value holding the lease (LockTakenError) is final. A
+ * lease that lapsed meanwhile is simply acquired, free as it is.
  */
-export async function takeOverLease(redlock: Pick<Redlock, 'acquire'>, data: Pick<TickJobData, 'lease' | 'enqueuedAtMs'>, options: TakeOverOptions): Promise<Lease> {
+export async function takeOverLease(redlock: Pick<Redlock, 'acquire' | 'startClaim'>, data: Pick<TickJobData, 'lease' | 'enqueuedAtMs' | 'tickMs'>, options: TakeOverOptions): Promise<Lease> {
   const { resource, value, ttlMs } = data.lease;
   const windowMs = Math.min(ttlMs, Math.max(MIN_TAKEOVER_WINDOW_MS, data.enqueuedAtMs + ttlMs - options.now()));
   const started = performance.now();
@@ -58,6 +61,7 @@ export async function takeOverLease(redlock: Pick<Redlock, 'acquire'>, data: Pic
     if (signal.aborted) throw new AcquireAbortedError(resource, signal.reason);
     let failure: QuorumUnavailableError;
     try {
+      await redlock.startClaim({ resource, claim: tickClaim(data.tickMs), value, start: String(data.lease.fence) }, { nodeTimeoutMs });
       return await redlock.acquire(resource, ttlMs, { value, retryCount: 0, nodeTimeoutMs });
     } catch (error) {
       if (!(error instanceof QuorumUnavailableError)) throw error;

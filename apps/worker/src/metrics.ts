@@ -15,6 +15,7 @@ export const RUN_OUTCOMES = [
   'superseded',
   'finished-earlier',
   'worker-lost',
+  'already-started',
 ] as const;
 export type RunOutcome = (typeof RUN_OUTCOMES)[number];
 

@@ -409,6 +409,26 @@ describe('worker: jobs under the lease, against real Redis', () => {
     expect(Number(skipped?.['time'])).toBeLessThan(Number(outcomes(records, first.jobId)[0]?.['time']));
   });
 
+  it('a tick enqueued again after the queue Redis lost its data (same lease value, a new fence) does not run twice: already-started', async () => {
+    const schedule = scheduleFixture('team-a/wiped', recording('wiped.txt', ''), { queue: 'q-wiped' });
+    const { records, metrics } = await startWorker([schedule]);
+    const first = await enqueueTick(scheduler, connection, schedule);
+    expect((await settledJob(connection, 'q-wiped', first.jobId)).returnvalue).toMatchObject({ outcome: 'succeeded' });
+    // The data is gone; a recovery publishes the tick again under a takeover's fence (the claim is started, so none could be won: written by hand).
+    const queue = new Queue(queueName('q-wiped'), { connection });
+    try {
+      await (await queue.getJob(first.jobId))?.remove();
+      await queue.add(schedule.id, { ...first.data, lease: { ...first.data.lease, fence: first.data.lease.fence + 1 } }, { jobId: first.jobId, attempts: schedule.attempts });
+    } finally {
+      await queue.close();
+    }
+    const again = await settledJob(connection, 'q-wiped', first.jobId);
+    expect(again.returnvalue).toEqual({ outcome: 'already-started' });
+    expect(lines('wiped.txt')).toHaveLength(1);
+    expect(outcomes(records, first.jobId).map((record) => record['outcome'])).toEqual(['succeeded', 'already-started']);
+    expect(await metrics.registry.metrics()).toMatch(/tickwarden_worker_runs_total\{outcome="already-started"\} 1/);
+  });
+
   it('a job started after its start deadline does not run (missed-deadline) and frees the schedule', async () => {
     const schedule = scheduleFixture('team-a/late', recording('late.txt', ''), { queue: 'q-late', startDeadlineMs: 1000 });
     const { records } = await startWorker([schedule]);

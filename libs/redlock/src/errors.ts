@@ -5,6 +5,7 @@ export const ErrorCode = Object.freeze({
   leaseExpired: 'LEASE_EXPIRED',
   leaseLost: 'LEASE_LOST',
   claimAlreadyGranted: 'CLAIM_ALREADY_GRANTED',
+  claimStarted: 'CLAIM_STARTED',
   holdLimitReached: 'HOLD_LIMIT_REACHED',
   acquireAborted: 'ACQUIRE_ABORTED',
   invalidSettings: 'INVALID_SETTINGS',
@@ -13,6 +14,15 @@ export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
 
 /** Why one node did not vote for an operation: an error, a timeout, or its answer. */
 export type NodeCause = Error | 'taken' | 'queued' | 'claimed' | 'stale' | 'early' | 'gone' | 'not-held';
+
+/**
+ * Whether a value holding a claim (ClaimHolders, ClaimAlreadyGrantedError.holder) marks it
+ * started (Redlock.startClaim): start.lua writes `<lease value>|<start id>`, and lease values
+ * never hold `|` (acquire refuses such a value), so no acquire can take a started claim over.
+ */
+export function isStartedClaim(holder: string): boolean {
+  return holder.includes('|');
+}
 
 /** Base of every error the library throws or aborts with. */
 export abstract class RedlockError extends Error {
@@ -101,6 +111,24 @@ export class ClaimAlreadyGrantedError extends RedlockError {
   readonly holder: string;
   constructor(resource: string, claim: string, holder: string, causes: ReadonlyMap<string, NodeCause>) {
     super(`claim "${claim}" on "${resource}" was already granted${describeCauses(causes)}`, causes);
+    this.resource = resource;
+    this.claim = claim;
+    this.holder = holder;
+  }
+}
+
+/**
+ * Another start id, or another value, holds the claim on so many nodes that this start cannot
+ * reach a quorum (see Redlock.startClaim): the claim's work was started by someone else.
+ */
+export class ClaimStartedError extends RedlockError {
+  readonly code = ErrorCode.claimStarted;
+  readonly resource: string;
+  readonly claim: string;
+  /** The value holding the claim on the most nodes that refused (a started one: see isStartedClaim). */
+  readonly holder: string;
+  constructor(resource: string, claim: string, holder: string, causes: ReadonlyMap<string, NodeCause>) {
+    super(`claim "${claim}" on "${resource}" is started by another start (${holder})${describeCauses(causes)}`, causes);
     this.resource = resource;
     this.claim = claim;
     this.holder = holder;

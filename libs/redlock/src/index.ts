@@ -2,6 +2,7 @@ export { systemClock, systemRandom, type Clock, type RandomSource } from './cloc
 export {
   AcquireAbortedError,
   ClaimAlreadyGrantedError,
+  ClaimStartedError,
   ErrorCode,
   HoldLimitReachedError,
   InvalidSettingsError,
@@ -11,6 +12,7 @@ export {
   NodeTimeoutError,
   QuorumUnavailableError,
   RedlockError,
+  isStartedClaim,
   type ClaimHolders,
   type NodeCause,
 } from './errors.ts';

@@ -3,6 +3,7 @@ import type { Cluster, Redis } from 'ioredis';
 import {
   AcquireAbortedError,
   ClaimAlreadyGrantedError,
+  ClaimStartedError,
   LeaseExpiredError,
   LeaseLostError,
   LockTakenError,
@@ -19,7 +20,7 @@ import type { AcquireRequest, BatchResult, Lease, ReleaseResult } from './lease.
 import { LeaseWatchdog } from './lease-watchdog.ts';
 import { IoredisLockNode, type LockNode } from './lock-node.ts';
 import { causesExcept, countVotes, runRound, type NodeReply, type RoundSpec } from './node-calls.ts';
-import { decodeAcquire, decodeExtend, decodeRelease, scripts, type AcquireVote, type ReleaseVote } from './scripts.ts';
+import { decodeAcquire, decodeExtend, decodeRelease, decodeStart, scripts, type AcquireVote, type ReleaseVote } from './scripts.ts';
 import { checkTtl, driftMs, resolveSettings, validateCallSettings, type CallSettings, type RedlockSettings } from './settings.ts';
 
 /** A node as the constructor accepts it: a client, a URL, or a custom {@link LockNode}. */
@@ -53,7 +54,7 @@ export interface AcquireOptions extends Partial<CallSettings> {
 export type AcquireBatchOptions = Partial<CallSettings> & Pick<AcquireOptions, 'signal' | 'revoke' | 'notBeforeMs'>;
 
 /** What a node was asked to do when it failed. */
-export type NodeOperation = 'acquire' | 'extend' | 'release';
+export type NodeOperation = 'acquire' | 'extend' | 'release' | 'start';
 
 /** Hooks for logs and metrics: the library itself prints nothing. */
 export interface RedlockEvents {
@@ -157,6 +158,8 @@ export class Redlock extends EventEmitter<RedlockEvents> {
     if (requests.length > s.maxBatchSize) return this.#inChunks(requests, s.maxBatchSize, (chunk) => this.acquireBatch(chunk, ttlMs, options));
     // acquire.lua reads an empty claim id as "no claim".
     if (requests.some((r) => r.claim === '')) throw new InvalidSettingsError('claim', 'a claim id must not be empty');
+    // A started claim's value holds '|' (see startedClaim): no acquire may supply one.
+    if (requests.some((r) => r.value?.includes('|'))) throw new InvalidSettingsError('value', 'a lease value must not contain "|"');
     const contenders: Contender[] = requests.map((request) => ({
       request: { ...request, value: request.value ?? this.#newValue() },
       supplied: request.value !== undefined,
@@ -463,6 +466,48 @@ export class Redlock extends EventEmitter<RedlockEvents> {
       }
       return result;
     });
+  }
+
+  /**
+   * Marks a granted claim started by `start` (start.lua): resolves once a quorum of nodes holds it
+   * started by this id. Each node moves a claim to one start id only, so at most one id ever
+   * reaches a quorum, and no acquire can take a started claim over: a second publication of the
+   * claim's work (the same lease value, another start id) cannot start it again. Retrying with the
+   * same id is safe. Throws ClaimStartedError when another start or value holds the claim on too
+   * many nodes, QuorumUnavailableError when too few answered.
+   */
+  async startClaim(request: { resource: string; claim: string; value: string; start: string }, overrides: Partial<CallSettings> = {}): Promise<void> {
+    const { resource, claim, value, start } = request;
+    if (claim === '' || value.includes('|') || start.includes('|')) throw new InvalidSettingsError('claim', 'a start needs a claim id, and a value and start id without "|"');
+    const s = this.#callSettings(overrides);
+    const { keyPrefix, quorum } = this.settings;
+    const n = this.nodes.length;
+    let started = 0;
+    let refused = 0;
+    const call = { script: scripts.start, header: [String(s.claimRetentionMs)], keys: [resourceBase(keyPrefix, resource)], args: [claim, value, start], timeoutMs: s.nodeTimeoutMs, maxResources: s.maxBatchSize };
+    const replies = await this.#round(call, 'start', {
+      decode: (raw) => decodeStart(raw, 1),
+      decided: (reply) => {
+        if (reply.ok && reply.reply[0] === 'started') started++;
+        else if (reply.ok) refused++;
+        return started >= quorum || refused > n - quorum;
+      },
+    });
+    if (started >= quorum) return;
+    const causes = new Map<string, NodeCause>();
+    const holders = new Map<string, number>();
+    for (const r of replies) {
+      const vote = r.ok ? r.reply[0] : r.error;
+      if (vote === 'started') continue;
+      if (vote instanceof Error || vote === undefined) causes.set(r.node.id, vote ?? new Error('no vote'));
+      else {
+        causes.set(r.node.id, 'claimed');
+        holders.set(vote.holder, (holders.get(vote.holder) ?? 0) + 1);
+      }
+    }
+    if (refused <= n - quorum) throw new QuorumUnavailableError(resource, 'start', causes, quorum);
+    const [holder] = [...holders].reduce((best, entry) => (entry[1] > best[1] ? entry : best));
+    throw new ClaimStartedError(resource, claim, holder, causes);
   }
 
   /**

@@ -18,6 +18,7 @@ export const scripts = Object.freeze({
   acquire: load('acquire'),
   extend: load('extend'),
   release: load('release'),
+  start: load('start'),
 });
 
 /** A node's answer for one resource, decoded from the scripts' integer codes (the one place they are mapped). */
@@ -26,6 +27,8 @@ export const scripts = Object.freeze({
 export type AcquireVote = 'acquired' | 'refreshed' | 'taken' | 'claimed' | 'stale' | 'queued' | 'early';
 export type ExtendVote = 'extended' | 'reestablished' | 'taken' | 'gone';
 export type ReleaseVote = 'released' | 'not-held';
+/** `started` by this start id, or the value (or start) holding the claim instead. */
+export type StartVote = 'started' | { holder: string };
 
 // The one place the scripts' integer codes are mapped (switches: the lookups sit on every reply's path).
 function acquireVote(code: unknown): AcquireVote {
@@ -85,6 +88,19 @@ export function decodeAcquire(reply: unknown, count: number): { votes: AcquireVo
     votes[i] = vote;
   }
   return { votes, maxFence, claimHolders };
+}
+
+/** Decodes start.lua's reply: per resource `started`, or the value holding the claim. */
+export function decodeStart(reply: unknown, count: number): StartVote[] {
+  const entries = reply as unknown[];
+  const votes = new Array<StartVote>(count);
+  for (let i = 0; i < count; i++) {
+    const entry = entries[i];
+    if (Array.isArray(entry) && Number(entry[0]) === -1) votes[i] = { holder: String(entry[1]) };
+    else if (Number(entry) === 1) votes[i] = 'started';
+    else throw unknownCode('start', entry);
+  }
+  return votes;
 }
 
 /** One vote per resource, from a reply of one code per resource. */

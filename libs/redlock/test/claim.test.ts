@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ClaimAlreadyGrantedError, LockTakenError, QuorumUnavailableError, resourceKeys } from '../src/index.ts';
+import { ClaimAlreadyGrantedError, ClaimStartedError, isStartedClaim, LockTakenError, QuorumUnavailableError, resourceKeys } from '../src/index.ts';
 import { waitUntil } from '@tickwarden/testkit';
 import { inspect, redlockOn, sleep, useNodes } from './support.ts';
 
@@ -195,5 +195,80 @@ describe('a takeover by value that fails', () => {
     for (const url of cluster.nodes.urls) expect(await inspect(url, (client) => client.get(keys.lock))).toBe(value);
     link.heal();
     await first.release(other);
+  });
+});
+
+describe.each([1, 3, 5])('starting a claim with %i node(s)', (count) => {
+  const cluster = useNodes(count);
+  const claimKey = (resource: string, claim: string): string => resourceKeys('tickwarden', resource, claim).claim;
+
+  it('one start id per claim: a second publication of the same lease value cannot start it, a retry of the first can', async () => {
+    const scheduler = redlockOn(cluster.nodes.urls);
+    const worker = redlockOn(cluster.nodes.urls);
+    const lease = await scheduler.acquire('schedule-s', 1000, { claim: 'tick-1' });
+    await worker.startClaim({ resource: 'schedule-s', claim: 'tick-1', value: lease.value, start: String(lease.fence) });
+    await worker.startClaim({ resource: 'schedule-s', claim: 'tick-1', value: lease.value, start: String(lease.fence) });
+    for (const url of cluster.nodes.urls) expect(await inspect(url, (c) => c.get(claimKey('schedule-s', 'tick-1')))).toBe(`${lease.value}|${lease.fence}`);
+    const second = await worker.startClaim({ resource: 'schedule-s', claim: 'tick-1', value: lease.value, start: String(lease.fence + 1) }).catch((e: unknown) => e);
+    expect(second).toBeInstanceOf(ClaimStartedError);
+    expect((second as ClaimStartedError).holder).toBe(`${lease.value}|${lease.fence}`);
+    expect(isStartedClaim((second as ClaimStartedError).holder)).toBe(true);
+  });
+
+  it('a started claim is never granted again: a takeover by its value finds it claimed, even once the lease is released', async () => {
+    const scheduler = redlockOn(cluster.nodes.urls, { retryCount: 0 });
+    const lease = await scheduler.acquire('schedule-t', 1000, { claim: 'tick-2' });
+    await scheduler.startClaim({ resource: 'schedule-t', claim: 'tick-2', value: lease.value, start: 'run-1' });
+    await scheduler.release(lease);
+    const takeover = await scheduler.acquire('schedule-t', 1000, { claim: 'tick-2', value: lease.value }).catch((e: unknown) => e);
+    expect(takeover).toBeInstanceOf(ClaimAlreadyGrantedError);
+    expect(isStartedClaim((takeover as ClaimAlreadyGrantedError).holder)).toBe(true);
+    // Nor can anyone supply the started value itself.
+    await expect(scheduler.acquire('schedule-t', 1000, { claim: 'tick-2', value: (takeover as ClaimAlreadyGrantedError).holder })).rejects.toThrow(/must not contain/);
+  });
+
+  it('a claim a node never recorded is recorded started there, for the claim retention', async () => {
+    const redlock = redlockOn(cluster.nodes.urls, { claimRetentionMs: 60_000 });
+    await redlock.startClaim({ resource: 'schedule-u', claim: 'tick-3', value: 'v1', start: 's1' });
+    const [url] = cluster.nodes.urls;
+    expect(await inspect(url as string, (c) => c.get(claimKey('schedule-u', 'tick-3')))).toBe('v1|s1');
+    expect(await inspect(url as string, (c) => c.pttl(claimKey('schedule-u', 'tick-3')))).toBeGreaterThan(50_000);
+    await expect(redlock.acquire('schedule-u', 1000, { claim: 'tick-3', value: 'v1' })).rejects.toBeInstanceOf(ClaimAlreadyGrantedError);
+  });
+});
+
+describe('starting a claim raced by two starts (5 nodes)', () => {
+  const cluster = useNodes(5);
+
+  it('at most one of many concurrent start ids reaches a quorum', async () => {
+    const lease = await redlockOn(cluster.nodes.urls).acquire('schedule-r', 1000, { claim: 'tick-4' });
+    const outcomes = await Promise.all(
+      Array.from({ length: 8 }, (_, i) =>
+        redlockOn(cluster.nodes.urls)
+          .startClaim({ resource: 'schedule-r', claim: 'tick-4', value: lease.value, start: `s${i}` })
+          .then(
+            () => 'started',
+            (error: unknown) => (error instanceof ClaimStartedError || error instanceof QuorumUnavailableError ? error.code : String(error)),
+          ),
+      ),
+    );
+    expect(outcomes.filter((o) => o === 'started').length).toBeLessThanOrEqual(1);
+    expect(outcomes.every((o) => o === 'started' || o === 'CLAIM_STARTED' || o === 'QUORUM_UNAVAILABLE')).toBe(true);
+  });
+
+  it('with a minority of nodes down it still starts; with a majority down it fails as unavailable, naming the nodes', async () => {
+    const redlock = redlockOn(cluster.nodes.urls, { nodeTimeoutMs: 200 });
+    const lease = await redlock.acquire('schedule-q', 1000, { claim: 'tick-5' });
+    await cluster.nodes.node(0).pause();
+    await cluster.nodes.node(1).pause();
+    try {
+      await redlock.startClaim({ resource: 'schedule-q', claim: 'tick-5', value: lease.value, start: 'a' });
+      await cluster.nodes.node(2).pause();
+      const error = await redlock.startClaim({ resource: 'schedule-q', claim: 'tick-6', value: lease.value, start: 'a' }).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(QuorumUnavailableError);
+      expect((error as QuorumUnavailableError).nodeCauses.size).toBe(3);
+    } finally {
+      for (const i of [0, 1, 2]) await cluster.nodes.node(i).resume();
+    }
   });
 });

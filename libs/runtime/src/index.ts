@@ -4,5 +4,5 @@ export { startLiveConfig, type LiveConfig, type LiveConfigOptions } from './live
 export { runMain, untilStopSignal } from './process-main.ts';
 export { ProcessMetrics } from './process-metrics.ts';
 export { loadRedisTls, lockNodesFor, redisOptionsFor } from './redis-tls.ts';
-export { checkServerIdentities, IDENTITY_TIMEOUT_MS, sameServers, verifyServers, type NamedServer } from './server-identity.ts';
+export { checkServerIdentities, IDENTITY_TIMEOUT_MS, sameServers, serverRunId, verifyServers, type NamedServer } from './server-identity.ts';
 export { PROCESS_NODE_FLAGS } from './node-flags.ts';

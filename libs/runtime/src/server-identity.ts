@@ -24,13 +24,18 @@ export function sameServers(runIds: ReadonlyMap<string, string | undefined>): st
   return [...byRunId.values()].filter((names) => names.length > 1);
 }
 
+/** The server's `run_id` (`INFO server`): it changes when the server restarts, or another takes its place (a failover). */
+export async function serverRunId(client: Redis): Promise<string | undefined> {
+  return /^run_id:(\w+)/m.exec(await client.info('server'))?.[1];
+}
+
 /** The `run_id` of `INFO server`, or undefined when the server does not answer in time. */
 async function runIdOf(url: string, tls: ConnectionOptions | undefined, timeoutMs: number): Promise<string | undefined> {
   const client = new Redis(url, { lazyConnect: true, connectTimeout: timeoutMs, commandTimeout: timeoutMs, maxRetriesPerRequest: 0, retryStrategy: () => null, enableOfflineQueue: false, ...redisOptionsFor(url, tls) });
   client.on('error', () => undefined);
   try {
     await client.connect();
-    return /^run_id:(\w+)/m.exec(await client.info('server'))?.[1];
+    return await serverRunId(client);
   } catch {
     return undefined;
   } finally {

@@ -1,0 +1,42 @@
+--[[
+  start: marks a granted claim started by one start id (for the scheduler: the
+  first start of a tick's job, named by the fence it was published with), so
+  that the claim can never be started by another id, nor granted again by a
+  takeover: its value becomes '<lease value>|<start id>', which no acquire
+  supplies. Each node moves a claim from its lease value to a start once; a
+  start id already there is this start's own (a retry). A claim this node never
+  recorded (the grant reached a quorum without it, or the node lost its data)
+  is recorded started, kept for the claim retention.
+  One key per resource: its key base `<prefix>:{<resource>}:` (keys.ts); the
+  script appends `claim:<id>`.
+
+  KEYS, for resource i = 1..n:
+    KEYS[i]     key base of the resource
+  ARGV:
+    ARGV[1]     claim retention, ms (for a claim this node did not have)
+    for resource i: ARGV[3i-1] claim id, ARGV[3i] the claim's lease value,
+                    ARGV[3i+1] start id
+  Returns an array, one entry per resource:
+    1  STARTED   the claim is started by this start id (now, or by an earlier call)
+   -1  CLAIMED   {-1, holder}: another value or another start holds the claim
+]]
+local retention = ARGV[1]
+local out = {}
+for i = 1, #KEYS do
+  local claim = KEYS[i] .. 'claim:' .. ARGV[3 * i - 1]
+  local value = ARGV[3 * i]
+  local started = value .. '|' .. ARGV[3 * i + 1]
+  local holder = redis.call('GET', claim)
+  if holder == started then
+    out[i] = 1
+  elseif holder == value then
+    redis.call('SET', claim, started, 'KEEPTTL')
+    out[i] = 1
+  elseif not holder then
+    redis.call('SET', claim, started, 'PX', retention)
+    out[i] = 1
+  else
+    out[i] = { -1, holder }
+  end
+end
+return out
