@@ -2,7 +2,7 @@
 import { hostname } from 'node:os';
 import { formatDuration, parseWorkerEnv, redactUrl } from '@tickwarden/config';
 import { Redlock } from '@tickwarden/redlock';
-import { loadRedisTls, lockNodesFor, runMain, startHttpServer, startLiveConfig, untilStopSignal, verifyServers } from '@tickwarden/runtime';
+import { boundPort, loadRedisTls, lockNodesFor, packageVersion, runMain, startHttpServer, startLiveConfig, untilStopSignal, verifyServers } from '@tickwarden/runtime';
 import { pino } from 'pino';
 import { WorkerMetrics } from './metrics.ts';
 import { WorkerService } from './worker-service.ts';
@@ -27,16 +27,23 @@ async function main(): Promise<number> {
   // Two names of one server would count one vote twice, or share a queue's memory with the locks.
   if (!(await verifyServers(env.value, tls.value, logger))) return 2;
   const metrics = new WorkerMetrics();
+  metrics.setBuild(packageVersion(new URL('../package.json', import.meta.url)));
   let service: WorkerService | undefined;
   // Invalid at start: every error logged, not starting. Later, an invalid reload keeps the last good config.
   const live = await startLiveConfig({
     path: configPath,
     logger,
-    onReload: (config) => service?.setConfig(config),
-    onReloadResult: (result) => metrics.configReloads.inc({ result }),
+    onReload: (config) => {
+      service?.setConfig(config);
+      if (service) metrics.runSlots.set(concurrency * service.queues.length);
+      metrics.retainSchedules(config.schedules.map((schedule) => schedule.id));
+      metrics.configApplied(config);
+    },
+    onReloadResult: (result) => metrics.recordConfigReload(result),
     httpDestinations,
   });
   if (!live) return 2;
+  metrics.configApplied(live.config);
 
   const redlock = new Redlock(lockNodesFor(lockNodes, tls.value), { quorum: lockQuorum });
   metrics.observe(redlock);
@@ -53,6 +60,7 @@ async function main(): Promise<number> {
     await redlock.close();
     return 1;
   }
+  metrics.runSlots.set(concurrency * service.queues.length);
   logger.info(
     { schedules: live.config.schedules.length, files: live.config.files, queues: service.queues, concurrency, lockNodes: lockNodes.map(redactUrl), quorum: redlock.quorum, queueRedis: redactUrl(queueRedis), shutdownGrace: formatDuration(graceMs), stalledInterval: formatDuration(stalledIntervalMs) },
     'worker started',
@@ -61,7 +69,7 @@ async function main(): Promise<number> {
   const running = service;
   // Readiness: the command guard, the queue Redis, a lock quorum probed now, and whether the worker takes jobs.
   const server = await startHttpServer(httpPort, metrics.registry, () => running.readiness());
-  logger.info({ port: httpPort }, 'http listening');
+  logger.info({ port: boundPort(server) }, 'http listening');
 
   await untilStopSignal();
   const killGraceMs = Math.max(0, ...running.config.schedules.map((schedule) => ('killGraceMs' in schedule.handler ? schedule.handler.killGraceMs : 0)));

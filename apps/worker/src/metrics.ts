@@ -19,6 +19,12 @@ export const RUN_OUTCOMES = [
 ] as const;
 export type RunOutcome = (typeof RUN_OUTCOMES)[number];
 
+/** Outcomes of attempts whose handler ran: the ones `tickwarden_schedule_run_duration_seconds` observes. */
+const HANDLER_RAN: ReadonlySet<RunOutcome> = new Set(['succeeded', 'failed', 'aborted-lease-lost', 'aborted-timeout', 'aborted-shutdown']);
+
+/** The team of a schedule id: the part before its `/`. */
+const teamOf = (scheduleId: string): string => scheduleId.split('/', 1)[0] ?? '';
+
 /** The worker's Prometheus metrics, on their own registry. */
 export class WorkerMetrics extends ProcessMetrics {
   readonly runs = new Counter({ name: 'tickwarden_worker_runs_total', help: 'Job attempts by outcome', labelNames: ['outcome'] as const, registers: [this.registry] });
@@ -59,14 +65,67 @@ export class WorkerMetrics extends ProcessMetrics {
     registers: [this.registry],
   });
 
+  readonly runSlots = new Gauge({
+    name: 'tickwarden_worker_run_slots',
+    help: 'Job attempts this worker runs at once at most: TICKWARDEN_WORKER_CONCURRENCY per queue it consumes (saturation: tickwarden_worker_active_runs over this)',
+    registers: [this.registry],
+  });
+  /**
+   * Per schedule (labels `team`, `schedule`; one series set per schedule this worker ran, created
+   * by its first attempt, dropped when a config without the schedule is applied).
+   */
+  readonly scheduleRuns = new Counter({
+    name: 'tickwarden_schedule_runs_total',
+    help: 'Job attempts per schedule by outcome, on this worker (sum over workers)',
+    labelNames: ['team', 'schedule', 'outcome'] as const,
+    registers: [this.registry],
+  });
+  readonly scheduleRunDuration = new Histogram({
+    name: 'tickwarden_schedule_run_duration_seconds',
+    help: 'Duration of the attempts of the schedule whose handler ran (succeeded, failed, aborted-*), from the attempt start to its end',
+    labelNames: ['team', 'schedule'] as const,
+    buckets: [0.1, 1, 10, 60, 600, 3600],
+    registers: [this.registry],
+  });
+  readonly scheduleLastSuccess = new Gauge({
+    name: 'tickwarden_schedule_last_success_timestamp_seconds',
+    help: "When an attempt of the schedule last succeeded on this worker (its end, unix seconds); max over workers is the cluster's last success",
+    labelNames: ['team', 'schedule'] as const,
+    registers: [this.registry],
+  });
+  /** Per schedule id: the outcomes its `tickwarden_schedule_runs_total` has (to drop them). */
+  readonly #scheduleOutcomes = new Map<string, Set<RunOutcome>>();
+
   constructor() {
     super();
     for (const outcome of RUN_OUTCOMES) this.runs.inc({ outcome }, 0);
   }
 
-  recordRun(outcome: RunOutcome, durationMs: number | undefined): void {
+  /** An attempt's end: the totals, and with `scheduleId` (the job's `schedule`) the schedule's own series; `nowMs` is its end. */
+  recordRun(outcome: RunOutcome, durationMs: number | undefined, scheduleId?: string, nowMs = Date.now()): void {
     this.runs.inc({ outcome });
     if (durationMs !== undefined) this.runDuration.observe({ outcome }, durationMs / 1000);
+    if (scheduleId === undefined) return;
+    const labels = { team: teamOf(scheduleId), schedule: scheduleId };
+    let outcomes = this.#scheduleOutcomes.get(scheduleId);
+    if (!outcomes) this.#scheduleOutcomes.set(scheduleId, (outcomes = new Set()));
+    outcomes.add(outcome);
+    this.scheduleRuns.inc({ ...labels, outcome });
+    if (durationMs !== undefined && HANDLER_RAN.has(outcome)) this.scheduleRunDuration.observe(labels, durationMs / 1000);
+    if (outcome === 'succeeded') this.scheduleLastSuccess.set(labels, nowMs / 1000);
+  }
+
+  /** The schedules of a config just applied (a reload): the series of any other schedule are dropped. */
+  retainSchedules(scheduleIds: Iterable<string>): void {
+    const configured = new Set(scheduleIds);
+    for (const [scheduleId, outcomes] of this.#scheduleOutcomes) {
+      if (configured.has(scheduleId)) continue;
+      const labels = { team: teamOf(scheduleId), schedule: scheduleId };
+      for (const outcome of outcomes) this.scheduleRuns.remove({ ...labels, outcome });
+      this.scheduleRunDuration.remove(labels);
+      this.scheduleLastSuccess.remove(labels);
+      this.#scheduleOutcomes.delete(scheduleId);
+    }
   }
 
   /** Feeds the lease library's hooks into the metrics. */

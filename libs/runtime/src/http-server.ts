@@ -1,4 +1,5 @@
 import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import type { Registry } from 'prom-client';
 
 /** A readiness check: resolves to the reasons the process is not ready (empty when ready). */
@@ -29,4 +30,9 @@ export function startHttpServer(port: number, registry: Registry, ready: Readine
     server.once('error', reject);
     server.listen(port, () => resolve(server));
   });
+}
+
+/** The port a started server listens on (the one the OS picked for port 0). */
+export function boundPort(server: http.Server): number {
+  return (server.address() as AddressInfo).port;
 }

@@ -1,21 +1,129 @@
+import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import type { TickwardenConfig } from '@tickwarden/config';
 import type { Redlock } from '@tickwarden/redlock';
-import { Counter, Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
 
 /**
  * The metrics every Tickwarden process exports, on its own registry: Node's
- * defaults, lock node errors and config reloads. Each app adds its own.
+ * defaults, build info, lock node errors and quorum, the config it runs and
+ * its reloads. Each app adds its own.
  */
 export class ProcessMetrics {
   readonly registry = new Registry();
   readonly lockNodeErrors = new Counter({ name: 'tickwarden_lock_node_errors_total', help: 'Errors and timeouts per lock node', labelNames: ['node', 'operation'] as const, registers: [this.registry] });
   readonly configReloads = new Counter({ name: 'tickwarden_config_reloads_total', help: 'Config reloads by result', labelNames: ['result'] as const, registers: [this.registry] });
+  readonly configLastReloadSuccessful = new Gauge({
+    name: 'tickwarden_config_last_reload_successful',
+    help: '1 while the config this process runs is the newest it read (its start, or a reload it applied); 0 from a rejected reload until one is applied: the process keeps its previous config',
+    registers: [this.registry],
+  });
+  readonly configLastReloadSuccess = new Gauge({
+    name: 'tickwarden_config_last_reload_success_timestamp_seconds',
+    help: 'When this process last applied a config (its start or a reload), unix seconds',
+    registers: [this.registry],
+  });
+  readonly configInfo = new Gauge({
+    name: 'tickwarden_config_info',
+    help: 'The config this process runs, always 1: hash is a hash of its schedules as validated (configHash), equal on every process that runs the same schedules',
+    labelNames: ['hash'] as const,
+    registers: [this.registry],
+  });
+  readonly buildInfo = new Gauge({ name: 'tickwarden_build_info', help: 'Always 1: the version of this process and of its Node.js', labelNames: ['version', 'node'] as const, registers: [this.registry] });
+  /** Set once `observeLockNodes` has a Redlock to probe. */
+  #redlock: Redlock | undefined;
+  readonly lockNodesReachable = new Gauge({
+    name: 'tickwarden_lock_nodes_reachable',
+    help: 'Lock nodes that answered a probe at this scrape (within the node timeout)',
+    registers: [],
+    collect: () => this.#probeLockNodes(),
+  });
+  readonly lockQuorumReachable = new Gauge({
+    name: 'tickwarden_lock_quorum_reachable',
+    help: '1 if a quorum of lock nodes answered a probe at this scrape; 0 if not (the process can take no lease: no tick contested, no run started or kept)',
+    registers: [],
+    collect: () => this.#probeLockNodes(),
+  });
+  /** The probe of the scrape in progress: the registry collects both gauges at once, from one probe. */
+  #probe: Promise<void> | undefined;
 
   constructor() {
     collectDefaultMetrics({ register: this.registry });
   }
 
-  /** Counts the lease library's per-node errors. */
+  /** Labels `tickwarden_build_info` with `version` (the app's package.json version) and the Node.js version. */
+  setBuild(version: string): void {
+    this.buildInfo.reset();
+    this.buildInfo.set({ version, node: process.version }, 1);
+  }
+
+  /** The config this process runs now: at its start, and after each reload it applied (call it once the app applied it). */
+  configApplied(config: TickwardenConfig, nowMs = Date.now()): void {
+    this.configInfo.reset();
+    this.configInfo.set({ hash: configHash(config) }, 1);
+    this.configLastReloadSuccessful.set(1);
+    this.configLastReloadSuccess.set(nowMs / 1000);
+  }
+
+  /** A reload's result (the `onReloadResult` of `startLiveConfig`): counted, and a rejected one sets the gauge to 0 until a reload is applied. */
+  recordConfigReload(result: 'applied' | 'invalid'): void {
+    this.configReloads.inc({ result });
+    this.configLastReloadSuccessful.set(result === 'applied' ? 1 : 0);
+  }
+
+  /** Counts the lease library's per-node errors, and probes its nodes at each scrape (`tickwarden_lock_quorum_reachable`). */
   observeLockNodes(redlock: Redlock): void {
     redlock.on('nodeError', ({ node, operation }) => this.lockNodeErrors.inc({ node, operation }));
+    if (this.#redlock === undefined) {
+      this.registry.registerMetric(this.lockNodesReachable);
+      this.registry.registerMetric(this.lockQuorumReachable);
+    }
+    this.#redlock = redlock;
+  }
+
+  #probeLockNodes(): Promise<void> {
+    const redlock = this.#redlock;
+    if (!redlock) return Promise.resolve();
+    this.#probe ??= redlock
+      .probe()
+      .catch(() => ({ quorum: false, reachable: [] as string[] }))
+      .then((probe) => {
+        this.lockNodesReachable.set(probe.reachable.length);
+        this.lockQuorumReachable.set(probe.quorum ? 1 : 0);
+      })
+      .finally(() => (this.#probe = undefined));
+    return this.#probe;
+  }
+}
+
+/**
+ * A short hash of a config's schedules as validated (every default applied; where each is
+ * written left out), the same in every process that runs the same schedules whatever the
+ * files' paths, comments or formatting: `tickwarden_config_info{hash}`.
+ */
+export function configHash(config: Pick<TickwardenConfig, 'schedules'>): string {
+  const schedules = config.schedules.map(({ source: _source, ...schedule }) => schedule);
+  return createHash('sha256').update(canonicalJson(schedules)).digest('hex').slice(0, 16);
+}
+
+/** JSON with object keys sorted at every depth (undefined members left out, as JSON.stringify does). */
+function canonicalJson(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map((item) => (item === undefined ? 'null' : canonicalJson(item))).join(',')}]`;
+  if (value !== null && typeof value === 'object') {
+    const entries = Object.entries(value as Record<string, unknown>)
+      .filter(([, member]) => member !== undefined)
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    return `{${entries.map(([key, member]) => `${JSON.stringify(key)}:${canonicalJson(member)}`).join(',')}}`;
+  }
+  return JSON.stringify(value) ?? 'null';
+}
+
+/** The `version` of a package.json (e.g. `new URL('../package.json', import.meta.url)` from an app's main), or `unknown`. */
+export function packageVersion(packageJson: URL): string {
+  try {
+    const { version } = JSON.parse(readFileSync(packageJson, 'utf8')) as { version?: unknown };
+    return typeof version === 'string' ? version : 'unknown';
+  } catch {
+    return 'unknown';
   }
 }

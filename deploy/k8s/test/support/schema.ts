@@ -1,4 +1,4 @@
-import { ServiceMonitor } from '@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1';
+import { PrometheusRule, ServiceMonitor } from '@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1';
 import { Deployment, StatefulSet } from 'kubernetes-models/apps/v1';
 import { HorizontalPodAutoscaler } from 'kubernetes-models/autoscaling/v2';
 import { NetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1';
@@ -14,7 +14,7 @@ interface ModelClass {
 
 /** The kinds the manifests may use, with their schemas. A new kind is added here on purpose. */
 const MODELS: ReadonlyMap<string, ModelClass> = new Map(
-  [Namespace, ServiceAccount, ConfigMap, Secret, Service, Deployment, StatefulSet, PodDisruptionBudget, HorizontalPodAutoscaler, NetworkPolicy, ServiceMonitor].map(
+  [Namespace, ServiceAccount, ConfigMap, Secret, Service, Deployment, StatefulSet, PodDisruptionBudget, HorizontalPodAutoscaler, NetworkPolicy, ServiceMonitor, PrometheusRule].map(
     (model: ModelClass) => [`${model.apiVersion} ${model.kind}`, model],
   ),
 );
