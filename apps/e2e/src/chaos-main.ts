@@ -134,7 +134,7 @@ async function main(): Promise<number> {
     // The long schedule's ticks must run for their late restarts to show anything: no worker fault from 2 s before to 5 s after them.
     const workersSpared = longTicksAtMs.map((atMs) => ({ fromMs: atMs - 2000, toMs: atMs + 5000 }));
     const runner = new ChaosRunner(cluster, SLOTS, { leaseTtlMs: LEASE_TTL_MS, clockFiles, workersSpared, log: (line) => console.log(line) });
-    const history = new HistoryCollector(cluster);
+    const history = new HistoryCollector(cluster, { queueDownBetween: (fromMs, toMs) => runner.queueDownBetween(fromMs, toMs) });
     const outcome = await Promise.race([interrupted, runner.run(plan, startMs).then(() => 0)]).finally(() => history.stop());
     if (outcome !== 0) return outcome;
     const fromMs = startMs + 1000;
@@ -142,12 +142,16 @@ async function main(): Promise<number> {
     await sleep(TAIL_MS + 1500);
     const report = await settle(async () => {
       await history.read();
-      return buildReport({ ledgerFile, records: cluster.records(), schedules, fromMs, toMs, outages: runner.outages, workerFaults: runner.workerFaults, history: history.records() });
+      return buildReport({ ledgerFile, records: cluster.records(), schedules, fromMs, toMs, outages: runner.outages, workerFaults: runner.workerFaults, queueWipesMs: runner.queueWipesMs, history: history.records() });
     });
     const lines = formatReport(report);
     // Silent ticks are judged against the history too: a run that could not read it judged nothing.
-    const { ok, failed } = history.reads;
-    const failures = [...reportFailures(report), ...(failed > 0 || ok === 0 ? [`tick history: ${failed} of ${ok + failed} reads failed`] : [])];
+    const { ok, failed, queueDown } = history.reads;
+    const failures = [
+      ...reportFailures(report),
+      ...(failed > 0 || ok === 0 ? [`tick history: ${failed} of ${ok + failed} reads failed`] : []),
+      ...runner.errors.map((error) => `harness: ${error}`),
+    ];
     const { requests, completed, clientGone, rejected } = endpoint.stats;
     console.log(
       [
@@ -155,7 +159,7 @@ async function main(): Promise<number> {
         ...lines,
         `http runs: ${requests} requests, ${completed} completed, ${clientGone} stopped by the worker closing the connection${rejected > 0 ? `, ${rejected} rejected (bad request)` : ''}`,
         `faults applied: ${runner.applied.filter((fault) => fault.applied).length} of ${plan.length} planned`,
-        `tick history: ${history.records().length} records from ${ok} reads (${failed} failed)`,
+        `tick history: ${history.records().length} records from ${ok} reads (${failed} failed${queueDown > 0 ? `, ${queueDown} more while the queue Redis was down` : ''})`,
         `result: ${failures.length === 0 ? 'pass' : 'FAIL'}`,
         ...failures,
       ].join('\n'),
@@ -171,7 +175,9 @@ async function main(): Promise<number> {
       http: endpoint.stats,
       outages: runner.outages,
       workerFaults: runner.workerFaults,
+      queueWipesMs: runner.queueWipesMs,
       faults: runner.applied,
+      faultErrors: runner.errors,
       report: { ...report, unexplained: unexplainedMisses(report) },
     };
     return failures.length === 0 ? 0 : 1;

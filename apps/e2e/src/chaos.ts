@@ -18,15 +18,49 @@ export const FAULT_KINDS = [
   'reset-links',
   'kill-lock-nodes',
   'pause-lock-nodes',
+  'kill-queue-redis',
+  'pause-queue-redis',
+  'latency-queue-redis',
+  'partition-queue',
 ] as const;
+/** The kinds drawn from the seed. */
+export type DrawnFaultKind = (typeof FAULT_KINDS)[number];
 /** Drawn kinds, plus `late-restart-scheduler`: planned at fixed offsets after the long-period schedule's ticks. */
-export type FaultKind = (typeof FAULT_KINDS)[number] | 'late-restart-scheduler';
+export type FaultKind = DrawnFaultKind | 'late-restart-scheduler';
+
+/**
+ * How often each kind is drawn: its copies in each bag of kinds the plan draws from (see
+ * `planFaults`). The queue Redis faults count twice: it is one server that every process uses, and
+ * `kill-queue-redis` has two ways back.
+ */
+export const FAULT_WEIGHTS: Readonly<Record<DrawnFaultKind, number>> = {
+  'kill-scheduler': 1,
+  'kill-worker': 1,
+  'pause-scheduler': 1,
+  'pause-worker': 1,
+  'skew-scheduler': 1,
+  'step-clock-scheduler': 1,
+  'partition-scheduler': 1,
+  'partition-schedulers': 1,
+  'partition-worker': 1,
+  latency: 1,
+  'latency-lock-node': 1,
+  'reset-links': 1,
+  'kill-lock-nodes': 1,
+  'pause-lock-nodes': 1,
+  'kill-queue-redis': 2,
+  'pause-queue-redis': 2,
+  'latency-queue-redis': 2,
+  'partition-queue': 2,
+};
 
 /** Faults that need libfaketime. */
 const CLOCK_KINDS: readonly FaultKind[] = ['skew-scheduler', 'step-clock-scheduler'];
 
 /** How a killed lock node comes back. */
 export type LockNodeRestart = 'aof' | 'empty' | 'at-once';
+/** How the killed queue Redis comes back: from its AOF (`appendfsync always`), or empty (its data lost). */
+export type QueueRedisRestart = 'aof' | 'empty';
 
 /** One fault of the seeded plan: what, when (from the run's start), for how long, and which slot it targets. */
 export interface PlannedFault {
@@ -40,7 +74,7 @@ export interface PlannedFault {
    * of the second cut of `partition-schedulers`, ms.
    */
   magnitude: number;
-  /** `kill-lock-nodes` only. */
+  /** `kill-lock-nodes` (any of LockNodeRestart) and `kill-queue-redis` (QueueRedisRestart) only. */
   restart?: LockNodeRestart;
 }
 
@@ -75,16 +109,31 @@ export const LATE_RESTART_AFTER_MS = 75_000;
 /**
  * The fault schedule of a run: a fault every 1-4 s, each drawn from the seed
  * alone, plus a `late-restart-scheduler` 75 s after each tick of the long
- * schedule (offsets given by the caller).
+ * schedule (offsets given by the caller). Kinds are dealt from a shuffled bag
+ * holding each kind FAULT_WEIGHTS times, refilled when empty: every kind comes
+ * up in every bag's worth of faults (about 50 s), where independent draws left
+ * some out of a 90 s run.
  */
 export function planFaults(options: PlanOptions): PlannedFault[] {
   const random = seededRandom(options.seed);
   const between = (min: number, max: number): number => Math.round(min + random() * (max - min));
   const kinds = FAULT_KINDS.filter((kind) => options.clockSkew || !CLOCK_KINDS.includes(kind));
+  const bag: DrawnFaultKind[] = [];
+  const drawKind = (): DrawnFaultKind => {
+    if (bag.length === 0) {
+      for (const kind of kinds) for (let copy = 0; copy < FAULT_WEIGHTS[kind]; copy++) bag.push(kind);
+      // Fisher-Yates, from the seed.
+      for (let i = bag.length - 1; i > 0; i--) {
+        const j = Math.floor(random() * (i + 1));
+        [bag[i], bag[j]] = [bag[j] as DrawnFaultKind, bag[i] as DrawnFaultKind];
+      }
+    }
+    return bag.pop() ?? 'latency';
+  };
   const ttl = options.leaseTtlMs;
   const plan: PlannedFault[] = [];
   for (let atMs = between(2000, 4000); atMs < options.durationMs; atMs += between(1000, 4000)) {
-    const kind = kinds[Math.floor(random() * kinds.length)] ?? 'latency';
+    const kind = drawKind();
     const target = Math.floor(random() * 1000);
     const draw = random();
     const fault: PlannedFault = { atMs, kind, durationMs: 0, target, magnitude: 0 };
@@ -135,8 +184,25 @@ export function planFaults(options: PlanOptions): PlannedFault[] {
         fault.durationMs = between(4000, 7000);
         fault.magnitude = between(1, 2);
         break;
+      case 'kill-queue-redis':
+        // Down this long, then back from its AOF (appendfsync always: nothing acknowledged is lost), or empty.
+        fault.restart = draw < 0.5 ? 'aof' : 'empty';
+        fault.durationMs = fault.restart === 'aof' ? between(1000, 6000) : between(1000, 3000);
+        break;
+      case 'pause-queue-redis':
+        fault.durationMs = between(1000, 5000);
+        break;
+      case 'latency-queue-redis':
+        fault.durationMs = between(2000, 8000);
+        // Each way, on every process's link: a busy queue Redis, not a broken one (250 ms starved the workers).
+        fault.magnitude = between(10, 60);
+        break;
+      case 'partition-queue':
+        fault.durationMs = between(2000, 8000);
+        break;
     }
-    if (fault.restart !== 'empty') fault.durationMs = Math.min(fault.durationMs, options.durationMs - atMs + 1000);
+    // An empty lock node must stay away longer than the lease TTL, even past the end of the run.
+    if (!(kind === 'kill-lock-nodes' && fault.restart === 'empty')) fault.durationMs = Math.min(fault.durationMs, options.durationMs - atMs + 1000);
     plan.push(fault);
   }
   const lateAfter = options.lateRestartAfterMs ?? LATE_RESTART_AFTER_MS;
@@ -172,11 +238,16 @@ export interface ChaosRunnerOptions {
   log: (line: string) => void;
 }
 
-/** What one process slot's lock links suffer now; the proxies are set from this (see `#applyLinks`). */
+/**
+ * What one process slot's links suffer now; the proxies are set from this (`#applyLinks` for the
+ * lock links, `#applyQueueLink` for its link to the queue Redis).
+ */
 interface LinkState {
   cut: Set<number>;
   resetting: boolean;
   latencyMs: number;
+  /** Cut from the queue Redis (`partition-queue`). */
+  queueCut: boolean;
 }
 
 /**
@@ -191,7 +262,9 @@ interface LinkState {
  * already faulted is left alone (the fault is skipped, and listed as such);
  * `partition-schedulers` needs all three replicas unfaulted and keeps the
  * third one healthy while it lasts; no worker fault touches the stretches
- * around the long schedule's ticks (`workersSpared`).
+ * around the long schedule's ticks (`workersSpared`); the queue Redis is
+ * killed or paused by one fault at a time, and slowed by one at a time
+ * (either may overlap process faults).
  */
 export class ChaosRunner {
   readonly applied: AppliedFault[] = [];
@@ -208,10 +281,23 @@ export class ChaosRunner {
   readonly #nodesDown = new Set<number>();
   /** Lock nodes slowed for everyone: node -> ms. */
   readonly #nodesSlow = new Map<number, number>();
+  /** The queue Redis killed or paused (`kill-queue-redis`, `pause-queue-redis`): one such fault at a time. */
+  #queueDown = false;
+  /** When it was (toMs infinite while it is): outage windows name one cause each, and no replica running comes first. */
+  readonly #queueDownTimes: { fromMs: number; toMs: number }[] = [];
+  /** The queue Redis slowed for everyone (`latency-queue-redis`), ms; 0 when not. */
+  #queueSlowMs = 0;
   readonly #outages: OutageWindow[] = [];
   #openOutage: OutageWindow | undefined;
-  /** Workers killed or paused, with when (toMs set once healed). */
+  /** Workers killed, paused or cut from the queue Redis, with when (toMs set once healed). */
   readonly workerFaults: WorkerFaultWindow[] = [];
+  /** When the queue Redis came back empty (its data lost), ms. */
+  readonly queueWipesMs: number[] = [];
+  /**
+   * Faults that threw while being applied or healed: what the runner records may then be wrong (a
+   * queue Redis that did not come back would stay an outage to the end), so each fails the run.
+   */
+  readonly errors: string[] = [];
 
   constructor(cluster: Cluster, slots: ChaosSlots, options: ChaosRunnerOptions) {
     this.#cluster = cluster;
@@ -223,12 +309,23 @@ export class ChaosRunner {
     return [...this.#outages, ...(this.#openOutage ? [this.#openOutage] : [])];
   }
 
+  /** Whether the queue Redis was killed or paused at any time in [fromMs, toMs]. */
+  queueDownBetween(fromMs: number, toMs: number): boolean {
+    return this.#queueDownTimes.some((down) => down.fromMs <= toMs && down.toMs >= fromMs);
+  }
+
   /** Runs the plan from `startMs` (wall clock); resolves once every fault is healed. */
   async run(plan: readonly PlannedFault[], startMs: number): Promise<void> {
     const heals: Promise<void>[] = [];
     for (const fault of plan) {
       await sleep(Math.max(0, startMs + fault.atMs - Date.now()));
-      heals.push(this.#apply(fault, startMs).catch((error: unknown) => this.#options.log(`fault ${fault.kind} failed: ${(error as Error).message}`)));
+      heals.push(
+        this.#apply(fault, startMs).catch((error: unknown) => {
+          const message = `fault ${fault.kind} at +${(fault.atMs / 1000).toFixed(1)}s failed: ${(error as Error).message}`;
+          this.errors.push(message);
+          this.#options.log(message);
+        }),
+      );
     }
     await Promise.all(heals);
   }
@@ -238,7 +335,7 @@ export class ChaosRunner {
     this.applied.push(record);
     const stamp = `+${((Date.now() - startMs) / 1000).toFixed(1)}s`;
     const heal = await this.#inject(fault, record);
-    const detail = fault.kind === 'kill-lock-nodes' ? ` (restart ${fault.restart ?? 'aof'})` : fault.magnitude && record.applied ? ` (${fault.magnitude})` : '';
+    const detail = fault.kind === 'kill-lock-nodes' || fault.kind === 'kill-queue-redis' ? ` (restart ${fault.restart ?? 'aof'})` : fault.magnitude && record.applied ? ` (${fault.magnitude})` : '';
     this.#options.log(`${stamp} ${fault.kind} ${record.on}${record.applied ? ` for ${(fault.durationMs / 1000).toFixed(1)}s${detail}` : ''}`);
     if (!heal) return;
     await sleep(fault.durationMs);
@@ -251,8 +348,15 @@ export class ChaosRunner {
 
   #linkState(slot: string): LinkState {
     let state = this.#links.get(slot);
-    if (!state) this.#links.set(slot, (state = { cut: new Set(), resetting: false, latencyMs: 0 }));
+    if (!state) this.#links.set(slot, (state = { cut: new Set(), resetting: false, latencyMs: 0, queueCut: false }));
     return state;
+  }
+
+  /** Sets the queue Redis link of `slot` from its state and the queue-wide latency: cut > latency. */
+  async #applyQueueLink(slot: string): Promise<void> {
+    const link = await this.#cluster.queue.link(slot);
+    const state = this.#linkState(slot);
+    link.setFault(0, state.queueCut ? { kind: 'blackhole' } : this.#queueSlowMs > 0 ? { kind: 'latency', ms: this.#queueSlowMs } : { kind: 'none' });
   }
 
   /** Sets every lock link of `slot` from its state and the node-wide faults: cut > reset > the larger latency. */
@@ -284,8 +388,14 @@ export class ChaosRunner {
         return this.#lockNodeFault(fault, record);
       case 'partition-schedulers':
         return this.#partitionTwo(fault, record);
+      case 'kill-queue-redis':
+      case 'pause-queue-redis':
+        return this.#queueRedisFault(fault, record);
+      case 'latency-queue-redis':
+        return this.#queueLatency(fault, record);
       case 'latency':
-      case 'reset-links': {
+      case 'reset-links':
+      case 'partition-queue': {
         const slots = this.#allSlots();
         return this.#processFault(fault, record, slots[fault.target % slots.length] ?? '');
       }
@@ -403,6 +513,22 @@ export class ChaosRunner {
         record.on = `${slot} from nodes ${[...cut].join(',')}`;
         return this.#cut(slot, cut, release);
       }
+      case 'partition-queue': {
+        // Cut from the queue Redis (blackholed: its commands wait and land when healed), still reaching every lock node.
+        record.on = `${slot} from the queue Redis`;
+        const state = this.#linkState(slot);
+        state.queueCut = true;
+        this.#update();
+        // A worker cut from the queue Redis holds the jobs it took as a paused one does: they wait for it or for the stall check.
+        const window = this.#workerFault(role, slot, 'queue-cut');
+        await this.#applyQueueLink(slot);
+        return async () => {
+          state.queueCut = false;
+          await this.#applyQueueLink(slot);
+          if (window) window.toMs = Date.now();
+          release();
+        };
+      }
       default:
         throw new Error(`not a process fault: ${fault.kind}`);
     }
@@ -519,24 +645,80 @@ export class ChaosRunner {
     return restart;
   }
 
-  /** Opens or closes an outage window when the set of replicas able to decide a tick becomes empty or not. */
+  /**
+   * The queue Redis killed or paused (one such fault at a time): every process loses it. Killed,
+   * it comes back from its AOF or empty (`restart`); paused, it is continued.
+   */
+  async #queueRedisFault(fault: PlannedFault, record: AppliedFault): Promise<(() => Promise<void>) | undefined> {
+    if (this.#queueDown) {
+      record.on = 'queue Redis (skipped: already killed or paused)';
+      return undefined;
+    }
+    record.applied = true;
+    record.on = 'queue Redis';
+    const node = this.#cluster.queue.node(0);
+    const down = { fromMs: Date.now(), toMs: Number.POSITIVE_INFINITY };
+    this.#queueDownTimes.push(down);
+    this.#queueDown = true;
+    this.#update();
+    const back = (): void => {
+      down.toMs = Date.now();
+      this.#queueDown = false;
+      this.#update();
+    };
+    if (fault.kind === 'pause-queue-redis') {
+      await node.pause();
+      return async () => {
+        await node.resume();
+        back();
+      };
+    }
+    await node.kill();
+    return async () => {
+      await node.restart({ keepData: fault.restart !== 'empty' });
+      if (fault.restart === 'empty') this.queueWipesMs.push(Date.now());
+      back();
+    };
+  }
+
+  /** The queue Redis slowed for every process (their queue links), one such fault at a time. */
+  async #queueLatency(fault: PlannedFault, record: AppliedFault): Promise<(() => Promise<void>) | undefined> {
+    if (this.#queueSlowMs > 0) {
+      record.on = 'queue Redis (skipped: already slowed)';
+      return undefined;
+    }
+    record.applied = true;
+    record.on = 'queue Redis, for every process';
+    this.#queueSlowMs = fault.magnitude;
+    await Promise.all(this.#allSlots().map((slot) => this.#applyQueueLink(slot)));
+    return async () => {
+      this.#queueSlowMs = 0;
+      await Promise.all(this.#allSlots().map((slot) => this.#applyQueueLink(slot)));
+    };
+  }
+
+  /**
+   * Opens or closes an outage window when the set of replicas able to decide a tick (running,
+   * reaching a lock majority and the queue Redis) becomes empty or not. A window whose cause
+   * changes is closed and the next one opened at once, so that each names its cause.
+   */
   #update(): void {
     const quorum = Math.floor(this.#cluster.locks.nodes.length / 2) + 1;
     const running = this.#slots.schedulers.filter((slot) => !this.#down.has(slot) && !this.#paused.has(slot));
-    const deciding = running.filter((slot) => {
+    const reachingLocks = running.filter((slot) => {
       const state = this.#links.get(slot);
       if (state?.resetting) return false;
       const reachable = this.#cluster.locks.nodes.filter((_, node) => !state?.cut.has(node) && !this.#nodesDown.has(node)).length;
       return reachable >= quorum;
     });
+    const deciding = this.#queueDown ? [] : reachingLocks.filter((slot) => !this.#links.get(slot)?.queueCut);
     const now = Date.now();
-    if (deciding.length > 0) {
-      if (this.#openOutage) {
-        this.#outages.push({ ...this.#openOutage, toMs: now });
-        this.#openOutage = undefined;
-      }
-      return;
+    const reason: OutageWindow['reason'] | undefined =
+      deciding.length > 0 ? undefined : running.length === 0 ? 'no-replica' : this.#queueDown ? 'queue-redis-down' : reachingLocks.length === 0 ? 'no-lock-majority' : 'queue-redis-unreachable';
+    if (this.#openOutage && this.#openOutage.reason !== reason) {
+      this.#outages.push({ ...this.#openOutage, toMs: now });
+      this.#openOutage = undefined;
     }
-    this.#openOutage ??= { fromMs: now, toMs: now, reason: running.length === 0 ? 'no-replica' : 'no-lock-majority' };
+    if (reason !== undefined) this.#openOutage ??= { fromMs: now, toMs: now, reason };
   }
 }

@@ -27,7 +27,10 @@ export interface ClusterOptions {
   lockNodes?: number;
   /** Redis servers as processes or containers. Default: the test kit's default driver. */
   driver?: RedisDriver | undefined;
-  /** Lock nodes keep an AOF (`appendfsync always`), so a restart may keep their data. Default true. */
+  /**
+   * Lock nodes keep an AOF (`appendfsync always`), so a restart may keep their data. Default true.
+   * The queue Redis always keeps one (as the manifests ship it), so a restart keeps its queues.
+   */
   aof?: boolean;
   /** LOG_LEVEL of every process. Default `debug` (the scheduler logs lost races and skips at debug). */
   logLevel?: string;
@@ -69,6 +72,8 @@ export interface AppProcess {
   httpPort: number;
   /** Its own path to every lock node, through fault proxies (latency, partitions). */
   link: ClientLink;
+  /** Its own path to the queue Redis, through a fault proxy (`TICKWARDEN_QUEUE_REDIS` is the proxy's URL). */
+  queueLink: ClientLink;
   clockOffsetMs: number;
   /** The libfaketime timestamp file its wall clock follows, if any. */
   clockFile: string | undefined;
@@ -85,8 +90,9 @@ interface LineLog {
  * The whole system on loopback: N independent lock nodes and a queue Redis
  * (from the test kit), scheduler replicas and workers as separate OS
  * processes running the apps' real entry points. Every process reaches the
- * lock nodes through its own fault proxies; every process ever started is
- * kept (with its log lines) for the checks that follow a run.
+ * lock nodes and the queue Redis through its own fault proxies (`queueUrl`,
+ * the direct URL, is for the CLI and the tests); every process ever started
+ * is kept (with its log lines) for the checks that follow a run.
  */
 export class Cluster {
   readonly locks: RedisNodes;
@@ -121,7 +127,7 @@ export class Cluster {
 
   static async start(options: ClusterOptions): Promise<Cluster> {
     const { lockNodes = 5, driver, aof = true, passwords = {}, tls = false } = options;
-    const [locks, queue] = await Promise.all([startRedisNodes({ count: lockNodes, driver, aof, password: passwords.locks, tls }), startRedisNodes({ count: 1, driver, aof: false, password: passwords.queue, tls })]);
+    const [locks, queue] = await Promise.all([startRedisNodes({ count: lockNodes, driver, aof, password: passwords.locks, tls }), startRedisNodes({ count: 1, driver, aof: true, password: passwords.queue, tls })]);
     return new Cluster(options, locks, queue);
   }
 
@@ -131,6 +137,7 @@ export class Cluster {
     return tls ? { TICKWARDEN_REDIS_TLS_CA: tls.ca, TICKWARDEN_REDIS_TLS_CERT: tls.client.cert, TICKWARDEN_REDIS_TLS_KEY: tls.client.key } : {};
   }
 
+  /** The queue Redis's direct URL (no proxy): for the CLI and the tests. Processes get their own proxy's. */
   get queueUrl(): string {
     const [url] = this.queue.urls;
     if (!url) throw new Error('the queue Redis has no URL');
@@ -157,11 +164,13 @@ export class Cluster {
     const clockOffsetMs = options.clockOffsetMs ?? 0;
     const { clockFile } = options;
     if (clockFile !== undefined && clockOffsetMs !== 0) throw new Error(`${name}: clockFile and clockOffsetMs exclude each other`);
-    const [httpPort, link] = await Promise.all([freePort(), this.locks.link(name)]);
+    const [httpPort, link, queueLink] = await Promise.all([freePort(), this.locks.link(name), this.queue.link(name)]);
+    const [queueUrl] = queueLink.urls;
+    if (queueUrl === undefined) throw new Error('the queue Redis has no URL');
     const env: Record<string, string> = {
       TICKWARDEN_CONFIG: this.#options.configDir,
       TICKWARDEN_LOCK_NODES: link.urls.join(','),
-      TICKWARDEN_QUEUE_REDIS: this.queueUrl,
+      TICKWARDEN_QUEUE_REDIS: queueUrl,
       TICKWARDEN_HTTP_PORT: String(httpPort),
       LOG_LEVEL: this.#options.logLevel ?? 'debug',
       ...this.tlsEnv,
@@ -173,7 +182,7 @@ export class Cluster {
     };
     if (role === 'worker') env['TICKWARDEN_LAUNCHER_SOCKET'] = await this.#launcherFor(name);
     const process_ = ManagedProcess.start({ name, command: process.execPath, args: ['--conditions=@tickwarden/source', ...PROCESS_NODE_FLAGS[role], ENTRY[role]], env });
-    const app: AppProcess = { name, role, process: process_, httpPort, link, clockOffsetMs, clockFile };
+    const app: AppProcess = { name, role, process: process_, httpPort, link, queueLink, clockOffsetMs, clockFile };
     this.started.push(app);
     this.#lines.set(app, { seenMs: [], parsed: 0, records: [] });
     this.#running.set(name, app);

@@ -36,5 +36,21 @@ export {
   type TickReport,
   type WorkerFaultWindow,
 } from './report.ts';
-export { ChaosRunner, FAULT_KINDS, LATE_RESTART_AFTER_MS, planFaults, seededRandom, type AppliedFault, type ChaosRunnerOptions, type ChaosSlots, type FaultKind, type LockNodeRestart, type PlannedFault, type PlanOptions } from './chaos.ts';
+export {
+  ChaosRunner,
+  FAULT_KINDS,
+  FAULT_WEIGHTS,
+  LATE_RESTART_AFTER_MS,
+  planFaults,
+  seededRandom,
+  type AppliedFault,
+  type ChaosRunnerOptions,
+  type ChaosSlots,
+  type DrawnFaultKind,
+  type FaultKind,
+  type LockNodeRestart,
+  type PlannedFault,
+  type PlanOptions,
+  type QueueRedisRestart,
+} from './chaos.ts';
 export { prettyLine } from './pretty.ts';

@@ -1,18 +1,29 @@
 import { Cron } from 'croner';
 import { checkLedger, readLedger, splitTickKey, tickKey, type FenceRegression, type Overlap } from './ledger.ts';
 
-/** A stretch of time in which the system could not run ticks, by design: misses inside it are allowed. */
+/**
+ * A stretch of time in which the system could not run ticks, by design: misses inside it are allowed.
+ * - `no-replica`: no replica running (killed, paused or restarting);
+ * - `no-lock-majority`: none of the running replicas reaches a majority of the lock nodes;
+ * - `queue-redis-down`: the queue Redis killed (until it is back: from its AOF or empty) or paused
+ *   (until continued), while some replica runs: nothing can be enqueued, taken or recorded;
+ * - `queue-redis-unreachable`: the replicas that reach a lock majority are all cut from the queue Redis.
+ */
 export interface OutageWindow {
   fromMs: number;
   toMs: number;
-  reason: 'no-replica' | 'no-lock-majority';
+  reason: 'no-replica' | 'no-lock-majority' | 'queue-redis-down' | 'queue-redis-unreachable';
 }
 
-/** A worker SIGKILLed (until restarted) or SIGSTOPped (until continued): the jobs it held wait for it or for BullMQ's stall check. */
+/**
+ * A worker SIGKILLed (until restarted), SIGSTOPped (until continued) or cut from the queue Redis
+ * (until healed: its queue commands wait and land then, as a paused worker's do): the jobs it held
+ * wait for it or for BullMQ's stall check.
+ */
 export interface WorkerFaultWindow {
   /** The worker's process name (its slot: a restarted worker keeps it). */
   worker: string;
-  kind: 'kill' | 'pause';
+  kind: 'kill' | 'pause' | 'queue-cut';
   fromMs: number;
   toMs: number;
 }
@@ -50,8 +61,13 @@ export interface ReportInput {
   fromMs: number;
   toMs: number;
   outages: readonly OutageWindow[];
-  /** Workers killed or paused during the run (see `heldByWorkerFault`). */
+  /** Workers killed, paused or cut from the queue Redis during the run (see `heldByWorkerFault`). */
   workerFaults?: readonly WorkerFaultWindow[];
+  /**
+   * When the queue Redis came back empty: a tick published before such a time whose job was lost
+   * with the data is published again by recovery, by design (whether it ran is the ledger's).
+   */
+  queueWipesMs?: readonly number[];
   /**
    * The cluster's tick history (records of `tickwarden status --json`, read during the run): a
    * tick whose outcome is recorded there but in no log line (its recorder died between writing
@@ -144,9 +160,14 @@ export const OUTAGE_SLACK_MS = 2_000;
 /**
  * A tick due just before every replica was down may have been in flight on the last one (contested
  * when due, its enqueue not done) when it died: with `catchUp` 0 no replica fires it later
- * (apps/scheduler/README.md, "Ticks"). No-replica outages only: a lock-majority outage stops no process.
+ * (apps/scheduler/README.md, "Ticks"). Likewise a tick due just before the queue Redis went down
+ * may have been in flight there (its job queued or taken, its start not yet marked), and an empty
+ * restart loses such a job. No-replica and queue-Redis-down outages only: a lock-majority outage,
+ * or a queue Redis cut from some processes, stops no process and loses nothing.
  */
 export const IN_FLIGHT_SLACK_MS = 1_000;
+/** The outages whose window starts IN_FLIGHT_SLACK_MS early. */
+const IN_FLIGHT_REASONS: readonly OutageWindow['reason'][] = ['no-replica', 'queue-redis-down'];
 /** Clock and log-reading slack of the lease evidence behind a skip (harness poll, event-loop stalls), ms. */
 export const EVIDENCE_SLACK_MS = 1_000;
 /**
@@ -195,6 +216,8 @@ interface TickRecords {
   /** When the `enqueued` / `recovered` records were logged (harness time). */
   enqueueTimesMs: number[];
   enqueues: number;
+  /** When its job was published (enqueued or recovered, not found on another's behalf), as far as known. */
+  publishedAtMs: number[];
 }
 
 function pushTo<T>(map: Map<string, T[]>, key: string, value: T): void {
@@ -211,7 +234,7 @@ export function buildReport(input: ReportInput): TickReport {
   const byTick = new Map<string, TickRecords>();
   const tickRecords = (key: string): TickRecords => {
     let entry = byTick.get(key);
-    if (!entry) byTick.set(key, (entry = { outcomes: new Set(), visible: false, skipTimesMs: [], deferTimesMs: [], lapsedTimesMs: [], enqueueTimesMs: [], enqueues: 0 }));
+    if (!entry) byTick.set(key, (entry = { outcomes: new Set(), visible: false, skipTimesMs: [], deferTimesMs: [], lapsedTimesMs: [], enqueueTimesMs: [], enqueues: 0, publishedAtMs: [] }));
     return entry;
   };
   /** Per schedule: gaps (ticks missed while no replica ran) logged at info or above. */
@@ -247,6 +270,7 @@ export function buildReport(input: ReportInput): TickReport {
     if (outcome === 'enqueued' || outcome === 'recovered') {
       entry.enqueues++;
       if (at !== undefined) entry.enqueueTimesMs.push(at);
+      if (record['found'] !== true) entry.publishedAtMs.push(at ?? 0);
     }
     if (outcome === 'skipped-overlap' && at !== undefined) entry.skipTimesMs.push(at);
     if (outcome === 'deferred' && at !== undefined) entry.deferTimesMs.push(at);
@@ -271,6 +295,7 @@ export function buildReport(input: ReportInput): TickReport {
     if (outcome === 'enqueued' || outcome === 'recovered') {
       entry.enqueues++;
       entry.enqueueTimesMs.push(at);
+      entry.publishedAtMs.push(at);
     }
     if (outcome === 'skipped-overlap') entry.skipTimesMs.push(at);
   }
@@ -319,6 +344,8 @@ export function buildReport(input: ReportInput): TickReport {
   const lags: { tick: string; lagMs: number }[] = [];
   const heldTicks: HeldTick[] = [];
   const workerFaults = input.workerFaults ?? [];
+  // While the queue Redis is down no successor can be published or start either.
+  const queueDown = input.outages.filter((window) => window.reason === 'queue-redis-down');
   for (const key of expected) {
     const { schedule: id, tickMs } = splitTickKey(key);
     const schedule = scheduleById.get(id) as ExpectedSchedule;
@@ -349,7 +376,7 @@ export function buildReport(input: ReportInput): TickReport {
     // A scheduler that recovers a cancel-previous tick after its successor is due records it skipped-overlap (it must not revoke the newer run): superseded too.
     if (schedule.overlap === 'cancel-previous' && (outcomes.has('superseded') || outcomes.has('skipped-overlap'))) {
       // A later tick took the lease: its run is due a lease TTL later at most, and may itself be superseded once.
-      const byMs = supersededBy(tickMs, periodAfter(schedule, tickMs), schedule.leaseTtlMs, workerFaults);
+      const byMs = supersededBy(tickMs, periodAfter(schedule, tickMs), schedule.leaseTtlMs, [...workerFaults, ...queueDown]);
       if ((startsBySchedule.get(id) ?? []).some((run) => run.tickMs > tickMs && run.startMs <= byMs)) {
         superseded.push(key);
         continue;
@@ -362,7 +389,7 @@ export function buildReport(input: ReportInput): TickReport {
     missed.push({ tick: key, reason: outage ?? 'unexplained', outcomes: [...outcomes].sort() });
   }
 
-  const enqueueCounts = [...byTick].filter(([, entry]) => entry.enqueues > 1).map(([key]) => key);
+  const enqueueCounts = [...byTick].filter(([, entry]) => publishedTwice(entry.publishedAtMs, input.queueWipesMs ?? [])).map(([key]) => key);
   const attemptsOf = new Map(input.schedules.map((schedule) => [schedule.id, schedule.attempts ?? 1]));
   const startsPerTick = new Map<string, number>();
   for (const run of ledger.runs) startsPerTick.set(tickKey(run.schedule, run.tick), (startsPerTick.get(tickKey(run.schedule, run.tick)) ?? 0) + 1);
@@ -396,25 +423,36 @@ export function buildReport(input: ReportInput): TickReport {
   };
 }
 
+/**
+ * Whether a tick's job was published twice with no empty restart of the queue Redis between the two:
+ * recovery publishes a tick again, by design, when the data it was published into was lost (a
+ * second run would show in the ledger). Lines that found a publication on another's behalf are no
+ * publication.
+ */
+export function publishedTwice(publishedAtMs: readonly number[], queueWipesMs: readonly number[]): boolean {
+  const sorted = [...publishedAtMs].sort((a, b) => a - b);
+  return sorted.some((at, i) => i > 0 && !queueWipesMs.some((wipe) => wipe > (sorted[i - 1] as number) && wipe < at));
+}
+
 /** The outage a tick falls in (with the slacks above), if any. */
 export function outageOf(tickMs: number, outages: readonly OutageWindow[]): OutageWindow['reason'] | undefined {
-  const outage = outages.find((window) => tickMs >= window.fromMs - (window.reason === 'no-replica' ? IN_FLIGHT_SLACK_MS : 0) && tickMs <= window.toMs + OUTAGE_SLACK_MS);
+  const outage = outages.find((window) => tickMs >= window.fromMs - (IN_FLIGHT_REASONS.includes(window.reason) ? IN_FLIGHT_SLACK_MS : 0) && tickMs <= window.toMs + OUTAGE_SLACK_MS);
   return outage?.reason;
 }
 
 /**
- * The worker fault that held a tick back, if one did: a kill or pause that began between the tick
- * and its first start, and either the run started on a later attempt (the job came back through
- * BullMQ's stall check; with `attempts: 1` nothing else numbers an attempt 2) or it started on the
- * paused worker once it was continued (it took the job before the pause).
+ * The worker fault that held a tick back, if one did: a kill, pause or cut from the queue Redis that
+ * began between the tick and its first start, and either the run started on a later attempt (the job
+ * came back through BullMQ's stall check; with `attempts: 1` nothing else numbers an attempt 2) or
+ * it started on the paused or cut worker once it was back (it took the job before the fault).
  */
 function heldByWorkerFault(tickMs: number, startMs: number, firstRun: { worker: string; attempt: number } | undefined, faults: readonly WorkerFaultWindow[]): WorkerFaultWindow | undefined {
   if (firstRun === undefined) return undefined;
-  const onPausedWorker = (fault: WorkerFaultWindow): boolean => fault.kind === 'pause' && fault.worker === firstRun.worker && startMs >= fault.toMs - EVIDENCE_SLACK_MS;
+  const onPausedWorker = (fault: WorkerFaultWindow): boolean => fault.kind !== 'kill' && fault.worker === firstRun.worker && startMs >= fault.toMs - EVIDENCE_SLACK_MS;
   return faults.find((fault) => fault.fromMs >= tickMs - EVIDENCE_SLACK_MS && fault.fromMs <= startMs && (firstRun.attempt > 1 || onPausedWorker(fault)));
 }
 
-/** Whether the worker that started a tick's run was killed or paused soon after (within the run's lease TTL and WORKER_RECOVERY_MS). */
+/** Whether the worker that started a tick's run was killed, paused or cut from the queue Redis soon after (within the run's lease TTL and WORKER_RECOVERY_MS). */
 function lostWithItsWorker(firstRun: { worker: string; atMs: number } | undefined, faults: readonly WorkerFaultWindow[], leaseTtlMs: number): boolean {
   if (firstRun === undefined) return false;
   return faults.some((fault) => fault.worker === firstRun.worker && fault.fromMs >= firstRun.atMs - EVIDENCE_SLACK_MS && fault.fromMs <= firstRun.atMs + leaseTtlMs + WORKER_RECOVERY_MS);
@@ -422,12 +460,13 @@ function lostWithItsWorker(firstRun: { worker: string; atMs: number } | undefine
 
 /**
  * By when a superseded tick's successor must have started: two periods and a lease TTL, and for
- * every worker killed or paused meanwhile a lease TTL and a period more (a run dead or stopped
+ * every worker killed, paused or cut from the queue Redis, and every queue Redis outage, meanwhile
+ * a lease TTL and a period more (a run dead or stopped
  * with its worker holds the lease its successor waits for, and that successor may be superseded).
  */
-function supersededBy(tickMs: number, periodMs: number, leaseTtlMs: number, faults: readonly WorkerFaultWindow[]): number {
+function supersededBy(tickMs: number, periodMs: number, leaseTtlMs: number, faults: readonly { fromMs: number; toMs: number }[]): number {
   let byMs = tickMs + 2 * periodMs + leaseTtlMs + EVIDENCE_SLACK_MS;
-  const counted = new Set<WorkerFaultWindow>();
+  const counted = new Set<{ fromMs: number; toMs: number }>();
   for (let more = true; more; ) {
     more = false;
     for (const fault of faults) {

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { FAULT_KINDS, LATE_RESTART_AFTER_MS, planFaults } from '../src/index.ts';
+import { FAULT_KINDS, FAULT_WEIGHTS, LATE_RESTART_AFTER_MS, planFaults, type PlannedFault } from '../src/index.ts';
 
 const CHAOS = fileURLToPath(new URL('../src/chaos-main.ts', import.meta.url));
 
@@ -43,6 +43,38 @@ describe('the chaos suite', () => {
     // A fault every 1-4 s.
     const gaps = plan.filter((fault) => fault.kind !== 'late-restart-scheduler').map((fault, i, all) => fault.atMs - (all[i - 1]?.atMs ?? fault.atMs));
     expect(Math.max(...gaps)).toBeLessThanOrEqual(4000);
+  });
+
+  it('draws the queue Redis faults with their durations and restart modes, a few of each in a 90 s run, and every kind in every bag of kinds', () => {
+    const options = { leaseTtlMs: 3000, clockSkew: true, longTicksAtMs: [8000] };
+    const queueKinds = ['kill-queue-redis', 'pause-queue-redis', 'latency-queue-redis', 'partition-queue'] as const;
+    const count = (plan: PlannedFault[], kind: string): number => plan.filter((fault) => fault.kind === kind).length;
+    // The CI run (seed 1, 90 s): each queue Redis fault a few times, and every kind at least once.
+    const ci = planFaults({ ...options, seed: 1, durationMs: 90_000 });
+    for (const kind of queueKinds) expect(count(ci, kind), kind).toBeGreaterThanOrEqual(3);
+    expect(FAULT_KINDS.filter((kind) => count(ci, kind) === 0)).toEqual([]);
+    expect(new Set(ci.filter((fault) => fault.kind === 'kill-queue-redis').map((fault) => fault.restart))).toEqual(new Set(['aof', 'empty']));
+    // Any seed: a bag holds every kind FAULT_WEIGHTS times, so the first bag's worth of faults has each that often.
+    const bagSize = FAULT_KINDS.reduce((sum, kind) => sum + FAULT_WEIGHTS[kind], 0);
+    for (const seed of [2, 3, 4, 42]) {
+      const first = planFaults({ ...options, seed, durationMs: 300_000, longTicksAtMs: [] }).slice(0, bagSize);
+      for (const kind of FAULT_KINDS) expect(count(first, kind), `seed ${seed} ${kind}`).toBe(FAULT_WEIGHTS[kind]);
+    }
+    // Durations (away from the run's end, where they are cut to end by then) and restart modes, over a long run.
+    const long = planFaults({ ...options, seed: 42, durationMs: 600_000 }).filter((fault) => fault.atMs < 590_000);
+    const of = (kind: string): PlannedFault[] => long.filter((fault) => fault.kind === kind);
+    const within = (faults: PlannedFault[], min: number, max: number): void => {
+      expect(faults.length).toBeGreaterThan(5);
+      for (const fault of faults) expect(fault.durationMs, `${fault.kind} at ${fault.atMs}`).toBeGreaterThanOrEqual(min);
+      for (const fault of faults) expect(fault.durationMs, `${fault.kind} at ${fault.atMs}`).toBeLessThanOrEqual(max);
+    };
+    within(of('kill-queue-redis').filter((fault) => fault.restart === 'aof'), 1000, 6000);
+    within(of('kill-queue-redis').filter((fault) => fault.restart === 'empty'), 1000, 3000);
+    expect(of('kill-queue-redis').every((fault) => fault.restart === 'aof' || fault.restart === 'empty')).toBe(true);
+    within(of('pause-queue-redis'), 1000, 5000);
+    within(of('latency-queue-redis'), 2000, 8000);
+    expect(of('latency-queue-redis').every((fault) => fault.magnitude >= 10 && fault.magnitude <= 60)).toBe(true);
+    within(of('partition-queue'), 2000, 8000);
   });
 
   it('rejects bad arguments naming them, before starting anything', async () => {

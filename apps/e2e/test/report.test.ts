@@ -39,8 +39,8 @@ function steady(schedule: string, n: number, fenceFrom = 1): { lines: string[]; 
   return { lines, records };
 }
 
-function report(options: { lines: string[]; records: LogRecord[]; schedules?: ExpectedSchedule[]; fromS?: number; toS: number; outages?: OutageWindow[]; workerFaults?: WorkerFaultWindow[]; history?: LogRecord[] }): ReturnType<typeof buildReport> {
-  return buildReport({ ledgerFile: ledger(options.lines), records: options.records, schedules: options.schedules ?? [EVERY_SECOND], fromMs: at(options.fromS ?? 0), toMs: at(options.toS), outages: options.outages ?? [], workerFaults: options.workerFaults, history: options.history });
+function report(options: { lines: string[]; records: LogRecord[]; schedules?: ExpectedSchedule[]; fromS?: number; toS: number; outages?: OutageWindow[]; workerFaults?: WorkerFaultWindow[]; queueWipesS?: number[]; history?: LogRecord[] }): ReturnType<typeof buildReport> {
+  return buildReport({ ledgerFile: ledger(options.lines), records: options.records, schedules: options.schedules ?? [EVERY_SECOND], fromMs: at(options.fromS ?? 0), toMs: at(options.toS), outages: options.outages ?? [], workerFaults: options.workerFaults, queueWipesMs: options.queueWipesS?.map(at), history: options.history });
 }
 
 describe('the run report', () => {
@@ -80,6 +80,67 @@ describe('the run report', () => {
       [`t/a ${iso(3)}`, 'no-replica'],
     ]);
     expect(withOutage('no-lock-majority').missed.map((miss) => miss.reason)).toEqual(['unexplained', 'unexplained', 'no-lock-majority']);
+  });
+
+  describe('the queue Redis down (killed until back from its AOF or empty, or paused until continued)', () => {
+    const down: OutageWindow = { fromMs: at(4.5), toMs: at(7.5), reason: 'queue-redis-down' };
+
+    it('a tick due from 1 s before it went down until 2 s after it was back that did not run is explained, whatever was logged for it; others are not', () => {
+      // Ticks 0-2 and 10 ran; 3-9 did not: 4 and 5 were enqueued and their jobs lost with an empty restart, 6-7 missed (queue-unavailable), 8-9 nothing.
+      const lines = [0, 1, 2, 10].flatMap((s) => run('t/a', s, s + 1, s + 0.05, s + 0.15));
+      const records = [
+        ...[0, 1, 2, 3, 4, 5, 10].map((s) => outcome('t/a', s, 'enqueued', { seenMs: at(s - 1) })),
+        outcome('t/a', 6, 'missed', { reason: 'queue-unavailable', level: 40 }),
+        outcome('t/a', 7, 'missed', { reason: 'queue-unavailable', level: 40 }),
+      ];
+      const result = report({ lines, records, toS: 10, outages: [down] });
+      expect(result.missed.map((miss) => [miss.tick, miss.reason, miss.outcomes.join(',')])).toEqual([
+        [`t/a ${iso(3)}`, 'unexplained', 'enqueued'], // due 1.5 s before it went down: not in flight then
+        [`t/a ${iso(4)}`, 'queue-redis-down', 'enqueued'], // in flight when it went down
+        [`t/a ${iso(5)}`, 'queue-redis-down', 'enqueued'],
+        [`t/a ${iso(6)}`, 'queue-redis-down', 'missed(queue-unavailable)'],
+        [`t/a ${iso(7)}`, 'queue-redis-down', 'missed(queue-unavailable)'],
+        [`t/a ${iso(8)}`, 'queue-redis-down', ''],
+        [`t/a ${iso(9)}`, 'queue-redis-down', ''], // 1.5 s after it was back: within the slack
+      ]);
+      expect(formatReport(result)).toContain('missed: 7 (explained by an outage: 6, unexplained: 1)');
+      expect(reportFailures(result, { silent: false })).toEqual([`unexplained missed ticks: t/a ${iso(3)} [enqueued]`]);
+      // Runs due in the window are left out of the start lag.
+      expect(result.startLag.count).toBe(4);
+    });
+
+    it('a queue Redis cut from the replicas that reach a lock majority stops no process and loses no job: no early slack', () => {
+      const result = report({ lines: [], records: [], fromS: 4, toS: 10, outages: [{ ...down, reason: 'queue-redis-unreachable' }] });
+      expect(result.missed.map((miss) => miss.reason)).toEqual(['unexplained', 'queue-redis-unreachable', 'queue-redis-unreachable', 'queue-redis-unreachable', 'queue-redis-unreachable', 'queue-redis-unreachable', 'unexplained']);
+    });
+
+    it('an empty restart loses the tick history, not the logs: ticks are judged from the log lines and the ledger, and records read before the wipe still count', () => {
+      const { lines, records } = steady('t/a', 10);
+      // The history read before the wipe held ticks 0-4 (tick 3's recorder died before logging it); read after it, only ticks 8-9.
+      const beforeWipe = [0, 1, 2, 3, 4].map((s) => ({ schedule: 't/a', tick: iso(s), tickMs: at(s), outcome: 'enqueued', lagMs: -900, replica: 'r1' }));
+      const afterWipe = [8, 9].map((s) => ({ schedule: 't/a', tick: iso(s), tickMs: at(s), outcome: 'enqueued', lagMs: -900, replica: 'r2' }));
+      const logged = records.filter((record) => record['tick'] !== iso(3));
+      const result = report({ lines, records: logged, toS: 9, outages: [down], history: [...beforeWipe, ...afterWipe] });
+      expect(result).toMatchObject({ expected: 10, run: 10, missed: [], silent: [], duplicates: [], historyOnly: [`t/a ${iso(3)}`] });
+      expect(reportFailures(result)).toEqual([]);
+      // No history at all (every read after the wipe): the log lines alone judge every tick but the one nobody logged.
+      const noHistory = report({ lines, records: logged, toS: 9, outages: [down] });
+      expect(noHistory.silent).toEqual([`t/a ${iso(3)}`]);
+      expect(noHistory.missed).toEqual([]);
+    });
+
+    it('a worker cut from the queue Redis holds the jobs it took as a paused one does: a run it starts once healed is held, not lag', () => {
+      const lines = [...Array.from({ length: 20 }, (_, s) => run('t/a', s, s + 1, s + (s === 5 ? 6.2 : 0.1), s + (s === 5 ? 6.3 : 0.2))).flat()];
+      const records = [
+        ...Array.from({ length: 20 }, (_, s) => outcome('t/a', s, 'enqueued')),
+        { level: INFO, schedule: 't/a', tick: iso(5), jobId: `t/a@${at(5)}`, attempt: 1, fence: 6, handler: 'command', firstStart: true, process: 'worker-1', seenMs: at(5.05) },
+      ];
+      const cut: WorkerFaultWindow = { worker: 'worker-1', kind: 'queue-cut', fromMs: at(5.1), toMs: at(11) };
+      const result = report({ lines, records, toS: 19, workerFaults: [cut] });
+      expect(result.heldByWorkerFault.map((held) => [held.tick, held.worker, held.lagMs])).toEqual([[`t/a ${iso(5)}`, 'worker-1', 6200]]);
+      expect(result.startLag).toMatchObject({ count: 19, maxMs: 100 });
+      expect(reportFailures(result)).toEqual([]);
+    });
   });
 
   describe('skip: a tick skipped because another run held the lease is by design; any other skip is a miss', () => {
@@ -364,6 +425,19 @@ describe('the run report', () => {
     expect(result.duplicates).toEqual([`t/a ${iso(0)}`]);
     expect(reportFailures(result)).toEqual([`enqueued twice: t/a ${iso(0)}`]);
     expect(formatReport(result)).toContain('duplicates: 1');
+  });
+
+  it('a tick published again after the queue Redis came back empty is no duplicate; a line that found it published is no publication', () => {
+    const lines = run('t/a', 0, 1, 0.05, 0.2);
+    const published = (name: string, atS: number, extra: LogRecord = {}) => outcome('t/a', 0, name, { seenMs: at(atS), ...extra });
+    const wiped = report({ lines, records: [published('enqueued', 0), published('recovered', 5)], toS: 0, queueWipesS: [2] });
+    expect(wiped.duplicates).toEqual([]);
+    // A wipe before both, or none between them, justifies nothing.
+    expect(report({ lines, records: [published('enqueued', 3), published('recovered', 5)], toS: 0, queueWipesS: [2] }).duplicates).toEqual([`t/a ${iso(0)}`]);
+    // Found on the lock nodes after the wipe (its claim started): a record, not a second job.
+    const found = report({ lines, records: [published('enqueued', 0), published('enqueued', 5, { found: true })], toS: 0 });
+    expect(found.duplicates).toEqual([]);
+    expect(found.enqueued).toBe(1);
   });
 
   it('a tick whose handler started more often than its schedule\'s attempts is a duplicate, whatever the attempt numbers; within its attempts it is a re-run', () => {

@@ -1,263 +1,278 @@
 // `tickwarden`: validate config, preview ticks, pause/resume/trigger schedules and show their status.
-import type { ConnectionOptions } from 'node:tls';
+// One table, COMMANDS, holds every command: its arguments, options, help and handler; parsing, the
+// help texts and the exit codes follow from it (a new command is one more entry). This module
+// loads nothing heavy: a command's work (cli-actions.ts: the config loader, Redis, BullMQ) is
+// imported only when it runs, so `--help`, `--version` and usage errors answer at once.
+// Run by bin/tickwarden.js (`npx tickwarden`), or `node --conditions=@tickwarden/source src/cli.ts`.
+import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
-import { ALLOW_VARIABLE, DENY_VARIABLE, formatConfigError, loadConfig, parseHttpDestinations, parseSchedulerEnv, redactUrl, type ScheduleConfig } from '@tickwarden/config';
-import { leaseResource, manualClaim, manualJobId, queueName } from '@tickwarden/contracts';
-import { Redlock, systemClock } from '@tickwarden/redlock';
-import { loadRedisTls, lockNodesFor, redisOptionsFor } from '@tickwarden/runtime';
-import { Queue } from 'bullmq';
-import { Redis } from 'ioredis';
-import { pino } from 'pino';
-import { BullJobQueue } from './bull-job-queue.ts';
-import { RedisReplicaStore } from './replica-store.ts';
-import { TickPlanner } from './tick-planner.ts';
-import { TickPublisher } from './tick-publisher.ts';
-import { TickRecorder } from './tick-recorder.ts';
-import { tickWindow } from './tick-window.ts';
 
-const USAGE = `usage: tickwarden <command> [options]
+/** Exit codes, as the usage documents them. */
+const EXIT = { ok: 0, failed: 1, usage: 2 } as const;
 
-  validate PATH                  check config files as CI would (no Redis needed)
-  next PATH SCHEDULE [-n COUNT]  upcoming ticks of a schedule, in its time zone (default 5)
-  pause SCHEDULE [--note TEXT]   stop firing a schedule, on every replica
-  resume SCHEDULE                fire it again
-  trigger SCHEDULE               enqueue one run now (a lease and a job, like a tick)
-  status [SCHEDULE] [-n COUNT] [--json]
-                                 next ticks and the last COUNT tick records (default 5) with
-                                 outcome, lag and fencing token; --json: the records only, one
-                                 JSON object per line, newest tick first
-
-SCHEDULE is team/name. pause, resume, trigger and status read TICKWARDEN_CONFIG,
-TICKWARDEN_QUEUE_REDIS and (trigger) TICKWARDEN_LOCK_NODES from the environment, and for
-rediss:// URLs TICKWARDEN_REDIS_TLS_CA, TICKWARDEN_REDIS_TLS_CERT and TICKWARDEN_REDIS_TLS_KEY.
-`;
+/** Help text lines are at most this long. */
+const WIDTH = 100;
 
 /** The most ticks `next` lists and `status` shows per schedule (`-n`). */
 const MAX_COUNT = 10_000;
 
-/** A CLI usage error: printed with the usage, exit code 2. */
+interface Option {
+  type: 'string' | 'boolean';
+  short?: string;
+  /** What a string option's value is, in the usage: `COUNT`, `TEXT`. */
+  value?: string;
+  help: string;
+}
+
+type Values = Readonly<Record<string, string | boolean | undefined>>;
+
+interface Command {
+  /** Positional arguments as the usage names them; `[NAME]` is optional (only at the end). */
+  args: readonly string[];
+  /** One line for the command list. */
+  summary: string;
+  /** What `tickwarden <command> --help` says about it. */
+  details: string;
+  options: Readonly<Record<string, Option>>;
+  /** What the command reads from the environment, if anything. */
+  env?: string;
+  /** When it exits 1. */
+  fails: string;
+  run(args: readonly string[], values: Values): Promise<number>;
+}
+
+const actions = () => import('./cli-actions.ts');
+
+const count = (what: string): Option => ({ type: 'string', short: 'n', value: 'COUNT', help: `${what} (default 5, at most ${MAX_COUNT})` });
+const NOTE: Option = { type: 'string', value: 'TEXT', help: 'why, kept in the audit trail (status shows it)' };
+const BY: Option = { type: 'string', value: 'NAME', help: 'who, kept in the audit trail (default $TICKWARDEN_ACTOR, else <user>@<host>: under kubectl exec, the pod)' };
+/** The note and actor of a control command. */
+const said = (values: Values) => ({ note: typeof values['note'] === 'string' ? values['note'] : '', by: typeof values['by'] === 'string' ? values['by'] : undefined });
+const REDIS_ENV = 'TICKWARDEN_CONFIG, TICKWARDEN_QUEUE_REDIS (and more: tickwarden --help)';
+const QUEUE_FAILS = 'the queue Redis not reached or not answering in time';
+
+const COMMANDS: Readonly<Record<string, Command>> = {
+  validate: {
+    args: ['PATH'],
+    summary: 'check config files as CI would (no Redis needed)',
+    details: `Loads the config at PATH (a YAML file or a directory of them) as the replicas do, with the
+http destination policy of TICKWARDEN_HTTP_ALLOW and TICKWARDEN_HTTP_DENY when they are set, and
+prints a summary; an invalid config prints every error as file:line:column: field: problem.`,
+    options: {},
+    env: 'TICKWARDEN_HTTP_ALLOW, TICKWARDEN_HTTP_DENY (optional)',
+    fails: 'the config has errors',
+    run: async ([path]) => (await actions()).validate(path as string),
+  },
+  next: {
+    args: ['PATH', 'SCHEDULE'],
+    summary: 'upcoming ticks of a schedule, in its time zone (no Redis needed)',
+    details: `The next COUNT ticks of SCHEDULE in the config at PATH, in the schedule's time zone, as
+2026-03-29 03:00:00 GMT+2.`,
+    options: {
+      count: count('how many ticks'),
+      json: { type: 'boolean', help: 'one JSON object per line: schedule, tick (ISO 8601, UTC), tickMs, timezone, local' },
+    },
+    fails: 'only on an unexpected error (a bad PATH or SCHEDULE is a config error)',
+    run: async ([path, id], values) => {
+      const n = countOf(values);
+      return (await actions()).next(path as string, id as string, n, values['json'] === true);
+    },
+  },
+  pause: {
+    args: ['SCHEDULE'],
+    summary: 'stop firing a schedule, on every replica',
+    details: `Every replica records the schedule's ticks skipped-paused until "tickwarden resume". The pause
+is kept in the queue Redis with who and when, and added to the schedule's audit trail; status shows both.`,
+    options: { note: NOTE, by: BY },
+    env: REDIS_ENV,
+    fails: QUEUE_FAILS,
+    run: async ([id], values) => (await actions()).pause(id as string, said(values)),
+  },
+  resume: {
+    args: ['SCHEDULE'],
+    summary: 'fire it again',
+    details: 'Every replica fires the schedule again from its next tick. Added to the audit trail.',
+    options: { note: NOTE, by: BY },
+    env: REDIS_ENV,
+    fails: QUEUE_FAILS,
+    run: async ([id], values) => (await actions()).resume(id as string, said(values)),
+  },
+  trigger: {
+    args: ['SCHEDULE'],
+    summary: 'enqueue one run now (a lease and a job, like a tick)',
+    details: `Takes a lease with its own claim (manual:<ms>) on a quorum of the lock nodes and publishes the
+job <team>/<name>@manual-<ms> as a replica publishes a tick's; prints the job id and the fencing
+token. Lock nodes not reached are named on stderr; fewer than a quorum fails the command. Added to
+the audit trail with its job.`,
+    options: { note: NOTE, by: BY },
+    env: 'TICKWARDEN_CONFIG, TICKWARDEN_QUEUE_REDIS, TICKWARDEN_LOCK_NODES, TICKWARDEN_LOCK_QUORUM (and more: tickwarden --help)',
+    fails: `${QUEUE_FAILS}, a quorum of the lock nodes not reached, or the job not enqueued`,
+    run: async ([id], values) => (await actions()).trigger(id as string, said(values)),
+  },
+  status: {
+    args: ['[SCHEDULE]'],
+    summary: 'state, next ticks and last tick records of every schedule, or one',
+    details: `Per schedule (every one, or SCHEDULE only): active or paused (by whom, when, why), the next 3
+ticks in its time zone, the newest COUNT tick records, newest tick first, with outcome, BullMQ job
+state, lag, fencing token and replica, and the ticks missed while no replica ran; then the newest
+COUNT runs (outcome, attempt, worker, fence, duration, exit code or HTTP status, error) and control
+actions (pause, resume, trigger: who, when, note). The histories outlive BullMQ's jobs, as long
+as each schedule's history setting keeps them.`,
+    options: {
+      count: count('records of each kind per schedule'),
+      json: { type: 'boolean', help: "the tick records only: one JSON object per line (schedule, tick and the record's fields), newest tick first" },
+      runs: { type: 'boolean', help: 'with --json: the run records instead' },
+      actions: { type: 'boolean', help: 'with --json: the control actions instead' },
+    },
+    env: REDIS_ENV,
+    fails: QUEUE_FAILS,
+    run: async ([id], values) => {
+      const n = countOf(values);
+      const kind = values['runs'] === true ? 'runs' : values['actions'] === true ? 'actions' : 'ticks';
+      if (kind !== 'ticks' && values['json'] !== true) throw new UsageError('--runs and --actions go with --json (the text output shows every kind)');
+      return (await actions()).status(id, n, values['json'] === true ? kind : undefined);
+    },
+  },
+};
+
+const HELP_OPTION: Option = { type: 'boolean', short: 'h', help: 'this help' };
+
+const EXIT_CODES = `Exit codes:
+  0  done
+  1  the operation failed: a Redis server not reached, or not answering within its timeout (3 s to
+     connect and answer the handshake, 5 s per command), a config "validate" found invalid, a
+     trigger that could not take its lease or enqueue its job
+  2  usage or config error: bad arguments, an unknown schedule, an invalid TICKWARDEN_CONFIG or
+     environment, a Node.js older than the repository needs`;
+
+/** A command's synopsis: `tickwarden next PATH SCHEDULE [-n COUNT] [--json]`. */
+function synopsis(name: string, command: Command): string {
+  const options = Object.entries(command.options).map(([long, option]) => `[${option.short ? `-${option.short}` : `--${long}`}${option.value ? ` ${option.value}` : ''}]`);
+  return ['tickwarden', name, ...command.args, ...options].join(' ');
+}
+
+function usage(): string {
+  const width = Math.max(...Object.entries(COMMANDS).map(([name, command]) => `${name} ${command.args.join(' ')}`.length)) + 2;
+  const list = Object.entries(COMMANDS).map(([name, command]) => `  ${`${name} ${command.args.join(' ')}`.padEnd(width)}${command.summary}`);
+  return `usage: tickwarden <command> [options]
+       tickwarden <command> --help | tickwarden help <command>   what a command does, its options
+       tickwarden --version
+
+Commands:
+${list.join('\n')}
+
+SCHEDULE is team/name. pause, resume, trigger and status read the scheduler's environment:
+TICKWARDEN_CONFIG, TICKWARDEN_QUEUE_REDIS and TICKWARDEN_LOCK_NODES (trigger takes its lease
+there; TICKWARDEN_LOCK_QUORUM with an even count), and for rediss:// URLs
+TICKWARDEN_REDIS_TLS_CA, TICKWARDEN_REDIS_TLS_CERT and TICKWARDEN_REDIS_TLS_KEY.
+
+${EXIT_CODES}
+`;
+}
+
+/** `text` in lines of at most {@link WIDTH} characters that start at column `indent` (the first one already there). */
+function wrap(text: string, indent: number): string {
+  const lines = [''];
+  for (const word of text.split(' ')) {
+    const line = lines[lines.length - 1] as string;
+    if (line !== '' && indent + line.length + 1 + word.length > WIDTH) lines.push(word);
+    else lines[lines.length - 1] = line === '' ? word : `${line} ${word}`;
+  }
+  return lines.join(`\n${' '.repeat(indent)}`);
+}
+
+function help(name: string, command: Command): string {
+  const options = Object.entries({ ...command.options, help: HELP_OPTION }).map(([long, option]) => [`${option.short ? `-${option.short}, ` : '    '}--${long}${option.value ? ` ${option.value}` : ''}`, option.help] as const);
+  const width = Math.max(...options.map(([flags]) => flags.length)) + 2;
+  return `usage: ${synopsis(name, command)}
+
+${command.details}
+
+Options:
+${options.map(([flags, text]) => `  ${flags.padEnd(width)}${wrap(text, 2 + width)}`).join('\n')}
+${command.env ? `\n${wrap(`Environment: ${command.env}`, 0)}\n` : ''}
+${wrap(`Exit codes: 0 done; 1 ${command.fails}; 2 usage or config error.`, 0)}
+`;
+}
+
+/** `tickwarden 0.0.0 (Node.js v24.1.0, linux-x64)`: the repository's version (root package.json). */
+function version(): string {
+  let version = 'unknown';
+  try {
+    version = (JSON.parse(readFileSync(new URL('../../../package.json', import.meta.url), 'utf8')) as { version?: string }).version ?? version;
+  } catch {
+    // Run from a copy without the root package.json: the version stays unknown.
+  }
+  return `tickwarden ${version} (Node.js ${process.version}, ${process.platform}-${process.arch})\n`;
+}
+
+/** A usage error: printed with the command's usage (or the command list), exit 2. */
 class UsageError extends Error {}
 
-/** Prints `line` to stdout. */
-const say = (line: string) => process.stdout.write(`${line}\n`);
-
-/** A time in a zone, `2026-03-29 03:00:00 GMT+2`, as an operator reads it. */
-function inZone(ms: number, timeZone: string): string {
-  const parts = new Intl.DateTimeFormat('en-CA', {
-    timeZone,
-    year: 'numeric',
-    month: '2-digit',
-    day: '2-digit',
-    hour: '2-digit',
-    minute: '2-digit',
-    second: '2-digit',
-    hourCycle: 'h23',
-    timeZoneName: 'short',
-  }).formatToParts(new Date(ms));
-  const get = (type: string) => parts.find((p) => p.type === type)?.value ?? '';
-  return `${get('year')}-${get('month')}-${get('day')} ${get('hour')}:${get('minute')}:${get('second')} ${get('timeZoneName')}`;
+function countOf(values: Values): number {
+  const raw = values['count'];
+  const n = raw === undefined ? 5 : Number(raw);
+  if (typeof raw === 'boolean' || !Number.isInteger(n) || n < 1 || n > MAX_COUNT) throw new UsageError(`-n (--count) must be a whole number from 1 to ${MAX_COUNT}, got "${String(raw)}"`);
+  return n;
 }
 
-async function schedulesAt(path: string): Promise<ScheduleConfig[]> {
-  const loaded = await loadConfig(path);
-  if (!loaded.ok) {
-    for (const error of loaded.errors) process.stderr.write(`${formatConfigError(error)}\n`);
-    throw new UsageError(`${path}: ${loaded.errors.length} config error(s)`);
-  }
-  return loaded.config.schedules;
+function commandNamed(name: string): Command {
+  const command = Object.hasOwn(COMMANDS, name) ? COMMANDS[name] : undefined;
+  if (!command) throw new UsageError(`unknown command "${name}"`);
+  return command;
 }
 
-function find(schedules: ScheduleConfig[], id: string): ScheduleConfig {
-  const schedule = schedules.find((s) => s.id === id);
-  if (!schedule) throw new UsageError(`no schedule "${id}" (known: ${schedules.map((s) => s.id).join(', ') || 'none'})`);
-  return schedule;
+/** Prints `text` to stdout: exit code 0. */
+function out(text: string): number {
+  process.stdout.write(text);
+  return EXIT.ok;
 }
 
-/** The environment the Redis commands need, with every problem at once. */
-function environment(): { configPath: string; queueRedis: string; lockNodes: string[]; lockQuorum: number | undefined; tls: ConnectionOptions | undefined } {
-  const env = parseSchedulerEnv(process.env);
-  const tls = env.ok ? loadRedisTls(env.value.redisTls) : env;
-  if (!env.ok || !tls.ok) throw new UsageError((env.ok ? [] : env.errors).concat(tls.ok ? [] : tls.errors).map((e) => `${e.variable}: ${e.message}`).join('\n'));
-  return { ...env.value, tls: tls.value };
-}
-
-async function withQueueRedis<T>({ queueRedis: url, tls }: { queueRedis: string; tls: ConnectionOptions | undefined }, use: (redis: Redis) => Promise<T>): Promise<T> {
-  // No reconnect loop: a refused connection or TLS handshake fails the command instead of hanging it.
-  const redis = new Redis(url, { maxRetriesPerRequest: 1, lazyConnect: true, retryStrategy: () => null, connectTimeout: 5000, ...redisOptionsFor(url, tls) });
-  // The error says why; unheard, ioredis prints it to stderr as "Unhandled error event".
-  let lastError: Error | undefined;
-  redis.on('error', (error: Error) => (lastError = error));
+/** Runs one command line; returns the exit code. Errors are reported here, never thrown. */
+async function main(argv: readonly string[]): Promise<number> {
+  let name: string | undefined;
   try {
-    await redis.connect();
+    const [first, ...rest] = argv;
+    if (first === undefined) throw new UsageError('no command given');
+    if (first === '--help' || first === '-h') return out(usage());
+    if (first === '--version' || first === '-V') return out(version());
+    if (first === 'help') {
+      if (rest.length > 1 || rest[0]?.startsWith('-')) throw new UsageError('help takes at most 1 argument (COMMAND)');
+      return out(rest[0] === undefined ? usage() : help(rest[0], commandNamed(rest[0])));
+    }
+    if (first.startsWith('-')) throw new UsageError(`unknown option "${first}" (options go after the command)`);
+    const command = commandNamed(first);
+    name = first;
+    let parsed: { values: Values; positionals: string[] };
+    try {
+      const options = Object.fromEntries(Object.entries({ ...command.options, help: HELP_OPTION }).map(([long, { type, short }]) => [long, short ? { type, short } : { type }]));
+      parsed = parseArgs({ args: rest, options, allowPositionals: true, strict: true });
+    } catch (error) {
+      throw new UsageError(error instanceof Error ? error.message : String(error));
+    }
+    if (parsed.values['help']) return out(help(first, command));
+    const required = command.args.filter((arg) => !arg.startsWith('[')).length;
+    const given = parsed.positionals.length;
+    if (given < required || given > command.args.length) {
+      const expected = required === command.args.length ? `${required}` : `${required} to ${command.args.length}`;
+      throw new UsageError(`${first} takes ${expected} argument(s) (${command.args.join(' ')}), got ${given}`);
+    }
+    return await command.run(parsed.positionals, parsed.values);
   } catch (error) {
-    throw new Error(`cannot reach the queue Redis (TICKWARDEN_QUEUE_REDIS, ${redactUrl(url)}): ${(lastError ?? (error as Error)).message}`, { cause: error });
-  }
-  try {
-    return await use(redis);
-  } finally {
-    redis.disconnect();
-  }
-}
-
-/** `validate` applies the deployment's http destination policy when its variables are set, as the replicas and workers do. */
-async function validate(path: string): Promise<number> {
-  const destinations = parseHttpDestinations(process.env[ALLOW_VARIABLE], process.env[DENY_VARIABLE]);
-  if (destinations.errors.length > 0) throw new UsageError(destinations.errors.map((error) => `${error.variable}: ${error.message}`).join('\n'));
-  const loaded = await loadConfig(path, { httpDestinations: destinations.value });
-  if (!loaded.ok) {
-    for (const error of loaded.errors) process.stderr.write(`${formatConfigError(error)}\n`);
-    process.stderr.write(`${loaded.errors.length} error(s)\n`);
-    return 1;
-  }
-  say(`ok: ${loaded.config.schedules.length} schedule(s) in ${loaded.config.files.length} file(s)`);
-  return 0;
-}
-
-async function next(path: string, id: string, count: number): Promise<number> {
-  const schedule = find(await schedulesAt(path), id);
-  const planner = new TickPlanner(schedule);
-  let tick = planner.next(Date.now());
-  for (let i = 0; i < count && tick !== undefined; i++, tick = planner.next(tick)) say(inZone(tick, schedule.timezone));
-  return 0;
-}
-
-async function pause(id: string, note: string): Promise<number> {
-  const env = environment();
-  find(await schedulesAt(env.configPath), id);
-  await withQueueRedis(env, (redis) => new RedisReplicaStore(redis).pause(id, { by: process.env['USER'] ?? 'cli', atMs: Date.now(), note }));
-  say(`paused ${id}`);
-  return 0;
-}
-
-async function resume(id: string): Promise<number> {
-  const env = environment();
-  const was = await withQueueRedis(env, (redis) => new RedisReplicaStore(redis).resume(id));
-  say(was ? `resumed ${id}` : `${id} was not paused`);
-  return 0;
-}
-
-async function trigger(id: string): Promise<number> {
-  const env = environment();
-  const schedule = find(await schedulesAt(env.configPath), id);
-  const redlock = new Redlock(lockNodesFor(env.lockNodes, env.tls), { quorum: env.lockQuorum });
-  try {
-    const now = Date.now();
-    const planner = new TickPlanner(schedule);
-    const next = planner.next(now);
-    const nextDueMs = next === undefined ? undefined : planner.dueMs(next);
-    const tick = { schedule, tickMs: now, dueMs: now, nextDueMs, jobId: manualJobId(schedule.id, now), ...tickWindow(schedule, now, nextDueMs) };
-    const lease = await redlock.acquire(leaseResource(schedule.id, schedule.overlap, now), schedule.leaseTtlMs, { claim: manualClaim(now), claimRetentionMs: tick.retentionMs });
-    const published = await withQueueRedis(env, async (redis) => {
-      const queue = new BullJobQueue(redis, systemClock, 'cli');
-      // Warnings (a history write that failed) go to stderr.
-      const recorder = new TickRecorder({ replicaId: 'cli', store: new RedisReplicaStore(redis), logger: pino({ level: 'warn' }, pino.destination(2)), now: Date.now });
-      try {
-        // The one path that publishes a tick's job, as the replicas do.
-        const [outcome] = await new TickPublisher({ replicaId: 'cli', leases: redlock, queue, recorder, now: Date.now }).publish([{ tick, lease }], 'triggered');
-        await recorder.flush();
-        return outcome;
-      } finally {
-        await queue.close();
-      }
-    });
-    if (published !== 'published') throw new Error(`could not enqueue the run of ${id} (${published}): see the queue Redis`);
-    say(`triggered ${id}: job ${tick.jobId}, fence ${lease.fence}`);
-    return 0;
-  } finally {
-    await redlock.close();
-  }
-}
-
-async function status(id: string | undefined, count: number, json: boolean): Promise<number> {
-  const env = environment();
-  const all = await schedulesAt(env.configPath);
-  const schedules = id ? [find(all, id)] : all;
-  await withQueueRedis(env, async (redis) => {
-    const store = new RedisReplicaStore(redis);
-    if (json) {
-      for (const schedule of schedules) for (const record of await store.history(schedule.id, count)) say(JSON.stringify({ schedule: schedule.id, tick: new Date(record.tickMs).toISOString(), ...record }));
-      return;
-    }
-    const paused = await store.paused();
-    for (const schedule of schedules) {
-      const planner = new TickPlanner(schedule);
-      const pause = paused.get(schedule.id);
-      const state = schedule.paused ? 'paused (config)' : pause ? `paused by ${pause.by} at ${new Date(pause.atMs).toISOString()}${pause.note ? `: ${pause.note}` : ''}` : 'active';
-      say(`${schedule.id}  ${schedule.cron} (${schedule.timezone})  ${state}`);
-      const upcoming: string[] = [];
-      for (let tick = planner.next(Date.now()), i = 0; tick !== undefined && i < 3; tick = planner.next(tick), i++) upcoming.push(inZone(tick, schedule.timezone));
-      say(`  next: ${upcoming.join(', ') || 'none'}`);
-      // Read-only: the status user may not write BullMQ's meta hash (deploy/k8s/acl).
-      const queue = new Queue(queueName(schedule.queue), { connection: redis, skipMetasUpdate: true });
-      try {
-        const runs = await store.history(schedule.id, count);
-        for (const run of runs) {
-          if (run.gap) {
-            say(`  ${new Date(run.gap.firstTickMs).toISOString()} .. ${new Date(run.tickMs).toISOString()}  missed  ${run.gap.count}${run.gap.atLeast ? ' or more' : ''} ticks while no replica ran  found by ${run.replica}`);
-            continue;
-          }
-          const job = run.jobId ? await queue.getJob(run.jobId) : undefined;
-          const state = job ? `job ${await job.getState()}` : run.outcome === 'enqueued' || run.outcome === 'recovered' ? 'job removed' : (run.reason ?? '');
-          say(`  ${new Date(run.tickMs).toISOString()}  ${run.outcome}  ${state}  ${run.lagMs < 0 ? `${-run.lagMs} ms ahead` : `lag ${run.lagMs} ms`}  fence ${run.fence ?? '-'}  by ${run.replica}`);
-        }
-      } finally {
-        await queue.close();
-      }
-    }
-  });
-  return 0;
-}
-
-async function run(argv: string[]): Promise<number> {
-  const { values, positionals } = parseArgs({
-    args: argv,
-    allowPositionals: true,
-    strict: true,
-    options: { n: { type: 'string', short: 'n' }, note: { type: 'string' }, json: { type: 'boolean' }, help: { type: 'boolean', short: 'h' } },
-  });
-  const [command, ...rest] = positionals;
-  const need = (count: number) => {
-    if (rest.length !== count) throw new UsageError(`${command} takes ${count} argument(s), got ${rest.length}`);
-    return rest as string[];
-  };
-  if (values.help || !command) {
-    say(USAGE);
-    return values.help ? 0 : 2;
-  }
-  const count = (): number => {
-    const n = values.n === undefined ? 5 : Number(values.n);
-    if (!Number.isInteger(n) || n < 1 || n > MAX_COUNT) throw new UsageError(`-n must be a whole number from 1 to ${MAX_COUNT}, got "${values.n}"`);
-    return n;
-  };
-  switch (command) {
-    case 'validate':
-      return validate(need(1)[0] as string);
-    case 'next': {
-      const [path, id] = need(2) as [string, string];
-      return next(path, id, count());
-    }
-    case 'pause':
-      return pause(need(1)[0] as string, values.note ?? '');
-    case 'resume':
-      return resume(need(1)[0] as string);
-    case 'trigger':
-      return trigger(need(1)[0] as string);
-    case 'status':
-      if (rest.length > 1) throw new UsageError(`status takes at most 1 argument, got ${rest.length}`);
-      return status(rest[0], count(), values.json ?? false);
-    default:
-      throw new UsageError(`unknown command "${command}"`);
-  }
-}
-
-run(process.argv.slice(2)).then(
-  (code) => {
-    process.exitCode = code;
-  },
-  (error: unknown) => {
-    const usage = error instanceof UsageError || (error instanceof Error && 'code' in error && String(error.code).startsWith('ERR_PARSE_ARGS'));
     process.stderr.write(`tickwarden: ${error instanceof Error ? error.message : String(error)}\n`);
-    if (usage) process.stderr.write(`\n${USAGE}`);
-    process.exitCode = usage ? 2 : 1;
-  },
-);
+    if (error instanceof UsageError) {
+      const command = name === undefined ? undefined : COMMANDS[name];
+      process.stderr.write(name === undefined || !command ? `\n${usage()}` : `usage: ${synopsis(name, command)}\nRun "tickwarden ${name} --help" for more.\n`);
+      return EXIT.usage;
+    }
+    // cli-actions.ts's ConfigError (a bad config, environment or schedule name) carries exit code 2.
+    return error instanceof Error && 'exitCode' in error && error.exitCode === EXIT.usage ? EXIT.usage : EXIT.failed;
+  }
+}
+
+void main(process.argv.slice(2)).then((code) => {
+  process.exitCode = code;
+  // Every connection is closed by now: should a library still hold the event loop (a timer, a
+  // socket), exit anyway rather than hang.
+  setTimeout(() => process.exit(code), 1000).unref();
+});

@@ -1,8 +1,7 @@
 // The scheduler process: reads its environment and config, then runs one replica until SIGTERM.
-import { once } from 'node:events';
 import { parseSchedulerEnv, redactUrl, type TickwardenConfig } from '@tickwarden/config';
 import { Redlock } from '@tickwarden/redlock';
-import { loadRedisTls, lockNodesFor, redisOptionsFor, runMain, startHttpServer, startLiveConfig, untilStopSignal, verifyServers } from '@tickwarden/runtime';
+import { boundPort, loadRedisTls, lockNodesFor, packageVersion, redisOptionsFor, runMain, startHttpServer, startLiveConfig, untilStopSignal, verifyServers } from '@tickwarden/runtime';
 import { Redis } from 'ioredis';
 import { pino } from 'pino';
 import { SchedulerMetrics } from './metrics.ts';
@@ -29,6 +28,7 @@ async function main(): Promise<number> {
   // Two names of one server would count one vote twice, or share a queue's memory with the locks.
   if (!(await verifyServers(env.value, tls.value, logger))) return 2;
   const metrics = new SchedulerMetrics();
+  metrics.setBuild(packageVersion(new URL('../package.json', import.meta.url)));
   let scheduler: Scheduler | undefined;
   // The newest valid config: one may be reloaded while the HTTP server starts, before the scheduler exists.
   let config: TickwardenConfig | undefined;
@@ -38,13 +38,19 @@ async function main(): Promise<number> {
     onReload: (reloaded) => {
       config = reloaded;
       scheduler?.setSchedules(reloaded.schedules);
+      metrics.setSchedules(reloaded.schedules);
+      metrics.configApplied(reloaded);
     },
-    onReloadResult: (result) => metrics.configReloads.inc({ result }),
+    onReloadResult: (result) => metrics.recordConfigReload(result),
     // The workers refuse such a config: the replicas must not fire its ticks either.
     httpDestinations,
   });
   if (!live) return 2;
-  config ??= live.config;
+  if (config === undefined) {
+    config = live.config;
+    metrics.setSchedules(config.schedules);
+    metrics.configApplied(config);
+  }
 
   const redlock = new Redlock(lockNodesFor(lockNodes, tls.value), { quorum: lockQuorum });
   metrics.observe(redlock);
@@ -53,7 +59,9 @@ async function main(): Promise<number> {
   const queueConnection = new Redis(queueRedis, { maxRetriesPerRequest: 1, enableOfflineQueue: false, ...redisOptionsFor(queueRedis, tls.value) });
   queueConnection.on('error', (error) => logger.debug({ err: error }, 'queue redis error'));
   // The first contest reads the pause flags: wait for the connection a little (down, the replica starts anyway).
-  const connected = await Promise.race([once(queueConnection, 'ready').then(() => true), new Promise<false>((resolve) => setTimeout(resolve, QUEUE_READY_WAIT_MS, false).unref())]);
+  // Not events.once: it rejects on the connection's first 'error' (a queue Redis down at start), which would end the process.
+  const ready = new Promise<true>((resolve) => queueConnection.once('ready', () => resolve(true)));
+  const connected = await Promise.race([ready, new Promise<false>((resolve) => setTimeout(resolve, QUEUE_READY_WAIT_MS, false).unref())]);
   if (!connected) logger.warn({ waitedMs: QUEUE_READY_WAIT_MS }, 'queue redis not reachable yet: starting; pause flags are read once it is');
   // Probes answer before the schedules are planned, which takes a while for a big config (the startupProbe allows for it).
   const server = await startHttpServer(httpPort, metrics.registry, async () => {
@@ -63,7 +71,7 @@ async function main(): Promise<number> {
     if ((await queueConnection.ping().catch(() => 'down')) !== 'PONG') reasons.push('queue redis unreachable');
     return reasons;
   });
-  logger.info({ port: httpPort }, 'http listening');
+  logger.info({ port: boundPort(server) }, 'http listening');
 
   scheduler = new Scheduler({
     replicaId,
@@ -71,7 +79,7 @@ async function main(): Promise<number> {
     queueConnection,
     logger: logger.child({ component: 'scheduler' }),
     ...(contestLeadMs === undefined ? {} : { contestLeadMs }),
-    onOutcome: ({ outcome, lagMs, recorded }) => metrics.recordTick(outcome, lagMs, recorded),
+    onOutcome: (event) => metrics.recordOutcome(event),
     onObservation: (observation) => metrics.observeTick(observation),
     onQueueReset: () => metrics.queueResets.inc(),
   });

@@ -1,3 +1,4 @@
+import type { HistoryRetention } from '@tickwarden/config';
 import type { AcquireBatchOptions, AcquireRequest, BatchResult, Clock, Lease, ReleaseResult } from '@tickwarden/redlock';
 import type { MissReason, TickOutcome } from './outcomes.ts';
 import type { Schedule } from './schedule.ts';
@@ -72,11 +73,26 @@ export interface TickRecord {
   gap?: { firstTickMs: number; count: number; atLeast: boolean };
 }
 
-/** A record for a schedule's history; `keepMs`: how far back from its newest tick the history keeps entries (at least HISTORY_LENGTH). */
+/**
+ * A record for a schedule's history. Kept: every entry within `keepMs` of its newest tick (the
+ * tick's retention: whether a tick is recorded decides recovery), and beyond it the newest
+ * `retention.keep` entries younger than `retention.maxAgeMs`.
+ */
 export interface HistoryEntry {
   scheduleId: string;
   record: TickRecord;
   keepMs: number;
+  retention: HistoryRetention;
+}
+
+/** What an operator did to a schedule (`tickwarden pause`, `resume`, `trigger`, `backfill`), for its audit trail. */
+export interface ControlAction {
+  action: 'pause' | 'resume' | 'trigger' | 'backfill';
+  by: string;
+  atMs: number;
+  note: string;
+  /** What it did: the job of a trigger, the ticks of a backfill. */
+  detail?: string | undefined;
 }
 
 /** Why and since when a schedule is paused. */

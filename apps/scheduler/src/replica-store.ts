@@ -1,5 +1,7 @@
+import { DEFAULT_HISTORY, type HistoryRetention } from '@tickwarden/config';
+import { appendToHistory, readHistory } from '@tickwarden/runtime';
 import type { Redis } from 'ioredis';
-import type { HistoryEntry, OpenTick, PauseRecord, ReplicaStore, TickRecord } from './ports.ts';
+import type { ControlAction, HistoryEntry, OpenTick, PauseRecord, ReplicaStore, TickRecord } from './ports.ts';
 
 /**
  * State shared by every replica, kept in the queue Redis: paused schedules, each schedule's tick
@@ -10,14 +12,14 @@ const KEY_PREFIX = 'tickwarden:control';
 const PAUSED_KEY = `${KEY_PREFIX}:paused`;
 /** Per schedule, a sorted set: score the tick (epoch ms), member the record (JSON). */
 const historyKey = (scheduleId: string) => `${KEY_PREFIX}:ticks:{${scheduleId}}`;
+/** Per schedule, its audit trail: a sorted set of ControlAction (JSON) by time. */
+const auditKey = (scheduleId: string) => `${KEY_PREFIX}:audit:{${scheduleId}}`;
 /** Sorted set of open ticks: member the tick's job id, score when recovery may look at it (epoch ms). */
 const OPEN_KEY = `${KEY_PREFIX}:open`;
 /** Hash of schedule id -> the latest tick (epoch ms) any replica has taken up. */
 const MARKS_KEY = `${KEY_PREFIX}:marks`;
 /** A random id set once per life of the queue Redis's data: a different one means it lost everything (an empty restart, a failover to a replica that had not got the writes). */
 const EPOCH_KEY = `${KEY_PREFIX}:epoch`;
-/** Ticks kept per schedule at least, for `status`. */
-export const HISTORY_LENGTH = 20;
 /** Marks per script call: a call with tens of thousands of arguments overflows ioredis' stack. */
 const MARKS_PER_CALL = 1000;
 /** Entries per script call (history records, opened ticks). */
@@ -30,20 +32,20 @@ const RECORDED_SLICE = 500;
  * it from the open ticks) and trims the history.
  * KEYS[1]     open ticks
  * KEYS[i + 1] history of entry i
- * ARGV[1]     entries every history keeps at least
- * per entry i (j = 5i - 3): ARGV[j] tick ms, ARGV[j + 1] record (JSON), ARGV[j + 2] '1' if it
- *             publishes (enqueued, recovered), ARGV[j + 3] keep ms (entries older than the newest
- *             minus this are trimmed, beyond the minimum), ARGV[j + 4] the tick's job id
+ * per entry i (j = 7i - 6): ARGV[j] tick ms, ARGV[j + 1] record (JSON), ARGV[j + 2] '1' if it
+ *             publishes (enqueued, recovered), ARGV[j + 3] keep ms (entries this close to the
+ *             newest are kept), ARGV[j + 4] the tick's job id, ARGV[j + 5] entries kept beyond
+ *             that at least, ARGV[j + 6] their longest age, ms
  * Returns one integer per entry: 1 it is the tick's record, 0 another record stands (the tick's
  * first, unless that one does not publish and this one does: then this one replaces it), or it
  * is older than what the history keeps.
  */
 const RECORD = `
-local minimum = tonumber(ARGV[1])
 local out = {}
 for i = 1, #KEYS - 1 do
-  local key, j = KEYS[i + 1], 5 * i - 3
+  local key, j = KEYS[i + 1], 7 * i - 6
   local tick, record, publishes, keep = ARGV[j], ARGV[j + 1], ARGV[j + 2] == '1', tonumber(ARGV[j + 3])
+  local minimum, maxAge = tonumber(ARGV[j + 5]), tonumber(ARGV[j + 6])
   local existing = redis.call('ZRANGEBYSCORE', key, tick, tick, 'LIMIT', 0, 1)[1]
   local write = not existing
   if existing and publishes then
@@ -60,6 +62,8 @@ for i = 1, #KEYS - 1 do
     local drop = math.min(old, count - minimum)
     if drop > 0 then redis.call('ZREMRANGEBYRANK', key, 0, drop - 1) end
   end
+  local newest = tonumber(redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')[2])
+  if newest then redis.call('ZREMRANGEBYSCORE', key, '-inf', '(' .. (newest - math.max(keep, maxAge))) end
   out[i] = (write and redis.call('ZSCORE', key, record)) and 1 or 0
 end
 return out
@@ -164,16 +168,15 @@ export class RedisReplicaStore implements ReplicaStore {
   async record(entries: readonly HistoryEntry[]): Promise<boolean[]> {
     const replies = await this.#calls(RECORD, entries, (slice) => [
       [OPEN_KEY, ...slice.map(({ scheduleId }) => historyKey(scheduleId))],
-      [
-        String(HISTORY_LENGTH),
-        ...slice.flatMap(({ record, keepMs, scheduleId }) => [
-          String(record.tickMs),
-          JSON.stringify(record),
-          record.outcome === 'enqueued' || record.outcome === 'recovered' ? '1' : '0',
-          String(keepMs),
-          record.jobId ?? `${scheduleId}@${record.tickMs}`,
-        ]),
-      ],
+      slice.flatMap(({ record, keepMs, scheduleId, retention }) => [
+        String(record.tickMs),
+        JSON.stringify(record),
+        record.outcome === 'enqueued' || record.outcome === 'recovered' ? '1' : '0',
+        String(keepMs),
+        record.jobId ?? `${scheduleId}@${record.tickMs}`,
+        String(retention.keep),
+        String(retention.maxAgeMs),
+      ]),
     ]);
     return replies.flatMap((reply) => (reply as number[]).map((code) => code === 1));
   }
@@ -237,8 +240,18 @@ export class RedisReplicaStore implements ReplicaStore {
     for (const [error] of (await pipeline.exec()) ?? []) if (error) throw error;
   }
 
+  /** Adds an operator's action to the schedule's audit trail, trimmed to its history retention. */
+  async audit(scheduleId: string, action: ControlAction, retention: HistoryRetention): Promise<void> {
+    await appendToHistory(this.#redis, auditKey(scheduleId), action.atMs, action, retention);
+  }
+
+  /** A schedule's newest `count` control actions, newest first. */
+  audits(scheduleId: string, count: number): Promise<ControlAction[]> {
+    return readHistory<ControlAction>(this.#redis, auditKey(scheduleId), count);
+  }
+
   /** A schedule's newest `count` records, newest tick first. */
-  async history(scheduleId: string, count = HISTORY_LENGTH): Promise<TickRecord[]> {
+  async history(scheduleId: string, count: number = DEFAULT_HISTORY.keep): Promise<TickRecord[]> {
     const items = await this.#redis.zrevrange(historyKey(scheduleId), 0, count - 1);
     return items.map((json) => JSON.parse(json) as TickRecord);
   }

@@ -1,3 +1,4 @@
+import type { HistoryRetention } from '@tickwarden/config';
 import type { Overlap } from '@tickwarden/contracts';
 
 /**
@@ -18,6 +19,7 @@ export interface Schedule {
   attempts: number;
   backoff: { type: 'fixed' | 'exponential'; delayMs: number };
   paused: boolean;
+  history: HistoryRetention;
   queue: string;
   payload: unknown;
 }

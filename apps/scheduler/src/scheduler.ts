@@ -255,7 +255,7 @@ export class Scheduler {
     const now = this.#loop.nowMs();
     const { retentionMs } = tickWindow(schedule, lastMs, undefined);
     const gap = { firstTickMs: ticks[0] as number, count: ticks.length, atLeast: truncated };
-    this.#recorder.gap(schedule.id, { tickMs: lastMs, outcome: 'missed', reason: 'no-replica', lagMs: now - lastMs, fence: undefined, jobId: undefined, replica: this.#options.replicaId, gap }, retentionMs, ticks, {
+    this.#recorder.gap(schedule, { tickMs: lastMs, outcome: 'missed', reason: 'no-replica', lagMs: now - lastMs, fence: undefined, jobId: undefined, replica: this.#options.replicaId, gap }, retentionMs, ticks, {
       schedule: schedule.id,
       outcome: 'missed',
       reason: 'no-replica',

@@ -1,3 +1,4 @@
+import { DEFAULT_HISTORY, type HistoryRetention } from '@tickwarden/config';
 import type { Logger } from 'pino';
 import type { MissReason, TickObservation, TickOutcome } from './outcomes.ts';
 import type { HistoryEntry, ReplicaStore, Tick, TickRecord } from './ports.ts';
@@ -20,7 +21,10 @@ export type OutcomeListener = (event: OutcomeEvent) => void;
 export type ObservationListener = (observation: TickObservation, scheduleId: string, tickMs: number) => void;
 
 /** A tick as far as recording needs it (a tick of a schedule no longer configured has only its id). */
-export type RecordedTick = Pick<Tick, 'tickMs' | 'jobId' | 'retentionMs'> & { schedule: Pick<Schedule, 'id'> };
+export type RecordedTick = Pick<Tick, 'tickMs' | 'jobId' | 'retentionMs'> & { schedule: Pick<Schedule, 'id'> & Partial<Pick<Schedule, 'history'>> };
+
+/** A schedule's history retention; the defaults for one not configured here. */
+const retentionOf = (schedule: Partial<Pick<Schedule, 'history'>>): HistoryRetention => schedule.history ?? { keep: DEFAULT_HISTORY.keep, maxAgeMs: DEFAULT_HISTORY.maxAge };
 
 export interface TickRecorderOptions {
   replicaId: string;
@@ -64,12 +68,12 @@ export class TickRecorder {
     const replica = detail.found ? (detail.found.by ?? 'unknown') : this.#options.replicaId;
     const record: TickRecord = { tickMs: tick.tickMs, outcome, reason: detail.reason, lagMs, fence: detail.fence, jobId: tick.jobId, replica };
     const fields = { schedule: tick.schedule.id, tick: new Date(tick.tickMs).toISOString(), outcome, reason: detail.reason, lagMs, jobId: tick.jobId, fence: detail.fence, ...(detail.found ? { found: true, enqueuedBy: replica } : {}) };
-    this.#queue({ entry: { scheduleId: tick.schedule.id, record, keepMs: tick.retentionMs }, fields, found: detail.found !== undefined });
+    this.#queue({ entry: { scheduleId: tick.schedule.id, record, keepMs: tick.retentionMs, retention: retentionOf(tick.schedule) }, fields, found: detail.found !== undefined });
   }
 
   /** Records a gap (ticks missed while no replica ran) as one entry at its last tick; each of `ticks` is counted. */
-  gap(scheduleId: string, record: TickRecord, keepMs: number, ticks: readonly number[], fields: Record<string, unknown>): void {
-    this.#queue({ entry: { scheduleId, record, keepMs }, fields, ticks });
+  gap(schedule: Pick<Schedule, 'id' | 'history'>, record: TickRecord, keepMs: number, ticks: readonly number[], fields: Record<string, unknown>): void {
+    this.#queue({ entry: { scheduleId: schedule.id, record, keepMs, retention: schedule.history }, fields, ticks });
   }
 
   /** What this replica saw of a tick it does not decide: debug (warn for failures), and the listener. */

@@ -1,9 +1,10 @@
-import { spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { execFile, spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { loadConfig } from '@tickwarden/config';
+import { RunHistory } from '@tickwarden/runtime';
 import { Redlock } from '@tickwarden/redlock';
 import { startRedisNodes, waitUntil, type RedisNodes } from '@tickwarden/testkit';
 import { Queue } from 'bullmq';
@@ -39,6 +40,14 @@ describe('tickwarden CLI', () => {
     const result = spawnSync(process.execPath, [BIN, ...args], { env: { ...process.env, ...env, ...extraEnv }, encoding: 'utf8' });
     return { code: result.status, out: result.stdout, err: result.stderr };
   };
+  /** The same, not blocking (commands run side by side), with the wall time; killed after 20 s. */
+  const cliAsync = (extraEnv: Record<string, string>, ...args: string[]) =>
+    new Promise<{ code: number | null; out: string; err: string; ms: number }>((resolve) => {
+      const from = performance.now();
+      execFile(process.execPath, [BIN, ...args], { env: { ...process.env, ...env, ...extraEnv }, encoding: 'utf8', timeout: 20_000 }, (error, out, err) =>
+        resolve({ code: error ? (typeof error.code === 'number' ? error.code : null) : 0, out, err, ms: performance.now() - from }),
+      );
+    });
 
   beforeAll(async () => {
     [locks, queue] = await Promise.all([startRedisNodes({ count: 3, aof: false }), startRedisNodes({ count: 1, aof: false })]);
@@ -76,25 +85,110 @@ describe('tickwarden CLI', () => {
     expect(badPolicy.err).toContain('TICKWARDEN_HTTP_DENY: entry "10.0.0.0/99"');
   });
 
-  it('next: upcoming ticks in the schedule time zone; bad arguments exit 2 with the usage', () => {
+  it('next: upcoming ticks in the schedule time zone, --json one object per line; bad arguments exit 2 with the usage', () => {
     const result = cli('next', dir, 'ops/nightly', '-n', '2');
     expect(result.code).toBe(0);
     expect(result.out.trim().split('\n')).toHaveLength(2);
     expect(result.out).toMatch(/^\d{4}-\d{2}-\d{2} 02:30:00 GMT\+[12]$/m);
+    const json = cli('next', dir, 'ops/nightly', '--json', '--count', '3');
+    expect(json.code).toBe(0);
+    const ticks = json.out.trim().split('\n').map((line) => JSON.parse(line) as Record<string, unknown>);
+    expect(ticks).toHaveLength(3);
+    for (const tick of ticks) {
+      expect(tick).toMatchObject({ schedule: 'ops/nightly', timezone: 'Europe/Berlin', tick: new Date(Number(tick['tickMs'])).toISOString() });
+      expect(tick['local']).toMatch(/^\d{4}-\d{2}-\d{2} 02:30:00 GMT\+[12]$/);
+    }
+    expect(ticks.map((t) => Number(t['tickMs']))).toEqual(ticks.map((t) => Number(t['tickMs'])).sort((a, b) => a - b));
     expect(cli('next', dir, 'ops/nightly', '-n', '0')).toMatchObject({ code: 2 });
-    expect(cli('next', dir, 'ops/unknown')).toMatchObject({ code: 2 });
+    expect(cli('next', dir, 'ops/unknown')).toMatchObject({ code: 2, out: '', err: 'tickwarden: no schedule "ops/unknown" (known: ops/every-second, ops/nightly)\n' });
     expect(cli('frobnicate')).toMatchObject({ code: 2 });
     expect(cli('status', '--bogus-flag')).toMatchObject({ code: 2 });
   });
 
-  it('status, pause and resume with the queue Redis unreachable: exit 1 at once with one line naming the variable, the URL without its password and the cause', () => {
-    const from = performance.now();
-    for (const command of [['status'], ['pause', 'ops/every-second'], ['resume', 'ops/every-second']]) {
-      const { code, err } = cliWith({ TICKWARDEN_QUEUE_REDIS: 'redis://:s3cret@127.0.0.1:1' }, ...command);
-      expect(code).toBe(1);
-      expect(err).toBe('tickwarden: cannot reach the queue Redis (TICKWARDEN_QUEUE_REDIS, redis://:***@127.0.0.1:1): connect ECONNREFUSED 127.0.0.1:1\n');
+  it('--help, help COMMAND and --version answer on stdout with exit 0; usage errors exit 2 on stderr with the usage', () => {
+    const top = cli('--help');
+    expect(top).toMatchObject({ code: 0, err: '' });
+    expect(cli('-h').out).toBe(top.out);
+    expect(cli('help').out).toBe(top.out);
+    for (const command of ['validate', 'next', 'pause', 'resume', 'trigger', 'status']) expect(top.out).toMatch(new RegExp(`^  ${command} `, 'm'));
+    expect(top.out).toContain('Exit codes:\n  0  done\n  1  the operation failed');
+    expect(top.out).toMatch(/^ {2}2 {2}usage or config error/m);
+
+    const status = cli('status', '--help');
+    expect(status).toMatchObject({ code: 0, err: '' });
+    expect(status.out).toMatch(/^usage: tickwarden status \[SCHEDULE\] \[-n COUNT\] \[--json\] \[--runs\] \[--actions\]\n/);
+    expect(status.out).toContain('--json');
+    expect(status.out).toContain('Exit codes: 0 done; 1 ');
+    expect(cli('help', 'status').out).toBe(status.out);
+    expect(cli('status', '-h').out).toBe(status.out);
+    // --help wins over everything else on the line, even without the environment.
+    expect(cliWith({ TICKWARDEN_QUEUE_REDIS: '' }, 'trigger', 'x/y', '--help')).toMatchObject({ code: 0, out: cli('help', 'trigger').out });
+    expect(cli('pause', '--help').out).toMatch(/^usage: tickwarden pause SCHEDULE \[--note TEXT\] \[--by NAME\]\n/);
+
+    const rootVersion = (JSON.parse(readFileSync(fileURLToPath(new URL('../../../package.json', import.meta.url)), 'utf8')) as { version: string }).version;
+    expect(cli('--version')).toMatchObject({ code: 0, out: `tickwarden ${rootVersion} (Node.js ${process.version}, ${process.platform}-${process.arch})\n` });
+
+    const none = cli();
+    expect(none).toMatchObject({ code: 2, out: '' });
+    expect(none.err).toContain(top.out);
+    const missing = cli('next', dir);
+    expect(missing).toMatchObject({ code: 2, out: '', err: 'tickwarden: next takes 2 argument(s) (PATH SCHEDULE), got 1\nusage: tickwarden next PATH SCHEDULE [-n COUNT] [--json]\nRun "tickwarden next --help" for more.\n' });
+    expect(cli('help', 'frobnicate')).toMatchObject({ code: 2 });
+    expect(cli('--json', 'status')).toMatchObject({ code: 2 });
+    expect(cli('resume', 'a/b', 'c/d').code).toBe(2);
+    expect(cli('pause', 'a/b', '--note').code).toBe(2);
+  });
+
+  it('every Redis command with its servers refused (closed ports): exit 1 at once with one line naming the variable and the servers, no ioredis output', async () => {
+    const queueDown = { TICKWARDEN_QUEUE_REDIS: 'redis://:s3cret@127.0.0.1:1' };
+    const results = await Promise.all([['status'], ['pause', 'ops/every-second'], ['resume', 'ops/every-second'], ['trigger', 'ops/nightly']].map((command) => cliAsync(queueDown, ...command)));
+    for (const { code, out, err, ms } of results) {
+      expect({ code, out, err }).toEqual({ code: 1, out: '', err: 'tickwarden: cannot reach the queue Redis (TICKWARDEN_QUEUE_REDIS, redis://:***@127.0.0.1:1): connect ECONNREFUSED 127.0.0.1:1\n' });
+      expect(ms).toBeLessThan(5000);
     }
-    expect(performance.now() - from).toBeLessThan(10_000);
+    // The queue Redis answers, the lock nodes do not.
+    const locksDown = await cliAsync({ TICKWARDEN_LOCK_NODES: 'redis://:s3cret@127.0.0.1:1,redis://127.0.0.1:2,redis://127.0.0.1:3' }, 'trigger', 'ops/nightly');
+    expect(locksDown).toMatchObject({ code: 1, out: '' });
+    expect(locksDown.err).toBe(
+      'tickwarden: cannot reach a quorum of the lock nodes (TICKWARDEN_LOCK_NODES: 127.0.0.1:1, 127.0.0.1:2, 127.0.0.1:3): 0 of 3 answered, 2 needed; ' +
+        '127.0.0.1:1: connect ECONNREFUSED 127.0.0.1:1; 127.0.0.1:2: connect ECONNREFUSED 127.0.0.1:2; 127.0.0.1:3: connect ECONNREFUSED 127.0.0.1:3\n',
+    );
+    expect(locksDown.ms).toBeLessThan(5000);
+  });
+
+  it('every Redis command with its servers stopped (SIGSTOP: connections accepted, nothing answered): exit 1 within seconds naming what did not answer', async () => {
+    const [stoppedLocks, stoppedQueue] = await Promise.all([startRedisNodes({ count: 3, aof: false }), startRedisNodes({ count: 1, aof: false })]);
+    const stopped = { TICKWARDEN_QUEUE_REDIS: stoppedQueue.urls[0] ?? '', TICKWARDEN_LOCK_NODES: stoppedLocks.urls.join(',') };
+    const lockIds = stoppedLocks.nodes.map((node) => node.id);
+    try {
+      await Promise.all([stoppedQueue.nodes[0]?.pause(), stoppedLocks.nodes[1]?.pause(), stoppedLocks.nodes[2]?.pause()]);
+      const commands = [['status'], ['status', '--json'], ['pause', 'ops/every-second'], ['resume', 'ops/every-second'], ['trigger', 'ops/nightly']];
+      // The queue Redis stopped; then (trigger) two of three lock nodes stopped, the queue Redis up.
+      const [queueResults, locksResult] = await Promise.all([Promise.all(commands.map((command) => cliAsync(stopped, ...command))), cliAsync({ TICKWARDEN_LOCK_NODES: stopped.TICKWARDEN_LOCK_NODES }, 'trigger', 'ops/nightly')]);
+      for (const { code, out, err, ms } of queueResults) {
+        expect({ code, out, err }).toEqual({ code: 1, out: '', err: `tickwarden: cannot reach the queue Redis (TICKWARDEN_QUEUE_REDIS, ${stoppedQueue.urls[0]}): connected, but no answer within 3000 ms (server stopped or overloaded?)\n` });
+        expect(ms).toBeLessThan(8000);
+      }
+      expect(locksResult).toMatchObject({ code: 1, out: '' });
+      expect(locksResult.err).toBe(
+        `tickwarden: cannot reach a quorum of the lock nodes (TICKWARDEN_LOCK_NODES: ${lockIds.join(', ')}): 1 of 3 answered, 2 needed; ` +
+          `${lockIds[1]}: connected, but no answer within 3000 ms (server stopped or overloaded?); ${lockIds[2]}: connected, but no answer within 3000 ms (server stopped or overloaded?)\n`,
+      );
+      expect(locksResult.ms).toBeLessThan(8000);
+
+      // One lock node of three stopped: the trigger takes its lease on the other two, and says which one did not answer.
+      await stoppedLocks.nodes[1]?.resume();
+      const oneDown = await cliAsync({ TICKWARDEN_LOCK_NODES: stopped.TICKWARDEN_LOCK_NODES }, 'trigger', 'ops/nightly');
+      expect(oneDown.code, oneDown.err).toBe(0);
+      expect(oneDown.out).toMatch(/^triggered ops\/nightly: job ops\/nightly@manual-\d+, fence \d+\n$/);
+      expect(oneDown.err).toBe(
+        `tickwarden: warning: 1 of the lock nodes (TICKWARDEN_LOCK_NODES: ${lockIds.join(', ')}) not reached (a quorum of 2 answered): ${lockIds[2]}: connected, but no answer within 3000 ms (server stopped or overloaded?)\n`,
+      );
+      expect(oneDown.ms).toBeLessThan(8000);
+    } finally {
+      await Promise.all([...stoppedQueue.nodes, ...stoppedLocks.nodes].map((node) => node.resume()));
+      await Promise.all([stoppedLocks.close(), stoppedQueue.close()]);
+    }
   });
 
   it('pause stops every replica from firing, resume restarts it; trigger enqueues a run; status shows it all', async () => {
@@ -108,13 +202,13 @@ describe('tickwarden CLI', () => {
     scheduler.start();
     try {
       await waitUntil(() => outcomes.some((o) => o.outcome === 'enqueued'), 'a first enqueued tick', { timeoutMs: 5000 });
-      expect(cli('pause', 'ops/every-second', '--note', 'maintenance')).toMatchObject({ code: 0, out: 'paused ops/every-second\n' });
+      expect(cli('pause', 'ops/every-second', '--note', 'maintenance', '--by', 'alice')).toMatchObject({ code: 0, out: 'paused ops/every-second\n' });
       // Ticks contested before the pause (up to the contest lead, a third of the 2 s lease TTL, ahead) still run.
       const pausedAt = Date.now() + 1000;
       await waitUntil(() => outcomes.filter((o) => o.tickMs > pausedAt && o.outcome === 'skipped-paused').length >= 2, 'paused ticks', { timeoutMs: 5000 });
       expect(outcomes.filter((o) => o.tickMs > pausedAt && o.outcome === 'enqueued')).toEqual([]);
       expect(cli('status', 'ops/every-second').out).toContain('maintenance');
-      expect(cli('resume', 'ops/every-second')).toMatchObject({ code: 0, out: 'resumed ops/every-second\n' });
+      expect(cli('resume', 'ops/every-second', '--note', 'done')).toMatchObject({ code: 0, out: 'resumed ops/every-second\n' });
       const resumedAt = Date.now() + 1000;
       await waitUntil(() => outcomes.some((o) => o.tickMs > resumedAt && o.outcome === 'enqueued'), 'ticks after resume', { timeoutMs: 5000 });
 
@@ -127,15 +221,28 @@ describe('tickwarden CLI', () => {
       await q.close();
 
       // A gap a starting replica found (tick-marks.test.ts records real ones): one line.
-      const gap = { firstTickMs: Date.UTC(2026, 10, 26, 3, 0, 1), count: 4, atLeast: false };
-      await new RedisReplicaStore(connection).record([{ scheduleId: 'ops/nightly', keepMs: 86_400_000, record: { tickMs: gap.firstTickMs + 3000, outcome: 'missed', reason: 'no-replica', lagMs: 9000, fence: undefined, jobId: undefined, replica: 'b0', gap } }]);
+      // Hours ago, not a fixed date: the history keeps a schedule's records within its retention of the newest.
+      const gap = { firstTickMs: Math.floor(Date.now() / 1000) * 1000 - 3 * 3_600_000, count: 4, atLeast: false };
+      await new RedisReplicaStore(connection).record([{ scheduleId: 'ops/nightly', keepMs: 86_400_000, retention: { keep: 20, maxAgeMs: 86_400_000 }, record: { tickMs: gap.firstTickMs + 3000, outcome: 'missed', reason: 'no-replica', lagMs: 9000, fence: undefined, jobId: undefined, replica: 'b0', gap } }]);
       const status = cli('status').out;
-      expect(status).toContain('  2026-11-26T03:00:01.000Z .. 2026-11-26T03:00:04.000Z  missed  4 ticks while no replica ran  found by b0');
+      expect(status).toContain(`  ${new Date(gap.firstTickMs).toISOString()} .. ${new Date(gap.firstTickMs + 3000).toISOString()}  missed  4 ticks while no replica ran  found by b0`);
       expect(status).toContain('ops/nightly  30 2 * * * (Europe/Berlin)  active');
       expect(status).toMatch(/ops\/nightly[\s\S]*triggered {2}job (waiting|delayed)[\s\S]*fence \d+ {2}by cli/);
-      // Newest tick first, not recording order: the gap (03:00) was recorded after the trigger (now).
+      // Newest tick first, not recording order: the gap (3 h ago) was recorded after the trigger (now).
       expect(status.indexOf('triggered  job')).toBeLessThan(status.indexOf('missed  4 ticks'));
       expect(status).toMatch(/ops\/every-second[\s\S]*enqueued {2}job (waiting|delayed) {2}(lag \d+ ms|\d+ ms ahead) {2}fence \d+ {2}by cli-test/);
+
+      // The audit trail: who did what, newest first; without --by, <user>@<host>.
+      expect(status).toMatch(/ops\/every-second[\s\S]*actions:\n {4}\S+ {2}resume {2}by \S+@\S+: done\n {4}\S+ {2}pause {2}by alice: maintenance/);
+      expect(status).toMatch(/ops\/nightly[\s\S]*actions:\n {4}\S+ {2}trigger {2}by \S+@\S+ {2}\(job ops\/nightly@manual-\d+, fence \d+\)/);
+      const actions = cli('status', 'ops/every-second', '--json', '--actions').out.trim().split('\n').map((line) => JSON.parse(line) as Record<string, unknown>);
+      expect(actions.map((a) => [a['action'], a['note']])).toEqual([['resume', 'done'], ['pause', 'maintenance']]);
+      // The run history the workers write (apps/worker), as status shows it.
+      const endedAtMs = Date.now();
+      await new RunHistory(connection).append('ops/nightly', { tickMs: endedAtMs - 2000, jobId: 'ops/nightly@1', outcome: 'failed', attempt: 1, worker: 'w-1', fence: 42, startedAtMs: endedAtMs - 1500, endedAtMs, exitCode: 3, error: 'boom' }, { keep: 20, maxAgeMs: 86_400_000 });
+      expect(cli('status', 'ops/nightly').out).toMatch(/runs:\n {4}\S+ {2}failed {2}attempt 1 {2}1500 ms {2}exit 3 {2}fence 42 {2}on w-1 {2}boom/);
+      expect(JSON.parse(cli('status', 'ops/nightly', '--json', '--runs').out)).toMatchObject({ schedule: 'ops/nightly', outcome: 'failed', exitCode: 3, error: 'boom' });
+      expect(cli('status', '--runs')).toMatchObject({ code: 2 });
 
       // --json: the tick records only, one object per line, newest tick first, -n of them.
       const json = cli('status', 'ops/every-second', '--json', '-n', '3');

@@ -126,6 +126,21 @@ describe('scheduler replicas as OS processes', () => {
     expect([...enqueued().values()].every((n) => n === 1)).toBe(true);
   });
 
+  it('started while the queue Redis is down: the replica starts, says so, and enqueues once it is back', async () => {
+    const node = queue.nodes[0];
+    if (!node) throw new Error('no queue Redis');
+    await node.kill();
+    let replica: ManagedProcess;
+    try {
+      replica = await startReplica('down-at-start');
+    } finally {
+      await node.restart({ keepData: true });
+    }
+    expect(replica.records.some((record) => record['msg'] === 'queue redis not reachable yet: starting; pause flags are read once it is')).toBe(true);
+    await replica.waitForLine((line) => line.includes('"msg":"tick enqueued"'), 'an enqueue once the queue Redis is back', 20_000);
+    await replica.stop('SIGTERM');
+  });
+
   it('an invalid config makes the process exit non-zero with every error named', async () => {
     const bad = mkdtempSync(path.join(tmpdir(), 'tickwarden-bad-config-'));
     writeFileSync(path.join(bad, 'broken.yaml'), 'team: e2e\nschedules:\n  - name: x\n    cron: "61 * * * *"\n    handler: { kind: nope }\n');

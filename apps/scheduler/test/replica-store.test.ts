@@ -2,7 +2,9 @@ import { startRedisNodes, type RedisNodes } from '@tickwarden/testkit';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { TickRecord } from '../src/ports.ts';
-import { HISTORY_LENGTH, RedisReplicaStore } from '../src/replica-store.ts';
+import { RedisReplicaStore } from '../src/replica-store.ts';
+
+const RETENTION = { keep: 20, maxAgeMs: 7 * 86_400_000 };
 
 describe('the replica store (queue Redis)', () => {
   let redis: RedisNodes;
@@ -21,7 +23,7 @@ describe('the replica store (queue Redis)', () => {
   const record = (tickMs: number, outcome: TickRecord['outcome'], replica = 'r0'): TickRecord => ({ tickMs, outcome, lagMs: 1, fence: undefined, jobId: `team/a@${tickMs}`, replica });
 
   it('a tick has one record: the first, unless a run enqueued or recovered replaces a skip or a miss', async () => {
-    const entry = (r: TickRecord) => ({ scheduleId: 'team/a', record: r, keepMs: 60_000 });
+    const entry = (r: TickRecord) => ({ scheduleId: 'team/a', record: r, keepMs: 60_000, retention: RETENTION });
     expect(await store.record([entry(record(1000, 'missed', 'r0')), entry(record(1000, 'skipped-overlap', 'r1'))])).toEqual([true, false]);
     expect(await store.record([entry(record(1000, 'recovered', 'r2')), entry(record(1000, 'enqueued', 'r1'))])).toEqual([true, false]);
     expect(await store.history('team/a')).toEqual([record(1000, 'recovered', 'r2')]);
@@ -50,18 +52,37 @@ describe('the replica store (queue Redis)', () => {
     expect(await store.takeDue(100, 10, 5000)).toEqual(['team/a@3000']);
     expect(await store.takeDue(100, 10, 5000)).toEqual([]);
     expect(await store.takeDue(5000, 10, 9000)).toEqual(['team/a@3000']);
-    await store.record([{ scheduleId: 'team/a', record: record(3000, 'enqueued'), keepMs: 60_000 }]);
+    await store.record([{ scheduleId: 'team/a', record: record(3000, 'enqueued'), keepMs: 60_000, retention: RETENTION }]);
     await store.close(['team/a@4000']);
     expect(await store.takeDue(Number.MAX_SAFE_INTEGER, 10, 0)).toEqual([]);
   });
 
-  it('history: 1,100 ticks of 2 schedules recorded in one call keep each schedule\'s newest ones within its window (at least 20), newest first', async () => {
-    const entries = Array.from({ length: 1100 }, (_, i) => ({ scheduleId: `team-h/h${i % 2}`, record: record(i * 1000, 'enqueued'), keepMs: i % 2 === 0 ? 0 : 100_000 }));
+  it('history: 1,100 ticks of 2 schedules recorded in one call keep each schedule\'s newest ones within its window (at least `keep`), newest first', async () => {
+    const entries = Array.from({ length: 1100 }, (_, i) => ({ scheduleId: `team-h/h${i % 2}`, record: record(i * 1000, 'enqueued'), keepMs: i % 2 === 0 ? 0 : 100_000, retention: RETENTION }));
     await store.record(entries);
     const h0 = await store.history('team-h/h0', 1000);
-    expect(h0).toEqual(Array.from({ length: HISTORY_LENGTH }, (_, i) => record((1098 - 2 * i) * 1000, 'enqueued')));
+    expect(h0).toEqual(Array.from({ length: RETENTION.keep }, (_, i) => record((1098 - 2 * i) * 1000, 'enqueued')));
     // h1 keeps its 100 s window: ticks 999 s ... 1099 s, one every 2 s.
     const h1 = await store.history('team-h/h1', 1000);
     expect(h1.map((r) => r.tickMs)).toEqual(Array.from({ length: 51 }, (_, i) => (1099 - 2 * i) * 1000));
+  });
+
+  it('history: entries older than maxAge go, however few are left, but never those within the tick window', async () => {
+    const retention = { keep: 50, maxAgeMs: 10_000 };
+    const entries = Array.from({ length: 30 }, (_, i) => ({ scheduleId: 'team-h/age', record: record(i * 1000, 'enqueued'), keepMs: 5000, retention }));
+    await store.record(entries);
+    expect((await store.history('team-h/age', 100)).map((r) => r.tickMs / 1000)).toEqual(Array.from({ length: 11 }, (_, i) => 29 - i));
+    // A tick window longer than maxAge wins: whether a tick is recorded decides recovery.
+    await store.record(entries.map((entry) => ({ ...entry, scheduleId: 'team-h/window', keepMs: 20_000 })));
+    expect(await store.history('team-h/window', 100)).toHaveLength(21);
+  });
+
+  it('the audit trail keeps who did what and when, newest first, within the schedule\'s retention', async () => {
+    for (let i = 1; i <= 4; i++) await store.audit('team/audited', { action: i % 2 === 1 ? 'pause' : 'resume', by: `ops-${i}`, atMs: i * 60_000, note: `step ${i}` }, { keep: 3, maxAgeMs: 86_400_000 });
+    expect(await store.audits('team/audited', 10)).toEqual([
+      { action: 'resume', by: 'ops-4', atMs: 240_000, note: 'step 4' },
+      { action: 'pause', by: 'ops-3', atMs: 180_000, note: 'step 3' },
+      { action: 'resume', by: 'ops-2', atMs: 120_000, note: 'step 2' },
+    ]);
   });
 });

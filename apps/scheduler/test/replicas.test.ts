@@ -420,7 +420,7 @@ describe('replicated schedulers', () => {
       await sleep(tick + 300 - Date.now());
       const other = new Redis(queueUrl());
       await new RedisReplicaStore(other).record([
-        { scheduleId: schedule.id, keepMs: 600_000, record: { tickMs: tick, outcome: 'skipped-overlap', reason: 'another run holds the schedule\'s lease', lagMs: 300, fence: undefined, jobId: undefined, replica: 'w1' } },
+        { scheduleId: schedule.id, keepMs: 600_000, retention: schedule.history, record: { tickMs: tick, outcome: 'skipped-overlap', reason: 'another run holds the schedule\'s lease', lagMs: 300, fence: undefined, jobId: undefined, replica: 'w1' } },
       ]);
       other.disconnect();
       await sleep(tick + 7000 - Date.now());

@@ -14,6 +14,7 @@ export function scheduleFixture(overrides: Partial<Schedule> & Pick<Schedule, 'i
     attempts: 1,
     backoff: { type: 'fixed', delayMs: 0 },
     paused: false,
+    history: { keep: 20, maxAgeMs: 7 * 86_400_000 },
     queue: 'default',
     payload: null,
     ...overrides,

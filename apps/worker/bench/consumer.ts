@@ -14,7 +14,7 @@
  * tick is the `<ms>` of the job id `repeat:<schedulerId>:<ms>`),
  * BENCH_LOCK_NODES (Tickwarden: the lock nodes' URLs, comma-separated).
  */
-import { parseTickJob } from '@tickwarden/contracts';
+import { jobClaim, parseTickJob } from '@tickwarden/contracts';
 import { Redlock } from '@tickwarden/redlock';
 import { Worker, type Job } from 'bullmq';
 import { Redis } from 'ioredis';
@@ -66,7 +66,8 @@ connection.on('error', () => undefined);
 async function takeOver(job: Job): Promise<(() => Promise<unknown>) | undefined> {
   if (!redlock) return () => Promise.resolve();
   try {
-    const lease = await takeOverLease(redlock, parseTickJob(job.data), { now: Date.now, signal: stopping.signal });
+    const data = parseTickJob(job.data);
+    const lease = await takeOverLease(redlock, data, { claim: jobClaim(job.id ?? '', data.tickMs), now: Date.now, signal: stopping.signal });
     return () => redlock.release(lease);
   } catch {
     takeoverFailures++;

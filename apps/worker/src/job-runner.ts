@@ -1,7 +1,8 @@
-import { nextTickAfter, type HttpDestinations, type ScheduleConfig } from '@tickwarden/config';
-import { parseTickJob, type TickJobData } from '@tickwarden/contracts';
+import { DEFAULT_HISTORY, nextTickAfter, type HttpDestinations, type ScheduleConfig } from '@tickwarden/config';
+import { jobClaim, parseTickJob, type TickJobData } from '@tickwarden/contracts';
 import { AcquireAbortedError, ClaimStartedError, LeaseLostError, LockTakenError, QuorumUnavailableError, RedlockError, type Lease, type Redlock } from '@tickwarden/redlock';
 import { DelayedError, UnrecoverableError, type Job } from 'bullmq';
+import type { RunHistory, RunRecord } from '@tickwarden/runtime';
 import type { Logger } from 'pino';
 import { COMMAND_GUARD_UNAVAILABLE, type CommandGuard } from './command-guard.ts';
 import type { ProgramLauncher } from './handlers/program.ts';
@@ -11,7 +12,7 @@ import { LAUNCHER_UNAVAILABLE } from './launcher-protocol.ts';
 import type { OutputLimits } from './handlers/output.ts';
 import { HandlerError, type LeaseValidity, type RunDetails } from './handlers/types.ts';
 import { peersToMarkRevoked, predecessorsWaitUntil, type ActivePeer } from './cancel-previous.ts';
-import { leaseNodeTimeoutMs, pause, TAKEOVER_RETRY_MS, takeOverLease } from './lease-takeover.ts';
+import { firstStartId, leaseNodeTimeoutMs, pause, TAKEOVER_RETRY_MS, takeOverLease } from './lease-takeover.ts';
 import { LeaseValidityTracker } from './lease-validity-tracker.ts';
 import type { RunOutcome, WorkerMetrics } from './metrics.ts';
 
@@ -47,6 +48,8 @@ export interface JobRunnerOptions {
   /** The launcher container: programs start there instead (see CommandRunOptions). */
   launcher?: ProgramLauncher | undefined;
   metrics?: WorkerMetrics | undefined;
+  /** Where every attempt's end is kept for `status` and the console (not deferrals: nothing ended); undefined until the worker connected. */
+  history?: (() => RunHistory | undefined) | undefined;
   /** Told about every attempt's outcome (tests, metrics). */
   onOutcome?: ((outcome: RunOutcome, data: TickJobData | undefined, job: Job) => void) | undefined;
   /** Caps on logged handler output (default 1,000 lines of at most 4 KiB per run). */
@@ -392,7 +395,7 @@ export class JobRunner {
   async #takeLease(run: Attempt): Promise<Lease | RunResult> {
     const { data, job, log, started } = run;
     try {
-      return run.firstStart ? await this.#takeOver(data) : await this.#acquireAfterPrevious(data);
+      return run.firstStart ? await this.#takeOver(data, run.jobId) : await this.#acquireAfterPrevious(data, run.jobId);
     } catch (error) {
       if (error instanceof ClaimStartedError) {
         this.#record('already-started', data, job, log, started, { fence: data.lease.fence, startedBy: error.holder }, 'another job of this tick started its run (the tick was enqueued again after the queue Redis lost its data): not run');
@@ -414,19 +417,24 @@ export class JobRunner {
   }
 
   /** A first start takes the scheduler's lease over by its value (see takeOverLease). */
-  #takeOver(data: TickJobData): Promise<Lease> {
+  #takeOver(data: TickJobData, jobId: string): Promise<Lease> {
     const { redlock, notTakingJobs, onQuorumUnavailable } = this.#options;
-    return takeOverLease(redlock, data, { now: () => this.#now(), signal: this.#stopping.signal, stopRetrying: () => notTakingJobs?.() !== undefined, onQuorumUnavailable });
+    return takeOverLease(redlock, data, { claim: jobClaim(jobId, data.tickMs), now: () => this.#now(), signal: this.#stopping.signal, stopRetrying: () => notTakingJobs?.() !== undefined, onQuorumUnavailable });
   }
 
   /**
    * A retry or a stalled re-run: the previous attempt may still hold the lease
    * (a stalled worker may even be alive), so never take it over by value. A
    * fresh value, retried for the lease TTL plus a second: it is granted only
-   * once the previous lease has lapsed or was released.
+   * once the previous lease has lapsed or was released. First it starts the
+   * tick's claim as continuing the first start: a first start that comes later
+   * still (its worker paused before it started, the job handed on meanwhile)
+   * is then refused, and does not run beside or after this one.
    */
-  #acquireAfterPrevious(data: TickJobData): Promise<Lease> {
+  async #acquireAfterPrevious(data: TickJobData, jobId: string): Promise<Lease> {
     const ttlMs = data.lease.ttlMs;
+    const first = firstStartId(data);
+    await this.#options.redlock.startClaim({ resource: data.lease.resource, claim: jobClaim(jobId, data.tickMs), value: data.lease.value, start: `${first}:later`, prior: first }, { nodeTimeoutMs: leaseNodeTimeoutMs(ttlMs) });
     const retryDelayMs = Math.min(250, Math.max(50, Math.round(ttlMs / 10)));
     const retryCount = Math.ceil((ttlMs + TAKEOVER_SLACK_MS) / retryDelayMs);
     return this.#options.redlock.acquire(data.lease.resource, ttlMs, {
@@ -640,11 +648,37 @@ export class JobRunner {
 
   #record(outcome: RunOutcome, data: TickJobData | undefined, job: Job, log: Logger, started: number, fields: Record<string, unknown>, message: string): void {
     const durationMs = Math.round(performance.now() - started);
-    this.#options.metrics?.recordRun(outcome, durationMs);
+    this.#options.metrics?.recordRun(outcome, durationMs, data?.schedule);
     this.#options.onOutcome?.(outcome, data, job);
+    if (data && outcome !== 'deferred') this.#remember(outcome, data, job, log, fields, durationMs);
     const record = { ...fields, outcome, durationMs };
     if (outcome === 'succeeded' || outcome === 'skipped-overlap' || outcome === 'superseded') log.info(record, message);
     else if (outcome === 'failed' || outcome === 'aborted-lease-lost' || outcome === 'worker-lost') log.error(record, message);
     else log.warn(record, message);
+  }
+
+  /** Adds an attempt's end to its schedule's run history, as its log line has it; a failed write is logged, never fails the run. */
+  #remember(outcome: RunOutcome, data: TickJobData, job: Job, log: Logger, fields: Record<string, unknown>, durationMs: number): void {
+    const history = this.#options.history?.();
+    if (!history) return;
+    const bound = log.bindings();
+    const number = (value: unknown): number | undefined => (typeof value === 'number' ? value : undefined);
+    const cause = fields['err'] ?? fields['error'] ?? fields['reason'];
+    const endedAtMs = this.#now();
+    const record: RunRecord = {
+      tickMs: data.tickMs,
+      jobId: job.id ?? '',
+      outcome,
+      attempt: number(bound['attempt']),
+      worker: this.#options.workerId,
+      fence: number(fields['fence']) ?? number(bound['fence']),
+      startedAtMs: endedAtMs - durationMs,
+      endedAtMs,
+      exitCode: number(fields['exitCode']),
+      status: number(fields['status']),
+      error: cause instanceof Error ? cause.message : typeof cause === 'string' ? cause : undefined,
+    };
+    const { history: retention } = this.#options.schedule(data.schedule) ?? { history: { keep: DEFAULT_HISTORY.keep, maxAgeMs: DEFAULT_HISTORY.maxAge } };
+    history.append(data.schedule, record, retention).catch((error: unknown) => log.warn({ err: error }, 'could not write the run history'));
   }
 }

@@ -1,4 +1,4 @@
-import { tickClaim, type TickJobData } from '@tickwarden/contracts';
+import type { TickJobData } from '@tickwarden/contracts';
 import { AcquireAbortedError, QuorumUnavailableError, type Lease, type Redlock } from '@tickwarden/redlock';
 
 /** A first start retries its takeover for the scheduler lease's remaining validity, but at least this long (and at most the TTL), ms. */
@@ -28,7 +28,14 @@ export function pause(ms: number, signal: AbortSignal): Promise<void> {
   });
 }
 
+/** The start id of a job's first start: the fence it was published with (see takeOverLease). */
+export function firstStartId(data: Pick<TickJobData, 'lease'>): string {
+  return String(data.lease.fence);
+}
+
 export interface TakeOverOptions {
+  /** The claim the job was published under (`jobClaim`): its start is recorded there. */
+  claim: string;
   /** Wall clock, ms: the scheduler lease's remaining validity is estimated from the job's enqueue time. */
   now: () => number;
   /** Aborts waiting between tries (the worker stops): the takeover ends with AcquireAbortedError. */
@@ -50,7 +57,7 @@ export interface TakeOverOptions {
  * job goes back to a healthy worker. Another value holding the lease (LockTakenError) is final. A
  * lease that lapsed meanwhile is simply acquired, free as it is.
  */
-export async function takeOverLease(redlock: Pick<Redlock, 'acquire' | 'startClaim'>, data: Pick<TickJobData, 'lease' | 'enqueuedAtMs' | 'tickMs'>, options: TakeOverOptions): Promise<Lease> {
+export async function takeOverLease(redlock: Pick<Redlock, 'acquire' | 'startClaim'>, data: Pick<TickJobData, 'lease' | 'enqueuedAtMs'>, options: TakeOverOptions): Promise<Lease> {
   const { resource, value, ttlMs } = data.lease;
   const windowMs = Math.min(ttlMs, Math.max(MIN_TAKEOVER_WINDOW_MS, data.enqueuedAtMs + ttlMs - options.now()));
   const started = performance.now();
@@ -61,7 +68,7 @@ export async function takeOverLease(redlock: Pick<Redlock, 'acquire' | 'startCla
     if (signal.aborted) throw new AcquireAbortedError(resource, signal.reason);
     let failure: QuorumUnavailableError;
     try {
-      await redlock.startClaim({ resource, claim: tickClaim(data.tickMs), value, start: String(data.lease.fence) }, { nodeTimeoutMs });
+      await redlock.startClaim({ resource, claim: options.claim, value, start: firstStartId(data) }, { nodeTimeoutMs });
       return await redlock.acquire(resource, ttlMs, { value, retryCount: 0, nodeTimeoutMs });
     } catch (error) {
       if (!(error instanceof QuorumUnavailableError)) throw error;

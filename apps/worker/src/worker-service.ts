@@ -2,7 +2,7 @@ import type { ConnectionOptions } from 'node:tls';
 import { DEFAULT_STALLED_INTERVAL_MS, type ScheduleConfig, type TickwardenConfig } from '@tickwarden/config';
 import { queueName } from '@tickwarden/contracts';
 import type { QuorumUnavailableError, Redlock } from '@tickwarden/redlock';
-import { redisOptionsFor } from '@tickwarden/runtime';
+import { redisOptionsFor, RunHistory } from '@tickwarden/runtime';
 import { Worker, type Job } from 'bullmq';
 import { Redis } from 'ioredis';
 import type { Logger } from 'pino';
@@ -87,6 +87,9 @@ interface QuorumProbe {
   needed: number;
 }
 
+/** How long a queue worker waits before it fetches again after a queue Redis error, ms. */
+const QUEUE_RETRY_DELAY_MS = 1000;
+
 /** One BullMQ Worker consuming one queue, on its own connection. */
 interface QueueWorker {
   worker: Worker;
@@ -123,6 +126,8 @@ export class WorkerService {
   #pollTimer: NodeJS.Timeout | undefined;
   /** Reads the queues' active lists (cancel-previous runs wait for their schedule's others). */
   #reader: Redis | undefined;
+  /** The run history, on the reader's connection. */
+  #history: RunHistory | undefined;
   /** The per-node timeout of the last takeover that found no quorum: the gate's probe waits as long. */
   #probeTimeoutMs = MAX_LEASE_NODE_TIMEOUT_MS;
 
@@ -145,6 +150,7 @@ export class WorkerService {
       secretsDir: options.secretsDir,
       httpDestinations: options.httpDestinations,
       workerId: options.workerId,
+      history: () => this.#history,
       notTakingJobs: () => (this.#takingJobs ? undefined : `lock quorum unreachable from this worker${this.#probeText()}: not taking jobs`),
       onQuorumUnavailable: (error, nodeTimeoutMs) => this.#quorumUnavailable(error, nodeTimeoutMs),
       activePeers: (job) => this.#activePeers(job),
@@ -193,6 +199,7 @@ export class WorkerService {
     this.#consuming = true;
     this.#reader = new Redis(this.#options.queueRedis, { maxRetriesPerRequest: 1, ...redisOptionsFor(this.#options.queueRedis, this.#options.queueTls) });
     this.#reader.on('error', (error) => this.#options.logger.debug({ err: error }, 'queue redis error (reader)'));
+    this.#history = new RunHistory(this.#reader);
     this.#options.metrics?.takingJobs.set(this.#takingJobs ? 1 : 0);
     for (const queue of this.#wantedQueues()) this.#startQueue(queue);
     if (this.#workers.size === 0) this.#options.logger.warn('no queue to consume: the configuration has no schedules and TICKWARDEN_QUEUES is unset');
@@ -216,6 +223,9 @@ export class WorkerService {
       lockDuration: this.#lockDurationMs,
       stalledInterval: stalledIntervalMs ?? DEFAULT_STALLED_INTERVAL_MS,
       maxStalledCount: MAX_STALLED_COUNT,
+      // BullMQ waits this long before it fetches again (or retries a completion) after a queue Redis
+      // error: its default, 15 s, left jobs waiting that long after the queue Redis came back.
+      runRetryDelay: QUEUE_RETRY_DELAY_MS,
       // Started below, or left paused while no lock quorum answers (resume() runs it then).
       autorun: false,
     });

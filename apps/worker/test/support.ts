@@ -63,6 +63,7 @@ export function scheduleFixture(id: string, handler: HandlerConfig, overrides: P
     attempts: 1,
     backoff: { type: 'fixed', delayMs: 0 },
     paused: false,
+    history: { keep: 20, maxAgeMs: 7 * 86_400_000 },
     queue: 'default',
     source: { file: '/etc/tickwarden/teams.yaml', line: 1 },
     ...overrides,

@@ -2,8 +2,9 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { DEFAULT_STALLED_INTERVAL_MS, type ScheduleConfig } from '@tickwarden/config';
-import { leaseResource, queueName, type TickJobData } from '@tickwarden/contracts';
+import { leaseResource, queueName, tickClaim, type TickJobData } from '@tickwarden/contracts';
 import { Redlock, resourceKeys, type RedlockEvents } from '@tickwarden/redlock';
+import { RunHistory } from '@tickwarden/runtime';
 import { sleep, startRedisNodes, waitUntil, type RedisNodes } from '@tickwarden/testkit';
 import { Queue, Worker, type Job } from 'bullmq';
 import { Redis } from 'ioredis';
@@ -23,6 +24,8 @@ describe('worker: jobs under the lease, against real Redis', () => {
   beforeAll(async () => {
     [locks, queueNodes] = await Promise.all([startRedisNodes({ count: 5, aof: false }), startRedisNodes({ count: 1, aof: false })]);
     connection = new Redis(queueNodes.urls[0] as string, { maxRetriesPerRequest: null });
+    // The queue Redis is restarted by one test: its reconnects are expected.
+    connection.on('error', () => undefined);
     // Generous per-node timeouts for the test's own calls: other test files load the machine too.
     scheduler = new Redlock(locks.urls, { nodeTimeoutMs: 500 });
   });
@@ -427,6 +430,14 @@ describe('worker: jobs under the lease, against real Redis', () => {
     expect(lines('wiped.txt')).toHaveLength(1);
     expect(outcomes(records, first.jobId).map((record) => record['outcome'])).toEqual(['succeeded', 'already-started']);
     expect(await metrics.registry.metrics()).toMatch(/tickwarden_worker_runs_total\{outcome="already-started"\} 1/);
+    // Both ends are in the schedule's run history, newest first, as their log lines have them.
+    const history = new RunHistory(connection);
+    await waitUntil(async () => (await history.read(schedule.id, 10)).length === 2, 'both runs in the history');
+    const [second, firstRun] = await history.read(schedule.id, 10);
+    expect(firstRun).toMatchObject({ tickMs: first.data.tickMs, jobId: first.jobId, outcome: 'succeeded', attempt: 1, worker: 'test-worker', exitCode: 0 });
+    expect(firstRun?.fence).toBeGreaterThan(first.data.lease.fence);
+    expect(second).toMatchObject({ outcome: 'already-started', fence: first.data.lease.fence + 1 });
+    expect(second?.error).toBeUndefined();
   });
 
   it('a job started after its start deadline does not run (missed-deadline) and frees the schedule', async () => {
@@ -561,6 +572,22 @@ describe('worker: jobs under the lease, against real Redis', () => {
     await waitUntil(() => records.some((r) => r['msg'] === 'replaced queue worker closed' && r['queue'] === 'q-reload'), 'the old queue worker to close');
   });
 
+  it('the queue Redis killed and back empty: a job enqueued then runs within seconds', async () => {
+    const schedule = scheduleFixture('team-a/back', recording('back.txt', ''), { queue: 'q-back' });
+    const { records } = await startWorker([schedule]);
+    const node = queueNodes.nodes[0];
+    if (!node) throw new Error('no queue Redis');
+    await node.kill();
+    await sleep(1500);
+    await node.restart({ keepData: false });
+    await waitUntil(async () => (await connection.ping().catch(() => 'down')) === 'PONG', 'the queue Redis back');
+    const from = performance.now();
+    const { jobId } = await enqueueTick(scheduler, connection, schedule);
+    expect((await settledJob(connection, 'q-back', jobId)).returnvalue).toMatchObject({ outcome: 'succeeded' });
+    expect(performance.now() - from).toBeLessThan(5000);
+    expect(outcomes(records, jobId)).toHaveLength(1);
+  });
+
   describe('a later start (retry or stalled re-run) never takes over a possibly-alive previous attempt', () => {
     const schedule = scheduleFixture('team-a/rerun', recording('rerun.txt', ''), { queue: 'q-rerun', leaseTtlMs: 1000 });
     const guard = new CommandGuard({ logger: captureLogger().logger });
@@ -600,6 +627,20 @@ describe('worker: jobs under the lease, against real Redis', () => {
       expect(result.fence).toBeGreaterThan(previous.fence);
       const [, , startedAt] = (lines('rerun.txt').at(-1) ?? '').split(' ').map(Number);
       expect((startedAt as number) - from).toBeGreaterThanOrEqual(900);
+    });
+
+    it('a first start that comes after a later start of the same job (its worker paused before it started, the job handed on) does not run: already-started', async () => {
+      const { runner: r, records } = runner();
+      const before = lines('rerun.txt').length;
+      const tickMs = Date.now();
+      const resource = leaseResource(schedule.id, 'skip', tickMs);
+      const granted = await scheduler.acquire(resource, 1000, { claim: tickClaim(tickMs), retryCount: 0 });
+      const data = jobData(tickMs, { resource, value: granted.value, fence: granted.fence, ttlMs: 1000 });
+      expect((await r.processJob(laterStart(data), undefined, undefined)).outcome).toBe('succeeded');
+      const firstStart = { id: `${data.schedule}@${data.tickMs}`, data, attemptsStarted: 1, attemptsMade: 0, stalledCounter: 0, progress: 0, updateProgress: () => Promise.resolve() } as unknown as Job;
+      expect(await r.processJob(firstStart, undefined, undefined)).toEqual({ outcome: 'already-started' });
+      expect(lines('rerun.txt')).toHaveLength(before + 1);
+      expect(outcomes(records).at(-1)).toMatchObject({ outcome: 'already-started', startedBy: `${granted.value}|${granted.fence}:later` });
     });
 
     it('skips when the previous holder is still alive (it keeps extending) after the TTL plus a second', async () => {

@@ -28,11 +28,14 @@ export {
   MAX_BACKOFF_DELAY_MS,
   MAX_DURATION_MS,
   MAX_FILE_BYTES,
+  MAX_HISTORY_AGE_MS,
+  MAX_HISTORY_KEEP,
   MAX_JITTER_MS,
   MAX_PAYLOAD_BYTES,
   MAX_SCHEDULES,
   MAX_SCHEDULES_PER_FILE,
   MAX_TICK_WINDOW_MS,
 } from './limits.ts';
-export type { BackoffType, ConfigError, ConfigResult, ConfigValue, HandlerConfig, HttpMethod, HttpRedirects, Overlap, SecretRef, ScheduleConfig, TickwardenConfig } from './types.ts';
+export type { BackoffType, ConfigError, HistoryRetention, ConfigResult, ConfigValue, HandlerConfig, HttpMethod, HttpRedirects, Overlap, SecretRef, ScheduleConfig, TickwardenConfig } from './types.ts';
 export { validateConfigText, validateConfigTexts, type ConfigText } from './validate.ts';
+export { DEFAULT_HISTORY } from './schema.ts';

@@ -30,6 +30,14 @@ export const MAX_SCHEDULES_PER_FILE = 10_000;
 /** The most schedules in the whole configuration: every replica plans each of them. */
 export const MAX_SCHEDULES = 50_000;
 
+/**
+ * The most entries a schedule's history keeps of each kind (tick outcomes, run results, control
+ * actions): each entry is a few hundred bytes in the queue Redis, kept per schedule.
+ */
+export const MAX_HISTORY_KEEP = 1000;
+/** The longest a history entry is kept (not a timer: `keep` bounds what it costs). */
+export const MAX_HISTORY_AGE_MS = 90 * 86_400_000;
+
 /** `65536` -> `64 KiB`, `4194304` -> `4 MiB`, `1000` -> `1000 bytes`: how a byte limit reads in a message. */
 export function formatBytes(bytes: number): string {
   if (bytes >= MIB && bytes % MIB === 0) return `${bytes / MIB} MiB`;

@@ -2,7 +2,7 @@ import * as z from 'zod';
 import { isTimeZone } from './cron.ts';
 import { formatDuration, parseDuration } from './duration.ts';
 import { describeValue } from './errors.ts';
-import { MAX_ATTEMPTS, MAX_BACKOFF_DELAY_MS, MAX_DURATION_MS, MAX_JITTER_MS, MAX_PAYLOAD_BYTES, MAX_TICK_WINDOW_MS, formatBytes } from './limits.ts';
+import { MAX_ATTEMPTS, MAX_BACKOFF_DELAY_MS, MAX_DURATION_MS, MAX_HISTORY_AGE_MS, MAX_HISTORY_KEEP, MAX_JITTER_MS, MAX_PAYLOAD_BYTES, MAX_TICK_WINDOW_MS, formatBytes } from './limits.ts';
 
 /**
  * The zod schema of one team file. Every message says what was expected; a message of the form
@@ -199,6 +199,22 @@ const backoff = z.strictObject(
   { error: expecting('a backoff mapping like { type: exponential, delay: 1s }') },
 );
 
+/** Defaults of a schedule's `history`: what `status` and the console show, and what it costs in the queue Redis. */
+export const DEFAULT_HISTORY = Object.freeze({ keep: 20, maxAge: 7 * 86_400_000 });
+
+const history = z.strictObject(
+  {
+    keep: z
+      .number({ error: expecting(`an integer from 1 to ${MAX_HISTORY_KEEP}`) })
+      .int({ error: expecting(`an integer from 1 to ${MAX_HISTORY_KEEP}`) })
+      .min(1, { error: expecting(`an integer from 1 to ${MAX_HISTORY_KEEP}`) })
+      .max(MAX_HISTORY_KEEP, { error: expecting(`an integer from 1 to ${MAX_HISTORY_KEEP}`) })
+      .default(DEFAULT_HISTORY.keep),
+    maxAge: duration(60_000, MAX_HISTORY_AGE_MS).default(DEFAULT_HISTORY.maxAge),
+  },
+  { error: expecting('a history mapping like { keep: 50, maxAge: 14d }') },
+);
+
 const schedule = z.strictObject(
   {
     name: dnsName('schedule name', 'nightly-report'),
@@ -223,6 +239,7 @@ const schedule = z.strictObject(
       .default(1),
     backoff: backoff.default({ type: 'fixed', delay: 0 }),
     paused: z.boolean({ error: expecting('true or false') }).default(false),
+    history: history.default({ keep: DEFAULT_HISTORY.keep, maxAge: DEFAULT_HISTORY.maxAge }),
     queue: z
       .string({ error: expecting('a queue name string') })
       .regex(QUEUE_PATTERN, { error: expecting('a queue name of 1-63 lower-case letters, digits and "-", starting with a letter or digit') })

@@ -19,6 +19,16 @@ export type HandlerConfig =
 export type BackoffType = 'fixed' | 'exponential';
 
 /** One validated schedule, every default applied and every duration in milliseconds. */
+/**
+ * How much of a schedule's history the queue Redis keeps, per kind (tick outcomes, run results,
+ * control actions): the newest `keep` entries younger than `maxAgeMs` (tick outcomes also as long
+ * as exactly-once needs them).
+ */
+export interface HistoryRetention {
+  keep: number;
+  maxAgeMs: number;
+}
+
 export interface ScheduleConfig {
   /** `${team}/${name}`, unique across all files. */
   id: string;
@@ -40,6 +50,7 @@ export interface ScheduleConfig {
   attempts: number;
   backoff: { type: BackoffType; delayMs: number };
   paused: boolean;
+  history: HistoryRetention;
   queue: string;
   /** Where the schedule is defined: its file and the 1-based line of its list item. */
   source: { file: string; line: number };

@@ -429,6 +429,7 @@ function buildSchedule(team: string, schedule: ParsedSchedule, source: { file: s
     attempts: schedule.attempts,
     backoff: { type: schedule.backoff.type, delayMs: schedule.backoff.delay },
     paused: schedule.paused,
+    history: { keep: schedule.history.keep, maxAgeMs: schedule.history.maxAge },
     queue: schedule.queue,
     source,
   };

@@ -10,7 +10,7 @@ const withLine = (line: string): string => yaml(...head, ...valid, line);
 /** A file with one schedule `x` whose cron and handler are the given lines (3: name, 4: cron, 5: handler). */
 const schedule = (cron: string, ...handler: string[]): string => yaml(...head, '  - name: x', `    cron: ${cron}`, ...handler);
 const moduleHandler = '    handler: { kind: module, path: ./x.js }';
-const SCHEDULE_KEYS = 'name, cron, timezone, handler, payload, overlap, leaseTtl, maxRuntime, startDeadline, catchUp, jitter, attempts, backoff, paused, queue';
+const SCHEDULE_KEYS = 'name, cron, timezone, handler, payload, overlap, leaseTtl, maxRuntime, startDeadline, catchUp, jitter, attempts, backoff, paused, history, queue';
 
 interface Case {
   name: string;

@@ -26,6 +26,7 @@ describe('valid configurations', () => {
         attempts: 1,
         backoff: { type: 'fixed', delayMs: 0 },
         paused: false,
+        history: { keep: 20, maxAgeMs: 7 * 86_400_000 },
         queue: 'default',
         source: { file: 'teams/payments.yaml', line: 3 },
       } satisfies ScheduleConfig,
@@ -72,6 +73,7 @@ describe('valid configurations', () => {
       '    attempts: 3',
       '    backoff: { type: exponential, delay: 1s }',
       '    paused: true',
+      '    history: { keep: 200, maxAge: 30d }',
       '    queue: reports-eu',
       '  - name: cleanup',
       '    cron: "30 4 * * SUN"',
@@ -98,11 +100,12 @@ describe('valid configurations', () => {
       attempts: 3,
       backoff: { type: 'exponential', delayMs: 1_000 },
       paused: true,
+      history: { keep: 200, maxAgeMs: 30 * 86_400_000 },
       queue: 'reports-eu',
       source: { file: 'teams/payments.yaml', line: 3 },
     } satisfies ScheduleConfig);
     expect(cleanup?.handler).toStrictEqual({ kind: 'command', argv: ['node', 'cleanup.js', '--dry-run'], cwd: '/srv/jobs', env: { MODE: 'fast' }, killGraceMs: 0 });
-    expect(cleanup?.source.line).toBe(24);
+    expect(cleanup?.source.line).toBe(25);
     expect(digest?.handler).toStrictEqual({ kind: 'module', path: './jobs/digest.js', exportName: 'sendDigest', killGraceMs: 5_000 });
     expect(digest?.cron).toBe('@daily');
   });

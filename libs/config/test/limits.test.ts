@@ -6,6 +6,7 @@ import {
   loadConfig,
   MAX_ATTEMPTS,
   MAX_FILE_BYTES,
+  MAX_HISTORY_KEEP,
   MAX_PAYLOAD_BYTES,
   MAX_SCHEDULES,
   MAX_SCHEDULES_PER_FILE,
@@ -38,6 +39,14 @@ describe('limits of a configuration', () => {
     expect(errors(withLines(`    attempts: ${Number.MAX_SAFE_INTEGER}`))).toEqual([
       `teams/payments.yaml:6:15: schedules[0].attempts: expected an integer of at most 100, got the number ${Number.MAX_SAFE_INTEGER}`,
     ]);
+  });
+
+  it(`history: keep at most ${MAX_HISTORY_KEEP} entries, for 1m to 90d`, () => {
+    accepts(withLines(`    history: { keep: ${MAX_HISTORY_KEEP}, maxAge: 90d }`));
+    expect(errors(withLines(`    history: { keep: ${MAX_HISTORY_KEEP + 1} }`))).toEqual([`teams/payments.yaml:6:22: schedules[0].history.keep: expected an integer from 1 to 1000, got the number 1001`]);
+    expect(errors(withLines('    history: { keep: 0 }'))).toEqual([`teams/payments.yaml:6:22: schedules[0].history.keep: expected an integer from 1 to 1000, got the number 0`]);
+    expect(errors(withLines('    history: { maxAge: 91d }'))).toEqual(['teams/payments.yaml:6:24: schedules[0].history.maxAge: expected a duration of at most 90d, got "91d"']);
+    expect(errors(withLines('    history: { maxAge: 30s }'))).toEqual(['teams/payments.yaml:6:24: schedules[0].history.maxAge: expected a duration of at least 1m, got "30s"']);
   });
 
   it('backoff delay: at most 1h', () => {

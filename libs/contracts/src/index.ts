@@ -6,6 +6,7 @@ export {
   parseTickJob,
   queueName,
   tickClaim,
+  jobClaim,
   tickJobId,
   type Overlap,
   type TickJobData,

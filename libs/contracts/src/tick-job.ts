@@ -37,6 +37,11 @@ export function manualJobId(scheduleId: string, atMs: number): string {
   return `${scheduleId}@manual-${atMs}`;
 }
 
+/** The claim a job's run was published under: a manual trigger's, or its tick's (see manualJobId). */
+export function jobClaim(jobId: string, tickMs: number): string {
+  return jobId.includes('@manual-') ? manualClaim(tickMs) : tickClaim(tickMs);
+}
+
 const leaseSchema = z.strictObject({
   resource: z.string().min(1),
   value: z.string().regex(/^[0-9a-f]{40}$/),

@@ -473,18 +473,20 @@ export class Redlock extends EventEmitter<RedlockEvents> {
    * started by this id. Each node moves a claim to one start id only, so at most one id ever
    * reaches a quorum, and no acquire can take a started claim over: a second publication of the
    * claim's work (the same lease value, another start id) cannot start it again. Retrying with the
-   * same id is safe. Throws ClaimStartedError when another start or value holds the claim on too
-   * many nodes, QuorumUnavailableError when too few answered.
+   * same id is safe. `prior`: this start continues the work of that start id (a retry after it),
+   * which it accepts where it finds it; where the claim is not started yet, this id starts it, and
+   * `prior` arriving late is refused. Throws ClaimStartedError when another start or value holds the
+   * claim on too many nodes, QuorumUnavailableError when too few answered.
    */
-  async startClaim(request: { resource: string; claim: string; value: string; start: string }, overrides: Partial<CallSettings> = {}): Promise<void> {
-    const { resource, claim, value, start } = request;
-    if (claim === '' || value.includes('|') || start.includes('|')) throw new InvalidSettingsError('claim', 'a start needs a claim id, and a value and start id without "|"');
+  async startClaim(request: { resource: string; claim: string; value: string; start: string; prior?: string | undefined }, overrides: Partial<CallSettings> = {}): Promise<void> {
+    const { resource, claim, value, start, prior = '' } = request;
+    if (claim === '' || start === '' || [value, start, prior].some((part) => part.includes('|'))) throw new InvalidSettingsError('claim', 'a start needs a claim id and a start id, and no "|" in the value or start ids');
     const s = this.#callSettings(overrides);
     const { keyPrefix, quorum } = this.settings;
     const n = this.nodes.length;
     let started = 0;
     let refused = 0;
-    const call = { script: scripts.start, header: [String(s.claimRetentionMs)], keys: [resourceBase(keyPrefix, resource)], args: [claim, value, start], timeoutMs: s.nodeTimeoutMs, maxResources: s.maxBatchSize };
+    const call = { script: scripts.start, header: [String(s.claimRetentionMs)], keys: [resourceBase(keyPrefix, resource)], args: [claim, value, start, prior], timeoutMs: s.nodeTimeoutMs, maxResources: s.maxBatchSize };
     const replies = await this.#round(call, 'start', {
       decode: (raw) => decodeStart(raw, 1),
       decided: (reply) => {

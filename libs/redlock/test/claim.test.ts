@@ -215,6 +215,20 @@ describe.each([1, 3, 5])('starting a claim with %i node(s)', (count) => {
     expect(isStartedClaim((second as ClaimStartedError).holder)).toBe(true);
   });
 
+  it('a start that continues another (prior) accepts it; one that comes first seals the claim against the prior id arriving late', async () => {
+    const redlock = redlockOn(cluster.nodes.urls);
+    const lease = await redlock.acquire('schedule-p', 1000, { claim: 'tick-p' });
+    const request = { resource: 'schedule-p', claim: 'tick-p', value: lease.value };
+    await redlock.startClaim({ ...request, start: 'first' });
+    await redlock.startClaim({ ...request, start: 'retry', prior: 'first' });
+    for (const url of cluster.nodes.urls) expect(await inspect(url, (c) => c.get(claimKey('schedule-p', 'tick-p')))).toBe(`${lease.value}|first`);
+    // The retry came before the first start (its worker paused before starting, the job handed on): the first is refused.
+    const other = await redlock.acquire('schedule-p2', 1000, { claim: 'tick-q' });
+    await redlock.startClaim({ resource: 'schedule-p2', claim: 'tick-q', value: other.value, start: 'retry', prior: 'first' });
+    await expect(redlock.startClaim({ resource: 'schedule-p2', claim: 'tick-q', value: other.value, start: 'first' })).rejects.toBeInstanceOf(ClaimStartedError);
+    await redlock.startClaim({ resource: 'schedule-p2', claim: 'tick-q', value: other.value, start: 'retry', prior: 'first' });
+  });
+
   it('a started claim is never granted again: a takeover by its value finds it claimed, even once the lease is released', async () => {
     const scheduler = redlockOn(cluster.nodes.urls, { retryCount: 0 });
     const lease = await scheduler.acquire('schedule-t', 1000, { claim: 'tick-2' });

@@ -1,8 +1,9 @@
 export { ConfigWatcher } from './config-watcher.ts';
-export { startHttpServer, type ReadinessCheck } from './http-server.ts';
+export { boundPort, startHttpServer, type ReadinessCheck } from './http-server.ts';
 export { startLiveConfig, type LiveConfig, type LiveConfigOptions } from './live-config.ts';
 export { runMain, untilStopSignal } from './process-main.ts';
-export { ProcessMetrics } from './process-metrics.ts';
+export { configHash, packageVersion, ProcessMetrics } from './process-metrics.ts';
 export { loadRedisTls, lockNodesFor, redisOptionsFor } from './redis-tls.ts';
 export { checkServerIdentities, IDENTITY_TIMEOUT_MS, sameServers, serverRunId, verifyServers, type NamedServer } from './server-identity.ts';
 export { PROCESS_NODE_FLAGS } from './node-flags.ts';
+export { appendToHistory, firstBytes, readHistory, RUN_ERROR_BYTES, RunHistory, type RunRecord } from './run-history.ts';

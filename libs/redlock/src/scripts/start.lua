@@ -4,9 +4,11 @@
   that the claim can never be started by another id, nor granted again by a
   takeover: its value becomes '<lease value>|<start id>', which no acquire
   supplies. Each node moves a claim from its lease value to a start once; a
-  start id already there is this start's own (a retry). A claim this node never
-  recorded (the grant reached a quorum without it, or the node lost its data)
-  is recorded started, kept for the claim retention.
+  start id already there is this start's own (a retry), and a start that
+  continues another (a retry of the work after its first start: `prior`)
+  accepts that one's id and leaves it. A claim this node never recorded (the
+  grant reached a quorum without it, or the node lost its data) is recorded
+  started, kept for the claim retention.
   One key per resource: its key base `<prefix>:{<resource>}:` (keys.ts); the
   script appends `claim:<id>`.
 
@@ -14,8 +16,8 @@
     KEYS[i]     key base of the resource
   ARGV:
     ARGV[1]     claim retention, ms (for a claim this node did not have)
-    for resource i: ARGV[3i-1] claim id, ARGV[3i] the claim's lease value,
-                    ARGV[3i+1] start id
+    for resource i: ARGV[4i-2] claim id, ARGV[4i-1] the claim's lease value,
+                    ARGV[4i] start id, ARGV[4i+1] the start it continues ('' = none)
   Returns an array, one entry per resource:
     1  STARTED   the claim is started by this start id (now, or by an earlier call)
    -1  CLAIMED   {-1, holder}: another value or another start holds the claim
@@ -23,11 +25,12 @@
 local retention = ARGV[1]
 local out = {}
 for i = 1, #KEYS do
-  local claim = KEYS[i] .. 'claim:' .. ARGV[3 * i - 1]
-  local value = ARGV[3 * i]
-  local started = value .. '|' .. ARGV[3 * i + 1]
+  local claim = KEYS[i] .. 'claim:' .. ARGV[4 * i - 2]
+  local value = ARGV[4 * i - 1]
+  local started = value .. '|' .. ARGV[4 * i]
+  local prior = ARGV[4 * i + 1] ~= '' and value .. '|' .. ARGV[4 * i + 1]
   local holder = redis.call('GET', claim)
-  if holder == started then
+  if holder == started or (prior and holder == prior) then
     out[i] = 1
   elseif holder == value then
     redis.call('SET', claim, started, 'KEEPTTL')
