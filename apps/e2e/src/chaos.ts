@@ -1,3 +1,4 @@
+import { LATE_TICK_WINDOW_MS } from '@tickwarden/contracts';
 import { sleep, type ClientLink, type Fault } from '@tickwarden/testkit';
 import { writeClockOffset, type AppRole, type Cluster } from './cluster.ts';
 import type { OutageWindow, WorkerFaultWindow } from './report.ts';
@@ -177,7 +178,8 @@ export function planFaults(options: PlanOptions): PlannedFault[] {
         fault.magnitude = between(1, 2);
         fault.restart = draw < 0.4 ? 'aof' : draw < 0.75 ? 'empty' : 'at-once';
         // Without its data a node may rejoin only after every lease it held has lapsed (Redlock's delayed restart).
-        fault.durationMs = fault.restart === 'aof' ? between(1000, 6000) : fault.restart === 'empty' ? between(ttl + 1000, ttl + 3000) : 0;
+        // Empty: down longer than a lease TTL plus the late-tick window, as the manifests' delayed restart keeps one.
+        fault.durationMs = fault.restart === 'aof' ? between(1000, 6000) : fault.restart === 'empty' ? between(ttl + LATE_TICK_WINDOW_MS + 1000, ttl + LATE_TICK_WINDOW_MS + 3000) : 0;
         break;
       }
       case 'pause-lock-nodes':

@@ -1,12 +1,8 @@
 import { MAX_TICK_WINDOW_MS } from '@tickwarden/config';
+import { LATE_TICK_WINDOW_MS } from '@tickwarden/contracts';
 import type { Schedule } from './schedule.ts';
 
-/**
- * Ticks at most this late when a replica pops them (event-loop stalls, GC pauses, a slow contest)
- * are contested as usual; later ones (the replica was stalled) are left to recovery, which first
- * asks whether the tick was decided meanwhile.
- */
-export const LATE_TICK_WINDOW_MS = 10_000;
+export { LATE_TICK_WINDOW_MS };
 
 /**
  * A tick no replica decided this long after it was taken up (and not before its due time) is

@@ -17,6 +17,14 @@ export function leaseResource(scheduleId: string, overlap: Overlap, tickMs: numb
   return overlap === 'allow' ? `run:${scheduleId}@${tickMs}` : `run:${scheduleId}`;
 }
 
+/**
+ * Ticks at most this late when a replica pops them (event-loop stalls, GC pauses, a slow contest)
+ * are contested as usual; later ones (the replica was stalled) are left to recovery, which first
+ * asks whether the tick was decided meanwhile. A lock node that lost its data must stay down longer
+ * than the longest lease TTL plus this (the manifests' delayed restart, the chaos suite's).
+ */
+export const LATE_TICK_WINDOW_MS = 10_000;
+
 /** The claim id a tick is contested with: granted once, so a tick never fires twice. */
 export function tickClaim(tickMs: number): string {
   return `tick:${tickMs}`;

@@ -303,8 +303,8 @@ export const lockNodes: Policy = (objects) => {
 /** The variable of the lock pods' init container that holds the delayed restart, in whole seconds. */
 export const RESTART_DELAY_VARIABLE = 'RESTART_DELAY_SECONDS';
 
-/** How late a scheduler replica still contests a tick (apps/scheduler/src/tick-window.ts). */
-const lateTickWindowMs = (): number => sourceConstantMs('apps/scheduler/src/tick-window.ts', 'LATE_TICK_WINDOW_MS');
+/** How late a scheduler replica still contests a tick (libs/contracts). */
+const lateTickWindowMs = (): number => sourceConstantMs('libs/contracts/src/tick-job.ts', 'LATE_TICK_WINDOW_MS');
 
 /**
  * Redlock's delayed restart: each lock pod has an init container (the Redis image, so `sh` and
