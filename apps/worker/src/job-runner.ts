@@ -82,6 +82,11 @@ export interface JobRunnerOptions {
 
 /** A later start waits for the previous attempt's lease at most its TTL plus this, ms; a cancel-previous run waits for its predecessors at most until its scheduler lease's TTL plus this. */
 export const TAKEOVER_SLACK_MS = 1000;
+/** Why a job is deferred while its schedule is not in this worker's configuration. */
+const UNKNOWN_SCHEDULE = 'schedule not in this worker\'s configuration';
+/** How long after its due time a job of an unknown schedule waits for the worker's config, when it has no start deadline, ms. */
+const UNKNOWN_SCHEDULE_WAIT_MS = 120_000;
+
 /** A deferred job is due again after this plus up to {@link DEFER_JITTER_MS}, ms (sooner when its start deadline is closer). */
 export const DEFER_DELAY_MS = 500;
 export const DEFER_JITTER_MS = 500;
@@ -211,6 +216,7 @@ export class JobRunner {
     const lateMs = this.#lateMs(run);
     if (lateMs !== undefined) return this.#missDeadline(run, lateMs, run.lastDeferral?.reason);
     const schedule = await this.#scheduleOf(run);
+    if (schedule === undefined) return this.#defer(run, UNKNOWN_SCHEDULE, {}, { message: 'schedule not in this worker\'s configuration yet (its reload may lag the scheduler\'s): job deferred (no attempt consumed)' });
     const successorDueMs = this.#successorDue(run, schedule);
     if (successorDueMs !== undefined) return this.#supersededLate(run, successorDueMs);
     if (this.#stopping.signal.aborted) return this.#defer(run, 'the worker is shutting down: the run did not start');
@@ -348,10 +354,17 @@ export class JobRunner {
     return { outcome: 'missed-deadline' };
   }
 
-  async #scheduleOf(run: Attempt): Promise<ScheduleConfig> {
+  /**
+   * The job's schedule as configured here. Unknown (this worker's config reload lags the replicas',
+   * as ConfigMap updates reach pods a minute apart): undefined while the tick may still start (its
+   * start deadline; without one, UNKNOWN_SCHEDULE_WAIT_MS after it was due), so the job is deferred;
+   * after that the job fails without retry (a schedule removed from the config).
+   */
+  async #scheduleOf(run: Attempt): Promise<ScheduleConfig | undefined> {
     const { data } = run;
     const schedule = this.#options.schedule(data.schedule);
     if (schedule) return schedule;
+    if (this.#now() < (this.#deadlineMs(run) ?? data.dueMs + UNKNOWN_SCHEDULE_WAIT_MS)) return undefined;
     if (run.firstStart) await this.#options.redlock.release(data.lease);
     this.#record('failed', data, run.job, run.log, run.started, { fence: data.lease.fence }, 'schedule not in this worker\'s configuration: not retried');
     throw new UnrecoverableError(`schedule "${data.schedule}" is not in this worker's configuration`);

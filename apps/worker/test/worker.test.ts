@@ -480,11 +480,29 @@ describe('worker: jobs under the lease, against real Redis', () => {
     }
   });
 
-  it('a job of a schedule missing from the config, or with invalid data, fails without retry', async () => {
+  it('a job of a schedule this worker does not know yet waits for its reload within the start deadline, and runs once it knows it; past the deadline it is missed', async () => {
+    const known = scheduleFixture('team-a/known', nodeCommand(''), { queue: 'q-late' });
+    const { service, records } = await startWorker([known]);
+    const added = scheduleFixture('team-a/added', recording('added.txt', ''), { queue: 'q-late', startDeadlineMs: 20_000 });
+    const waited = await enqueueTick(scheduler, connection, added);
+    await waitUntil(() => outcomes(records, waited.jobId).some((r) => r['outcome'] === 'deferred'), 'the job deferred');
+    service.setConfig({ schedules: [known, added], files: [] });
+    expect((await settledJob(connection, 'q-late', waited.jobId)).returnvalue).toMatchObject({ outcome: 'succeeded' });
+    expect(lines('added.txt')).toHaveLength(1);
+    expect(outcomes(records, waited.jobId)[0]).toMatchObject({ outcome: 'deferred', reason: 'schedule not in this worker\'s configuration' });
+
+    const never = scheduleFixture('team-a/never', nodeCommand(''), { queue: 'q-late', startDeadlineMs: 1500 });
+    const missed = await enqueueTick(scheduler, connection, never);
+    expect((await settledJob(connection, 'q-late', missed.jobId)).returnvalue).toEqual({ outcome: 'missed-deadline' });
+    expect(outcomes(records, missed.jobId).at(-1)).toMatchObject({ outcome: 'missed-deadline', reason: 'schedule not in this worker\'s configuration' });
+  });
+
+  it('a job of a schedule missing from the config past its wait, or with invalid data, fails without retry', async () => {
     const known = scheduleFixture('team-a/known', nodeCommand(''), { queue: 'q-bad' });
     const { records } = await startWorker([known]);
     const unknown = scheduleFixture('team-a/unknown', nodeCommand(''), { queue: 'q-bad', attempts: 3 });
-    const { jobId, lease } = await enqueueTick(scheduler, connection, unknown);
+    // No start deadline (an older scheduler's job): the worker waits two minutes after its due time.
+    const { jobId, lease } = await enqueueTick(scheduler, connection, unknown, { dueMs: Date.now() - 125_000 });
     const job = await settledJob(connection, 'q-bad', jobId);
     expect(await job.getState()).toBe('failed');
     expect(job.attemptsMade).toBe(1);
