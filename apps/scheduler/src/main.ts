@@ -5,6 +5,7 @@ import { boundPort, loadRedisTls, lockNodesFor, packageVersion, redisOptionsFor,
 import { Redis } from 'ioredis';
 import { pino } from 'pino';
 import { SchedulerMetrics } from './metrics.ts';
+import { statusApi } from './status-api.ts';
 import { Scheduler } from './scheduler.ts';
 
 /** How long the start waits for the queue Redis connection before starting without it, ms. */
@@ -70,7 +71,7 @@ async function main(): Promise<number> {
     if (!probe.quorum) reasons.push(`lock quorum unreachable (${probe.reachable.length} of ${redlock.nodes.length} answer, ${redlock.quorum} needed)`);
     if ((await queueConnection.ping().catch(() => 'down')) !== 'PONG') reasons.push('queue redis unreachable');
     return reasons;
-  });
+  }, statusApi({ schedules: () => config?.schedules ?? [], redis: queueConnection, now: Date.now }));
   logger.info({ port: boundPort(server) }, 'http listening');
 
   scheduler = new Scheduler({

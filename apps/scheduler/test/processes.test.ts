@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { freePort, ManagedProcess, sleep, startRedisNodes, type RedisNodes } from '@tickwarden/testkit';
+import { freePort, ManagedProcess, sleep, startRedisNodes, waitUntil, type RedisNodes } from '@tickwarden/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LATE_TICK_WINDOW_MS } from '../src/index.ts';
 
@@ -138,6 +138,29 @@ describe('scheduler replicas as OS processes', () => {
     }
     expect(replica.records.some((record) => record['msg'] === 'queue redis not reachable yet: starting; pause flags are read once it is')).toBe(true);
     await replica.waitForLine((line) => line.includes('"msg":"tick enqueued"'), 'an enqueue once the queue Redis is back', 20_000);
+    await replica.stop('SIGTERM');
+  });
+
+  it('the read-only HTTP API: every schedule with its state and next ticks, one schedule with its histories', async () => {
+    const replica = await startReplica('api');
+    await replica.waitForLine((line) => line.includes('"msg":"tick enqueued"') && line.includes('e2e/alpha'), 'an enqueue');
+    const base = `http://127.0.0.1:${ports.get('api')}`;
+    const get = async (path: string, init?: RequestInit) => {
+      const response = await fetch(`${base}${path}`, init);
+      return { status: response.status, body: (await response.json()) as Record<string, unknown> & Record<string, unknown>[] };
+    };
+    const all = await get('/api/schedules');
+    expect(all.status).toBe(200);
+    expect(all.body.map((schedule) => schedule['id'])).toEqual(['e2e/alpha', 'e2e/beta']);
+    expect(all.body[0]).toMatchObject({ team: 'e2e', cron: '* * * * * *', timezone: 'UTC', state: 'active' });
+    expect((all.body[0]?.['next'] as string[]).length).toBe(3);
+    await waitUntil(async () => ((await get('/api/schedules/e2e/alpha?count=2')).body['ticks'] as unknown[]).length === 2, 'two tick records');
+    const one = await get('/api/schedules/e2e/alpha?count=2');
+    expect(one.body).toMatchObject({ id: 'e2e/alpha', runs: [], actions: [] });
+    expect((one.body['ticks'] as { outcome: string }[]).every((tick) => tick.outcome === 'enqueued' || tick.outcome === 'recovered')).toBe(true);
+    expect((await get('/api/schedules/e2e/nope')).status).toBe(404);
+    expect((await get('/api/schedules/e2e/alpha?count=0')).status).toBe(400);
+    expect((await get('/api/schedules', { method: 'POST' })).status).toBe(405);
     await replica.stop('SIGTERM');
   });
 

@@ -92,8 +92,11 @@ describe('the queue Redis down for a while, or back empty', () => {
       const from = Math.floor(downFrom / 1000) * 1000 - 1000;
       const to = Math.ceil(downTo / 1000) * 1000 + 1000;
       for (let tick = from; tick <= to; tick += 1000) {
-        const published = outcomes.filter((o) => o.tickMs === tick && (o.outcome === 'enqueued' || o.outcome === 'recovered') && !o.found);
-        expect(published.map((o) => o.replica), `tick ${new Date(tick).toISOString()}: ${JSON.stringify(outcomes.filter((o) => o.tickMs === tick))}`).toHaveLength(1);
+        const seen = `tick ${new Date(tick).toISOString()}: ${JSON.stringify(outcomes.filter((o) => o.tickMs === tick))}`;
+        const publishing = outcomes.filter((o) => o.tickMs === tick && (o.outcome === 'enqueued' || o.outcome === 'recovered'));
+        // One publisher at most; an add the kill cut off after it landed is found by recovery (its publisher never learnt it worked).
+        expect(publishing.filter((o) => !o.found).length, seen).toBeLessThanOrEqual(1);
+        expect(publishing.filter((o) => o.recorded).length, seen).toBe(1);
         expect(await queue.getJob(tickJobId(schedule.id, tick)), `the job of ${new Date(tick).toISOString()}`).toBeDefined();
       }
     } finally {

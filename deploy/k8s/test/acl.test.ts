@@ -138,6 +138,8 @@ describe('Redis ACL users (deploy/k8s/acl): each role does its job and nothing m
     expect(asRole(queue, 'worker', queuePasswords.worker, 'ZADD', 'tickwarden:runs:{acl/x}', '1', 'r')).toBe('1');
     expect(asRole(queue, 'status', queuePasswords.status, 'ZCARD', 'tickwarden:runs:{acl/x}')).toBe('1');
     expect(asRole(queue, 'status', queuePasswords.status, 'ZADD', 'tickwarden:runs:{acl/x}', '2', 's')).toMatch(/NOPERM/);
+    expect(asRole(queue, 'scheduler', queuePasswords.scheduler, 'ZCARD', 'tickwarden:runs:{acl/x}')).toBe('1');
+    expect(asRole(queue, 'scheduler', queuePasswords.scheduler, 'ZADD', 'tickwarden:runs:{acl/x}', '2', 's')).toMatch(/NOPERM/);
     expect(asRole(queue, 'status', queuePasswords.status, 'SET', 'bull:x', 'x')).toMatch(/NOPERM/);
     // Scripts run with their caller's permissions: the status user's cannot write either.
     expect(asRole(queue, 'status', queuePasswords.status, 'EVAL', "return redis.call('SET', KEYS[1], 'x')", '1', 'bull:x')).toMatch(/can't run this command/);
