@@ -13,6 +13,12 @@ const UNITS = [
 const DURATION = /^(?:(\d+(?:\.\d+)?)d)?(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s)?(?:(\d+(?:\.\d+)?)ms)?$/;
 
 /**
+ * The duration syntax as a JSON Schema `pattern` (ECMA-262, as `RegExp` reads it), for editors: it
+ * also matches the empty string, and it cannot say that a fraction must make whole milliseconds.
+ */
+export const DURATION_PATTERN = DURATION.source;
+
+/**
  * Parses a duration such as `500ms`, `30s`, `10m`, `2h`, `1d` or a combination with each unit
  * at most once, largest first (`1h30m`, `2m30s`); a component may have a decimal fraction
  * (`1.5s`) as long as the total is a whole number of milliseconds. Returns milliseconds, or

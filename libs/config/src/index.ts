@@ -39,3 +39,4 @@ export {
 export type { BackoffType, ConfigError, HistoryRetention, ConfigResult, ConfigValue, HandlerConfig, HttpMethod, HttpRedirects, Overlap, SecretRef, ScheduleConfig, TickwardenConfig } from './types.ts';
 export { validateConfigText, validateConfigTexts, type ConfigText } from './validate.ts';
 export { DEFAULT_HISTORY } from './schema.ts';
+export { TEAM_SCHEMA_FILE, teamFileJsonSchema, teamFileJsonSchemaText } from './json-schema.ts';
