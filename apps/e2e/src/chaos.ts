@@ -196,7 +196,7 @@ export function planFaults(options: PlanOptions): PlannedFault[] {
         break;
       case 'latency-queue-redis':
         fault.durationMs = between(2000, 8000);
-        // Each way, on every process's link: a busy queue Redis, not a broken one (250 ms starved the workers).
+        // Each way, on every process's link: a busy queue Redis, not a broken one.
         fault.magnitude = between(10, 60);
         break;
       case 'partition-queue':

@@ -382,7 +382,10 @@ export function buildReport(input: ReportInput): TickReport {
         continue;
       }
     }
-    if (outcomes.has('worker-lost') && lostWithItsWorker(firstRuns.get(key), workerFaults, schedule.leaseTtlMs)) {
+    // Worker-lost, or its job gone with an empty restart before the stall check could record that.
+    const firstRun = firstRuns.get(key);
+    const jobWiped = firstRun !== undefined && (input.queueWipesMs ?? []).some((wipeMs) => wipeMs >= firstRun.atMs);
+    if ((outcomes.has('worker-lost') || jobWiped) && lostWithItsWorker(firstRun, workerFaults, schedule.leaseTtlMs)) {
       lostWithWorker.push(key);
       continue;
     }

@@ -427,6 +427,17 @@ describe('the run report', () => {
     expect(formatReport(result)).toContain('duplicates: 1');
   });
 
+  it('a tick whose run started on a worker killed soon after, and whose job an empty restart then lost, is lost with its worker', () => {
+    const lines = run('t/a', 0, 1, 0.05, 0.2);
+    const startedOn = (worker: string): LogRecord => ({ level: INFO, schedule: 't/a', tick: iso(1), attempt: 1, fence: 2, handler: 'module', process: worker, seenMs: at(1.05) });
+    const records = [outcome('t/a', 0, 'enqueued'), outcome('t/a', 1, 'enqueued'), startedOn('worker-1')];
+    const killed: WorkerFaultWindow = { worker: 'worker-1', kind: 'kill', fromMs: at(1.1), toMs: at(3) };
+    expect(report({ lines, records, toS: 1, workerFaults: [killed], queueWipesS: [5] }).lostWithWorker).toEqual([`t/a ${iso(1)}`]);
+    // No wipe after the start: BullMQ's stall check would have recorded it, and nothing did.
+    expect(report({ lines, records, toS: 1, workerFaults: [killed] }).missed.map((miss) => miss.reason)).toEqual(['unexplained']);
+    expect(report({ lines, records, toS: 1, workerFaults: [killed], queueWipesS: [0.5] }).missed.map((miss) => miss.reason)).toEqual(['unexplained']);
+  });
+
   it('a tick published again after the queue Redis came back empty is no duplicate; a line that found it published is no publication', () => {
     const lines = run('t/a', 0, 1, 0.05, 0.2);
     const published = (name: string, atS: number, extra: LogRecord = {}) => outcome('t/a', 0, name, { seenMs: at(atS), ...extra });
