@@ -1,6 +1,6 @@
 import { queueName, tickClaim, tickJobId, type TickJobData } from '@tickwarden/contracts';
 import { Redlock } from '@tickwarden/redlock';
-import { startRedisNodes, waitUntil, type RedisNodes } from '@tickwarden/testkit';
+import { sleep, startRedisNodes, waitUntil, type RedisNodes } from '@tickwarden/testkit';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { pino } from 'pino';
@@ -8,8 +8,6 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Scheduler, type OutcomeEvent } from '../src/index.ts';
 import { RedisReplicaStore } from '../src/replica-store.ts';
 import { scheduleFixture } from './support.ts';
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, Math.max(0, ms)));
 
 /**
  * The queue Redis down (killed, back from its AOF) for longer than half a lease TTL: the winner's

@@ -1,6 +1,6 @@
 import { leaseResource, tickClaim, tickJobId } from '@tickwarden/contracts';
 import { LeaseLostError, Redlock, systemClock, type Clock, type Lease } from '@tickwarden/redlock';
-import { startRedisNodes, waitUntil, type RedisNodes } from '@tickwarden/testkit';
+import { sleep, startRedisNodes, waitUntil, type RedisNodes } from '@tickwarden/testkit';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { pino } from 'pino';
@@ -8,8 +8,6 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Scheduler, type OutcomeEvent, type Schedule, type TickObservation } from '../src/index.ts';
 import { RedisReplicaStore } from '../src/replica-store.ts';
 import { scheduleFixture } from './support.ts';
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, Math.max(0, ms)));
 
 function everySecond(id: string, overrides: Partial<Schedule> = {}): Schedule {
   return scheduleFixture({ id, cron: '* * * * * *', overlap: 'allow', leaseTtlMs: 5000, payload: { id }, ...overrides });

@@ -1,13 +1,11 @@
 import { Redlock } from '@tickwarden/redlock';
-import { startRedisNodes, type RedisNodes } from '@tickwarden/testkit';
+import { sleep, startRedisNodes, type RedisNodes } from '@tickwarden/testkit';
 import { Redis } from 'ioredis';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Scheduler, type Schedule, type TickOutcome } from '../src/index.ts';
 import { RedisReplicaStore } from '../src/replica-store.ts';
 import { scheduleFixture } from './support.ts';
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 const everySecond = (id: string, catchUpMs = 0): Schedule => scheduleFixture({ id, cron: '* * * * * *', overlap: 'allow', leaseTtlMs: 5000, catchUpMs });
 

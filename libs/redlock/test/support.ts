@@ -68,4 +68,4 @@ export class TestClock implements Clock {
   }
 }
 
-export const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+export { sleep } from '@tickwarden/testkit';

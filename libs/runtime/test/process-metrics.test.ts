@@ -3,12 +3,10 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { validateConfigTexts, type TickwardenConfig } from '@tickwarden/config';
 import { Redlock } from '@tickwarden/redlock';
-import { startRedisNodes } from '@tickwarden/testkit';
+import { sleep, startRedisNodes } from '@tickwarden/testkit';
 import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
 import { boundPort, configHash, packageVersion, ProcessMetrics, startHttpServer, startLiveConfig } from '../src/index.ts';
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** A config as the loader makes it, from team files. */
 function config(files: Record<string, string>): TickwardenConfig {

@@ -3,11 +3,10 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { pino } from 'pino';
+import { sleep } from '@tickwarden/testkit';
 import { Registry, Counter } from 'prom-client';
 import { describe, expect, it } from 'vitest';
 import { ConfigWatcher, startHttpServer, startLiveConfig } from '../src/index.ts';
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 describe('ConfigWatcher', () => {
   it('calls back once per content change of a directory, also for a new file', async () => {
