@@ -71,7 +71,7 @@ async function main(): Promise<number> {
     if (!probe.quorum) reasons.push(`lock quorum unreachable (${probe.reachable.length} of ${redlock.nodes.length} answer, ${redlock.quorum} needed)`);
     if ((await queueConnection.ping().catch(() => 'down')) !== 'PONG') reasons.push('queue redis unreachable');
     return reasons;
-  }, statusApi({ schedules: () => config?.schedules ?? [], redis: queueConnection, now: Date.now }));
+  }, statusApi({ schedules: () => config?.schedules ?? [], redis: queueConnection, upcoming: (id, afterMs, count) => scheduler?.upcoming(id, afterMs, count) ?? [], now: Date.now }));
   logger.info({ port: boundPort(server) }, 'http listening');
 
   scheduler = new Scheduler({

@@ -117,6 +117,14 @@ export class Scheduler {
     return this.#loop.parsedPatterns;
   }
 
+  /** The next `count` ticks of a schedule configured here, after `afterMs` (its planner, already parsed); empty for another. */
+  upcoming(scheduleId: string, afterMs: number, count: number): number[] {
+    const planner = this.#loop.planner(scheduleId);
+    const ticks: number[] = [];
+    for (let tick = planner?.next(afterMs); tick !== undefined && ticks.length < count; tick = planner?.next(tick)) ticks.push(tick);
+    return ticks;
+  }
+
   /** Replaces the schedules: removed ones stop firing, added or changed ones start at their next tick (or catch up). */
   setSchedules(schedules: readonly Schedule[]): void {
     const { removed, planned } = this.#loop.setSchedules(schedules);
@@ -271,11 +279,13 @@ export class Scheduler {
     if (nowMs - this.#prunedAtMs < PRUNE_INTERVAL_MS && this.#inFlightTicks.length <= MAX_UNOPENED) return;
     this.#prunedAtMs = nowMs;
     this.#inFlightTicks = this.#inFlightTicks.filter(({ untilMs }) => untilMs >= nowMs);
-    const excess = this.#inFlightTicks.length - MAX_UNOPENED;
-    if (excess > 0) {
-      this.#inFlightTicks.splice(0, excess);
-      this.#options.logger.error({ dropped: excess }, 'too many ticks in flight to keep: the oldest would not be recovered if the queue Redis lost its data now');
-    }
+    this.#dropOldest(this.#inFlightTicks, 'too many ticks in flight to keep: the oldest would not be recovered if the queue Redis lost its data now');
+  }
+
+  /** Drops the oldest entries beyond MAX_UNOPENED, with an error line: bounded memory through a long outage under many schedules. */
+  #dropOldest(list: unknown[], message: string): void {
+    const excess = list.length - MAX_UNOPENED;
+    if (excess > 0) this.#options.logger.error({ dropped: list.splice(0, excess).length }, message);
   }
 
   /**
@@ -316,11 +326,7 @@ export class Scheduler {
 
   #keepUnopened(ticks: readonly OpenTick[]): void {
     for (const tick of ticks) this.#unopened.push(tick);
-    const excess = this.#unopened.length - MAX_UNOPENED;
-    if (excess > 0) {
-      const dropped = this.#unopened.splice(0, excess);
-      this.#options.logger.error({ dropped: dropped.length, firstJobId: dropped[0]?.jobId }, 'too many ticks left unopened while the queue Redis is down: the oldest are dropped, and no replica will recover them if their winner failed');
-    }
+    this.#dropOldest(this.#unopened, 'too many ticks left unopened while the queue Redis is down: the oldest are dropped, and no replica will recover them if their winner failed');
     const { clock } = this.#options;
     this.#reopenTimer ??= clock.setTimeout(() => {
       this.#reopenTimer = undefined;

@@ -147,13 +147,18 @@ describe('scheduler replicas as OS processes', () => {
     const base = `http://127.0.0.1:${ports.get('api')}`;
     const get = async (path: string, init?: RequestInit) => {
       const response = await fetch(`${base}${path}`, init);
-      return { status: response.status, body: (await response.json()) as Record<string, unknown> & Record<string, unknown>[] };
+      return { status: response.status, body: (await response.json()) as Record<string, unknown> };
     };
     const all = await get('/api/schedules');
     expect(all.status).toBe(200);
-    expect(all.body.map((schedule) => schedule['id'])).toEqual(['e2e/alpha', 'e2e/beta']);
-    expect(all.body[0]).toMatchObject({ team: 'e2e', cron: '* * * * * *', timezone: 'UTC', state: 'active' });
-    expect((all.body[0]?.['next'] as string[]).length).toBe(3);
+    const listed = all.body['schedules'] as Record<string, unknown>[];
+    expect(all.body).toMatchObject({ total: 2, offset: 0 });
+    expect(listed.map((schedule) => schedule['id'])).toEqual(['e2e/alpha', 'e2e/beta']);
+    expect(listed[0]).toMatchObject({ team: 'e2e', cron: '* * * * * *', timezone: 'UTC', state: 'active' });
+    expect((listed[0]?.['next'] as string[]).length).toBe(3);
+    // Pages of at most 1,000: a replica with 50,000 schedules answers one page at a time.
+    expect(((await get('/api/schedules?limit=1&offset=1')).body['schedules'] as Record<string, unknown>[]).map((schedule) => schedule['id'])).toEqual(['e2e/beta']);
+    expect((await get('/api/schedules?limit=1001')).status).toBe(400);
     await waitUntil(async () => ((await get('/api/schedules/e2e/alpha?count=2')).body['ticks'] as unknown[]).length === 2, 'two tick records');
     const one = await get('/api/schedules/e2e/alpha?count=2');
     expect(one.body).toMatchObject({ id: 'e2e/alpha', runs: [], actions: [] });
