@@ -411,7 +411,7 @@ export class JobRunner {
       return run.firstStart ? await this.#takeOver(data, run.jobId) : await this.#acquireAfterPrevious(data, run.jobId);
     } catch (error) {
       if (error instanceof ClaimStartedError) {
-        this.#record('already-started', data, job, log, started, { fence: data.lease.fence, startedBy: error.holder }, 'another job of this tick started its run (the tick was enqueued again after the queue Redis lost its data): not run');
+        this.#record('already-started', data, job, log, started, { fence: data.lease.fence, startedBy: error.holder }, 'another start of this tick came first (a job of it enqueued again after the queue Redis lost its data, or this job handed on while this worker was paused): not run');
         return { outcome: 'already-started' };
       }
       if (error instanceof LockTakenError) {
