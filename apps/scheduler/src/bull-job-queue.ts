@@ -67,7 +67,7 @@ export class BullJobQueue implements JobQueue {
     }
   }
 
-  #job({ tick, lease }: Run) {
+  #job({ tick, lease, backfill }: Run) {
     const { schedule } = tick;
     const now = Math.floor(this.#clock.wallMicros() / 1000);
     const data: TickJobData = {
@@ -78,10 +78,11 @@ export class BullJobQueue implements JobQueue {
       payload: schedule.payload ?? null,
       overlap: schedule.overlap,
       lease: { resource: lease.resource, value: lease.value, fence: lease.fence, ttlMs: lease.ttlMs },
-      startDeadlineMs: tick.startDeadlineMs,
+      startDeadlineMs: backfill ? null : tick.startDeadlineMs,
       maxRuntimeMs: schedule.maxRuntimeMs ?? null,
       enqueuedBy: this.#replicaId,
       enqueuedAtMs: now,
+      ...(backfill ? { backfill } : {}),
     };
     const opts = {
       jobId: tick.jobId,

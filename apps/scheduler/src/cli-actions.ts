@@ -3,20 +3,17 @@
 // `--help` and `--version` do not need.
 import { hostname, userInfo } from 'node:os';
 import type { ConnectionOptions } from 'node:tls';
-import { ALLOW_VARIABLE, DENY_VARIABLE, formatConfigError, loadConfig, parseHttpDestinations, parseSchedulerEnv, redactUrl, type ScheduleConfig } from '@tickwarden/config';
-import { leaseResource, manualClaim, manualJobId, queueName } from '@tickwarden/contracts';
-import { IoredisLockNode, LOCK_CLIENT_OPTIONS, Redlock, RedlockError, systemClock, type LockNode } from '@tickwarden/redlock';
+import { ALLOW_VARIABLE, DENY_VARIABLE, formatConfigError, loadConfig, parseDuration, parseHttpDestinations, parseSchedulerEnv, redactUrl, type ScheduleConfig } from '@tickwarden/config';
+import { queueName } from '@tickwarden/contracts';
+import { IoredisLockNode, LOCK_CLIENT_OPTIONS, Redlock, RedlockError, type LockNode } from '@tickwarden/redlock';
 import { loadRedisTls, redisOptionsFor, RunHistory } from '@tickwarden/runtime';
 import { Queue } from 'bullmq';
 import { Redis, type RedisOptions } from 'ioredis';
 import { pino } from 'pino';
-import { BullJobQueue } from './bull-job-queue.ts';
-import type { ControlAction } from './ports.ts';
+import { backfillSchedule, pauseSchedule, resumeSchedule, triggerSchedule, type QueueContext } from './control-actions.ts';
 import { RedisReplicaStore } from './replica-store.ts';
+import { inZone } from './in-zone.ts';
 import { TickPlanner } from './tick-planner.ts';
-import { TickPublisher } from './tick-publisher.ts';
-import { TickRecorder } from './tick-recorder.ts';
-import { tickWindow } from './tick-window.ts';
 
 /**
  * How long a Redis server may take to accept the connection and answer the handshake (TCP, TLS,
@@ -35,23 +32,6 @@ export class ConfigError extends Error {
 /** Prints `line` to stdout. */
 const say = (line: string) => process.stdout.write(`${line}\n`);
 const messageOf = (error: unknown): string => (error instanceof Error ? error.message : String(error));
-
-/** A time in a zone, `2026-03-29 03:00:00 GMT+2`, as an operator reads it. */
-function inZone(ms: number, timeZone: string): string {
-  const parts = new Intl.DateTimeFormat('en-CA', {
-    timeZone,
-    year: 'numeric',
-    month: '2-digit',
-    day: '2-digit',
-    hour: '2-digit',
-    minute: '2-digit',
-    second: '2-digit',
-    hourCycle: 'h23',
-    timeZoneName: 'short',
-  }).formatToParts(new Date(ms));
-  const get = (type: string) => parts.find((p) => p.type === type)?.value ?? '';
-  return `${get('year')}-${get('month')}-${get('day')} ${get('hour')}:${get('minute')}:${get('second')} ${get('timeZoneName')}`;
-}
 
 async function schedulesAt(path: string): Promise<ScheduleConfig[]> {
   const loaded = await loadConfig(path);
@@ -232,19 +212,15 @@ export interface Said {
   by: string | undefined;
 }
 
-/** Adds a control action to the schedule's audit trail; a failure is reported, not fatal (the action is done). */
-async function audit(redis: Redis, schedule: ScheduleConfig, action: Omit<ControlAction, 'atMs'>): Promise<void> {
-  await new RedisReplicaStore(redis).audit(schedule.id, { ...action, atMs: Date.now() }, schedule.history).catch((error: unknown) => process.stderr.write(`tickwarden: ${action.action} done, but not added to the audit trail: ${messageOf(error)}\n`));
+/** The context of a control action run by the CLI: warnings (a history or audit write that failed) go to stderr. */
+function cliContext(redis: Redis): QueueContext {
+  return { redis, logger: pino({ level: 'warn' }, pino.destination(2)), now: Date.now };
 }
 
 export async function pause(id: string, { note, by }: Said): Promise<number> {
   const env = environment();
   const schedule = find(await schedulesAt(env.configPath), id);
-  const who = actor(by);
-  await withQueueRedis(env, async (redis) => {
-    await new RedisReplicaStore(redis).pause(id, { by: who, atMs: Date.now(), note });
-    await audit(redis, schedule, { action: 'pause', by: who, note });
-  });
+  await withQueueRedis(env, (redis) => pauseSchedule(cliContext(redis), schedule, { note, by: actor(by) }));
   say(`paused ${id}`);
   return 0;
 }
@@ -252,11 +228,7 @@ export async function pause(id: string, { note, by }: Said): Promise<number> {
 export async function resume(id: string, { note, by }: Said): Promise<number> {
   const env = environment();
   const schedule = find(await schedulesAt(env.configPath), id);
-  const was = await withQueueRedis(env, async (redis) => {
-    const paused = await new RedisReplicaStore(redis).resume(id);
-    await audit(redis, schedule, { action: 'resume', by: actor(by), note, detail: paused ? undefined : 'was not paused' });
-    return paused;
-  });
+  const was = await withQueueRedis(env, (redis) => resumeSchedule(cliContext(redis), schedule, { note, by: actor(by) }));
   say(was ? `resumed ${id}` : `${id} was not paused`);
   return 0;
 }
@@ -265,30 +237,35 @@ export async function trigger(id: string, { note, by }: Said): Promise<number> {
   const env = environment();
   const schedule = find(await schedulesAt(env.configPath), id);
   // The queue Redis first: a lease is taken only when its job can be written.
-  const { tick, lease } = await withQueueRedis(env, (redis) =>
-    withLockNodes(env, async (redlock) => {
-      const now = Date.now();
-      const planner = new TickPlanner(schedule);
-      const next = planner.next(now);
-      const nextDueMs = next === undefined ? undefined : planner.dueMs(next);
-      const tick = { schedule, tickMs: now, dueMs: now, nextDueMs, jobId: manualJobId(schedule.id, now), ...tickWindow(schedule, now, nextDueMs) };
-      const lease = await redlock.acquire(leaseResource(schedule.id, schedule.overlap, now), schedule.leaseTtlMs, { claim: manualClaim(now), claimRetentionMs: tick.retentionMs });
-      const queue = new BullJobQueue(redis, systemClock, 'cli');
-      // Warnings (a history write that failed) go to stderr.
-      const recorder = new TickRecorder({ replicaId: 'cli', store: new RedisReplicaStore(redis), logger: pino({ level: 'warn' }, pino.destination(2)), now: Date.now });
-      try {
-        // The one path that publishes a tick's job, as the replicas do.
-        const [outcome] = await new TickPublisher({ replicaId: 'cli', leases: redlock, queue, recorder, now: Date.now }).publish([{ tick, lease }], 'triggered');
-        await recorder.flush();
-        if (outcome !== 'published') throw new Error(`could not enqueue the run of ${id} (${outcome}): see the queue Redis`);
-        await audit(redis, schedule, { action: 'trigger', by: actor(by), note, detail: `job ${tick.jobId}, fence ${lease.fence}` });
-        return { tick, lease };
-      } finally {
-        await queue.close();
-      }
-    }),
-  );
-  say(`triggered ${id}: job ${tick.jobId}, fence ${lease.fence}`);
+  const { jobId, fence } = await withQueueRedis(env, (redis) => withLockNodes(env, (redlock) => triggerSchedule({ ...cliContext(redis), redlock, publisherId: 'cli' }, schedule, { note, by: actor(by) })));
+  say(`triggered ${id}: job ${jobId}, fence ${fence}`);
+  return 0;
+}
+
+/** An instant of a backfill range: ISO 8601 with a zone, `now`, or a duration before now (`now-6h`). */
+function instant(option: string, raw: string, nowMs: number): number {
+  if (raw === 'now') return nowMs;
+  if (raw.startsWith('now-')) {
+    const ago = parseDuration(raw.slice('now-'.length));
+    if (ago !== undefined) return nowMs - ago;
+    throw new ConfigError(`${option}: "${raw}" is not a duration before now like now-90m, now-6h or now-1d12h`);
+  }
+  const ms = /(Z|[+-]\d\d:?\d\d)$/i.test(raw) ? Date.parse(raw) : Number.NaN;
+  if (Number.isNaN(ms)) throw new ConfigError(`${option}: "${raw}" is not an ISO 8601 time with a zone (2026-11-27T22:00:00Z), "now" or a duration before now (now-6h)`);
+  return ms;
+}
+
+export async function backfill(id: string, range: { from: string; to: string; max: number; dryRun: boolean }, json: boolean, { note, by }: Said): Promise<number> {
+  const env = environment();
+  const schedule = find(await schedulesAt(env.configPath), id);
+  const now = Date.now();
+  const request = { fromMs: instant('--from', range.from, now), toMs: instant('--to', range.to, now), max: range.max, dryRun: range.dryRun };
+  const result = await withQueueRedis(env, (redis) => withLockNodes(env, (redlock) => backfillSchedule({ ...cliContext(redis), redlock, publisherId: 'cli' }, schedule, request, { note, by: actor(by) })));
+  for (const tick of result.ticks) {
+    const action = tick.action === 'fire' && request.dryRun ? 'would fire' : tick.action;
+    say(json ? JSON.stringify({ schedule: id, tick: new Date(tick.tickMs).toISOString(), ...tick, action }) : `${new Date(tick.tickMs).toISOString()}  ${action}  ${tick.why}${tick.jobId ? `  job ${tick.jobId}` : ''}`);
+  }
+  if (!json) say(`${request.dryRun ? 'dry run: ' : ''}${id}: ${result.fired} ${request.dryRun ? 'would fire' : 'fired'}, ${result.skipped} skipped`);
   return 0;
 }
 
@@ -326,7 +303,7 @@ export async function status(id: string | undefined, count: number, json: 'ticks
             continue;
           }
           const job = run.jobId ? await queue.getJob(run.jobId) : undefined;
-          const state = job ? `job ${await job.getState()}` : run.outcome === 'enqueued' || run.outcome === 'recovered' ? 'job removed' : (run.reason ?? '');
+          const state = job ? `job ${await job.getState()}` : ['enqueued', 'recovered', 'triggered', 'backfilled'].includes(run.outcome) ? 'job removed' : (run.reason ?? '');
           say(`  ${new Date(run.tickMs).toISOString()}  ${run.outcome}  ${state}  ${run.lagMs < 0 ? `${-run.lagMs} ms ahead` : `lag ${run.lagMs} ms`}  fence ${run.fence ?? '-'}  by ${run.replica}`);
         }
       } finally {

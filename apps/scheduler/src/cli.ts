@@ -1,4 +1,4 @@
-// `tickwarden`: validate config, preview ticks, pause/resume/trigger schedules and show their status.
+// `tickwarden`: validate config, preview ticks, pause/resume/trigger/backfill schedules and show their status.
 // One table, COMMANDS, holds every command: its arguments, options, help and handler; parsing, the
 // help texts and the exit codes follow from it (a new command is one more entry). This module
 // loads nothing heavy: a command's work (cli-actions.ts: the config loader, Redis, BullMQ) is
@@ -6,6 +6,7 @@
 // Run by bin/tickwarden.js (`npx tickwarden`), or `node --conditions=@tickwarden/source src/cli.ts`.
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
+import { BACKFILL_MAX_LIMIT, DEFAULT_BACKFILL_MAX } from './backfill-plan.ts';
 
 /** Exit codes, as the usage documents them. */
 const EXIT = { ok: 0, failed: 1, usage: 2 } as const;
@@ -109,6 +110,39 @@ the audit trail with its job.`,
     fails: `${QUEUE_FAILS}, a quorum of the lock nodes not reached, or the job not enqueued`,
     run: async ([id], values) => (await actions()).trigger(id as string, said(values)),
   },
+  backfill: {
+    args: ['SCHEDULE'],
+    summary: 'run the past ticks of a range that did not run, each once',
+    details: `Fires each tick of SCHEDULE from --from to --to (both included) that did not run: skipped while
+paused, skipped for an overlap, missed (no replica, no lock quorum, the queue Redis down), or whose
+job ended without running (missed its start deadline, skipped, superseded). Ticks that ran, are
+queued or running, or have no recorded outcome are left alone and listed with the reason. Each
+fired tick goes through its own claim on the lock nodes, so a backfill run twice, or beside
+another, fires nothing twice. Its job <team>/<name>@<tick ms>-backfill is due at once, has no
+start deadline and waits while another run holds the schedule's lease: runs of an overlap: skip
+or cancel-previous schedule go one at a time, not necessarily in tick order. Refused: a range in
+the future, one of more than --max ticks, or one older than the schedule's kept tick history
+(its history setting). Added to the audit trail.`,
+    options: {
+      from: { type: 'string', value: 'TIME', help: 'first instant of the range: ISO 8601 with a zone (2026-11-27T22:00:00Z, 2026-11-27T23:00+01:00), "now", or a duration before now (now-90m, now-6h)' },
+      to: { type: 'string', value: 'TIME', help: 'last instant of the range, as --from (default: now)' },
+      max: { type: 'string', value: 'COUNT', help: `refuse a range of more ticks than this (default ${DEFAULT_BACKFILL_MAX}, at most ${BACKFILL_MAX_LIMIT})` },
+      'dry-run': { type: 'boolean', help: 'list what would be fired, and why the rest would not; fire nothing' },
+      json: { type: 'boolean', help: 'one JSON object per tick: schedule, tick, tickMs, action (fire, skip), why, jobId' },
+      note: NOTE,
+      by: BY,
+    },
+    env: 'TICKWARDEN_CONFIG, TICKWARDEN_QUEUE_REDIS, TICKWARDEN_LOCK_NODES, TICKWARDEN_LOCK_QUORUM (and more: tickwarden --help)',
+    fails: `${QUEUE_FAILS}, a quorum of the lock nodes not reached, or a job not enqueued`,
+    run: async ([id], values) => {
+      if (typeof values['from'] !== 'string') throw new UsageError('backfill needs --from TIME');
+      const raw = values['max'];
+      const max = raw === undefined ? DEFAULT_BACKFILL_MAX : Number(raw);
+      if (!Number.isInteger(max) || max < 1 || max > BACKFILL_MAX_LIMIT) throw new UsageError(`--max must be a whole number from 1 to ${BACKFILL_MAX_LIMIT}, got "${String(raw)}"`);
+      const range = { from: values['from'], to: typeof values['to'] === 'string' ? values['to'] : 'now', max, dryRun: values['dry-run'] === true };
+      return (await actions()).backfill(id as string, range, values['json'] === true, said(values));
+    },
+  },
   status: {
     args: ['[SCHEDULE]'],
     summary: 'state, next ticks and last tick records of every schedule, or one',
@@ -141,7 +175,7 @@ const EXIT_CODES = `Exit codes:
   0  done
   1  the operation failed: a Redis server not reached, or not answering within its timeout (3 s to
      connect and answer the handshake, 5 s per command), a config "validate" found invalid, a
-     trigger that could not take its lease or enqueue its job
+     trigger or backfill that could not take its claim or enqueue its job
   2  usage or config error: bad arguments, an unknown schedule, an invalid TICKWARDEN_CONFIG or
      environment, a Node.js older than the repository needs`;
 
@@ -161,8 +195,8 @@ function usage(): string {
 Commands:
 ${list.join('\n')}
 
-SCHEDULE is team/name. pause, resume, trigger and status read the scheduler's environment:
-TICKWARDEN_CONFIG, TICKWARDEN_QUEUE_REDIS and TICKWARDEN_LOCK_NODES (trigger takes its lease
+SCHEDULE is team/name. pause, resume, trigger, backfill and status read the scheduler's environment:
+TICKWARDEN_CONFIG, TICKWARDEN_QUEUE_REDIS and TICKWARDEN_LOCK_NODES (trigger and backfill take claims
 there; TICKWARDEN_LOCK_QUORUM with an even count), and for rediss:// URLs
 TICKWARDEN_REDIS_TLS_CA, TICKWARDEN_REDIS_TLS_CERT and TICKWARDEN_REDIS_TLS_KEY.
 

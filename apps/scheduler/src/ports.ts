@@ -41,6 +41,8 @@ export interface LockQuorum {
 export interface Run {
   tick: Tick;
   lease: Lease;
+  /** A backfilled tick's run: its job has no start deadline and waits for the lease (see TickJobData's `backfill`). */
+  backfill?: true;
 }
 
 /**
@@ -61,7 +63,7 @@ export interface JobQueue {
 /** One tick in a schedule's history, as `status` shows it. */
 export interface TickRecord {
   tickMs: number;
-  outcome: TickOutcome | 'triggered';
+  outcome: TickOutcome | 'triggered' | 'backfilled';
   /** Why, for `missed` (and what a skip found). */
   reason?: MissReason | string | undefined;
   lagMs: number;

@@ -32,26 +32,33 @@ const RECORDED_SLICE = 500;
  * it from the open ticks) and trims the history.
  * KEYS[1]     open ticks
  * KEYS[i + 1] history of entry i
- * per entry i (j = 7i - 6): ARGV[j] tick ms, ARGV[j + 1] record (JSON), ARGV[j + 2] '1' if it
- *             publishes (enqueued, recovered), ARGV[j + 3] keep ms (entries this close to the
+ * per entry i (j = 7i - 6): ARGV[j] tick ms, ARGV[j + 1] record (JSON), ARGV[j + 2] how it
+ *             stands beside the tick's other records: '0' only as the first, '1' it publishes
+ *             (enqueued, recovered) and replaces records that do not, '2' a backfill, added beside
+ *             them; ARGV[j + 3] keep ms (entries this close to the
  *             newest are kept), ARGV[j + 4] the tick's job id, ARGV[j + 5] entries kept beyond
  *             that at least, ARGV[j + 6] their longest age, ms
- * Returns one integer per entry: 1 it is the tick's record, 0 another record stands (the tick's
- * first, unless that one does not publish and this one does: then this one replaces it), or it
- * is older than what the history keeps.
+ * Returns one integer per entry: 1 it is a record of the tick now, 0 another record stands (the
+ * tick's first, unless that one does not publish and this one does: then this one replaces it; a
+ * backfill stands beside any but another backfill), or it is older than what the history keeps.
  */
 const RECORD = `
 local out = {}
 for i = 1, #KEYS - 1 do
   local key, j = KEYS[i + 1], 7 * i - 6
-  local tick, record, publishes, keep = ARGV[j], ARGV[j + 1], ARGV[j + 2] == '1', tonumber(ARGV[j + 3])
+  local tick, record, mode, keep = ARGV[j], ARGV[j + 1], ARGV[j + 2], tonumber(ARGV[j + 3])
   local minimum, maxAge = tonumber(ARGV[j + 5]), tonumber(ARGV[j + 6])
-  local existing = redis.call('ZRANGEBYSCORE', key, tick, tick, 'LIMIT', 0, 1)[1]
-  local write = not existing
-  if existing and publishes then
-    local outcome = cjson.decode(existing).outcome
-    write = outcome ~= 'enqueued' and outcome ~= 'recovered'
-    if write then redis.call('ZREM', key, existing) end
+  local existing = redis.call('ZRANGEBYSCORE', key, tick, tick)
+  local write = #existing == 0
+  if mode ~= '0' then
+    write = true
+    for _, member in ipairs(existing) do
+      local outcome = cjson.decode(member).outcome
+      if outcome == 'backfilled' or (mode == '1' and (outcome == 'enqueued' or outcome == 'recovered')) then write = false end
+    end
+    if write and mode == '1' then
+      for _, member in ipairs(existing) do redis.call('ZREM', key, member) end
+    end
   end
   if write then redis.call('ZADD', key, tick, record) end
   redis.call('ZREM', KEYS[1], ARGV[j + 4])
@@ -171,7 +178,7 @@ export class RedisReplicaStore implements ReplicaStore {
       slice.flatMap(({ record, keepMs, scheduleId, retention }) => [
         String(record.tickMs),
         JSON.stringify(record),
-        record.outcome === 'enqueued' || record.outcome === 'recovered' ? '1' : '0',
+        record.outcome === 'enqueued' || record.outcome === 'recovered' ? '1' : record.outcome === 'backfilled' ? '2' : '0',
         String(keepMs),
         record.jobId ?? `${scheduleId}@${record.tickMs}`,
         String(retention.keep),

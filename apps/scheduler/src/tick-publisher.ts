@@ -2,8 +2,8 @@ import type { Lease } from '@tickwarden/redlock';
 import type { JobQueue, LeaseGrants, Publication, Run } from './ports.ts';
 import type { TickRecorder } from './tick-recorder.ts';
 
-/** What a publish is recorded as: a won contest, a recovery, or a manual trigger (`tickwarden trigger`). */
-export type PublishAs = 'enqueued' | 'recovered' | 'triggered';
+/** What a publish is recorded as: a won contest, a recovery, or an operator's (`tickwarden trigger`, `backfill`). */
+export type PublishAs = 'enqueued' | 'recovered' | 'triggered' | 'backfilled';
 
 /** What became of a run: its job added by us, or by another publisher first; the add failed; or it was not tried (lease lapsed, or past the start deadline). */
 export type Published = 'published' | 'published-by-another' | 'failed' | 'not-added';

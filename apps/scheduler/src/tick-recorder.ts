@@ -117,9 +117,9 @@ export class TickRecorder {
     const now = this.#options.now();
     batch.forEach(({ entry, fields, ticks, found = false }, i) => {
       const { outcome, tickMs, reason } = entry.record;
-      // A manual run is counted by no listener; only its record's loss is worth a line (the CLI shows it).
-      if (outcome === 'triggered') {
-        if (failure !== undefined) logger.warn({ ...fields, historyError: (failure as Error).message }, 'triggered run not recorded in the tick history');
+      // An operator's run is counted by no listener; only its record's loss is worth a line (the CLI shows it).
+      if (outcome === 'triggered' || outcome === 'backfilled') {
+        if (failure !== undefined) logger.warn({ ...fields, historyError: (failure as Error).message }, `${outcome} run not recorded in the tick history`);
         return;
       }
       const first = recorded?.[i] ?? true;

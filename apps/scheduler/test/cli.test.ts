@@ -212,6 +212,23 @@ describe('tickwarden CLI', () => {
       const resumedAt = Date.now() + 1000;
       await waitUntil(() => outcomes.some((o) => o.tickMs > resumedAt && o.outcome === 'enqueued'), 'ticks after resume', { timeoutMs: 5000 });
 
+      // Backfill the ticks the pause skipped: listed by a dry run, fired once each, and not again.
+      const skipped = outcomes.filter((o) => o.outcome === 'skipped-paused').map((o) => o.tickMs);
+      const range = ['--from', new Date(skipped[0] as number).toISOString(), '--to', new Date(skipped.at(-1) as number).toISOString()];
+      const dry = cli('backfill', 'ops/every-second', ...range, '--dry-run');
+      expect(dry.code).toBe(0);
+      expect(dry.out.split('\n').filter((line) => line.endsWith('  would fire  skipped-paused'))).toHaveLength(skipped.length);
+      expect(dry.out).toMatch(new RegExp(`\\ndry run: ops/every-second: ${skipped.length} would fire, 0 skipped\\n$`));
+      const fired = cli('backfill', 'ops/every-second', ...range, '--json', '--note', 'after maintenance', '--by', 'alice');
+      expect(fired.code).toBe(0);
+      const ticks = fired.out.trim().split('\n').map((line) => JSON.parse(line) as { tickMs: number; action: string; jobId?: string });
+      expect(ticks.filter((t) => t.action === 'fire').map((t) => t.tickMs)).toEqual(skipped);
+      expect(ticks.every((t) => t.jobId === `ops/every-second@${t.tickMs}-backfill`)).toBe(true);
+      expect(cli('backfill', 'ops/every-second', ...range).out).toMatch(new RegExp(`\\nops/every-second: 0 fired, ${skipped.length} skipped\\n$`));
+      expect(cli('backfill', 'ops/every-second', '--from', 'now-1h')).toMatchObject({ code: 2, err: expect.stringMatching(/holds more than 100 ticks of ops\/every-second: narrow the range, or raise --max/) });
+      expect(cli('backfill', 'ops/every-second', '--from', 'yesterday')).toMatchObject({ code: 2, err: expect.stringMatching(/--from: "yesterday" is not an ISO 8601 time with a zone/) });
+      expect(cli('backfill', 'ops/every-second')).toMatchObject({ code: 2, err: expect.stringMatching(/backfill needs --from TIME/) });
+
       const triggered = cli('trigger', 'ops/nightly');
       expect(triggered.code).toBe(0);
       const jobId = /job (\S+),/.exec(triggered.out)?.[1] ?? '';
@@ -233,10 +250,10 @@ describe('tickwarden CLI', () => {
       expect(status).toMatch(/ops\/every-second[\s\S]*enqueued {2}job (waiting|delayed) {2}(lag \d+ ms|\d+ ms ahead) {2}fence \d+ {2}by cli-test/);
 
       // The audit trail: who did what, newest first; without --by, <user>@<host>.
-      expect(status).toMatch(/ops\/every-second[\s\S]*actions:\n {4}\S+ {2}resume {2}by \S+@\S+: done\n {4}\S+ {2}pause {2}by alice: maintenance/);
+      expect(status).toMatch(/ops\/every-second[\s\S]*actions:\n {4}\S+ {2}backfill {2}by \S+@\S+ {2}\(\S+ \.\. \S+: 0 fired, \d+ skipped\)\n {4}\S+ {2}backfill {2}by alice: after maintenance {2}\(\S+ \.\. \S+: \d+ fired, 0 skipped\)\n {4}\S+ {2}resume {2}by \S+@\S+: done\n {4}\S+ {2}pause {2}by alice: maintenance/);
       expect(status).toMatch(/ops\/nightly[\s\S]*actions:\n {4}\S+ {2}trigger {2}by \S+@\S+ {2}\(job ops\/nightly@manual-\d+, fence \d+\)/);
       const actions = cli('status', 'ops/every-second', '--json', '--actions').out.trim().split('\n').map((line) => JSON.parse(line) as Record<string, unknown>);
-      expect(actions.map((a) => [a['action'], a['note']])).toEqual([['resume', 'done'], ['pause', 'maintenance']]);
+      expect(actions.map((a) => [a['action'], a['note']])).toEqual([['backfill', ''], ['backfill', 'after maintenance'], ['resume', 'done'], ['pause', 'maintenance']]);
       // The run history the workers write (apps/worker), as status shows it.
       const endedAtMs = Date.now();
       await new RunHistory(connection).append('ops/nightly', { tickMs: endedAtMs - 2000, jobId: 'ops/nightly@1', outcome: 'failed', attempt: 1, worker: 'w-1', fence: 42, startedAtMs: endedAtMs - 1500, endedAtMs, exitCode: 3, error: 'boom' }, { keep: 20, maxAgeMs: 86_400_000 });

@@ -21,7 +21,7 @@ export {
 } from './job-runner.ts';
 export { leaseNodeTimeoutMs, MAX_LEASE_NODE_TIMEOUT_MS, MIN_TAKEOVER_WINDOW_MS, TAKEOVER_RETRY_MS, takeOverLease, type TakeOverOptions } from './lease-takeover.ts';
 export { LeaseValidityTracker } from './lease-validity-tracker.ts';
-export { RUN_OUTCOMES, WorkerMetrics, type RunOutcome } from './metrics.ts';
+export { WorkerMetrics } from './metrics.ts';
 export { RunLeaseValidity } from './run-lease-validity.ts';
 export { lockDurationFor, MAX_STALLED_COUNT, MIN_LOCK_DURATION_MS, QUORUM_POLL_MS, WorkerService, type WorkerServiceOptions } from './worker-service.ts';
 export { RemoteLauncher } from './launcher-client.ts';

@@ -1,5 +1,5 @@
 import { DEFAULT_HISTORY, nextTickAfter, type HttpDestinations, type ScheduleConfig } from '@tickwarden/config';
-import { jobClaim, parseTickJob, type TickJobData } from '@tickwarden/contracts';
+import { jobClaim, parseTickJob, type RunOutcome, type TickJobData } from '@tickwarden/contracts';
 import { AcquireAbortedError, ClaimStartedError, LeaseLostError, LockTakenError, QuorumUnavailableError, RedlockError, type Lease, type Redlock } from '@tickwarden/redlock';
 import { DelayedError, UnrecoverableError, type Job } from 'bullmq';
 import type { RunHistory, RunRecord } from '@tickwarden/runtime';
@@ -14,7 +14,7 @@ import { HandlerError, type LeaseValidity, type RunDetails } from './handlers/ty
 import { peersToMarkRevoked, predecessorsWaitUntil, type ActivePeer } from './cancel-previous.ts';
 import { firstStartId, leaseNodeTimeoutMs, pause, TAKEOVER_RETRY_MS, takeOverLease } from './lease-takeover.ts';
 import { LeaseValidityTracker } from './lease-validity-tracker.ts';
-import type { RunOutcome, WorkerMetrics } from './metrics.ts';
+import type { WorkerMetrics } from './metrics.ts';
 
 /** Why a run's signal aborted. */
 export type AbortKind = 'lease-lost' | 'timeout' | 'shutdown' | 'cancelled';
@@ -87,6 +87,8 @@ const UNKNOWN_SCHEDULE = 'schedule not in this worker\'s configuration';
 /** How long after its due time a job of an unknown schedule waits for the worker's config, when it has no start deadline, ms. */
 const UNKNOWN_SCHEDULE_WAIT_MS = 120_000;
 
+/** How often a backfilled tick's job looks again whether the run holding the schedule's lease ended, ms: such runs last. */
+export const BACKFILL_WAIT_MS = 5000;
 /** A deferred job is due again after this plus up to {@link DEFER_JITTER_MS}, ms (sooner when its start deadline is closer). */
 export const DEFER_DELAY_MS = 500;
 export const DEFER_JITTER_MS = 500;
@@ -301,10 +303,11 @@ export class JobRunner {
   /**
    * cancel-previous: when the schedule's next tick is already due (wall ms; its jitter left out, so
    * a little early), a start of this tick - deferred, retried or re-run after a stall - would run
-   * after, or during, the newer one's run: it is superseded instead. Undefined when it may start.
+   * after, or during, the newer one's run: it is superseded instead. Undefined when it may start
+   * (a backfilled tick's job always may: an operator asked for it after its successors).
    */
   #successorDue({ data }: Attempt, schedule: ScheduleConfig): number | undefined {
-    if (data.overlap !== 'cancel-previous') return undefined;
+    if (data.overlap !== 'cancel-previous' || data.backfill) return undefined;
     const next = nextTickAfter(schedule.cron, schedule.timezone, data.tickMs);
     return next !== undefined && next <= this.#now() ? next : undefined;
   }
@@ -415,6 +418,8 @@ export class JobRunner {
         return { outcome: 'already-started' };
       }
       if (error instanceof LockTakenError) {
+        // A backfill runs each tick asked for: it waits for the run in its way (a deferral) instead of skipping.
+        if (data.backfill) return this.#defer(run, 'another run holds the schedule\'s lease: the backfilled tick waits for it', { takenOn: error.takenOn }, { delayMs: BACKFILL_WAIT_MS });
         if (data.overlap === 'cancel-previous') {
           this.#record('superseded', data, job, log, started, { fence: data.lease.fence, takenOn: error.takenOn }, 'a later run of the schedule holds its lease (cancel-previous): superseded, not run');
           return { outcome: 'superseded' };

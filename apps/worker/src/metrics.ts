@@ -1,23 +1,7 @@
+import { RUN_OUTCOMES, type RunOutcome } from '@tickwarden/contracts';
 import type { Redlock } from '@tickwarden/redlock';
 import { ProcessMetrics } from '@tickwarden/runtime';
 import { Counter, Gauge, Histogram } from 'prom-client';
-
-/** What happened to one attempt of one tick's job on this worker. One name per outcome, in logs and metrics alike. */
-export const RUN_OUTCOMES = [
-  'succeeded',
-  'failed',
-  'aborted-lease-lost',
-  'aborted-timeout',
-  'aborted-shutdown',
-  'skipped-overlap',
-  'missed-deadline',
-  'deferred',
-  'superseded',
-  'finished-earlier',
-  'worker-lost',
-  'already-started',
-] as const;
-export type RunOutcome = (typeof RUN_OUTCOMES)[number];
 
 /** Outcomes of attempts whose handler ran: the ones `tickwarden_schedule_run_duration_seconds` observes. */
 const HANDLER_RAN: ReadonlySet<RunOutcome> = new Set(['succeeded', 'failed', 'aborted-lease-lost', 'aborted-timeout', 'aborted-shutdown']);

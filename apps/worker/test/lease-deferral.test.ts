@@ -1,4 +1,7 @@
+import { randomBytes } from 'node:crypto';
+import { backfillJobId, leaseResource, queueName, tickClaim, type TickJobData } from '@tickwarden/contracts';
 import { sleep, waitUntil } from '@tickwarden/testkit';
+import { Queue } from 'bullmq';
 import { describe, expect, it } from 'vitest';
 import { useCluster } from './harness.ts';
 import { enqueueTick, nodeCommand, outcomes, scheduleFixture, settledJob } from './support.ts';
@@ -221,5 +224,49 @@ describe('worker: a lease it cannot take defers the job instead of consuming its
     } finally {
       link.heal();
     }
+  });
+
+  it("a backfilled tick's job waits while another run holds the lease (no skip, no supersede), then runs once", async () => {
+    const { connection, scheduler, lines } = cluster;
+    // cancel-previous: its next tick is long due, which supersedes a late start of any other job.
+    const schedule = scheduleFixture('team-a/backfilled', recording('backfilled.txt'), { queue: 'q-backfilled', overlap: 'cancel-previous', leaseTtlMs: 2000 });
+    const tickMs = Math.floor(Date.now() / 60_000) * 60_000 - 3_600_000;
+    const resource = leaseResource(schedule.id, schedule.overlap, tickMs);
+    // What `tickwarden backfill` does: the tick's claim started for the job's first start, no lease taken.
+    const value = randomBytes(20).toString('hex');
+    const fence = Date.now() * 1000;
+    await scheduler.startClaim({ resource, claim: tickClaim(tickMs), value, start: String(fence) });
+    const running = await scheduler.acquire(resource, 2000);
+    const data: TickJobData = {
+      version: 1,
+      schedule: schedule.id,
+      tickMs,
+      dueMs: Date.now(),
+      payload: null,
+      overlap: schedule.overlap,
+      lease: { resource, value, fence, ttlMs: 2000 },
+      startDeadlineMs: null,
+      maxRuntimeMs: null,
+      enqueuedBy: 'cli',
+      enqueuedAtMs: Date.now(),
+      backfill: true,
+    };
+    const jobId = backfillJobId(schedule.id, tickMs);
+    const queue = new Queue(queueName(schedule.queue), { connection });
+    await queue.add(schedule.id, data, { jobId, attempts: 1 });
+    await queue.close();
+    const worker = await cluster.startWorker([schedule]);
+    await waitUntil(() => outcomes(worker.records, jobId).length > 0, 'the backfilled job to meet the running one');
+    expect(outcomes(worker.records, jobId)).toMatchObject([{ outcome: 'deferred', reason: "another run holds the schedule's lease: the backfilled tick waits for it", delayMs: 5000 }]);
+    // Held 4 s more; the job runs once the lease is free.
+    const extended = await scheduler.extend(running, 4000);
+    await sleep(3000);
+    expect(lines('backfilled.txt')).toEqual([]);
+    await scheduler.release(extended);
+    const job = await settledJob(connection, 'q-backfilled', jobId, 20_000);
+    expect(job.returnvalue).toMatchObject({ outcome: 'succeeded' });
+    expect(job.attemptsMade).toBe(1);
+    expect(lines('backfilled.txt')).toHaveLength(1);
+    expect(outcomes(worker.records, jobId).map((r) => r['outcome'])).toEqual([...Array(outcomes(worker.records, jobId).length - 1).fill('deferred'), 'succeeded']);
   });
 });

@@ -4,7 +4,7 @@ import { appendFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync,
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { freePort, ManagedProcess, ProcessRedisNode, waitUntil } from '@tickwarden/testkit';
+import { freePort, ManagedProcess, ProcessRedisNode, sleep, waitUntil } from '@tickwarden/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { REPO_ROOT } from './support/paths.ts';
 
@@ -110,9 +110,15 @@ describe('Redis ACL users (deploy/k8s/acl): each role does its job and nothing m
       );
       return result;
     };
+    const pausedAt = new Date().toISOString();
     expect(await run('control', 'pause', 'acl/every-second')).toMatchObject({ code: 0 });
+    await sleep(2500);
     expect(await run('control', 'resume', 'acl/every-second')).toMatchObject({ code: 0 });
     expect(await run('control', 'trigger', 'acl/every-second')).toMatchObject({ code: 0 });
+    // Backfill reads the run history and starts claims on the lock nodes.
+    const backfill = await run('control', 'backfill', 'acl/every-second', '--from', pausedAt, '--to', new Date(Date.now() - 1000).toISOString());
+    expect(backfill.code, backfill.output).toBe(0);
+    expect(backfill.output).toMatch(/acl\/every-second: [1-9]\d* fired/);
     const status = await run('status', 'status', 'acl/every-second');
     expect(status.code, status.output).toBe(0);
     expect(status.output).toContain('enqueued');

@@ -1,4 +1,5 @@
 export {
+  backfillJobId,
   InvalidTickJobError,
   jobClaim,
   LATE_TICK_WINDOW_MS,
@@ -13,3 +14,4 @@ export {
   type TickJobData,
   type TickLease,
 } from './tick-job.ts';
+export { NOT_RUN_OUTCOMES, RUN_OUTCOMES, type RunOutcome } from './run-outcome.ts';

@@ -45,6 +45,14 @@ export function manualJobId(scheduleId: string, atMs: number): string {
   return `${scheduleId}@manual-${atMs}`;
 }
 
+/**
+ * BullMQ job id of a backfilled tick (`tickwarden backfill`), `<team>/<name>@<tick ms>-backfill`:
+ * its own id, beside the tick's own job and its publish marker, under the tick's claim.
+ */
+export function backfillJobId(scheduleId: string, tickMs: number): string {
+  return `${scheduleId}@${tickMs}-backfill`;
+}
+
 /** The claim a job's run was published under: a manual trigger's, or its tick's (see manualJobId). */
 export function jobClaim(jobId: string, tickMs: number): string {
   return jobId.includes('@manual-') ? manualClaim(tickMs) : tickClaim(tickMs);
@@ -65,12 +73,21 @@ const tickJobSchema = z.strictObject({
   dueMs: z.number().int().nonnegative(),
   payload: z.unknown(),
   overlap: z.enum(['skip', 'allow', 'cancel-previous']),
-  /** The lease the winning replica was granted for this tick; the worker takes it over by value. */
+  /**
+   * The lease the winning replica was granted for this tick; the worker takes it over by value.
+   * A backfill's: a fresh value, the claim started by `fence` (the backfill's start id).
+   */
   lease: leaseSchema,
   startDeadlineMs: z.number().int().positive().nullable(),
   maxRuntimeMs: z.number().int().positive().nullable(),
   enqueuedBy: z.string().min(1),
   enqueuedAtMs: z.number().int().nonnegative(),
+  /**
+   * A backfilled tick's job: its lease was never taken for it (only its claim, started for this
+   * job), so it waits while another run holds the lease instead of skipping, and a later tick
+   * never supersedes it.
+   */
+  backfill: z.literal(true).optional(),
 });
 
 /** The data of the BullMQ job a scheduler enqueues for one tick of one schedule. */

@@ -1,4 +1,5 @@
 import type { HistoryRetention } from '@tickwarden/config';
+import type { RunOutcome } from '@tickwarden/contracts';
 import type { Redis } from 'ioredis';
 
 /**
@@ -15,8 +16,7 @@ export const RUN_ERROR_BYTES = 256;
 export interface RunRecord {
   tickMs: number;
   jobId: string;
-  /** The worker's RunOutcome. */
-  outcome: string;
+  outcome: RunOutcome;
   attempt: number | undefined;
   worker: string | undefined;
   fence: number | undefined;

@@ -1,0 +1,213 @@
+// What an operator does to a schedule, from the CLI (`tickwarden pause|resume|trigger|backfill`)
+// or from a replica's console: one implementation on connections the caller owns, each action
+// kept in the schedule's audit trail.
+import { randomBytes } from 'node:crypto';
+import { formatDuration, MAX_HISTORY_KEEP } from '@tickwarden/config';
+import { backfillJobId, leaseResource, manualClaim, manualJobId, tickClaim } from '@tickwarden/contracts';
+import { ClaimStartedError, isStartedClaim, type Lease, type Redlock } from '@tickwarden/redlock';
+import { RunHistory } from '@tickwarden/runtime';
+import type { Redis } from 'ioredis';
+import type { Logger } from 'pino';
+import { BACKFILL_MAX_LIMIT, historyReachMs, planBackfill, type BackfillTick } from './backfill-plan.ts';
+import { BullJobQueue } from './bull-job-queue.ts';
+import type { ControlAction, Run } from './ports.ts';
+import { RedisReplicaStore } from './replica-store.ts';
+import type { Schedule } from './schedule.ts';
+import { TickPlanner } from './tick-planner.ts';
+import { TickPublisher } from './tick-publisher.ts';
+import { TickRecorder } from './tick-recorder.ts';
+import { tickWindow } from './tick-window.ts';
+
+/** The connections and names an action runs with. */
+export interface ControlContext {
+  /** The queue Redis: pauses, the tick history, the audit trail, the jobs. */
+  redis: Redis;
+  /** The lock nodes: a trigger's or backfill's claim and lease. */
+  redlock: Redlock;
+  /** Who publishes the jobs (`enqueuedBy`, the history's `replica`): `cli`, or the replica's id. */
+  publisherId: string;
+  /** Warnings: a history or audit write that failed after the action was done. */
+  logger: Logger;
+  /** Wall time, ms. */
+  now: () => number;
+}
+
+/** What pause and resume need: no lock nodes. */
+export type QueueContext = Pick<ControlContext, 'redis' | 'logger' | 'now'>;
+
+/** What an operator said with an action: why, and who. */
+export interface Said {
+  note: string;
+  by: string;
+}
+
+const messageOf = (error: unknown): string => (error instanceof Error ? error.message : String(error));
+
+/** Adds an action to the schedule's audit trail; a failure is logged, not thrown (the action is done). */
+async function audit(ctx: QueueContext, schedule: Schedule, action: Omit<ControlAction, 'atMs'>): Promise<void> {
+  await new RedisReplicaStore(ctx.redis).audit(schedule.id, { ...action, atMs: ctx.now() }, schedule.history).catch((error: unknown) => ctx.logger.warn({ schedule: schedule.id, action: action.action, err: error }, `${action.action} done, but not added to the audit trail: ${messageOf(error)}`));
+}
+
+export async function pauseSchedule(ctx: QueueContext, schedule: Schedule, { note, by }: Said): Promise<void> {
+  await new RedisReplicaStore(ctx.redis).pause(schedule.id, { by, atMs: ctx.now(), note });
+  await audit(ctx, schedule, { action: 'pause', by, note });
+}
+
+/** Resolves false when the schedule was not paused (recorded so in the audit trail). */
+export async function resumeSchedule(ctx: QueueContext, schedule: Schedule, { note, by }: Said): Promise<boolean> {
+  const paused = await new RedisReplicaStore(ctx.redis).resume(schedule.id);
+  await audit(ctx, schedule, { action: 'resume', by, note, detail: paused ? undefined : 'was not paused' });
+  return paused;
+}
+
+/** Runs the schedule now, through the path every tick takes (a claim, a lease, the publisher), under its own claim. */
+export async function triggerSchedule(ctx: ControlContext, schedule: Schedule, { note, by }: Said): Promise<{ jobId: string; fence: number }> {
+  const now = ctx.now();
+  const planner = new TickPlanner(schedule);
+  const next = planner.next(now);
+  const nextDueMs = next === undefined ? undefined : planner.dueMs(next);
+  const tick = { schedule, tickMs: now, dueMs: now, nextDueMs, jobId: manualJobId(schedule.id, now), ...tickWindow(schedule, now, nextDueMs) };
+  const lease = await ctx.redlock.acquire(leaseResource(schedule.id, schedule.overlap, now), schedule.leaseTtlMs, { claim: manualClaim(now), claimRetentionMs: tick.retentionMs });
+  const queue = new BullJobQueue(ctx.redis, ctx.redlock.settings.clock, ctx.publisherId);
+  const recorder = new TickRecorder({ replicaId: ctx.publisherId, store: new RedisReplicaStore(ctx.redis), logger: ctx.logger, now: ctx.now });
+  try {
+    const [outcome] = await new TickPublisher({ replicaId: ctx.publisherId, leases: ctx.redlock, queue, recorder, now: ctx.now }).publish([{ tick, lease }], 'triggered');
+    await recorder.flush();
+    if (outcome !== 'published') throw new Error(`could not enqueue the run of ${schedule.id} (${outcome}): see the queue Redis`);
+  } finally {
+    await queue.close();
+  }
+  await audit(ctx, schedule, { action: 'trigger', by, note, detail: `job ${tick.jobId}, fence ${lease.fence}` });
+  return { jobId: tick.jobId, fence: lease.fence };
+}
+
+/** A backfill's range (both ends included, wall ms) and bounds. */
+export interface BackfillRequest {
+  fromMs: number;
+  toMs: number;
+  /** The most ticks the range may hold: a larger one is refused. */
+  max: number;
+  /** Only decide and list; fire nothing. */
+  dryRun: boolean;
+}
+
+/** Per tick what a backfill did (`fire`: its job was published, under `jobId`), and the totals. */
+export interface BackfillReport {
+  ticks: (BackfillTick & { jobId?: string })[];
+  fired: number;
+  skipped: number;
+}
+
+/** A backfill range that cannot be done as asked (in the future, too long, beyond the kept history): a usage error. */
+export class BackfillRangeError extends Error {
+  readonly exitCode = 2;
+}
+
+const iso = (ms: number): string => new Date(ms).toISOString();
+
+/** The ticks of the range, oldest first; refuses a range that is backwards, in the future or longer than `max`. */
+function ticksOf(schedule: Schedule, { fromMs, toMs, max }: BackfillRequest, nowMs: number): number[] {
+  if (fromMs > toMs) throw new BackfillRangeError(`--from ${iso(fromMs)} is after --to ${iso(toMs)}`);
+  if (toMs > nowMs) throw new BackfillRangeError(`--to ${iso(toMs)} is in the future: a backfill runs ticks that are past`);
+  const ticks = new TickPlanner(schedule).ticksBetween(fromMs - 1, toMs + 1, max + 1);
+  if (ticks.length > max) throw new BackfillRangeError(`${iso(fromMs)} .. ${iso(toMs)} holds more than ${max} ticks of ${schedule.id}: narrow the range, or raise --max (at most ${BACKFILL_MAX_LIMIT})`);
+  return ticks;
+}
+
+/**
+ * Starts the tick's claim for a backfill's job, which its first start then continues (the start
+ * id is the job's `fence`): no other job of the tick can start after this, nor can the scheduler
+ * grant the claim again. A claim granted but never started (its job missed its start deadline) is
+ * taken over by its value, as recovery does; one started means a job of the tick ran: undefined.
+ */
+async function claimForBackfill(redlock: Redlock, schedule: Schedule, tickMs: number, retentionMs: number): Promise<Pick<Lease, 'resource' | 'value' | 'fence'> | undefined> {
+  const resource = leaseResource(schedule.id, schedule.overlap, tickMs);
+  const claim = tickClaim(tickMs);
+  // In the fencing tokens' number space (wall microseconds): read as the job's fence, it is unique to this backfill of the tick.
+  const fence = Math.floor(redlock.settings.clock.wallMicros());
+  // Resolves undefined once started, else the value holding the claim.
+  const startOrHolder = (value: string): Promise<string | undefined> =>
+    redlock.startClaim({ resource, claim, value, start: String(fence) }, { claimRetentionMs: retentionMs }).then(
+      () => undefined,
+      (error: unknown) => {
+        if (error instanceof ClaimStartedError) return error.holder;
+        throw error;
+      },
+    );
+  const value = randomBytes(20).toString('hex');
+  const holder = await startOrHolder(value);
+  if (holder === undefined) return { resource, value, fence };
+  if (isStartedClaim(holder)) return undefined;
+  return (await startOrHolder(holder)) === undefined ? { resource, value: holder, fence } : undefined;
+}
+
+/**
+ * Runs the ticks of a past range that did not run (planBackfill decides from the tick and run
+ * histories), each once: through the tick's claim on the lock nodes, so running a backfill twice,
+ * or over ticks that ran, runs nothing twice. Each fired tick's job is due now, has no start
+ * deadline and waits while another run holds the schedule's lease (`skip` and `cancel-previous`
+ * runs one at a time, not necessarily in tick order). Refuses (BackfillRangeError) a range in the
+ * future, of more than `max` ticks, or older than the schedule's kept history, where a tick
+ * without a record may have run.
+ */
+export async function backfillSchedule(ctx: ControlContext, schedule: Schedule, request: BackfillRequest, { note, by }: Said): Promise<BackfillReport> {
+  const now = ctx.now();
+  const ticks = ticksOf(schedule, request, now);
+  const store = new RedisReplicaStore(ctx.redis);
+  const records = await store.history(schedule.id, Number.MAX_SAFE_INTEGER);
+  const reachMs = historyReachMs(records, schedule.history, now);
+  if (ticks.length > 0 && (ticks[0] as number) < reachMs) {
+    const kept = `history: { keep: ${schedule.history.keep}, maxAge: ${formatDuration(schedule.history.maxAgeMs)} }`;
+    throw new BackfillRangeError(`the tick history of ${schedule.id} reaches back to ${iso(reachMs)} (${kept}): whether earlier ticks ran is not known; backfill from then, or keep more history`);
+  }
+  const plan = planBackfill(ticks, records, await new RunHistory(ctx.redis).read(schedule.id, MAX_HISTORY_KEEP));
+  if (request.dryRun) return report(plan);
+  const fired = await fire(ctx, schedule, plan, now);
+  const result = report(fired);
+  await audit(ctx, schedule, { action: 'backfill', by, note, detail: `${iso(request.fromMs)} .. ${iso(request.toMs)}: ${result.fired} fired, ${result.skipped} skipped` });
+  return result;
+}
+
+function report(ticks: BackfillReport['ticks']): BackfillReport {
+  const fired = ticks.filter((tick) => tick.action === 'fire').length;
+  return { ticks, fired, skipped: ticks.length - fired };
+}
+
+/** Claims each tick the plan fires, then publishes their jobs (one publish for all); a tick whose claim is started is skipped. */
+async function fire(ctx: ControlContext, schedule: Schedule, plan: readonly BackfillTick[], nowMs: number): Promise<BackfillReport['ticks']> {
+  const planner = new TickPlanner(schedule);
+  const next = planner.next(nowMs);
+  const nextDueMs = next === undefined ? undefined : planner.dueMs(next);
+  const window = tickWindow(schedule, nowMs, nextDueMs);
+  const runs = new Map<number, Run>();
+  const result: BackfillReport['ticks'] = [];
+  for (const tick of plan) {
+    const claimed = tick.action === 'fire' ? await claimForBackfill(ctx.redlock, schedule, tick.tickMs, window.retentionMs) : undefined;
+    if (tick.action === 'fire' && claimed === undefined) {
+      result.push({ tickMs: tick.tickMs, action: 'skip', why: 'a job of it started (its claim on the lock nodes says so)' });
+      continue;
+    }
+    result.push(tick);
+    if (claimed === undefined) continue;
+    const lease: Lease = { ...claimed, ttlMs: schedule.leaseTtlMs, validUntil: ctx.redlock.settings.clock.now() + schedule.leaseTtlMs, claim: tickClaim(tick.tickMs) };
+    runs.set(tick.tickMs, { tick: { schedule, tickMs: tick.tickMs, dueMs: nowMs, nextDueMs, jobId: backfillJobId(schedule.id, tick.tickMs), ...window }, lease, backfill: true });
+  }
+  if (runs.size === 0) return result;
+  const queue = new BullJobQueue(ctx.redis, ctx.redlock.settings.clock, ctx.publisherId);
+  const recorder = new TickRecorder({ replicaId: ctx.publisherId, store: new RedisReplicaStore(ctx.redis), logger: ctx.logger, now: ctx.now });
+  try {
+    const published = await new TickPublisher({ replicaId: ctx.publisherId, leases: ctx.redlock, queue, recorder, now: ctx.now }).publish([...runs.values()], 'backfilled');
+    await recorder.flush();
+    const outcome = new Map([...runs.keys()].map((tickMs, i) => [tickMs, published[i]]));
+    return result.map((tick) => {
+      const run = runs.get(tick.tickMs);
+      if (!run) return tick;
+      const got = outcome.get(tick.tickMs);
+      if (got === 'published' || got === 'published-by-another') return { ...tick, jobId: run.tick.jobId };
+      // Its claim stays started for the job that is not there: a backfill again finds it so until the claim's retention passes.
+      return { tickMs: tick.tickMs, action: 'skip' as const, why: `could not enqueue its job (${got}): its claim is held until ${iso(nowMs + window.retentionMs)}` };
+    });
+  } finally {
+    await queue.close();
+  }
+}
