@@ -87,8 +87,8 @@ const UNKNOWN_SCHEDULE = 'schedule not in this worker\'s configuration';
 /** How long after its due time a job of an unknown schedule waits for the worker's config, when it has no start deadline, ms. */
 const UNKNOWN_SCHEDULE_WAIT_MS = 120_000;
 
-/** How often a backfilled tick's job looks again whether the run holding the schedule's lease ended, ms: such runs last. */
-export const BACKFILL_WAIT_MS = 5000;
+/** How long a backfilled tick's job waits for the schedule's lease held by another run before it is deferred (and waits again), ms. */
+export const BACKFILL_WAIT_MS = 10_000;
 /** A deferred job is due again after this plus up to {@link DEFER_JITTER_MS}, ms (sooner when its start deadline is closer). */
 export const DEFER_DELAY_MS = 500;
 export const DEFER_JITTER_MS = 500;
@@ -419,7 +419,7 @@ export class JobRunner {
       }
       if (error instanceof LockTakenError) {
         // A backfill runs each tick asked for: it waits for the run in its way (a deferral) instead of skipping.
-        if (data.backfill) return this.#defer(run, 'another run holds the schedule\'s lease: the backfilled tick waits for it', { takenOn: error.takenOn }, { delayMs: BACKFILL_WAIT_MS });
+        if (data.backfill) return this.#defer(run, 'another run holds the schedule\'s lease: the backfilled tick waits for it', { takenOn: error.takenOn });
         if (data.overlap === 'cancel-previous') {
           this.#record('superseded', data, job, log, started, { fence: data.lease.fence, takenOn: error.takenOn }, 'a later run of the schedule holds its lease (cancel-previous): superseded, not run');
           return { outcome: 'superseded' };
@@ -437,7 +437,8 @@ export class JobRunner {
   /** A first start takes the scheduler's lease over by its value (see takeOverLease). */
   #takeOver(data: TickJobData, jobId: string): Promise<Lease> {
     const { redlock, notTakingJobs, onQuorumUnavailable } = this.#options;
-    return takeOverLease(redlock, data, { claim: jobClaim(jobId, data.tickMs), now: () => this.#now(), signal: this.#stopping.signal, stopRetrying: () => notTakingJobs?.() !== undefined, onQuorumUnavailable });
+    const waitForLockMs = data.backfill ? BACKFILL_WAIT_MS : 0;
+    return takeOverLease(redlock, data, { claim: jobClaim(jobId, data.tickMs), now: () => this.#now(), signal: this.#stopping.signal, stopRetrying: () => notTakingJobs?.() !== undefined, onQuorumUnavailable, waitForLockMs });
   }
 
   /**

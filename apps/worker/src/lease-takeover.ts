@@ -44,6 +44,12 @@ export interface TakeOverOptions {
   stopRetrying?: () => boolean;
   /** Told of each try that found no quorum, at once (with the per-node timeout it used): a worker cut from the lock nodes learns it on the first try, not after the window. */
   onQuorumUnavailable?: (error: QuorumUnavailableError, nodeTimeoutMs: number) => void;
+  /**
+   * How long to keep trying while another value holds the lease, ms (default 0: LockTakenError at
+   * once). A backfilled tick's job waits: no lease was taken for it, and a frequent schedule's
+   * lease is free only for moments between its contests and runs.
+   */
+  waitForLockMs?: number;
 }
 
 /**
@@ -69,7 +75,8 @@ export async function takeOverLease(redlock: Pick<Redlock, 'acquire' | 'startCla
     let failure: QuorumUnavailableError;
     try {
       await redlock.startClaim({ resource, claim: options.claim, value, start: firstStartId(data) }, { nodeTimeoutMs });
-      return await redlock.acquire(resource, ttlMs, { value, retryCount: 0, nodeTimeoutMs });
+      const retryCount = Math.ceil((options.waitForLockMs ?? 0) / (1.5 * TAKEOVER_RETRY_MS));
+      return await redlock.acquire(resource, ttlMs, { value, retryCount, retryDelayMs: TAKEOVER_RETRY_MS, retryJitterMs: TAKEOVER_RETRY_MS, nodeTimeoutMs, signal });
     } catch (error) {
       if (!(error instanceof QuorumUnavailableError)) throw error;
       failure = error;

@@ -226,7 +226,7 @@ describe('worker: a lease it cannot take defers the job instead of consuming its
     }
   });
 
-  it("a backfilled tick's job waits while another run holds the lease (no skip, no supersede), then runs once", async () => {
+  it("a backfilled tick's job waits while another run holds the lease (no skip, no supersede; deferred after 10 s), then runs once", async () => {
     const { connection, scheduler, lines } = cluster;
     // cancel-previous: its next tick is long due, which supersedes a late start of any other job.
     const schedule = scheduleFixture('team-a/backfilled', recording('backfilled.txt'), { queue: 'q-backfilled', overlap: 'cancel-previous', leaseTtlMs: 2000 });
@@ -256,17 +256,23 @@ describe('worker: a lease it cannot take defers the job instead of consuming its
     await queue.add(schedule.id, data, { jobId, attempts: 1 });
     await queue.close();
     const worker = await cluster.startWorker([schedule]);
-    await waitUntil(() => outcomes(worker.records, jobId).length > 0, 'the backfilled job to meet the running one');
-    expect(outcomes(worker.records, jobId)).toMatchObject([{ outcome: 'deferred', reason: "another run holds the schedule's lease: the backfilled tick waits for it", delayMs: 5000 }]);
-    // Held 4 s more; the job runs once the lease is free.
-    const extended = await scheduler.extend(running, 4000);
-    await sleep(3000);
+    // The run holds the lease 12 s (extended every second): the job waits 10 s for it, then is deferred.
+    let held = running;
+    const heldUntil = performance.now() + 12_000;
+    while (performance.now() < heldUntil) {
+      await sleep(1000);
+      held = await scheduler.extend(held, 2000);
+    }
+    expect(outcomes(worker.records, jobId)).toMatchObject([{ outcome: 'deferred', reason: "another run holds the schedule's lease: the backfilled tick waits for it" }]);
     expect(lines('backfilled.txt')).toEqual([]);
-    await scheduler.release(extended);
+    await scheduler.release(held);
+    const releasedAt = Date.now();
     const job = await settledJob(connection, 'q-backfilled', jobId, 20_000);
     expect(job.returnvalue).toMatchObject({ outcome: 'succeeded' });
     expect(job.attemptsMade).toBe(1);
     expect(lines('backfilled.txt')).toHaveLength(1);
-    expect(outcomes(worker.records, jobId).map((r) => r['outcome'])).toEqual([...Array(outcomes(worker.records, jobId).length - 1).fill('deferred'), 'succeeded']);
+    // Taken within a retry or a deferral of the release, not a whole wait later.
+    expect(Number(lines('backfilled.txt')[0]?.split(' ')[2]) - releasedAt).toBeLessThan(2500);
+    expect(outcomes(worker.records, jobId).map((r) => r['outcome'])).toEqual(['deferred', 'succeeded']);
   });
 });
