@@ -265,8 +265,8 @@ export async function backfill(id: string, range: { from: string; to: string; ma
     const action = tick.action === 'fire' && request.dryRun ? 'would fire' : tick.action;
     say(json ? JSON.stringify({ schedule: id, tick: new Date(tick.tickMs).toISOString(), ...tick, action }) : `${new Date(tick.tickMs).toISOString()}  ${action}  ${tick.why}${tick.jobId ? `  job ${tick.jobId}` : ''}`);
   }
-  if (!json) say(`${request.dryRun ? 'dry run: ' : ''}${id}: ${result.fired} ${request.dryRun ? 'would fire' : 'fired'}, ${result.skipped} skipped`);
-  return 0;
+  if (!json) say(`${request.dryRun ? 'dry run: ' : ''}${id}: ${result.fired} ${request.dryRun ? 'would fire' : 'fired'}, ${result.skipped} skipped${result.failed > 0 ? `, ${result.failed} failed` : ''}`);
+  return result.failed > 0 ? 1 : 0;
 }
 
 export async function status(id: string | undefined, count: number, json: 'ticks' | 'runs' | 'actions' | undefined): Promise<number> {

@@ -91,11 +91,20 @@ export interface BackfillRequest {
   dryRun: boolean;
 }
 
-/** Per tick what a backfill did (`fire`: its job was published, under `jobId`), and the totals. */
+/** What a backfill did with a tick: fired (its job published, under `jobId`), skipped, or failed (its job not enqueued). */
+export interface BackfilledTick {
+  tickMs: number;
+  action: BackfillTick['action'] | 'failed';
+  why: string;
+  jobId?: string;
+}
+
+/** Per tick what a backfill did, and the totals. */
 export interface BackfillReport {
-  ticks: (BackfillTick & { jobId?: string })[];
+  ticks: BackfilledTick[];
   fired: number;
   skipped: number;
+  failed: number;
 }
 
 /** A backfill range that cannot be done as asked (in the future, too long, beyond the kept history): a usage error. */
@@ -164,49 +173,50 @@ export async function backfillSchedule(ctx: ControlContext, schedule: Schedule, 
   if (request.dryRun) return report(plan);
   const fired = await fire(ctx, schedule, plan, now);
   const result = report(fired);
-  await audit(ctx, schedule, { action: 'backfill', by, note, detail: `${iso(request.fromMs)} .. ${iso(request.toMs)}: ${result.fired} fired, ${result.skipped} skipped` });
+  await audit(ctx, schedule, { action: 'backfill', by, note, detail: `${iso(request.fromMs)} .. ${iso(request.toMs)}: ${result.fired} fired, ${result.skipped} skipped${result.failed > 0 ? `, ${result.failed} failed` : ''}` });
   return result;
 }
 
-function report(ticks: BackfillReport['ticks']): BackfillReport {
-  const fired = ticks.filter((tick) => tick.action === 'fire').length;
-  return { ticks, fired, skipped: ticks.length - fired };
+function report(ticks: BackfilledTick[]): BackfillReport {
+  const count = (action: BackfilledTick['action']) => ticks.filter((tick) => tick.action === action).length;
+  return { ticks, fired: count('fire'), skipped: count('skip'), failed: count('failed') };
 }
 
-/** Claims each tick the plan fires, then publishes their jobs (one publish for all); a tick whose claim is started is skipped. */
-async function fire(ctx: ControlContext, schedule: Schedule, plan: readonly BackfillTick[], nowMs: number): Promise<BackfillReport['ticks']> {
+/** Claims each tick the plan fires, then publishes their jobs; a tick whose claim is started is skipped. */
+async function fire(ctx: ControlContext, schedule: Schedule, plan: readonly BackfillTick[], nowMs: number): Promise<BackfilledTick[]> {
   const planner = new TickPlanner(schedule);
   const next = planner.next(nowMs);
   const nextDueMs = next === undefined ? undefined : planner.dueMs(next);
   const window = tickWindow(schedule, nowMs, nextDueMs);
-  const runs = new Map<number, Run>();
-  const result: BackfillReport['ticks'] = [];
+  const ticks: BackfilledTick[] = [];
+  const runs: Run[] = [];
   for (const tick of plan) {
     const claimed = tick.action === 'fire' ? await claimForBackfill(ctx.redlock, schedule, tick.tickMs, window.retentionMs) : undefined;
-    if (tick.action === 'fire' && claimed === undefined) {
-      result.push({ tickMs: tick.tickMs, action: 'skip', why: 'a job of it started (its claim on the lock nodes says so)' });
-      continue;
-    }
-    result.push(tick);
+    if (tick.action === 'fire' && claimed === undefined) ticks.push({ tickMs: tick.tickMs, action: 'skip', why: 'a job of it started (its claim on the lock nodes says so)' });
+    else ticks.push(tick);
     if (claimed === undefined) continue;
     const lease: Lease = { ...claimed, ttlMs: schedule.leaseTtlMs, validUntil: ctx.redlock.settings.clock.now() + schedule.leaseTtlMs, claim: tickClaim(tick.tickMs) };
-    runs.set(tick.tickMs, { tick: { schedule, tickMs: tick.tickMs, dueMs: nowMs, nextDueMs, jobId: backfillJobId(schedule.id, tick.tickMs), ...window }, lease, backfill: true });
+    runs.push({ tick: { schedule, tickMs: tick.tickMs, dueMs: nowMs, nextDueMs, jobId: backfillJobId(schedule.id, tick.tickMs), ...window }, lease, backfill: true });
   }
-  if (runs.size === 0) return result;
+  const failures = await publish(ctx, runs);
+  return ticks.map((tick) => {
+    if (tick.action !== 'fire') return tick;
+    const failure = failures.get(tick.tickMs);
+    // Its claim stays started for a job that is not there: a backfill again finds it so until the claim's retention passes.
+    if (failure !== undefined) return { ...tick, action: 'failed', why: `${tick.why}; its job not enqueued (${failure}): its claim is held until ${iso(nowMs + window.retentionMs)}` };
+    return { ...tick, jobId: backfillJobId(schedule.id, tick.tickMs) };
+  });
+}
+
+/** Publishes the runs' jobs as `backfilled`; the ticks whose job was not enqueued, with what became of it. */
+async function publish(ctx: ControlContext, runs: readonly Run[]): Promise<Map<number, string>> {
+  if (runs.length === 0) return new Map();
   const queue = new BullJobQueue(ctx.redis, ctx.redlock.settings.clock, ctx.publisherId);
   const recorder = new TickRecorder({ replicaId: ctx.publisherId, store: new RedisReplicaStore(ctx.redis), logger: ctx.logger, now: ctx.now });
   try {
-    const published = await new TickPublisher({ replicaId: ctx.publisherId, leases: ctx.redlock, queue, recorder, now: ctx.now }).publish([...runs.values()], 'backfilled');
+    const published = await new TickPublisher({ replicaId: ctx.publisherId, leases: ctx.redlock, queue, recorder, now: ctx.now }).publish(runs, 'backfilled');
     await recorder.flush();
-    const outcome = new Map([...runs.keys()].map((tickMs, i) => [tickMs, published[i]]));
-    return result.map((tick) => {
-      const run = runs.get(tick.tickMs);
-      if (!run) return tick;
-      const got = outcome.get(tick.tickMs);
-      if (got === 'published' || got === 'published-by-another') return { ...tick, jobId: run.tick.jobId };
-      // Its claim stays started for the job that is not there: a backfill again finds it so until the claim's retention passes.
-      return { tickMs: tick.tickMs, action: 'skip' as const, why: `could not enqueue its job (${got}): its claim is held until ${iso(nowMs + window.retentionMs)}` };
-    });
+    return new Map(runs.flatMap((run, i) => (published[i] === 'published' || published[i] === 'published-by-another' ? [] : [[run.tick.tickMs, published[i] ?? 'failed']])));
   } finally {
     await queue.close();
   }

@@ -107,7 +107,7 @@ describe('backfill against the lock nodes and the queue Redis', () => {
     expect(await store.audits(schedule.id, 5)).toEqual([]);
 
     const done = await backfillSchedule(ctx, schedule, { ...range, dryRun: false }, said);
-    expect(done).toMatchObject({ fired: 3, skipped: 2 });
+    expect(done).toMatchObject({ fired: 3, skipped: 2, failed: 0 });
     const queue = new Queue(queueName('q-backfill'), { connection: redis });
     try {
       for (const tickMs of [paused, unrun, unrunClaimed]) {
@@ -172,5 +172,21 @@ describe('backfill against the lock nodes and the queue Redis', () => {
     await expect(beyond).rejects.toThrow(`the tick history of ops/refused reaches back to ${new Date(second).toISOString()} (history: { keep: 2, maxAge: 1d })`);
     expect(await store.audits(schedule.id, 5)).toEqual([]);
     expect((await refused(second, third)).fired).toBe(2);
+  });
+
+  it('a tick whose job cannot be enqueued is reported failed, not fired, and its claim stays held', async () => {
+    const schedule = scheduleFixture({ id: 'ops/unwritable', cron: '0 * * * * *', queue: 'q-unwritable', leaseTtlMs: 2000 });
+    const [tickMs] = lastTicks(2) as [number];
+    await new RedisReplicaStore(redis).record([{ scheduleId: schedule.id, record: record(tickMs, 'skipped-paused'), keepMs: MINUTE, retention: schedule.history }]);
+    // The queue Redis refuses writes (out of memory, noeviction): BullMQ's add fails.
+    await redis.config('SET', 'maxmemory', '1');
+    try {
+      const result = await backfillSchedule(ctx, schedule, { fromMs: tickMs, toMs: tickMs, max: 10, dryRun: false }, said);
+      expect(result).toMatchObject({ fired: 0, skipped: 0, failed: 1 });
+      expect(result.ticks[0]?.why).toMatch(/^skipped-paused; its job not enqueued \(failed\): its claim is held until /);
+    } finally {
+      await redis.config('SET', 'maxmemory', '0');
+    }
+    await expect(redlock.startClaim({ resource: `run:${schedule.id}`, claim: tickClaim(tickMs), value: 'e'.repeat(40), start: '1' })).rejects.toBeInstanceOf(ClaimStartedError);
   });
 });
