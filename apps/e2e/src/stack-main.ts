@@ -1,6 +1,7 @@
 // `npm start`: the whole system on this machine - 5 lock nodes, a queue Redis, 3 scheduler
 // replicas, 2 workers and an echo endpoint - with readable logs, until Ctrl-C.
 import { execFileSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server } from 'node:http';
 import path from 'node:path';
@@ -14,6 +15,8 @@ const CONFIG_DIR = path.join(ROOT, 'examples', 'teams');
 const ENV_FILE = path.join(ROOT, 'tmp', 'local-stack.env');
 /** `npm start -- --tls`: a CA, server and client certificates made here at each start. */
 const TLS_DIR = path.join(ROOT, 'tmp', 'local-stack-tls');
+/** The web console's control token, new at each start: the replicas' consoles are writable once signed in with it. */
+const CONTROL_TOKEN_FILE = path.join(ROOT, 'tmp', 'local-stack-control-token');
 const SCHEDULERS = ['scheduler-1', 'scheduler-2', 'scheduler-3'];
 const WORKERS = ['worker-1', 'worker-2'];
 const NAME_WIDTH = 11;
@@ -97,10 +100,13 @@ async function main(): Promise<number> {
     mkdirSync(TLS_DIR, { recursive: true });
     tls = makeTestCertificates(TLS_DIR);
   }
+  mkdirSync(path.dirname(CONTROL_TOKEN_FILE), { recursive: true });
+  writeFileSync(CONTROL_TOKEN_FILE, `${randomBytes(16).toString('hex')}\n`, { mode: 0o600 });
   const echo = await startEcho(echoPort);
   print('stack', `starting 5 lock nodes and a queue Redis (${driver === 'process' ? 'redis-server processes' : 'containers'}), ${SCHEDULERS.length} schedulers, ${WORKERS.length} workers; config ${path.relative(ROOT, CONFIG_DIR)}/`);
   if (tls) print('stack', `TLS: every Redis server requires a client certificate; CA and certificates in ${path.relative(ROOT, TLS_DIR)}/`);
-  const cluster = await Cluster.start({ configDir: CONFIG_DIR, driver, logLevel: process.env['LOG_LEVEL'] ?? 'info', ...(tls ? { tls } : {}) });
+  const roleEnv = { scheduler: { TICKWARDEN_CONTROL_TOKEN_FILE: CONTROL_TOKEN_FILE } };
+  const cluster = await Cluster.start({ configDir: CONFIG_DIR, driver, logLevel: process.env['LOG_LEVEL'] ?? 'info', roleEnv, ...(tls ? { tls } : {}) });
   const stopFollowing = follow(cluster);
   const stopping = new Promise<void>((resolve) => {
     process.once('SIGINT', resolve);
@@ -112,6 +118,8 @@ async function main(): Promise<number> {
     const env = { TICKWARDEN_CONFIG: CONFIG_DIR, TICKWARDEN_QUEUE_REDIS: cluster.queueUrl, TICKWARDEN_LOCK_NODES: cluster.locks.urls.join(','), ...cluster.tlsEnv };
     writeFileSync(ENV_FILE, Object.entries(env).map(([name, value]) => `${name}=${value}\n`).join(''));
     print('stack', `up. In another terminal: set -a; . ${path.relative(process.cwd(), ENV_FILE)}; set +a; npx tickwarden status   (Ctrl-C here stops everything)`);
+    const consoles = SCHEDULERS.map((name) => `http://127.0.0.1:${cluster.app(name).httpPort}/console/`).join(' ');
+    print('stack', `web console: ${consoles}   (sign in with the token in ${path.relative(process.cwd(), CONTROL_TOKEN_FILE)})`);
     await stopping;
     print('stack', 'stopping: SIGTERM to every process, then the Redis nodes');
     await Promise.all(cluster.running().map((app) => cluster.stopApp(app.name)));

@@ -116,10 +116,10 @@ const iso = (ms: number): string => new Date(ms).toISOString();
 
 /** The ticks of the range, oldest first; refuses a range that is backwards, in the future or longer than `max`. */
 function ticksOf(schedule: Schedule, { fromMs, toMs, max }: BackfillRequest, nowMs: number): number[] {
-  if (fromMs > toMs) throw new BackfillRangeError(`--from ${iso(fromMs)} is after --to ${iso(toMs)}`);
-  if (toMs > nowMs) throw new BackfillRangeError(`--to ${iso(toMs)} is in the future: a backfill runs ticks that are past`);
+  if (fromMs > toMs) throw new BackfillRangeError(`the range starts (${iso(fromMs)}) after it ends (${iso(toMs)})`);
+  if (toMs > nowMs) throw new BackfillRangeError(`the range ends in the future (${iso(toMs)}): a backfill runs ticks that are past`);
   const ticks = new TickPlanner(schedule).ticksBetween(fromMs - 1, toMs + 1, max + 1);
-  if (ticks.length > max) throw new BackfillRangeError(`${iso(fromMs)} .. ${iso(toMs)} holds more than ${max} ticks of ${schedule.id}: narrow the range, or raise --max (at most ${BACKFILL_MAX_LIMIT})`);
+  if (ticks.length > max) throw new BackfillRangeError(`${iso(fromMs)} .. ${iso(toMs)} holds more than ${max} ticks of ${schedule.id}: narrow the range, or raise the maximum (--max; at most ${BACKFILL_MAX_LIMIT})`);
   return ticks;
 }
 

@@ -4,7 +4,11 @@ import { Redlock } from '@tickwarden/redlock';
 import { boundPort, loadRedisTls, lockNodesFor, packageVersion, redisOptionsFor, runMain, startHttpServer, startLiveConfig, untilStopSignal, verifyServers } from '@tickwarden/runtime';
 import { Redis } from 'ioredis';
 import { pino } from 'pino';
+import { readControlToken } from './console-auth.ts';
+import { CONSOLE_PATH } from './console-pages.ts';
+import { webConsole } from './console.ts';
 import { SchedulerMetrics } from './metrics.ts';
+import { ScheduleStatus } from './schedule-status.ts';
 import { statusApi } from './status-api.ts';
 import { Scheduler } from './scheduler.ts';
 
@@ -22,6 +26,11 @@ async function main(): Promise<number> {
   const tls = loadRedisTls(env.value.redisTls);
   if (!tls.ok) {
     for (const error of tls.errors) process.stderr.write(`${error.variable}: ${error.message}\n`);
+    return 2;
+  }
+  const token = readControlToken(env.value.controlTokenFile);
+  if (!token.ok) {
+    for (const error of token.errors) process.stderr.write(`${error.variable}: ${error.message}\n`);
     return 2;
   }
   const { configPath, lockNodes, lockQuorum, queueRedis, replicaId, httpPort, logLevel, contestLeadMs, httpDestinations } = env.value;
@@ -64,6 +73,9 @@ async function main(): Promise<number> {
   const ready = new Promise<true>((resolve) => queueConnection.once('ready', () => resolve(true)));
   const connected = await Promise.race([ready, new Promise<false>((resolve) => setTimeout(resolve, QUEUE_READY_WAIT_MS, false).unref())]);
   if (!connected) logger.warn({ waitedMs: QUEUE_READY_WAIT_MS }, 'queue redis not reachable yet: starting; pause flags are read once it is');
+  const schedules = new ScheduleStatus({ schedules: () => config?.schedules ?? [], redis: queueConnection, upcoming: (id, afterMs, count) => scheduler?.upcoming(id, afterMs, count) ?? [], now: Date.now });
+  const consoleLogger = logger.child({ component: 'console' });
+  const web = webConsole({ schedules, control: { redis: queueConnection, redlock, publisherId: replicaId, logger: consoleLogger, now: Date.now }, token: token.value, replicaId });
   // Probes answer before the schedules are planned, which takes a while for a big config (the startupProbe allows for it).
   const server = await startHttpServer(httpPort, metrics.registry, async () => {
     const reasons: string[] = [];
@@ -71,8 +83,13 @@ async function main(): Promise<number> {
     if (!probe.quorum) reasons.push(`lock quorum unreachable (${probe.reachable.length} of ${redlock.nodes.length} answer, ${redlock.quorum} needed)`);
     if ((await queueConnection.ping().catch(() => 'down')) !== 'PONG') reasons.push('queue redis unreachable');
     return reasons;
-  }, statusApi({ schedules: () => config?.schedules ?? [], redis: queueConnection, upcoming: (id, afterMs, count) => scheduler?.upcoming(id, afterMs, count) ?? [], now: Date.now }));
+  }, { api: statusApi(schedules), pages: web.pages });
   logger.info({ port: boundPort(server) }, 'http listening');
+  const { controlTokenFile } = env.value;
+  if (token.value !== undefined) consoleLogger.info({ path: CONSOLE_PATH, writable: true }, 'web console: writable after sign-in with the control token');
+  else if (controlTokenFile === undefined) consoleLogger.info({ path: CONSOLE_PATH, writable: false }, 'web console: read-only (no TICKWARDEN_CONTROL_TOKEN_FILE)');
+  // An optional Secret not created: read-only, said loudly; the file is read at start only.
+  else consoleLogger.warn({ path: CONSOLE_PATH, writable: false, file: controlTokenFile }, 'web console: read-only: TICKWARDEN_CONTROL_TOKEN_FILE names no file (restart the replica once the Secret exists)');
 
   scheduler = new Scheduler({
     replicaId,
@@ -97,6 +114,7 @@ async function main(): Promise<number> {
   live.stop();
   await scheduler.stop();
   server.close();
+  await web.close();
   await redlock.close();
   queueConnection.disconnect();
   clearTimeout(forced);

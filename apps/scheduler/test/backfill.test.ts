@@ -164,9 +164,9 @@ describe('backfill against the lock nodes and the queue Redis', () => {
     await store.record([second, third].map((tickMs) => ({ scheduleId: schedule.id, record: record(tickMs, 'skipped-paused'), keepMs: 0, retention: schedule.history })));
     const now = Date.now();
     const refused = (fromMs: number, toMs: number, max = 10) => backfillSchedule(ctx, schedule, { fromMs, toMs, max, dryRun: false }, said);
-    await expect(refused(now - MINUTE, now + MINUTE)).rejects.toThrow(/--to .* is in the future/);
-    await expect(refused(now, now - MINUTE)).rejects.toThrow(/is after --to/);
-    await expect(refused(now - 11 * MINUTE, now)).rejects.toThrow(/holds more than 10 ticks of ops\/refused: narrow the range, or raise --max/);
+    await expect(refused(now - MINUTE, now + MINUTE)).rejects.toThrow(/the range ends in the future/);
+    await expect(refused(now, now - MINUTE)).rejects.toThrow(/the range starts \(.*\) after it ends/);
+    await expect(refused(now - 11 * MINUTE, now)).rejects.toThrow(/holds more than 10 ticks of ops\/refused: narrow the range, or raise the maximum \(--max/);
     const beyond = refused(first, third);
     await expect(beyond).rejects.toBeInstanceOf(BackfillRangeError);
     await expect(beyond).rejects.toThrow(`the tick history of ops/refused reaches back to ${new Date(second).toISOString()} (history: { keep: 2, maxAge: 1d })`);

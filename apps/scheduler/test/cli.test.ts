@@ -225,7 +225,7 @@ describe('tickwarden CLI', () => {
       expect(ticks.filter((t) => t.action === 'fire').map((t) => t.tickMs)).toEqual(skipped);
       expect(ticks.every((t) => t.jobId === `ops/every-second@${t.tickMs}-backfill`)).toBe(true);
       expect(cli('backfill', 'ops/every-second', ...range).out).toMatch(new RegExp(`\\nops/every-second: 0 fired, ${skipped.length} skipped\\n$`));
-      expect(cli('backfill', 'ops/every-second', '--from', 'now-1h')).toMatchObject({ code: 2, err: expect.stringMatching(/holds more than 100 ticks of ops\/every-second: narrow the range, or raise --max/) });
+      expect(cli('backfill', 'ops/every-second', '--from', 'now-1h')).toMatchObject({ code: 2, err: expect.stringMatching(/holds more than 100 ticks of ops\/every-second: narrow the range, or raise the maximum \(--max/) });
       expect(cli('backfill', 'ops/every-second', '--from', 'yesterday')).toMatchObject({ code: 2, err: expect.stringMatching(/--from: "yesterday" is not an ISO 8601 time with a zone/) });
       expect(cli('backfill', 'ops/every-second')).toMatchObject({ code: 2, err: expect.stringMatching(/backfill needs --from TIME/) });
 

@@ -54,6 +54,8 @@ export interface SchedulerEnv extends CommonEnv {
   replicaId: string;
   /** `TICKWARDEN_CONTEST_LEAD`: how long before its run is due a tick is contested and enqueued, ms; `undefined` means the scheduler's default (9.5 s). */
   contestLeadMs: number | undefined;
+  /** `TICKWARDEN_CONTROL_TOKEN_FILE`: the file holding the web console's control token (a mounted Secret), read once at start; `undefined`: the console is read-only. */
+  controlTokenFile: string | undefined;
 }
 
 export interface WorkerEnv extends CommonEnv {
@@ -80,6 +82,9 @@ export interface LauncherEnv {
   socketPath: string;
   logLevel: LogLevel;
 }
+
+/** The variable naming the console's control token file, read by the scheduler (the file is read at start, by the scheduler). */
+export const CONTROL_TOKEN_FILE_VARIABLE = 'TICKWARDEN_CONTROL_TOKEN_FILE';
 
 /** The variable naming the launcher's socket, read by the worker and the launcher. */
 export const LAUNCHER_SOCKET_VARIABLE = 'TICKWARDEN_LAUNCHER_SOCKET';
@@ -111,7 +116,9 @@ export function parseSchedulerEnv(env: Env): EnvResult<SchedulerEnv> {
     );
   }
   const contestLeadMs = reader.get('TICKWARDEN_CONTEST_LEAD') === undefined ? undefined : readDuration(reader, 'TICKWARDEN_CONTEST_LEAD', 0, 0, ENV_DURATION_MAX_MS.TICKWARDEN_CONTEST_LEAD);
-  return reader.result(() => ({ ...common(), replicaId, contestLeadMs }));
+  const controlTokenFile = reader.get(CONTROL_TOKEN_FILE_VARIABLE);
+  if (controlTokenFile !== undefined && !controlTokenFile.startsWith('/')) reader.fail(CONTROL_TOKEN_FILE_VARIABLE, `expected an absolute path, got ${quote(controlTokenFile)}`);
+  return reader.result(() => ({ ...common(), replicaId, contestLeadMs, controlTokenFile }));
 }
 
 /** Reads the worker's environment, like `parseSchedulerEnv`. */

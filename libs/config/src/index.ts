@@ -4,6 +4,7 @@ export {
   parseLauncherEnv,
   parseSchedulerEnv,
   parseWorkerEnv,
+  CONTROL_TOKEN_FILE_VARIABLE,
   DEFAULT_SECRETS_DIR,
   DEFAULT_STALLED_INTERVAL_MS,
   ENV_DURATION_MAX_MS,

@@ -32,6 +32,7 @@ describe('parseSchedulerEnv', () => {
       redisTls: { ca: undefined, cert: undefined, key: undefined },
       replicaId: hostname(),
       contestLeadMs: undefined,
+      controlTokenFile: undefined,
     });
   });
 
@@ -124,6 +125,11 @@ describe('parseSchedulerEnv', () => {
     expect(errorsOf(parseSchedulerEnv({ ...base, TICKWARDEN_CONTEST_LEAD: '5' }))).toEqual([{ variable: 'TICKWARDEN_CONTEST_LEAD', message: 'expected a duration of at most 1h such as 20s or 1m30s, got "5"' }]);
     expect(valueOf(parseSchedulerEnv({ ...base, TICKWARDEN_CONTEST_LEAD: '1h' })).contestLeadMs).toBe(3_600_000);
     expect(errorsOf(parseSchedulerEnv({ ...base, TICKWARDEN_CONTEST_LEAD: '1000d' }))).toEqual([{ variable: 'TICKWARDEN_CONTEST_LEAD', message: 'expected a duration of at most 1h such as 20s or 1m30s, got "1000d"' }]);
+  });
+
+  it('reads the control token file as an absolute path (the file itself is read by the scheduler at start)', () => {
+    expect(valueOf(parseSchedulerEnv({ ...base, TICKWARDEN_CONTROL_TOKEN_FILE: ' /var/run/tickwarden/control/token ' })).controlTokenFile).toBe('/var/run/tickwarden/control/token');
+    expect(errorsOf(parseSchedulerEnv({ ...base, TICKWARDEN_CONTROL_TOKEN_FILE: 'token' }))).toEqual([{ variable: 'TICKWARDEN_CONTROL_TOKEN_FILE', message: 'expected an absolute path, got "token"' }]);
   });
 
   it('refuses a single lock node unless TICKWARDEN_LOCK_ALLOW_SINGLE=1 (then says so in lockAllowSingle)', () => {

@@ -1,5 +1,5 @@
 export { ConfigWatcher } from './config-watcher.ts';
-export { boundPort, startHttpServer, type ApiHandler, type ApiResponse, type ReadinessCheck } from './http-server.ts';
+export { boundPort, MAX_BODY_BYTES, startHttpServer, type ApiHandler, type ApiResponse, type HttpRoutes, type PageHandler, type PageRequest, type PageResponse, type ReadinessCheck } from './http-server.ts';
 export { startLiveConfig, type LiveConfig, type LiveConfigOptions } from './live-config.ts';
 export { runMain, untilStopSignal } from './process-main.ts';
 export { configHash, packageVersion, ProcessMetrics } from './process-metrics.ts';

@@ -6,7 +6,7 @@ import { pino } from 'pino';
 import { sleep } from '@tickwarden/testkit';
 import { Registry, Counter } from 'prom-client';
 import { describe, expect, it } from 'vitest';
-import { ConfigWatcher, startHttpServer, startLiveConfig } from '../src/index.ts';
+import { ConfigWatcher, MAX_BODY_BYTES, startHttpServer, startLiveConfig, type PageRequest } from '../src/index.ts';
 
 describe('ConfigWatcher', () => {
   it('calls back once per content change of a directory, also for a new file', async () => {
@@ -112,6 +112,44 @@ describe('HTTP probes', () => {
       expect((await fetch(`${base}/readyz`)).status).toBe(200);
       expect(await (await fetch(`${base}/metrics`)).text()).toContain('probe_test_total 1');
       expect((await fetch(`${base}/nope`)).status).toBe(404);
+    } finally {
+      server.close();
+    }
+  });
+
+  it('pages: any other path and method, a POST\'s body read whole up to MAX_BODY_BYTES (413 beyond, unseen); probes and the GET-only API as before', async () => {
+    const seen: PageRequest[] = [];
+    const server = await startHttpServer(0, new Registry(), async () => [], {
+      api: async (path) => (path === '/api/x' ? { status: 200, body: { x: 1 } } : undefined),
+      pages: async (request) => {
+        seen.push(request);
+        if (request.path === '/boom') throw new Error('page failed');
+        return request.path === '/page' ? { status: 201, headers: { 'content-type': 'text/html; charset=utf-8', 'x-page': 'yes' }, body: `${request.method} ${request.query.get('q')} ${request.body.length}` } : undefined;
+      },
+    });
+    const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    const post = (body: RequestInit['body'], init: RequestInit = {}) => fetch(`${base}/page?q=1`, { method: 'POST', body, ...init });
+    try {
+      const got = await fetch(`${base}/page?q=1`);
+      expect([got.status, got.headers.get('x-page'), await got.text()]).toEqual([201, 'yes', 'GET 1 0']);
+      expect(await (await post('a=1')).text()).toBe('POST 1 3');
+      expect(await (await post('x'.repeat(MAX_BODY_BYTES))).text()).toBe(`POST 1 ${MAX_BODY_BYTES}`);
+      const before = seen.length;
+      const tooLarge = await post('x'.repeat(MAX_BODY_BYTES + 1));
+      expect([tooLarge.status, await tooLarge.text()]).toEqual([413, `request body over ${MAX_BODY_BYTES} bytes\n`]);
+      // Chunked, without a content-length: counted as it arrives.
+      const chunks = new ReadableStream<Uint8Array>({
+        start(controller) {
+          for (let i = 0; i < 5; i++) controller.enqueue(new Uint8Array(MAX_BODY_BYTES / 4));
+          controller.close();
+        },
+      });
+      expect((await post(chunks, { duplex: 'half' } as RequestInit)).status).toBe(413);
+      expect(seen.length).toBe(before);
+      expect([(await fetch(`${base}/elsewhere`)).status, (await fetch(`${base}/boom`)).status]).toEqual([404, 500]);
+      expect((await fetch(`${base}/healthz`)).status).toBe(200);
+      expect([(await fetch(`${base}/api/x`)).status, (await fetch(`${base}/api/x`, { method: 'POST' })).status, (await fetch(`${base}/api/y`)).status]).toEqual([200, 405, 404]);
+      expect(seen.map((request) => request.path)).not.toContain('/healthz');
     } finally {
       server.close();
     }
