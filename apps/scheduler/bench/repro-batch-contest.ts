@@ -6,16 +6,14 @@
  * processes (as replicas are), each with its own Redlock; all fire at the same wall-clock
  * instant, one round per second. For every tick the parent counts the contenders that won; a
  * tick no contender won is lost to the contest (the scheduler then logs `lost-race` on every
- * replica and, since f49232c, enqueues it seconds later as `recovered`).
+ * replica, and recovery enqueues it seconds later as `recovered`).
  *
  *   node --conditions=@tickwarden/source apps/scheduler/bench/repro-batch-contest.ts [sizes...]
  *
  * Default sizes: 1000. REPRO_ROUNDS (default 10) rounds per size; REPRO_CONTENDERS (default 3);
- * REPRO_NODE_TIMEOUT_MS sets the per-node budget (unset: the scheduler's current
- * `contestNodeTimeoutMs(30 s lease, batch)`; up to 788b2b9 the scheduler used the library's
- * 100 ms, and `acquireBatch` sent a whole batch as one script call per node until 7d1c178:
- * with REPRO_NODE_TIMEOUT_MS=100 at that commit, 3,000+ ticks were never granted and 10,000
- * crashed the process with an uncaught TypeError from ioredis' auto-pipelining).
+ * REPRO_NODE_TIMEOUT_MS sets the per-node budget (unset: the scheduler's
+ * `contestNodeTimeoutMs(30 s lease, batch)`). What it found: apps/scheduler/BENCHMARK.md ("The batch
+ * contest, alone").
  */
 import { spawn } from 'node:child_process';
 import readline from 'node:readline';
