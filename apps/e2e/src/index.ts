@@ -1,5 +1,5 @@
 export { Cluster, LIBFAKETIME, writeClockOffset, type AppProcess, type AppRole, type ClusterOptions, type StartAppOptions } from './cluster.ts';
-export { checkLedger, parseLedger, readLedger, splitTickKey, tickKey, type CheckOptions, type FenceRegression, type LedgerCheck, type LedgerEvent, type LedgerLine, type LedgerRun, type Overlap } from './ledger.ts';
+export { checkLedger, parseLedger, readLedger, splitTickKey, tickKey, type CheckOptions, type FenceRegression, type LedgerCheck, type LedgerEvent, type LedgerLine, type LedgerRun, type RunOverlap } from './ledger.ts';
 export {
   expectedLedgerSchedule,
   LEDGER_JOB,
@@ -30,7 +30,6 @@ export {
   type MissedTick,
   type MissReason,
   type OutageWindow,
-  type OverlapPolicy,
   type ReportInput,
   type StartLag,
   type TickReport,

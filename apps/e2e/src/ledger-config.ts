@@ -1,5 +1,6 @@
 import { fileURLToPath } from 'node:url';
-import type { ExpectedSchedule, OverlapPolicy } from './report.ts';
+import type { Overlap } from '@tickwarden/contracts';
+import type { ExpectedSchedule } from './report.ts';
 
 /** The ledger command (a bash script): see its header for the line format. */
 export const LEDGER_JOB = fileURLToPath(new URL('../fixtures/ledger-job.sh', import.meta.url));
@@ -15,7 +16,7 @@ export interface LedgerScheduleSpec {
   kind: LedgerHandlerKind;
   cron: string;
   /** Written only when set (the default is `skip`). */
-  overlap?: OverlapPolicy;
+  overlap?: Overlap;
   /** A duration (`3s`); written only when set (the default is 30 s). */
   leaseTtl?: string;
   /** A duration; written only when set. */

@@ -33,7 +33,7 @@ export interface LedgerRun {
 }
 
 /** A run that wrote after a run with a greater fence on the same lease had started: the two overlapped. */
-export interface Overlap {
+export interface RunOverlap {
   schedule: string;
   /** The lease both runs held: the schedule, or `schedule tick` for `overlap: allow` (one lease per tick). */
   resource: string;
@@ -69,7 +69,7 @@ export interface LedgerCheck {
    * completion). At-least-once by design; downstream deduplicates by job id or fence.
    */
   rerunsAfterCompletion: string[];
-  overlaps: Overlap[];
+  overlaps: RunOverlap[];
   fenceRegressions: FenceRegression[];
   /** Lines that do not parse (a torn write would show here). */
   malformed: { line: number; text: string }[];
@@ -137,7 +137,7 @@ export function checkLedger(parsed: ReturnType<typeof parseLedger>, options: Che
   const completions = new Map<string, number[]>();
   const starts = new Map<string, number[]>();
   const firstStartMs = new Map<string, number>();
-  const overlaps: Overlap[] = [];
+  const overlaps: RunOverlap[] = [];
   const fenceRegressions: FenceRegression[] = [];
   const staleReported = new Set<string>();
   for (const entry of parsed.lines) {

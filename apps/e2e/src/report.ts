@@ -1,5 +1,6 @@
+import type { Overlap } from '@tickwarden/contracts';
 import { Cron } from 'croner';
-import { checkLedger, readLedger, splitTickKey, tickKey, type FenceRegression, type Overlap } from './ledger.ts';
+import { checkLedger, readLedger, splitTickKey, tickKey, type FenceRegression, type RunOverlap } from './ledger.ts';
 
 /**
  * A stretch of time in which the system could not run ticks, by design: misses inside it are allowed.
@@ -29,7 +30,6 @@ export interface WorkerFaultWindow {
 }
 
 /** A schedule's `overlap` policy. */
-export type OverlapPolicy = 'skip' | 'allow' | 'cancel-previous';
 
 /** Why an expected tick never ran (and was not skipped or superseded by design). `unexplained` fails a run. */
 export type MissReason = OutageWindow['reason'] | 'unexplained';
@@ -39,7 +39,7 @@ export interface ExpectedSchedule {
   /** `team/name`. */
   id: string;
   cron: string;
-  overlap: OverlapPolicy;
+  overlap: Overlap;
   leaseTtlMs: number;
   /** How often one tick's handler may start: the schedule's `attempts` (default 1). */
   attempts?: number;
@@ -124,7 +124,7 @@ export interface TickReport {
   rerunsAfterCompletion: string[];
   /** Ticks whose handler started more often than their schedule's `attempts`: a run repeated behind the schedule's back. */
   startedTooOften: string[];
-  overlaps: Overlap[];
+  overlaps: RunOverlap[];
   fenceRegressions: FenceRegression[];
   /** `skip` ticks not run because another run of the schedule held its lease when the skip was decided (recorded `skipped-overlap`): by design. */
   skipped: string[];
@@ -300,7 +300,7 @@ export function buildReport(input: ReportInput): TickReport {
     if (outcome === 'skipped-overlap') entry.skipTimesMs.push(at);
   }
 
-  const policyOf = (id: string): OverlapPolicy => scheduleById.get(id)?.overlap ?? 'skip';
+  const policyOf = (id: string): Overlap => scheduleById.get(id)?.overlap ?? 'skip';
   const ledger = checkLedger(readLedger(input.ledgerFile), {
     resourceOf: (schedule, tick) => (policyOf(schedule) === 'allow' ? tickKey(schedule, tick) : schedule),
     attemptOf: (schedule, tick, fence) => attempts.get(`${schedule} ${tick} ${fence}`),

@@ -1,7 +1,7 @@
 // The scheduler process: reads its environment and config, then runs one replica until SIGTERM.
 import { parseSchedulerEnv, redactUrl, type TickwardenConfig } from '@tickwarden/config';
-import { Redlock } from '@tickwarden/redlock';
-import { boundPort, loadRedisTls, lockNodesFor, packageVersion, redisOptionsFor, runMain, startHttpServer, startLiveConfig, untilStopSignal, verifyServers } from '@tickwarden/runtime';
+import { IoredisLockNode, Redlock } from '@tickwarden/redlock';
+import { boundPort, loadRedisTls, packageVersion, redisOptionsFor, runMain, startHttpServer, startLiveConfig, untilStopSignal, verifyServers } from '@tickwarden/runtime';
 import { Redis } from 'ioredis';
 import { pino } from 'pino';
 import { readControlToken } from './console-auth.ts';
@@ -62,7 +62,7 @@ async function main(): Promise<number> {
     metrics.configApplied(config);
   }
 
-  const redlock = new Redlock(lockNodesFor(lockNodes, tls.value), { quorum: lockQuorum });
+  const redlock = new Redlock(lockNodes.map((url) => IoredisLockNode.fromUrl(url, redisOptionsFor(url, tls.value))), { quorum: lockQuorum });
   metrics.observe(redlock);
   redlock.on('nodeError', ({ node, operation, error }) => logger.debug({ node, operation, err: error }, 'lock node error'));
   // Fail fast while the queue Redis is down (the enqueue retries), instead of queueing commands in memory.

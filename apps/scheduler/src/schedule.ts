@@ -1,25 +1,7 @@
-import type { HistoryRetention } from '@tickwarden/config';
-import type { Overlap } from '@tickwarden/contracts';
+import type { ScheduleConfig } from '@tickwarden/config';
 
 /**
- * What the scheduler needs of a schedule (a subset of the config's
- * ScheduleConfig, so a loaded config can be passed as is).
+ * What the scheduler needs of a schedule: the config's ScheduleConfig without the handler (the
+ * workers run it) and its source, so a loaded config can be passed as is.
  */
-export interface Schedule {
-  /** `team/name`. */
-  id: string;
-  cron: string;
-  timezone: string;
-  overlap: Overlap;
-  leaseTtlMs: number;
-  jitterMs: number;
-  catchUpMs: number;
-  startDeadlineMs: number | undefined;
-  maxRuntimeMs: number | undefined;
-  attempts: number;
-  backoff: { type: 'fixed' | 'exponential'; delayMs: number };
-  paused: boolean;
-  history: HistoryRetention;
-  queue: string;
-  payload: unknown;
-}
+export type Schedule = Omit<ScheduleConfig, 'team' | 'name' | 'handler' | 'source'>;

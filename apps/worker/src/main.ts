@@ -1,8 +1,8 @@
 // The worker process: reads its environment and config, then runs tick jobs until SIGTERM.
 import { hostname } from 'node:os';
 import { formatDuration, parseWorkerEnv, redactUrl } from '@tickwarden/config';
-import { Redlock } from '@tickwarden/redlock';
-import { boundPort, loadRedisTls, lockNodesFor, packageVersion, runMain, startHttpServer, startLiveConfig, untilStopSignal, verifyServers } from '@tickwarden/runtime';
+import { IoredisLockNode, Redlock } from '@tickwarden/redlock';
+import { boundPort, loadRedisTls, packageVersion, redisOptionsFor, runMain, startHttpServer, startLiveConfig, untilStopSignal, verifyServers } from '@tickwarden/runtime';
 import { pino } from 'pino';
 import { WorkerMetrics } from './metrics.ts';
 import { WorkerService } from './worker-service.ts';
@@ -45,7 +45,7 @@ async function main(): Promise<number> {
   if (!live) return 2;
   metrics.configApplied(live.config);
 
-  const redlock = new Redlock(lockNodesFor(lockNodes, tls.value), { quorum: lockQuorum });
+  const redlock = new Redlock(lockNodes.map((url) => IoredisLockNode.fromUrl(url, redisOptionsFor(url, tls.value))), { quorum: lockQuorum });
   metrics.observe(redlock);
   redlock.on('nodeError', ({ node, operation, error }) => logger.debug({ node, operation, err: error }, 'lock node error'));
   redlock.on('aborted', ({ resource, reason, validityLeftMs }) => logger.warn({ resource, code: reason.code, validityLeftMs: Math.round(validityLeftMs) }, 'lease watchdog aborted a run'));

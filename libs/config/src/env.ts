@@ -1,19 +1,13 @@
 import { hostname } from 'node:os';
 import { formatDuration, parseDuration } from './duration.ts';
 import { ALLOW_VARIABLE, DENY_VARIABLE, parseHttpDestinations, type HttpDestinations } from './http-destinations.ts';
+import type { EnvError, EnvResult } from './errors.ts';
 import { redactUrl } from './redact.ts';
 import { QUEUE_PATTERN } from './schema.ts';
 
 /** pino's levels. */
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 export type LogLevel = (typeof LOG_LEVELS)[number];
-
-export interface EnvError {
-  variable: string;
-  message: string;
-}
-
-export type EnvResult<T> = { ok: true; value: T } | { ok: false; errors: EnvError[] };
 
 interface CommonEnv {
   /** `TICKWARDEN_CONFIG`: a YAML file or a directory of them (not checked for existence here). */

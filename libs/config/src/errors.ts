@@ -1,6 +1,14 @@
 import { redactUrl } from './redact.ts';
 import type { ConfigError } from './types.ts';
 
+/** A bad environment variable, named, with what is wrong. */
+export interface EnvError {
+  variable: string;
+  message: string;
+}
+
+export type EnvResult<T> = { ok: true; value: T } | { ok: false; errors: EnvError[] };
+
 /**
  * One line per error, compiler style:
  * `teams/payments.yaml:7:11: schedules[0].cron: invalid cron expression "61 * * * *": ...`

@@ -1,5 +1,5 @@
 import { BlockList, isIP } from 'node:net';
-import type { EnvError } from './env.ts';
+import type { EnvError } from './errors.ts';
 import type { ConfigError, TickwardenConfig } from './types.ts';
 
 /** Link-local addresses (169.254.0.0/16, fe80::/10), where clouds serve instance metadata and credentials: always refused. */

@@ -1,3 +1,4 @@
+import { OVERLAPS } from '@tickwarden/contracts';
 import * as z from 'zod';
 import { isTimeZone } from './cron.ts';
 import { DURATION_PATTERN, formatDuration, parseDuration } from './duration.ts';
@@ -282,7 +283,6 @@ function jsonBytes(value: unknown): number {
 
 const TICK_WINDOW_WHY = ' (whether a tick already ran is kept that long)';
 
-export const OVERLAP_VALUES = ['skip', 'allow', 'cancel-previous'] as const;
 export const BACKOFF_TYPES = ['fixed', 'exponential'] as const;
 
 const backoff = z.strictObject(
@@ -341,7 +341,7 @@ const schedule = z
         description: `Any JSON value (no .inf/.nan, no tagged values) of at most ${formatBytes(MAX_PAYLOAD_BYTES)} as JSON, given to each run: the http body, a command's stdin, a module's argument. Default null.`,
       }),
       overlap: z
-        .enum(OVERLAP_VALUES, { error: expecting(`one of ${OVERLAP_VALUES.join(', ')}`) })
+        .enum(OVERLAPS, { error: expecting(`one of ${OVERLAPS.join(', ')}`) })
         .default('skip')
         .meta({ description: 'What a tick does while the previous run of this schedule is still going: skip (default), allow, or cancel-previous.' }),
       leaseTtl: duration(1_000)

@@ -1,5 +1,4 @@
-/** What to do with a tick when the previous run of the same schedule is still going. */
-export type Overlap = 'skip' | 'allow' | 'cancel-previous';
+import type { Overlap } from '@tickwarden/contracts';
 
 export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
 export type HttpRedirects = 'none' | 'same-origin';

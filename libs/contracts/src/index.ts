@@ -6,6 +6,7 @@ export {
   leaseResource,
   manualClaim,
   manualJobId,
+  OVERLAPS,
   parseTickJob,
   queueName,
   tickClaim,

@@ -1,7 +1,8 @@
 import { z } from 'zod';
 
 /** How a schedule treats a tick whose previous run still holds the schedule's lease. */
-export type Overlap = 'skip' | 'allow' | 'cancel-previous';
+export const OVERLAPS = ['skip', 'allow', 'cancel-previous'] as const;
+export type Overlap = (typeof OVERLAPS)[number];
 
 /** The BullMQ queue of a schedule's `queue` setting. */
 export function queueName(queue: string): string {
@@ -72,7 +73,7 @@ const tickJobSchema = z.strictObject({
   /** When the run is due: the tick plus the schedule's deterministic jitter. */
   dueMs: z.number().int().nonnegative(),
   payload: z.unknown(),
-  overlap: z.enum(['skip', 'allow', 'cancel-previous']),
+  overlap: z.enum(OVERLAPS),
   /**
    * The lease the winning replica was granted for this tick; the worker takes it over by value.
    * A backfill's: a fresh value, the claim started by `fence` (the backfill's start id).

@@ -1,7 +1,14 @@
 import { HoldLimitReachedError, InvalidSettingsError, LeaseExpiredError, LeaseLostError, RedlockError } from './errors.ts';
+import type { Clock } from './clock.ts';
 import type { Lease } from './lease.ts';
-import type { Redlock } from './redlock.ts';
 import { driftMs, type CallSettings } from './settings.ts';
+
+/** What a watchdog needs of its Redlock: its clock, extensions, and where an abort is told. */
+export interface WatchedLeases {
+  readonly settings: { readonly clock: Clock };
+  extend(lease: Lease, ttlMs: number, overrides: Partial<CallSettings>): Promise<Lease>;
+  emit(event: 'aborted', detail: { resource: string; reason: RedlockError; validityLeftMs: number }): boolean;
+}
 
 /**
  * Keeps a lease alive while a routine runs, and aborts `signal` before the
@@ -16,7 +23,7 @@ import { driftMs, type CallSettings } from './settings.ts';
  * outlives the routine and no extension lands after the release.
  */
 export class LeaseWatchdog {
-  readonly #redlock: Redlock;
+  readonly #redlock: WatchedLeases;
   readonly #settings: CallSettings;
   readonly #controller = new AbortController();
   readonly #timers = new Set<unknown>();
@@ -26,7 +33,7 @@ export class LeaseWatchdog {
   #inFlight: Promise<void> | undefined;
   #stopped = false;
 
-  constructor(redlock: Redlock, lease: Lease, settings: CallSettings) {
+  constructor(redlock: WatchedLeases, lease: Lease, settings: CallSettings) {
     this.#redlock = redlock;
     this.#lease = lease;
     this.#settings = settings;

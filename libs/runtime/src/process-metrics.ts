@@ -1,8 +1,13 @@
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import type { TickwardenConfig } from '@tickwarden/config';
-import type { Redlock } from '@tickwarden/redlock';
 import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
+
+/** What the metrics need of the lease library (a Redlock has it): its per-node errors, and a probe of its nodes. */
+export interface ObservedLockNodes {
+  on(event: 'nodeError', listener: (error: { node: string; operation: string }) => void): unknown;
+  probe(): Promise<{ quorum: boolean; reachable: readonly string[] }>;
+}
 
 /**
  * The metrics every Tickwarden process exports, on its own registry: Node's
@@ -30,8 +35,8 @@ export class ProcessMetrics {
     registers: [this.registry],
   });
   readonly buildInfo = new Gauge({ name: 'tickwarden_build_info', help: 'Always 1: the version of this process and of its Node.js', labelNames: ['version', 'node'] as const, registers: [this.registry] });
-  /** Set once `observeLockNodes` has a Redlock to probe. */
-  #redlock: Redlock | undefined;
+  /** Set once `observeLockNodes` has lock nodes to probe. */
+  #redlock: ObservedLockNodes | undefined;
   readonly lockNodesReachable = new Gauge({
     name: 'tickwarden_lock_nodes_reachable',
     help: 'Lock nodes that answered a probe at this scrape (within the node timeout)',
@@ -72,7 +77,7 @@ export class ProcessMetrics {
   }
 
   /** Counts the lease library's per-node errors, and probes its nodes at each scrape (`tickwarden_lock_quorum_reachable`). */
-  observeLockNodes(redlock: Redlock): void {
+  observeLockNodes(redlock: ObservedLockNodes): void {
     redlock.on('nodeError', ({ node, operation }) => this.lockNodeErrors.inc({ node, operation }));
     if (this.#redlock === undefined) {
       this.registry.registerMetric(this.lockNodesReachable);

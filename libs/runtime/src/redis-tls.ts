@@ -1,7 +1,6 @@
 import { readFileSync } from 'node:fs';
 import type { ConnectionOptions } from 'node:tls';
 import { REDIS_TLS_VARIABLES, type EnvError, type EnvResult, type RedisTlsFiles } from '@tickwarden/config';
-import { IoredisLockNode, type LockNode } from '@tickwarden/redlock';
 
 /**
  * The TLS options (ioredis' `tls`) every `rediss://` connection of the process takes, read from
@@ -30,9 +29,4 @@ export function loadRedisTls(files: RedisTlsFiles): EnvResult<ConnectionOptions 
 /** ioredis options for `url`: the TLS options on a `rediss://` URL, none on a `redis://` one. */
 export function redisOptionsFor(url: string, tls: ConnectionOptions | undefined): { tls?: ConnectionOptions } {
   return tls !== undefined && url.startsWith('rediss:') ? { tls } : {};
-}
-
-/** The lock nodes of `urls`, each with the TLS options when it is a `rediss://` URL. */
-export function lockNodesFor(urls: readonly string[], tls: ConnectionOptions | undefined): LockNode[] {
-  return urls.map((url) => IoredisLockNode.fromUrl(url, redisOptionsFor(url, tls)));
 }
