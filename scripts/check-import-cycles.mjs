@@ -16,11 +16,14 @@ function files(dir) {
   });
 }
 
-const sources = ROOTS.flatMap((root) => readdirSync(root).map((project) => path.join(root, project, 'src'))).filter((dir) => statSync(dir, { throwIfNoEntry: false })?.isDirectory());
+const sources = ROOTS.flatMap((root) => readdirSync(root).map((project) => path.join(root, project, 'src'))).filter(
+  (dir) => statSync(dir, { throwIfNoEntry: false })?.isDirectory(),
+);
 const graph = new Map();
 for (const file of sources.flatMap(files)) {
   const imports = [];
-  for (const match of readFileSync(file, 'utf8').matchAll(IMPORT)) imports.push(path.join(path.dirname(file), match[1] ?? match[2]));
+  for (const match of readFileSync(file, 'utf8').matchAll(IMPORT))
+    imports.push(path.join(path.dirname(file), match[1] ?? match[2]));
   graph.set(file, imports);
 }
 

@@ -55,7 +55,15 @@ function nodeProblem(nodeVersion, execPath) {
   if (running && !older(running, need.minimum)) return undefined;
   const tools = path.join(ROOT, '.tools');
   return [
-    'tickwarden needs Node.js ' + need.range + ' (package.json "engines"; .nvmrc: ' + need.recommended + '), but this is Node.js ' + version + ' (' + (execPath || process.execPath) + ').',
+    'tickwarden needs Node.js ' +
+      need.range +
+      ' (package.json "engines"; .nvmrc: ' +
+      need.recommended +
+      '), but this is Node.js ' +
+      version +
+      ' (' +
+      (execPath || process.execPath) +
+      ').',
     'Get Node.js ' + need.recommended + ', then run the command again:',
     '  with nvm:       nvm install && nvm use      (in ' + ROOT + ': nvm reads .nvmrc)',
     '  with npm alone: npm install --no-save --no-package-lock --prefix ' + tools + ' node@' + need.recommended,

@@ -38,7 +38,15 @@ function chaosSpecs(longCron: string): LedgerScheduleSpec[] {
     { ...base, name: 'http-1s', kind: 'http', cron: EVERY_SECOND, overlap: 'skip', maxMs: HTTP_MAX_MS },
     { ...base, name: 'cmd-1s-allow', kind: 'command', cron: EVERY_SECOND, overlap: 'allow' },
     { ...base, name: 'mod-2s', kind: 'module', cron: EVERY_2S, overlap: 'skip' },
-    { ...base, name: 'http-2s-allow', kind: 'http', cron: EVERY_2S, overlap: 'allow', catchUp: '10s', maxMs: HTTP_MAX_MS },
+    {
+      ...base,
+      name: 'http-2s-allow',
+      kind: 'http',
+      cron: EVERY_2S,
+      overlap: 'allow',
+      catchUp: '10s',
+      maxMs: HTTP_MAX_MS,
+    },
     { ...base, name: 'cmd-2s', kind: 'command', cron: EVERY_2S, overlap: 'skip', catchUp: '10s' },
     { ...base, name: 'http-2s', kind: 'http', cron: EVERY_2S, overlap: 'skip', maxMs: HTTP_MAX_MS },
     { ...base, name: 'mod-cancel-2s', kind: 'module', cron: EVERY_2S, overlap: 'cancel-previous' },
@@ -67,7 +75,11 @@ interface ChaosArgs {
 function parseChaosArgs(argv: string[]): ChaosArgs | string[] {
   let values: Record<string, string | undefined>;
   try {
-    ({ values } = parseArgs({ args: argv, options: { duration: { type: 'string' }, seed: { type: 'string' }, out: { type: 'string' } }, strict: true }));
+    ({ values } = parseArgs({
+      args: argv,
+      options: { duration: { type: 'string' }, seed: { type: 'string' }, out: { type: 'string' } },
+      strict: true,
+    }));
   } catch (error) {
     return [(error as Error).message];
   }
@@ -75,7 +87,8 @@ function parseChaosArgs(argv: string[]): ChaosArgs | string[] {
   const integer = (name: string, raw: string | undefined, fallback: number, min: number): number => {
     if (raw === undefined) return fallback;
     const value = Number(raw);
-    if (!Number.isSafeInteger(value) || value < min) errors.push(`--${name}: expected an integer >= ${min}, got "${raw}"`);
+    if (!Number.isSafeInteger(value) || value < min)
+      errors.push(`--${name}: expected an integer >= ${min}, got "${raw}"`);
     return value;
   };
   const duration = integer('duration', values['duration'], 90, 10);
@@ -94,11 +107,16 @@ async function main(): Promise<number> {
   const args = parseChaosArgs(process.argv.slice(2));
   if (Array.isArray(args)) {
     for (const error of args) process.stderr.write(`${error}\n`);
-    process.stderr.write('usage: npm run chaos -- --duration SECONDS (>= 10, default 90) --seed N (default 1) [--out FILE]\n');
+    process.stderr.write(
+      'usage: npm run chaos -- --duration SECONDS (>= 10, default 90) --seed N (default 1) [--out FILE]\n',
+    );
     return 2;
   }
   const clockSkew = existsSync(LIBFAKETIME);
-  if (!clockSkew) console.log(`!!! ${LIBFAKETIME} is missing (apt-get install faketime): clock faults (skew, stepped clock) are left out of this run !!!`);
+  if (!clockSkew)
+    console.log(
+      `!!! ${LIBFAKETIME} is missing (apt-get install faketime): clock faults (skew, stepped clock) are left out of this run !!!`,
+    );
   const dir = mkdtempSync(path.join(tmpdir(), 'tickwarden-chaos-'));
   const configDir = path.join(dir, 'config');
   mkdirSync(configDir);
@@ -107,25 +125,45 @@ async function main(): Promise<number> {
   const endpoint = await LedgerEndpoint.start(ledgerFile);
   const longTickMs = Math.ceil((Date.now() + STARTUP_ALLOWANCE_MS) / 1000) * 1000;
   const specs = chaosSpecs(everyThreeMinutesFrom(longTickMs));
-  writeFileSync(path.join(configDir, `${TEAM}.yaml`), ledgerTeamFile(TEAM, specs, { ledgerFile, httpUrl: endpoint.url }));
+  writeFileSync(
+    path.join(configDir, `${TEAM}.yaml`),
+    ledgerTeamFile(TEAM, specs, { ledgerFile, httpUrl: endpoint.url }),
+  );
   const schedules = specs.map((spec) => expectedLedgerSchedule(TEAM, spec));
-  const clockFiles = new Map(clockSkew ? SLOTS.schedulers.map((slot) => [slot, path.join(dir, `clock-${slot}.rc`)]) : []);
+  const clockFiles = new Map(
+    clockSkew ? SLOTS.schedulers.map((slot) => [slot, path.join(dir, `clock-${slot}.rc`)]) : [],
+  );
   for (const file of clockFiles.values()) writeClockOffset(file, 0);
 
-  const cluster = await Cluster.start({ configDir, logLevel: 'info', roleEnv: { worker: { TICKWARDEN_WORKER_CONCURRENCY: '16' } } });
+  const cluster = await Cluster.start({
+    configDir,
+    logLevel: 'info',
+    roleEnv: { worker: { TICKWARDEN_WORKER_CONCURRENCY: '16' } },
+  });
   const interrupted = new Promise<number>((resolve) => process.once('SIGINT', () => resolve(130)));
   let json: Record<string, unknown> | undefined;
   const stem = args.out.replace(/\.json$/, '');
   try {
     await Promise.all([
-      ...SLOTS.schedulers.map((name) => cluster.startApp('scheduler', name, clockFiles.has(name) ? { clockFile: clockFiles.get(name) as string } : {})),
+      ...SLOTS.schedulers.map((name) =>
+        cluster.startApp('scheduler', name, clockFiles.has(name) ? { clockFile: clockFiles.get(name) as string } : {}),
+      ),
       ...SLOTS.workers.map((name) => cluster.startApp('worker', name)),
     ]);
     // The faults start LONG_TICK_AT_MS before the long schedule's first tick (later if the cluster was slow to start).
     const startMs = Math.max(Date.now(), longTickMs - LONG_TICK_AT_MS);
     await sleep(startMs - Date.now());
-    const longTicksAtMs = Array.from({ length: Math.ceil(args.durationMs / LONG_PERIOD_MS) + 1 }, (_, i) => longTickMs - startMs + i * LONG_PERIOD_MS).filter((atMs) => atMs < args.durationMs);
-    const plan = planFaults({ seed: args.seed, durationMs: args.durationMs, leaseTtlMs: LEASE_TTL_MS, clockSkew, longTicksAtMs });
+    const longTicksAtMs = Array.from(
+      { length: Math.ceil(args.durationMs / LONG_PERIOD_MS) + 1 },
+      (_, i) => longTickMs - startMs + i * LONG_PERIOD_MS,
+    ).filter((atMs) => atMs < args.durationMs);
+    const plan = planFaults({
+      seed: args.seed,
+      durationMs: args.durationMs,
+      leaseTtlMs: LEASE_TTL_MS,
+      clockSkew,
+      longTicksAtMs,
+    });
     const lateRestarts = plan.filter((fault) => fault.kind === 'late-restart-scheduler').length;
     console.log(
       `chaos: seed ${args.seed}, ${args.durationMs / 1000} s, ${plan.length} faults planned (${lateRestarts} late replica restarts), ${specs.length} schedules (lease TTL ${LEASE_TTL_MS} ms), ` +
@@ -133,16 +171,35 @@ async function main(): Promise<number> {
     );
     // The long schedule's ticks must run for their late restarts to show anything: no worker fault from 2 s before to 5 s after them.
     const workersSpared = longTicksAtMs.map((atMs) => ({ fromMs: atMs - 2000, toMs: atMs + 5000 }));
-    const runner = new ChaosRunner(cluster, SLOTS, { leaseTtlMs: LEASE_TTL_MS, clockFiles, workersSpared, log: (line) => console.log(line) });
-    const history = new HistoryCollector(cluster, { queueDownBetween: (fromMs, toMs) => runner.queueDownBetween(fromMs, toMs) });
-    const outcome = await Promise.race([interrupted, runner.run(plan, startMs).then(() => 0)]).finally(() => history.stop());
+    const runner = new ChaosRunner(cluster, SLOTS, {
+      leaseTtlMs: LEASE_TTL_MS,
+      clockFiles,
+      workersSpared,
+      log: (line) => console.log(line),
+    });
+    const history = new HistoryCollector(cluster, {
+      queueDownBetween: (fromMs, toMs) => runner.queueDownBetween(fromMs, toMs),
+    });
+    const outcome = await Promise.race([interrupted, runner.run(plan, startMs).then(() => 0)]).finally(() =>
+      history.stop(),
+    );
     if (outcome !== 0) return outcome;
     const fromMs = startMs + 1000;
     const toMs = Date.now() + TAIL_MS;
     await sleep(TAIL_MS + 1500);
     const report = await settle(async () => {
       await history.read();
-      return buildReport({ ledgerFile, records: cluster.records(), schedules, fromMs, toMs, outages: runner.outages, workerFaults: runner.workerFaults, queueWipesMs: runner.queueWipesMs, history: history.records() });
+      return buildReport({
+        ledgerFile,
+        records: cluster.records(),
+        schedules,
+        fromMs,
+        toMs,
+        outages: runner.outages,
+        workerFaults: runner.workerFaults,
+        queueWipesMs: runner.queueWipesMs,
+        history: history.records(),
+      });
     });
     const lines = formatReport(report);
     // Silent ticks are judged against the history too: a run that could not read it judged nothing.
@@ -186,9 +243,20 @@ async function main(): Promise<number> {
     mkdirSync(path.dirname(path.resolve(args.out)), { recursive: true });
     if (json) writeFileSync(args.out, `${JSON.stringify(json, null, 2)}\n`);
     copyFileSync(ledgerFile, `${stem}.ledger.txt`);
-    writeFileSync(`${stem}.logs.jsonl`, cluster.records().map((record) => JSON.stringify(record)).join('\n') + '\n');
-    writeFileSync(`${stem}.launchers.log`, cluster.launcherLogs.flatMap(({ name, lines }) => lines.map((line) => `${name} ${line}`)).join('\n') + '\n');
-    console.log(`written: ${json ? `${args.out}, with ` : ''}the ledger (${stem}.ledger.txt), every process's log (${stem}.logs.jsonl) and the launchers' (${stem}.launchers.log)`);
+    writeFileSync(
+      `${stem}.logs.jsonl`,
+      cluster
+        .records()
+        .map((record) => JSON.stringify(record))
+        .join('\n') + '\n',
+    );
+    writeFileSync(
+      `${stem}.launchers.log`,
+      cluster.launcherLogs.flatMap(({ name, lines }) => lines.map((line) => `${name} ${line}`)).join('\n') + '\n',
+    );
+    console.log(
+      `written: ${json ? `${args.out}, with ` : ''}the ledger (${stem}.ledger.txt), every process's log (${stem}.logs.jsonl) and the launchers' (${stem}.launchers.log)`,
+    );
     await cluster.close();
     await endpoint.close();
     rmSync(dir, { recursive: true, force: true });

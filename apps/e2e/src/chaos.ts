@@ -179,7 +179,12 @@ export function planFaults(options: PlanOptions): PlannedFault[] {
         fault.restart = draw < 0.4 ? 'aof' : draw < 0.75 ? 'empty' : 'at-once';
         // Without its data a node may rejoin only after every lease it held has lapsed (Redlock's delayed restart).
         // Empty: down longer than a lease TTL plus the late-tick window, as the manifests' delayed restart keeps one.
-        fault.durationMs = fault.restart === 'aof' ? between(1000, 6000) : fault.restart === 'empty' ? between(ttl + LATE_TICK_WINDOW_MS + 1000, ttl + LATE_TICK_WINDOW_MS + 3000) : 0;
+        fault.durationMs =
+          fault.restart === 'aof'
+            ? between(1000, 6000)
+            : fault.restart === 'empty'
+              ? between(ttl + LATE_TICK_WINDOW_MS + 1000, ttl + LATE_TICK_WINDOW_MS + 3000)
+              : 0;
         break;
       }
       case 'pause-lock-nodes':
@@ -204,13 +209,15 @@ export function planFaults(options: PlanOptions): PlannedFault[] {
         break;
     }
     // An empty lock node must stay away longer than the lease TTL, even past the end of the run.
-    if (!(kind === 'kill-lock-nodes' && fault.restart === 'empty')) fault.durationMs = Math.min(fault.durationMs, options.durationMs - atMs + 1000);
+    if (!(kind === 'kill-lock-nodes' && fault.restart === 'empty'))
+      fault.durationMs = Math.min(fault.durationMs, options.durationMs - atMs + 1000);
     plan.push(fault);
   }
   const lateAfter = options.lateRestartAfterMs ?? LATE_RESTART_AFTER_MS;
   for (const [i, tickAtMs] of (options.longTicksAtMs ?? []).entries()) {
     const atMs = tickAtMs + lateAfter;
-    if (atMs < options.durationMs) plan.push({ atMs, kind: 'late-restart-scheduler', durationMs: 1000, target: i, magnitude: 0 });
+    if (atMs < options.durationMs)
+      plan.push({ atMs, kind: 'late-restart-scheduler', durationMs: 1000, target: i, magnitude: 0 });
   }
   return plan.sort((a, b) => a.atMs - b.atMs);
 }
@@ -337,8 +344,15 @@ export class ChaosRunner {
     this.applied.push(record);
     const stamp = `+${((Date.now() - startMs) / 1000).toFixed(1)}s`;
     const heal = await this.#inject(fault, record);
-    const detail = fault.kind === 'kill-lock-nodes' || fault.kind === 'kill-queue-redis' ? ` (restart ${fault.restart ?? 'aof'})` : fault.magnitude && record.applied ? ` (${fault.magnitude})` : '';
-    this.#options.log(`${stamp} ${fault.kind} ${record.on}${record.applied ? ` for ${(fault.durationMs / 1000).toFixed(1)}s${detail}` : ''}`);
+    const detail =
+      fault.kind === 'kill-lock-nodes' || fault.kind === 'kill-queue-redis'
+        ? ` (restart ${fault.restart ?? 'aof'})`
+        : fault.magnitude && record.applied
+          ? ` (${fault.magnitude})`
+          : '';
+    this.#options.log(
+      `${stamp} ${fault.kind} ${record.on}${record.applied ? ` for ${(fault.durationMs / 1000).toFixed(1)}s${detail}` : ''}`,
+    );
     if (!heal) return;
     await sleep(fault.durationMs);
     await heal();
@@ -358,7 +372,14 @@ export class ChaosRunner {
   async #applyQueueLink(slot: string): Promise<void> {
     const link = await this.#cluster.queue.link(slot);
     const state = this.#linkState(slot);
-    link.setFault(0, state.queueCut ? { kind: 'blackhole' } : this.#queueSlowMs > 0 ? { kind: 'latency', ms: this.#queueSlowMs } : { kind: 'none' });
+    link.setFault(
+      0,
+      state.queueCut
+        ? { kind: 'blackhole' }
+        : this.#queueSlowMs > 0
+          ? { kind: 'latency', ms: this.#queueSlowMs }
+          : { kind: 'none' },
+    );
   }
 
   /** Sets every lock link of `slot` from its state and the node-wide faults: cut > reset > the larger latency. */
@@ -367,7 +388,13 @@ export class ChaosRunner {
     const state = this.#linkState(slot);
     for (let node = 0; node < this.#cluster.locks.nodes.length; node++) {
       const latencyMs = Math.max(state.latencyMs, this.#nodesSlow.get(node) ?? 0);
-      const fault: Fault = state.cut.has(node) ? { kind: 'blackhole' } : state.resetting ? { kind: 'reset' } : latencyMs > 0 ? { kind: 'latency', ms: latencyMs } : { kind: 'none' };
+      const fault: Fault = state.cut.has(node)
+        ? { kind: 'blackhole' }
+        : state.resetting
+          ? { kind: 'reset' }
+          : latencyMs > 0
+            ? { kind: 'latency', ms: latencyMs }
+            : { kind: 'none' };
       link.setFault(node, fault);
     }
   }
@@ -404,7 +431,10 @@ export class ChaosRunner {
       case 'late-restart-scheduler': {
         // It must happen: the first unfaulted replica from the target on.
         const { schedulers } = this.#slots;
-        const free = Array.from({ length: schedulers.length }, (_, i) => schedulers[(fault.target + i) % schedulers.length] ?? '').find((slot) => !this.#busy.has(slot));
+        const free = Array.from(
+          { length: schedulers.length },
+          (_, i) => schedulers[(fault.target + i) % schedulers.length] ?? '',
+        ).find((slot) => !this.#busy.has(slot));
         return this.#processFault(fault, record, free ?? schedulers[fault.target % schedulers.length] ?? '');
       }
       default: {
@@ -414,10 +444,19 @@ export class ChaosRunner {
     }
   }
 
-  async #processFault(fault: PlannedFault, record: AppliedFault, slot: string): Promise<(() => Promise<void>) | undefined> {
+  async #processFault(
+    fault: PlannedFault,
+    record: AppliedFault,
+    slot: string,
+  ): Promise<(() => Promise<void>) | undefined> {
     const role: AppRole = this.#slots.workers.includes(slot) ? 'worker' : 'scheduler';
     record.on = slot;
-    if (role === 'worker' && (this.#options.workersSpared ?? []).some((spared) => fault.atMs <= spared.toMs && fault.atMs + fault.durationMs >= spared.fromMs)) {
+    if (
+      role === 'worker' &&
+      (this.#options.workersSpared ?? []).some(
+        (spared) => fault.atMs <= spared.toMs && fault.atMs + fault.durationMs >= spared.fromMs,
+      )
+    ) {
       record.on = `${slot} (skipped: workers are spared around the long schedule's tick)`;
       return undefined;
     }
@@ -436,7 +475,8 @@ export class ChaosRunner {
       this.#busy.delete(slot);
       this.#update();
     };
-    const start = (): Promise<unknown> => this.#cluster.startApp(role, slot, role === 'scheduler' && clockFile !== undefined ? { clockFile } : {});
+    const start = (): Promise<unknown> =>
+      this.#cluster.startApp(role, slot, role === 'scheduler' && clockFile !== undefined ? { clockFile } : {});
     switch (fault.kind) {
       case 'kill-scheduler':
       case 'kill-worker':
@@ -710,13 +750,23 @@ export class ChaosRunner {
     const reachingLocks = running.filter((slot) => {
       const state = this.#links.get(slot);
       if (state?.resetting) return false;
-      const reachable = this.#cluster.locks.nodes.filter((_, node) => !state?.cut.has(node) && !this.#nodesDown.has(node)).length;
+      const reachable = this.#cluster.locks.nodes.filter(
+        (_, node) => !state?.cut.has(node) && !this.#nodesDown.has(node),
+      ).length;
       return reachable >= quorum;
     });
     const deciding = this.#queueDown ? [] : reachingLocks.filter((slot) => !this.#links.get(slot)?.queueCut);
     const now = Date.now();
     const reason: OutageWindow['reason'] | undefined =
-      deciding.length > 0 ? undefined : running.length === 0 ? 'no-replica' : this.#queueDown ? 'queue-redis-down' : reachingLocks.length === 0 ? 'no-lock-majority' : 'queue-redis-unreachable';
+      deciding.length > 0
+        ? undefined
+        : running.length === 0
+          ? 'no-replica'
+          : this.#queueDown
+            ? 'queue-redis-down'
+            : reachingLocks.length === 0
+              ? 'no-lock-majority'
+              : 'queue-redis-unreachable';
     if (this.#openOutage && this.#openOutage.reason !== reason) {
       this.#outages.push({ ...this.#openOutage, toMs: now });
       this.#openOutage = undefined;

@@ -5,7 +5,15 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { fileURLToPath } from 'node:url';
 import { PROCESS_NODE_FLAGS } from '@tickwarden/runtime';
-import { freePort, ManagedProcess, startRedisNodes, type ClientLink, type RedisDriver, type RedisNodes, type TestCertificates } from '@tickwarden/testkit';
+import {
+  freePort,
+  ManagedProcess,
+  startRedisNodes,
+  type ClientLink,
+  type RedisDriver,
+  type RedisNodes,
+  type TestCertificates,
+} from '@tickwarden/testkit';
 
 /** The two kinds of Tickwarden process. */
 export type AppRole = 'scheduler' | 'worker';
@@ -127,14 +135,23 @@ export class Cluster {
 
   static async start(options: ClusterOptions): Promise<Cluster> {
     const { lockNodes = 5, driver, aof = true, passwords = {}, tls = false } = options;
-    const [locks, queue] = await Promise.all([startRedisNodes({ count: lockNodes, driver, aof, password: passwords.locks, tls }), startRedisNodes({ count: 1, driver, aof: true, password: passwords.queue, tls })]);
+    const [locks, queue] = await Promise.all([
+      startRedisNodes({ count: lockNodes, driver, aof, password: passwords.locks, tls }),
+      startRedisNodes({ count: 1, driver, aof: true, password: passwords.queue, tls }),
+    ]);
     return new Cluster(options, locks, queue);
   }
 
   /** The TICKWARDEN_REDIS_TLS_* variables of the cluster's processes (none without `tls`). */
   get tlsEnv(): Record<string, string> {
     const { tls } = this.#options;
-    return tls ? { TICKWARDEN_REDIS_TLS_CA: tls.ca, TICKWARDEN_REDIS_TLS_CERT: tls.client.cert, TICKWARDEN_REDIS_TLS_KEY: tls.client.key } : {};
+    return tls
+      ? {
+          TICKWARDEN_REDIS_TLS_CA: tls.ca,
+          TICKWARDEN_REDIS_TLS_CERT: tls.client.cert,
+          TICKWARDEN_REDIS_TLS_KEY: tls.client.key,
+        }
+      : {};
   }
 
   /** The queue Redis's direct URL (no proxy): for the CLI and the tests. Processes get their own proxy's. */
@@ -150,8 +167,18 @@ export class Cluster {
    */
   async history(count: number): Promise<Record<string, unknown>[]> {
     // The CLI parses the scheduler's whole environment, lock nodes included, whatever the command.
-    const env = { ...process.env, TICKWARDEN_CONFIG: this.#options.configDir, TICKWARDEN_QUEUE_REDIS: this.queueUrl, TICKWARDEN_LOCK_NODES: this.locks.urls.join(','), ...this.tlsEnv };
-    const { stdout } = await promisify(execFile)(process.execPath, ['--conditions=@tickwarden/source', CLI, 'status', '--json', '-n', String(count)], { env, timeout: 30_000, maxBuffer: 256 * 1024 * 1024 });
+    const env = {
+      ...process.env,
+      TICKWARDEN_CONFIG: this.#options.configDir,
+      TICKWARDEN_QUEUE_REDIS: this.queueUrl,
+      TICKWARDEN_LOCK_NODES: this.locks.urls.join(','),
+      ...this.tlsEnv,
+    };
+    const { stdout } = await promisify(execFile)(
+      process.execPath,
+      ['--conditions=@tickwarden/source', CLI, 'status', '--json', '-n', String(count)],
+      { env, timeout: 30_000, maxBuffer: 256 * 1024 * 1024 },
+    );
     return stdout
       .split('\n')
       .filter((line) => line !== '')
@@ -163,7 +190,8 @@ export class Cluster {
     if (this.#running.has(name)) throw new Error(`${name} is already running`);
     const clockOffsetMs = options.clockOffsetMs ?? 0;
     const { clockFile } = options;
-    if (clockFile !== undefined && clockOffsetMs !== 0) throw new Error(`${name}: clockFile and clockOffsetMs exclude each other`);
+    if (clockFile !== undefined && clockOffsetMs !== 0)
+      throw new Error(`${name}: clockFile and clockOffsetMs exclude each other`);
     const [httpPort, link, queueLink] = await Promise.all([freePort(), this.locks.link(name), this.queue.link(name)]);
     const [queueUrl] = queueLink.urls;
     if (queueUrl === undefined) throw new Error('the queue Redis has no URL');
@@ -181,7 +209,12 @@ export class Cluster {
       ...this.#options.roleEnv?.[role],
     };
     if (role === 'worker') env['TICKWARDEN_LAUNCHER_SOCKET'] = await this.#launcherFor(name);
-    const process_ = ManagedProcess.start({ name, command: process.execPath, args: ['--conditions=@tickwarden/source', ...PROCESS_NODE_FLAGS[role], ENTRY[role]], env });
+    const process_ = ManagedProcess.start({
+      name,
+      command: process.execPath,
+      args: ['--conditions=@tickwarden/source', ...PROCESS_NODE_FLAGS[role], ENTRY[role]],
+      env,
+    });
     const app: AppProcess = { name, role, process: process_, httpPort, link, queueLink, clockOffsetMs, clockFile };
     this.started.push(app);
     this.#lines.set(app, { seenMs: [], parsed: 0, records: [] });
@@ -196,7 +229,9 @@ export class Cluster {
     try {
       await process_.waitForLine((line) => line.includes(startedLine), `${role} started`, 30_000);
     } catch (error) {
-      throw new Error(`${name} did not start: ${(error as Error).message}\n${process_.lines.slice(-20).join('\n')}`, { cause: error });
+      throw new Error(`${name} did not start: ${(error as Error).message}\n${process_.lines.slice(-20).join('\n')}`, {
+        cause: error,
+      });
     }
     return app;
   }
@@ -210,7 +245,12 @@ export class Cluster {
     const running = this.#launchers.get(name);
     if (running && !running.exited) return running.socketPath;
     const socketPath = path.join(this.#socketDir, `${name}.sock`);
-    const launcher = ManagedProcess.start({ name: `${name}-launcher`, command: process.execPath, args: ['--conditions=@tickwarden/source', ...PROCESS_NODE_FLAGS.worker, LAUNCHER], env: { TICKWARDEN_LAUNCHER_SOCKET: socketPath, LOG_LEVEL: this.#options.logLevel ?? 'debug' } });
+    const launcher = ManagedProcess.start({
+      name: `${name}-launcher`,
+      command: process.execPath,
+      args: ['--conditions=@tickwarden/source', ...PROCESS_NODE_FLAGS.worker, LAUNCHER],
+      env: { TICKWARDEN_LAUNCHER_SOCKET: socketPath, LOG_LEVEL: this.#options.logLevel ?? 'debug' },
+    });
     const entry = { process: launcher, socketPath, exited: false };
     this.#launchers.set(name, entry);
     void launcher.exited.then(() => (entry.exited = true));
@@ -220,7 +260,10 @@ export class Cluster {
 
   /** The launchers' log lines (for the run's logs). */
   get launcherLogs(): { name: string; lines: readonly string[] }[] {
-    return [...this.#launchers.values()].map(({ process: launcher }) => ({ name: launcher.name, lines: launcher.lines }));
+    return [...this.#launchers.values()].map(({ process: launcher }) => ({
+      name: launcher.name,
+      lines: launcher.lines,
+    }));
   }
 
   /** Running processes of a role (or all), in start order. */
@@ -235,7 +278,11 @@ export class Cluster {
   }
 
   /** Sends `signal` and waits for the exit (SIGKILL after `graceMs`). */
-  async stopApp(name: string, signal: NodeJS.Signals = 'SIGTERM', graceMs = 20_000): Promise<{ code: number | null; signal: NodeJS.Signals | null }> {
+  async stopApp(
+    name: string,
+    signal: NodeJS.Signals = 'SIGTERM',
+    graceMs = 20_000,
+  ): Promise<{ code: number | null; signal: NodeJS.Signals | null }> {
     const app = this.app(name);
     this.#running.delete(name);
     return app.process.stop(signal, graceMs);
@@ -283,7 +330,8 @@ function parseRecord(line: string): Record<string, unknown> | undefined {
 
 /** libfaketime's shared memory and semaphore of the process `pid` (Debian's build names them by pid), if left behind. */
 function removeFaketimeShm(pid: number): void {
-  for (const file of [`/dev/shm/faketime_shm_${pid}`, `/dev/shm/sem.faketime_sem_${pid}`]) rmSync(file, { force: true });
+  for (const file of [`/dev/shm/faketime_shm_${pid}`, `/dev/shm/sem.faketime_sem_${pid}`])
+    rmSync(file, { force: true });
 }
 
 /** Writes a libfaketime timestamp file: the followers' wall clock is `offsetMs` off the real one from their next clock read. */
@@ -294,15 +342,26 @@ export function writeClockOffset(file: string, offsetMs: number): void {
 
 /** Environment that makes libfaketime follow a timestamp file, read on every clock call (so a step applies at once). */
 function followedClockEnv(file: string): Record<string, string> {
-  if (!existsSync(LIBFAKETIME)) throw new Error(`a stepped clock needs Debian's libfaketime (${LIBFAKETIME}): apt-get install faketime`);
+  if (!existsSync(LIBFAKETIME))
+    throw new Error(`a stepped clock needs Debian's libfaketime (${LIBFAKETIME}): apt-get install faketime`);
   if (!existsSync(file)) writeClockOffset(file, 0);
   // FAKETIME must stay unset: it would take priority over the file.
-  return { LD_PRELOAD: LIBFAKETIME, FAKETIME_TIMESTAMP_FILE: file, FAKETIME_NO_CACHE: '1', FAKETIME_DONT_FAKE_MONOTONIC: '1' };
+  return {
+    LD_PRELOAD: LIBFAKETIME,
+    FAKETIME_TIMESTAMP_FILE: file,
+    FAKETIME_NO_CACHE: '1',
+    FAKETIME_DONT_FAKE_MONOTONIC: '1',
+  };
 }
 
 /** Environment that makes libfaketime shift one process's wall clock by `offsetMs`. */
 function skewedClockEnv(offsetMs: number): Record<string, string> {
-  if (!existsSync(LIBFAKETIME)) throw new Error(`clock skew needs Debian's libfaketime (${LIBFAKETIME}): apt-get install faketime`);
+  if (!existsSync(LIBFAKETIME))
+    throw new Error(`clock skew needs Debian's libfaketime (${LIBFAKETIME}): apt-get install faketime`);
   const seconds = (offsetMs / 1000).toFixed(3);
-  return { LD_PRELOAD: LIBFAKETIME, FAKETIME: offsetMs >= 0 ? `+${seconds}` : seconds, FAKETIME_DONT_FAKE_MONOTONIC: '1' };
+  return {
+    LD_PRELOAD: LIBFAKETIME,
+    FAKETIME: offsetMs >= 0 ? `+${seconds}` : seconds,
+    FAKETIME_DONT_FAKE_MONOTONIC: '1',
+  };
 }

@@ -38,13 +38,19 @@ export class HistoryCollector {
   async read(): Promise<void> {
     const fromMs = Date.now();
     try {
-      for (const record of await this.#cluster.history(HISTORY_COUNT)) this.#records.set(`${String(record['schedule'])} ${String(record['tickMs'])} ${String(record['outcome'])}`, record);
+      for (const record of await this.#cluster.history(HISTORY_COUNT))
+        this.#records.set(
+          `${String(record['schedule'])} ${String(record['tickMs'])} ${String(record['outcome'])}`,
+          record,
+        );
       this.reads.ok++;
     } catch (error) {
       const queueDown = this.#options.queueDownBetween?.(fromMs, Date.now()) ?? false;
       if (queueDown) this.reads.queueDown++;
       else this.reads.failed++;
-      console.log(`could not read the tick history${queueDown ? ' (the queue Redis was down)' : ''}: ${(error as Error).message}`);
+      console.log(
+        `could not read the tick history${queueDown ? ' (the queue Redis was down)' : ''}: ${(error as Error).message}`,
+      );
     }
   }
 

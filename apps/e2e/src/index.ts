@@ -1,5 +1,26 @@
-export { Cluster, LIBFAKETIME, writeClockOffset, type AppProcess, type AppRole, type ClusterOptions, type StartAppOptions } from './cluster.ts';
-export { checkLedger, parseLedger, readLedger, splitTickKey, tickKey, type CheckOptions, type FenceRegression, type LedgerCheck, type LedgerEvent, type LedgerLine, type LedgerRun, type RunOverlap } from './ledger.ts';
+export {
+  Cluster,
+  LIBFAKETIME,
+  writeClockOffset,
+  type AppProcess,
+  type AppRole,
+  type ClusterOptions,
+  type StartAppOptions,
+} from './cluster.ts';
+export {
+  checkLedger,
+  parseLedger,
+  readLedger,
+  splitTickKey,
+  tickKey,
+  type CheckOptions,
+  type FenceRegression,
+  type LedgerCheck,
+  type LedgerEvent,
+  type LedgerLine,
+  type LedgerRun,
+  type RunOverlap,
+} from './ledger.ts';
 export {
   expectedLedgerSchedule,
   LEDGER_JOB,

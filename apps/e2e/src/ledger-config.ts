@@ -49,16 +49,32 @@ export function ledgerScheduleYaml(spec: LedgerScheduleSpec, targets: LedgerTarg
   if (spec.attempts !== undefined) lines.push(`    attempts: ${spec.attempts}`);
   switch (spec.kind) {
     case 'command': {
-      const env = spec.beats !== undefined ? `TICKWARDEN_LEDGER_BEATS: "${spec.beats}"` : `TICKWARDEN_LEDGER_MIN_MS: "${minMs}", TICKWARDEN_LEDGER_MAX_MS: "${maxMs}"`;
-      lines.push(`    handler:`, `      kind: command`, `      argv: [bash, ${q(LEDGER_JOB)}]`, `      env: { TICKWARDEN_LEDGER: ${q(targets.ledgerFile)}, ${env} }`, `      killGrace: 1s`);
+      const env =
+        spec.beats !== undefined
+          ? `TICKWARDEN_LEDGER_BEATS: "${spec.beats}"`
+          : `TICKWARDEN_LEDGER_MIN_MS: "${minMs}", TICKWARDEN_LEDGER_MAX_MS: "${maxMs}"`;
+      lines.push(
+        `    handler:`,
+        `      kind: command`,
+        `      argv: [bash, ${q(LEDGER_JOB)}]`,
+        `      env: { TICKWARDEN_LEDGER: ${q(targets.ledgerFile)}, ${env} }`,
+        `      killGrace: 1s`,
+      );
       break;
     }
     case 'module':
-      lines.push(`    handler: { kind: module, path: ${q(LEDGER_MODULE)}, killGrace: 1s }`, `    payload: { ledger: ${q(targets.ledgerFile)}, minMs: ${minMs}, maxMs: ${maxMs} }`);
+      lines.push(
+        `    handler: { kind: module, path: ${q(LEDGER_MODULE)}, killGrace: 1s }`,
+        `    payload: { ledger: ${q(targets.ledgerFile)}, minMs: ${minMs}, maxMs: ${maxMs} }`,
+      );
       break;
     case 'http':
-      if (targets.httpUrl === undefined) throw new Error(`schedule ${spec.name}: an http ledger schedule needs the ledger endpoint's URL`);
-      lines.push(`    handler: { kind: http, url: ${q(targets.httpUrl)}, timeout: 10s }`, `    payload: { minMs: ${minMs}, maxMs: ${maxMs} }`);
+      if (targets.httpUrl === undefined)
+        throw new Error(`schedule ${spec.name}: an http ledger schedule needs the ledger endpoint's URL`);
+      lines.push(
+        `    handler: { kind: http, url: ${q(targets.httpUrl)}, timeout: 10s }`,
+        `    payload: { minMs: ${minMs}, maxMs: ${maxMs} }`,
+      );
       break;
   }
   return lines.join('\n');
@@ -72,7 +88,13 @@ export function ledgerTeamFile(team: string, specs: readonly LedgerScheduleSpec[
 /** A schedule of a ledger team, as the report expects it. */
 export function expectedLedgerSchedule(team: string, spec: LedgerScheduleSpec): ExpectedSchedule {
   const leaseTtlMs = spec.leaseTtl === undefined ? 30_000 : parseSeconds(spec.leaseTtl);
-  return { id: `${team}/${spec.name}`, cron: spec.cron, overlap: spec.overlap ?? 'skip', leaseTtlMs, attempts: spec.attempts ?? 1 };
+  return {
+    id: `${team}/${spec.name}`,
+    cron: spec.cron,
+    overlap: spec.overlap ?? 'skip',
+    leaseTtlMs,
+    attempts: spec.attempts ?? 1,
+  };
 }
 
 /** `3s`, `2000ms`, `1.5s` -> ms (the few forms these suites write). */
@@ -101,7 +123,9 @@ export interface LedgerTeamOptions {
 
 const EVERY_SECOND = '* * * * * *';
 
-function legacySpecs(options: Pick<LedgerTeamOptions, 'names' | 'cron' | 'leaseTtl' | 'attempts' | 'beats'>): LedgerScheduleSpec[] {
+function legacySpecs(
+  options: Pick<LedgerTeamOptions, 'names' | 'cron' | 'leaseTtl' | 'attempts' | 'beats'>,
+): LedgerScheduleSpec[] {
   const { names, cron = EVERY_SECOND, leaseTtl = '2s', attempts = 3, beats = 6 } = options;
   return names.map((name) => ({ name, kind: 'command', cron, overlap: 'skip', leaseTtl, attempts, beats }));
 }
@@ -112,6 +136,11 @@ export function ledgerTeamYaml(options: LedgerTeamOptions): string {
 }
 
 /** The schedules of a `ledgerTeamYaml` team, as the report expects them. */
-export function ledgerSchedules(team: string, names: readonly string[], cron = EVERY_SECOND, leaseTtl = '2s'): ExpectedSchedule[] {
+export function ledgerSchedules(
+  team: string,
+  names: readonly string[],
+  cron = EVERY_SECOND,
+  leaseTtl = '2s',
+): ExpectedSchedule[] {
   return legacySpecs({ names, cron, leaseTtl }).map((spec) => expectedLedgerSchedule(team, spec));
 }

@@ -65,9 +65,19 @@ export class LedgerEndpoint {
       }
       const minMs = typeof body.minMs === 'number' ? body.minMs : 100;
       const maxMs = typeof body.maxMs === 'number' ? body.maxMs : 3000;
-      if (request.method !== 'POST' || typeof schedule !== 'string' || typeof tick !== 'string' || !Number.isSafeInteger(fence) || maxMs < minMs) {
+      if (
+        request.method !== 'POST' ||
+        typeof schedule !== 'string' ||
+        typeof tick !== 'string' ||
+        !Number.isSafeInteger(fence) ||
+        maxMs < minMs
+      ) {
         this.stats.rejected++;
-        response.writeHead(400).end('expected POST with X-Tickwarden-Schedule, X-Tickwarden-Tick, X-Tickwarden-Fence and a { minMs, maxMs } body\n');
+        response
+          .writeHead(400)
+          .end(
+            'expected POST with X-Tickwarden-Schedule, X-Tickwarden-Tick, X-Tickwarden-Fence and a { minMs, maxMs } body\n',
+          );
         return;
       }
       this.#run(response, schedule, tick, fence, runLengthMs(schedule, tick, minMs, maxMs));
@@ -75,7 +85,8 @@ export class LedgerEndpoint {
   }
 
   #run(response: ServerResponse, schedule: string, tick: string, fence: number, lengthMs: number): void {
-    const write = (event: 'start' | 'beat' | 'end'): void => appendFileSync(this.#ledgerFile, `${schedule} ${tick} ${fence} 0 ${event} ${process.pid} ${Date.now()}\n`);
+    const write = (event: 'start' | 'beat' | 'end'): void =>
+      appendFileSync(this.#ledgerFile, `${schedule} ${tick} ${fence} 0 ${event} ${process.pid} ${Date.now()}\n`);
     let gone = false;
     let timer: NodeJS.Timeout | undefined;
     response.once('close', () => {

@@ -105,7 +105,15 @@ export function parseLedger(text: string): { lines: LedgerLine[]; malformed: { l
     if (raw === '') return;
     const [schedule, tick, fence, attempt, event, pid, wallMs, ...rest] = raw.split(' ');
     const parsed = { fence: Number(fence), attempt: Number(attempt), pid: Number(pid), wallMs: Number(wallMs) };
-    const ok = schedule && tick && !Number.isNaN(Date.parse(tick)) && event && EVENTS.has(event) && wallMs && rest.length === 0 && Object.values(parsed).every(Number.isSafeInteger);
+    const ok =
+      schedule &&
+      tick &&
+      !Number.isNaN(Date.parse(tick)) &&
+      event &&
+      EVENTS.has(event) &&
+      wallMs &&
+      rest.length === 0 &&
+      Object.values(parsed).every(Number.isSafeInteger);
     if (!ok) malformed.push({ line: index + 1, text: raw });
     else lines.push({ schedule, tick, event: event as LedgerEvent, ...parsed, line: index + 1 });
   });
@@ -146,10 +154,26 @@ export function checkLedger(parsed: ReturnType<typeof parseLedger>, options: Che
     const resource = resourceOf(entry.schedule, entry.tick);
     const latest = latestStart.get(resource);
     if (entry.event === 'start') {
-      if (latest !== undefined && entry.fence <= latest) fenceRegressions.push({ schedule: entry.schedule, resource, previousFence: latest, fence: entry.fence, line: entry.line });
+      if (latest !== undefined && entry.fence <= latest)
+        fenceRegressions.push({
+          schedule: entry.schedule,
+          resource,
+          previousFence: latest,
+          fence: entry.fence,
+          line: entry.line,
+        });
       else latestStart.set(resource, entry.fence);
-      const attempt = entry.attempt > 0 ? entry.attempt : (options.attemptOf?.(entry.schedule, entry.tick, entry.fence) ?? 0);
-      runs.set(runKey, { schedule: entry.schedule, tick: entry.tick, fence: entry.fence, attempt, ended: false, firstMs: entry.wallMs, lastMs: entry.wallMs });
+      const attempt =
+        entry.attempt > 0 ? entry.attempt : (options.attemptOf?.(entry.schedule, entry.tick, entry.fence) ?? 0);
+      runs.set(runKey, {
+        schedule: entry.schedule,
+        tick: entry.tick,
+        fence: entry.fence,
+        attempt,
+        ended: false,
+        firstMs: entry.wallMs,
+        lastMs: entry.wallMs,
+      });
       starts.set(key, [...(starts.get(key) ?? []), attempt]);
       const first = firstStartMs.get(key);
       if (first === undefined || entry.wallMs < first) firstStartMs.set(key, entry.wallMs);
@@ -157,7 +181,13 @@ export function checkLedger(parsed: ReturnType<typeof parseLedger>, options: Che
     }
     if (latest !== undefined && entry.fence < latest && !staleReported.has(runKey)) {
       staleReported.add(runKey);
-      overlaps.push({ schedule: entry.schedule, resource, staleFence: entry.fence, newerFence: latest, line: entry.line });
+      overlaps.push({
+        schedule: entry.schedule,
+        resource,
+        staleFence: entry.fence,
+        newerFence: latest,
+        line: entry.line,
+      });
     }
     const run = runs.get(runKey);
     if (run) run.lastMs = Math.max(run.lastMs, entry.wallMs);
@@ -174,7 +204,9 @@ export function checkLedger(parsed: ReturnType<typeof parseLedger>, options: Che
     firstStartMs,
     duplicateCompletions: [...completions].filter(([, attempts]) => repeated(attempts)).map(([key]) => key),
     duplicateStarts: [...starts].filter(([, attempts]) => repeated(attempts)).map(([key]) => key),
-    rerunsAfterCompletion: [...completions].filter(([, attempts]) => !repeated(attempts) && attempts.length > 1).map(([key]) => key),
+    rerunsAfterCompletion: [...completions]
+      .filter(([, attempts]) => !repeated(attempts) && attempts.length > 1)
+      .map(([key]) => key),
     overlaps,
     fenceRegressions,
     malformed: parsed.malformed,

@@ -10,7 +10,9 @@ const COLORS = [36, 35, 33, 32, 34, 91, 92, 93, 94, 95];
  * is printed as it came.
  */
 export function prettyLine(process: string, line: string, options: { color: boolean; width: number }): string {
-  const name = options.color ? `\x1b[${COLORS[hash(process) % COLORS.length]}m${process.padEnd(options.width)}\x1b[0m` : process.padEnd(options.width);
+  const name = options.color
+    ? `\x1b[${COLORS[hash(process) % COLORS.length]}m${process.padEnd(options.width)}\x1b[0m`
+    : process.padEnd(options.width);
   let record: Record<string, unknown>;
   try {
     record = JSON.parse(line) as Record<string, unknown>;
@@ -23,7 +25,8 @@ export function prettyLine(process: string, line: string, options: { color: bool
     .filter(([key]) => !HIDDEN.has(key))
     .map(([key, value]) => `${key}=${formatValue(value)}`)
     .join(' ');
-  const levelText = options.color && Number(record['level']) >= 40 ? `\x1b[31m${level.padEnd(5)}\x1b[0m` : level.padEnd(5);
+  const levelText =
+    options.color && Number(record['level']) >= 40 ? `\x1b[31m${level.padEnd(5)}\x1b[0m` : level.padEnd(5);
   return `${clock(Number(record['time']) || Date.now())} ${name} ${levelText} ${String(record['msg'])}${fields ? `  ${fields}` : ''}`;
 }
 

@@ -187,11 +187,16 @@ function cronOf(pattern: string): Cron {
 }
 
 /** Every tick of the schedules in [fromMs, toMs], as `schedule tick` keys. */
-export function expectedTicks(schedules: readonly Pick<ExpectedSchedule, 'id' | 'cron'>[], fromMs: number, toMs: number): string[] {
+export function expectedTicks(
+  schedules: readonly Pick<ExpectedSchedule, 'id' | 'cron'>[],
+  fromMs: number,
+  toMs: number,
+): string[] {
   return schedules.flatMap((schedule) => {
     const cron = cronOf(schedule.cron);
     const keys: string[] = [];
-    for (let next = cron.nextRun(new Date(fromMs - 1)); next && next.getTime() <= toMs; next = cron.nextRun(next)) keys.push(tickKey(schedule.id, next.getTime()));
+    for (let next = cron.nextRun(new Date(fromMs - 1)); next && next.getTime() <= toMs; next = cron.nextRun(next))
+      keys.push(tickKey(schedule.id, next.getTime()));
     return keys;
   });
 }
@@ -226,7 +231,12 @@ function pushTo<T>(map: Map<string, T[]>, key: string, value: T): void {
   else map.set(key, [value]);
 }
 
-const recordTimeMs = (record: LogRecord): number | undefined => (typeof record['seenMs'] === 'number' ? record['seenMs'] : typeof record['time'] === 'number' ? record['time'] : undefined);
+const recordTimeMs = (record: LogRecord): number | undefined =>
+  typeof record['seenMs'] === 'number'
+    ? record['seenMs']
+    : typeof record['time'] === 'number'
+      ? record['time']
+      : undefined;
 
 /** Checks a run of the cluster: what was expected, enqueued and run, and every safety and liveness violation. */
 export function buildReport(input: ReportInput): TickReport {
@@ -234,7 +244,20 @@ export function buildReport(input: ReportInput): TickReport {
   const byTick = new Map<string, TickRecords>();
   const tickRecords = (key: string): TickRecords => {
     let entry = byTick.get(key);
-    if (!entry) byTick.set(key, (entry = { outcomes: new Set(), visible: false, skipTimesMs: [], deferTimesMs: [], lapsedTimesMs: [], enqueueTimesMs: [], enqueues: 0, publishedAtMs: [] }));
+    if (!entry)
+      byTick.set(
+        key,
+        (entry = {
+          outcomes: new Set(),
+          visible: false,
+          skipTimesMs: [],
+          deferTimesMs: [],
+          lapsedTimesMs: [],
+          enqueueTimesMs: [],
+          enqueues: 0,
+          publishedAtMs: [],
+        }),
+      );
     return entry;
   };
   /** Per schedule: gaps (ticks missed while no replica ran) logged at info or above. */
@@ -254,18 +277,29 @@ export function buildReport(input: ReportInput): TickReport {
       pushTo(gaps, schedule, { fromMs: Date.parse(record['firstTick']), toMs: Date.parse(record['lastTick']) });
     }
     if (typeof tick !== 'string') continue;
-    if (typeof record['fence'] === 'number' && typeof record['attempt'] === 'number') attempts.set(`${schedule} ${tick} ${record['fence']}`, record['attempt']);
+    if (typeof record['fence'] === 'number' && typeof record['attempt'] === 'number')
+      attempts.set(`${schedule} ${tick} ${record['fence']}`, record['attempt']);
     const at = recordTimeMs(record);
-    if (typeof record['handler'] === 'string' && outcome === undefined && typeof record['attempt'] === 'number' && typeof record['process'] === 'string' && at !== undefined) {
+    if (
+      typeof record['handler'] === 'string' &&
+      outcome === undefined &&
+      typeof record['attempt'] === 'number' &&
+      typeof record['process'] === 'string' &&
+      at !== undefined
+    ) {
       const key = tickKey(schedule, tick);
       const known = firstRuns.get(key);
-      if (!known || at < known.atMs) firstRuns.set(key, { worker: record['process'], attempt: record['attempt'], atMs: at });
+      if (!known || at < known.atMs)
+        firstRuns.set(key, { worker: record['process'], attempt: record['attempt'], atMs: at });
     }
-    if (record['observation'] === 'lease-lapsed' && at !== undefined) tickRecords(tickKey(schedule, tick)).lapsedTimesMs.push(at);
+    if (record['observation'] === 'lease-lapsed' && at !== undefined)
+      tickRecords(tickKey(schedule, tick)).lapsedTimesMs.push(at);
     if (typeof outcome !== 'string') continue;
     const key = tickKey(schedule, tick);
     const entry = tickRecords(key);
-    entry.outcomes.add(outcome === 'missed' && typeof record['reason'] === 'string' ? `missed(${record['reason']})` : outcome);
+    entry.outcomes.add(
+      outcome === 'missed' && typeof record['reason'] === 'string' ? `missed(${record['reason']})` : outcome,
+    );
     if (level >= INFO) entry.visible = true;
     if (outcome === 'enqueued' || outcome === 'recovered') {
       entry.enqueues++;
@@ -278,8 +312,22 @@ export function buildReport(input: ReportInput): TickReport {
   }
   const historyOnly = new Set<string>();
   for (const record of input.history ?? []) {
-    const { schedule, tick, outcome, tickMs, lagMs, reason, gap } = record as { schedule?: unknown; tick?: unknown; outcome?: unknown; tickMs?: unknown; lagMs?: unknown; reason?: unknown; gap?: { firstTickMs?: unknown } };
-    if (typeof schedule !== 'string' || typeof tick !== 'string' || typeof outcome !== 'string' || typeof tickMs !== 'number') continue;
+    const { schedule, tick, outcome, tickMs, lagMs, reason, gap } = record as {
+      schedule?: unknown;
+      tick?: unknown;
+      outcome?: unknown;
+      tickMs?: unknown;
+      lagMs?: unknown;
+      reason?: unknown;
+      gap?: { firstTickMs?: unknown };
+    };
+    if (
+      typeof schedule !== 'string' ||
+      typeof tick !== 'string' ||
+      typeof outcome !== 'string' ||
+      typeof tickMs !== 'number'
+    )
+      continue;
     if (gap && typeof gap.firstTickMs === 'number') {
       pushTo(gaps, schedule, { fromMs: gap.firstTickMs, toMs: tickMs });
       continue;
@@ -314,19 +362,28 @@ export function buildReport(input: ReportInput): TickReport {
   for (const run of ledger.runs) {
     const ttl = scheduleById.get(run.schedule)?.leaseTtlMs ?? 0;
     // From the takeover (just before `start`) until its lease could have lapsed after its last line.
-    addHold(run.schedule, tickKey(run.schedule, run.tick), run.firstMs - EVIDENCE_SLACK_MS, run.lastMs + ttl + EVIDENCE_SLACK_MS);
+    addHold(
+      run.schedule,
+      tickKey(run.schedule, run.tick),
+      run.firstMs - EVIDENCE_SLACK_MS,
+      run.lastMs + ttl + EVIDENCE_SLACK_MS,
+    );
   }
   for (const [key, entry] of byTick) {
     const { schedule } = splitTickKey(key);
     const ttl = scheduleById.get(schedule)?.leaseTtlMs ?? 0;
     // A grant logged at `at` was made at most a TTL before (a winner whose lease lapsed does not enqueue under it), and lasts at most a TTL.
-    for (const at of entry.enqueueTimesMs) addHold(schedule, key, at - ttl - EVIDENCE_SLACK_MS, at + ttl + EVIDENCE_SLACK_MS);
+    for (const at of entry.enqueueTimesMs)
+      addHold(schedule, key, at - ttl - EVIDENCE_SLACK_MS, at + ttl + EVIDENCE_SLACK_MS);
     // A job deferred at `at` still held its tick's lease: each takeover try refreshes it where it is left.
-    for (const at of entry.deferTimesMs) addHold(schedule, key, at - ttl - EVIDENCE_SLACK_MS, at + ttl + EVIDENCE_SLACK_MS);
+    for (const at of entry.deferTimesMs)
+      addHold(schedule, key, at - ttl - EVIDENCE_SLACK_MS, at + ttl + EVIDENCE_SLACK_MS);
     // A lapsed grant logged at `at` (once its replica ran again) was made after the tick's contest began and ended before `at`.
-    for (const at of entry.lapsedTimesMs) addHold(schedule, key, splitTickKey(key).tickMs - ttl - EVIDENCE_SLACK_MS, at + EVIDENCE_SLACK_MS);
+    for (const at of entry.lapsedTimesMs)
+      addHold(schedule, key, splitTickKey(key).tickMs - ttl - EVIDENCE_SLACK_MS, at + EVIDENCE_SLACK_MS);
   }
-  const leaseHeldByAnother = (schedule: string, key: string, atMs: number): boolean => (holds.get(schedule) ?? []).some((hold) => hold.key !== key && atMs >= hold.fromMs && atMs <= hold.toMs);
+  const leaseHeldByAnother = (schedule: string, key: string, atMs: number): boolean =>
+    (holds.get(schedule) ?? []).some((hold) => hold.key !== key && atMs >= hold.fromMs && atMs <= hold.toMs);
   /** Runs of the schedule by tick, to find a superseded tick's successor. */
   const startsBySchedule = new Map<string, { tickMs: number; startMs: number }[]>();
   for (const [key, startMs] of ledger.firstStartMs) {
@@ -360,7 +417,13 @@ export function buildReport(input: ReportInput): TickReport {
     if (ran) {
       const startMs = ledger.firstStartMs.get(key) as number;
       const held = heldByWorkerFault(tickMs, startMs, firstRuns.get(key), workerFaults);
-      if (held) heldTicks.push({ tick: key, worker: held.worker, lagMs: startMs - tickMs, overdueMs: startMs - (held.toMs + schedule.leaseTtlMs + WORKER_RECOVERY_MS) });
+      if (held)
+        heldTicks.push({
+          tick: key,
+          worker: held.worker,
+          lagMs: startMs - tickMs,
+          overdueMs: startMs - (held.toMs + schedule.leaseTtlMs + WORKER_RECOVERY_MS),
+        });
       else if (outage === undefined) lags.push({ tick: key, lagMs: startMs - tickMs });
       continue;
     }
@@ -376,7 +439,10 @@ export function buildReport(input: ReportInput): TickReport {
     // A scheduler that recovers a cancel-previous tick after its successor is due records it skipped-overlap (it must not revoke the newer run): superseded too.
     if (schedule.overlap === 'cancel-previous' && (outcomes.has('superseded') || outcomes.has('skipped-overlap'))) {
       // A later tick took the lease: its run is due a lease TTL later at most, and may itself be superseded once.
-      const byMs = supersededBy(tickMs, periodAfter(schedule, tickMs), schedule.leaseTtlMs, [...workerFaults, ...queueDown]);
+      const byMs = supersededBy(tickMs, periodAfter(schedule, tickMs), schedule.leaseTtlMs, [
+        ...workerFaults,
+        ...queueDown,
+      ]);
       if ((startsBySchedule.get(id) ?? []).some((run) => run.tickMs > tickMs && run.startMs <= byMs)) {
         superseded.push(key);
         continue;
@@ -392,12 +458,19 @@ export function buildReport(input: ReportInput): TickReport {
     missed.push({ tick: key, reason: outage ?? 'unexplained', outcomes: [...outcomes].sort() });
   }
 
-  const enqueueCounts = [...byTick].filter(([, entry]) => publishedTwice(entry.publishedAtMs, input.queueWipesMs ?? [])).map(([key]) => key);
+  const enqueueCounts = [...byTick]
+    .filter(([, entry]) => publishedTwice(entry.publishedAtMs, input.queueWipesMs ?? []))
+    .map(([key]) => key);
   const attemptsOf = new Map(input.schedules.map((schedule) => [schedule.id, schedule.attempts ?? 1]));
   const startsPerTick = new Map<string, number>();
-  for (const run of ledger.runs) startsPerTick.set(tickKey(run.schedule, run.tick), (startsPerTick.get(tickKey(run.schedule, run.tick)) ?? 0) + 1);
-  const startedTooOften = [...startsPerTick].filter(([key, starts]) => starts > (attemptsOf.get(splitTickKey(key).schedule) ?? 1)).map(([key]) => key);
-  const duplicates = [...new Set([...enqueueCounts, ...ledger.duplicateStarts, ...ledger.duplicateCompletions, ...startedTooOften])];
+  for (const run of ledger.runs)
+    startsPerTick.set(tickKey(run.schedule, run.tick), (startsPerTick.get(tickKey(run.schedule, run.tick)) ?? 0) + 1);
+  const startedTooOften = [...startsPerTick]
+    .filter(([key, starts]) => starts > (attemptsOf.get(splitTickKey(key).schedule) ?? 1))
+    .map(([key]) => key);
+  const duplicates = [
+    ...new Set([...enqueueCounts, ...ledger.duplicateStarts, ...ledger.duplicateCompletions, ...startedTooOften]),
+  ];
   const targetMs = Math.max(0, ...input.schedules.map((schedule) => schedule.leaseTtlMs)) + 1000;
   return {
     expected: expected.length,
@@ -439,7 +512,11 @@ export function publishedTwice(publishedAtMs: readonly number[], queueWipesMs: r
 
 /** The outage a tick falls in (with the slacks above), if any. */
 export function outageOf(tickMs: number, outages: readonly OutageWindow[]): OutageWindow['reason'] | undefined {
-  const outage = outages.find((window) => tickMs >= window.fromMs - (IN_FLIGHT_REASONS.includes(window.reason) ? IN_FLIGHT_SLACK_MS : 0) && tickMs <= window.toMs + OUTAGE_SLACK_MS);
+  const outage = outages.find(
+    (window) =>
+      tickMs >= window.fromMs - (IN_FLIGHT_REASONS.includes(window.reason) ? IN_FLIGHT_SLACK_MS : 0) &&
+      tickMs <= window.toMs + OUTAGE_SLACK_MS,
+  );
   return outage?.reason;
 }
 
@@ -449,16 +526,36 @@ export function outageOf(tickMs: number, outages: readonly OutageWindow[]): Outa
  * came back through BullMQ's stall check; with `attempts: 1` nothing else numbers an attempt 2) or
  * it started on the paused or cut worker once it was back (it took the job before the fault).
  */
-function heldByWorkerFault(tickMs: number, startMs: number, firstRun: { worker: string; attempt: number } | undefined, faults: readonly WorkerFaultWindow[]): WorkerFaultWindow | undefined {
+function heldByWorkerFault(
+  tickMs: number,
+  startMs: number,
+  firstRun: { worker: string; attempt: number } | undefined,
+  faults: readonly WorkerFaultWindow[],
+): WorkerFaultWindow | undefined {
   if (firstRun === undefined) return undefined;
-  const onPausedWorker = (fault: WorkerFaultWindow): boolean => fault.kind !== 'kill' && fault.worker === firstRun.worker && startMs >= fault.toMs - EVIDENCE_SLACK_MS;
-  return faults.find((fault) => fault.fromMs >= tickMs - EVIDENCE_SLACK_MS && fault.fromMs <= startMs && (firstRun.attempt > 1 || onPausedWorker(fault)));
+  const onPausedWorker = (fault: WorkerFaultWindow): boolean =>
+    fault.kind !== 'kill' && fault.worker === firstRun.worker && startMs >= fault.toMs - EVIDENCE_SLACK_MS;
+  return faults.find(
+    (fault) =>
+      fault.fromMs >= tickMs - EVIDENCE_SLACK_MS &&
+      fault.fromMs <= startMs &&
+      (firstRun.attempt > 1 || onPausedWorker(fault)),
+  );
 }
 
 /** Whether the worker that started a tick's run was killed, paused or cut from the queue Redis soon after (within the run's lease TTL and WORKER_RECOVERY_MS). */
-function lostWithItsWorker(firstRun: { worker: string; atMs: number } | undefined, faults: readonly WorkerFaultWindow[], leaseTtlMs: number): boolean {
+function lostWithItsWorker(
+  firstRun: { worker: string; atMs: number } | undefined,
+  faults: readonly WorkerFaultWindow[],
+  leaseTtlMs: number,
+): boolean {
   if (firstRun === undefined) return false;
-  return faults.some((fault) => fault.worker === firstRun.worker && fault.fromMs >= firstRun.atMs - EVIDENCE_SLACK_MS && fault.fromMs <= firstRun.atMs + leaseTtlMs + WORKER_RECOVERY_MS);
+  return faults.some(
+    (fault) =>
+      fault.worker === firstRun.worker &&
+      fault.fromMs >= firstRun.atMs - EVIDENCE_SLACK_MS &&
+      fault.fromMs <= firstRun.atMs + leaseTtlMs + WORKER_RECOVERY_MS,
+  );
 }
 
 /**
@@ -467,10 +564,15 @@ function lostWithItsWorker(firstRun: { worker: string; atMs: number } | undefine
  * a lease TTL and a period more (a run dead or stopped
  * with its worker holds the lease its successor waits for, and that successor may be superseded).
  */
-function supersededBy(tickMs: number, periodMs: number, leaseTtlMs: number, faults: readonly { fromMs: number; toMs: number }[]): number {
+function supersededBy(
+  tickMs: number,
+  periodMs: number,
+  leaseTtlMs: number,
+  faults: readonly { fromMs: number; toMs: number }[],
+): number {
   let byMs = tickMs + 2 * periodMs + leaseTtlMs + EVIDENCE_SLACK_MS;
   const counted = new Set<{ fromMs: number; toMs: number }>();
-  for (let more = true; more; ) {
+  for (let more = true; more;) {
     more = false;
     for (const fault of faults) {
       if (counted.has(fault) || fault.fromMs < tickMs - leaseTtlMs || fault.fromMs > byMs) continue;
@@ -522,21 +624,43 @@ export interface FailureRules {
 export function reportFailures(report: TickReport, rules: FailureRules = {}): string[] {
   const { silent = true, startLag = true } = rules;
   const failures: string[] = [];
-  const some = (keys: readonly string[]): string => `${keys.slice(0, 10).join(', ')}${keys.length > 10 ? `, … (${keys.length})` : ''}`;
+  const some = (keys: readonly string[]): string =>
+    `${keys.slice(0, 10).join(', ')}${keys.length > 10 ? `, … (${keys.length})` : ''}`;
   if (report.duplicateEnqueues.length > 0) failures.push(`enqueued twice: ${some(report.duplicateEnqueues)}`);
-  if (report.duplicateStarts.length > 0) failures.push(`started twice by the same attempt: ${some(report.duplicateStarts)}`);
+  if (report.duplicateStarts.length > 0)
+    failures.push(`started twice by the same attempt: ${some(report.duplicateStarts)}`);
   if (report.duplicateCompletions.length > 0) failures.push(`completed twice: ${some(report.duplicateCompletions)}`);
-  if (report.startedTooOften.length > 0) failures.push(`started more often than the schedule's attempts: ${some(report.startedTooOften)}`);
-  for (const overlap of report.overlaps.slice(0, 10)) failures.push(`overlap: ${overlap.resource} fence ${overlap.staleFence} wrote (ledger line ${overlap.line}) after fence ${overlap.newerFence} started`);
-  for (const regression of report.fenceRegressions.slice(0, 10)) failures.push(`fence regression: ${regression.resource} fence ${regression.fence} started after ${regression.previousFence} (ledger line ${regression.line})`);
+  if (report.startedTooOften.length > 0)
+    failures.push(`started more often than the schedule's attempts: ${some(report.startedTooOften)}`);
+  for (const overlap of report.overlaps.slice(0, 10))
+    failures.push(
+      `overlap: ${overlap.resource} fence ${overlap.staleFence} wrote (ledger line ${overlap.line}) after fence ${overlap.newerFence} started`,
+    );
+  for (const regression of report.fenceRegressions.slice(0, 10))
+    failures.push(
+      `fence regression: ${regression.resource} fence ${regression.fence} started after ${regression.previousFence} (ledger line ${regression.line})`,
+    );
   if (report.malformed > 0) failures.push(`malformed ledger lines: ${report.malformed}`);
   const unexplained = report.missed.filter((miss) => miss.reason === 'unexplained');
-  if (unexplained.length > 0) failures.push(`unexplained missed ticks: ${some(unexplained.map((miss) => `${miss.tick} [${miss.outcomes.join(',') || 'no outcome'}]`))}`);
-  if (silent && report.silent.length > 0) failures.push(`silent ticks (no outcome logged at info or above): ${some(report.silent)}`);
+  if (unexplained.length > 0)
+    failures.push(
+      `unexplained missed ticks: ${some(unexplained.map((miss) => `${miss.tick} [${miss.outcomes.join(',') || 'no outcome'}]`))}`,
+    );
+  if (silent && report.silent.length > 0)
+    failures.push(`silent ticks (no outcome logged at info or above): ${some(report.silent)}`);
   const lag = report.startLag;
   const overdue = report.heldByWorkerFault.filter((held) => held.overdueMs > 0);
-  if (overdue.length > 0) failures.push(`held by a faulted worker past ${WORKER_RECOVERY_MS} ms after the fault and a lease TTL: ${some(overdue.map((held) => `${held.tick} (${held.worker}, +${held.lagMs} ms)`))}`);
-  if (startLag && lag.count > 0 && lag.p99Ms > lag.targetMs) failures.push(`start lag p99 ${lag.p99Ms} ms is above ${lag.targetMs} ms (leaseTtl + 1 s); latest: ${lag.latest.slice(0, 5).map((late) => `${late.tick} +${late.lagMs} ms`).join(', ')}`);
+  if (overdue.length > 0)
+    failures.push(
+      `held by a faulted worker past ${WORKER_RECOVERY_MS} ms after the fault and a lease TTL: ${some(overdue.map((held) => `${held.tick} (${held.worker}, +${held.lagMs} ms)`))}`,
+    );
+  if (startLag && lag.count > 0 && lag.p99Ms > lag.targetMs)
+    failures.push(
+      `start lag p99 ${lag.p99Ms} ms is above ${lag.targetMs} ms (leaseTtl + 1 s); latest: ${lag.latest
+        .slice(0, 5)
+        .map((late) => `${late.tick} +${late.lagMs} ms`)
+        .join(', ')}`,
+    );
   return failures;
 }
 
@@ -557,7 +681,10 @@ export function formatReport(report: TickReport): string[] {
   const outages = report.missed.length - unexplained;
   const margins = [...report.abortMarginsMs].sort((a, b) => a - b);
   const late = margins.filter((ms) => ms <= 0).length;
-  const marginText = margins.length === 0 ? '' : ` (validity left at abort: min ${margins[0]} ms, median ${margins[Math.floor(margins.length / 2)]} ms; after the lease lapsed, i.e. the worker was paused: ${late})`;
+  const marginText =
+    margins.length === 0
+      ? ''
+      : ` (validity left at abort: min ${margins[0]} ms, median ${margins[Math.floor(margins.length / 2)]} ms; after the lease lapsed, i.e. the worker was paused: ${late})`;
   const byOutcome = unexplainedByOutcome(report);
   const lag = report.startLag;
   return [
@@ -573,9 +700,15 @@ export function formatReport(report: TickReport): string[] {
     `overlaps: ${report.overlaps.length}`,
     `fence regressions: ${report.fenceRegressions.length}`,
     `missed: ${report.missed.length} (explained by an outage: ${outages}, unexplained: ${unexplained})`,
-    ...(byOutcome.length === 0 ? [] : [`unexplained by recorded outcome: ${byOutcome.map(([signature, count]) => `${signature} ${count}`).join(', ')}`]),
+    ...(byOutcome.length === 0
+      ? []
+      : [
+          `unexplained by recorded outcome: ${byOutcome.map(([signature, count]) => `${signature} ${count}`).join(', ')}`,
+        ]),
     `silent: ${report.silent.length}${report.silent.length === 0 ? '' : ` (not run: ${report.silentNotRun})`}`,
-    ...(report.historyOnly.length === 0 ? [] : [`recorded only in the tick history (the recorder died before logging): ${report.historyOnly.join(', ')}`]),
+    ...(report.historyOnly.length === 0
+      ? []
+      : [`recorded only in the tick history (the recorder died before logging): ${report.historyOnly.join(', ')}`]),
     `start lag: p50 ${lag.p50Ms} ms, p99 ${lag.p99Ms} ms, max ${lag.maxMs} ms, min ${lag.minMs} ms (${lag.count} runs due outside outages; p99 target ${lag.targetMs} ms)`,
     `held by a killed or paused worker: ${report.heldByWorkerFault.length}${report.heldByWorkerFault.length === 0 ? '' : ` (lag max ${Math.max(...report.heldByWorkerFault.map((held) => held.lagMs))} ms)`}`,
     `watchdog aborts: ${report.watchdogAborts}${marginText}`,

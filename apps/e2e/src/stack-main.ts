@@ -6,7 +6,12 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server } from 'node:http';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { containerRuntimeAvailable, makeTestCertificates, type RedisDriver, type TestCertificates } from '@tickwarden/testkit';
+import {
+  containerRuntimeAvailable,
+  makeTestCertificates,
+  type RedisDriver,
+  type TestCertificates,
+} from '@tickwarden/testkit';
 import { Cluster, type AppProcess } from './cluster.ts';
 import { prettyLine } from './pretty.ts';
 
@@ -43,14 +48,31 @@ function startEcho(port: number): Promise<Server> {
     request.on('data', (chunk: Buffer) => (body += chunk.toString('utf8')));
     request.on('end', () => {
       const header = (name: string): string => String(request.headers[name] ?? '');
-      const record = { level: 30, time: Date.now(), msg: 'request', method: request.method, path: request.url, schedule: header('x-tickwarden-schedule'), tick: header('x-tickwarden-tick'), fence: header('x-tickwarden-fence'), idempotencyKey: header('idempotency-key'), body };
+      const record = {
+        level: 30,
+        time: Date.now(),
+        msg: 'request',
+        method: request.method,
+        path: request.url,
+        schedule: header('x-tickwarden-schedule'),
+        tick: header('x-tickwarden-tick'),
+        fence: header('x-tickwarden-fence'),
+        idempotencyKey: header('idempotency-key'),
+        body,
+      };
       print('echo', JSON.stringify(record));
       response.writeHead(200, { 'content-type': 'application/json' }).end(`{"ok":true}\n`);
     });
   });
   return new Promise((resolve, reject) => {
     server.once('error', (error: NodeJS.ErrnoException) =>
-      reject(new Error(error.code === 'EADDRINUSE' ? `port ${port} is taken: set TICKWARDEN_ECHO_PORT and the url in examples/teams/demo.yaml` : error.message)),
+      reject(
+        new Error(
+          error.code === 'EADDRINUSE'
+            ? `port ${port} is taken: set TICKWARDEN_ECHO_PORT and the url in examples/teams/demo.yaml`
+            : error.message,
+        ),
+      ),
     );
     server.listen(port, '127.0.0.1', () => resolve(server));
   });
@@ -76,7 +98,9 @@ function follow(cluster: Cluster): () => void {
 async function main(): Promise<number> {
   const driver = await chooseDriver();
   if (!driver) {
-    process.stderr.write('Tickwarden needs redis-server on PATH (e.g. apt-get install redis-server) or a running Docker engine.\n');
+    process.stderr.write(
+      'Tickwarden needs redis-server on PATH (e.g. apt-get install redis-server) or a running Docker engine.\n',
+    );
     return 1;
   }
   const echoPortText = process.env['TICKWARDEN_ECHO_PORT'] ?? '8787';
@@ -87,7 +111,9 @@ async function main(): Promise<number> {
   }
   const args = process.argv.slice(2);
   if (args.some((arg) => arg !== '--tls')) {
-    process.stderr.write(`usage: npm start [-- --tls]   (unknown: ${args.filter((arg) => arg !== '--tls').join(' ')})\n`);
+    process.stderr.write(
+      `usage: npm start [-- --tls]   (unknown: ${args.filter((arg) => arg !== '--tls').join(' ')})\n`,
+    );
     return 2;
   }
   const withTls = args.includes('--tls');
@@ -103,23 +129,55 @@ async function main(): Promise<number> {
   mkdirSync(path.dirname(CONTROL_TOKEN_FILE), { recursive: true });
   writeFileSync(CONTROL_TOKEN_FILE, `${randomBytes(16).toString('hex')}\n`, { mode: 0o600 });
   const echo = await startEcho(echoPort);
-  print('stack', `starting 5 lock nodes and a queue Redis (${driver === 'process' ? 'redis-server processes' : 'containers'}), ${SCHEDULERS.length} schedulers, ${WORKERS.length} workers; config ${path.relative(ROOT, CONFIG_DIR)}/`);
-  if (tls) print('stack', `TLS: every Redis server requires a client certificate; CA and certificates in ${path.relative(ROOT, TLS_DIR)}/`);
+  print(
+    'stack',
+    `starting 5 lock nodes and a queue Redis (${driver === 'process' ? 'redis-server processes' : 'containers'}), ${SCHEDULERS.length} schedulers, ${WORKERS.length} workers; config ${path.relative(ROOT, CONFIG_DIR)}/`,
+  );
+  if (tls)
+    print(
+      'stack',
+      `TLS: every Redis server requires a client certificate; CA and certificates in ${path.relative(ROOT, TLS_DIR)}/`,
+    );
   const roleEnv = { scheduler: { TICKWARDEN_CONTROL_TOKEN_FILE: CONTROL_TOKEN_FILE } };
-  const cluster = await Cluster.start({ configDir: CONFIG_DIR, driver, logLevel: process.env['LOG_LEVEL'] ?? 'info', roleEnv, ...(tls ? { tls } : {}) });
+  const cluster = await Cluster.start({
+    configDir: CONFIG_DIR,
+    driver,
+    logLevel: process.env['LOG_LEVEL'] ?? 'info',
+    roleEnv,
+    ...(tls ? { tls } : {}),
+  });
   const stopFollowing = follow(cluster);
   const stopping = new Promise<void>((resolve) => {
     process.once('SIGINT', resolve);
     process.once('SIGTERM', resolve);
   });
   try {
-    await Promise.all([...SCHEDULERS.map((name) => cluster.startApp('scheduler', name)), ...WORKERS.map((name) => cluster.startApp('worker', name))]);
+    await Promise.all([
+      ...SCHEDULERS.map((name) => cluster.startApp('scheduler', name)),
+      ...WORKERS.map((name) => cluster.startApp('worker', name)),
+    ]);
     mkdirSync(path.dirname(ENV_FILE), { recursive: true });
-    const env = { TICKWARDEN_CONFIG: CONFIG_DIR, TICKWARDEN_QUEUE_REDIS: cluster.queueUrl, TICKWARDEN_LOCK_NODES: cluster.locks.urls.join(','), ...cluster.tlsEnv };
-    writeFileSync(ENV_FILE, Object.entries(env).map(([name, value]) => `${name}=${value}\n`).join(''));
-    print('stack', `up. In another terminal: set -a; . ${path.relative(process.cwd(), ENV_FILE)}; set +a; npx tickwarden status   (Ctrl-C here stops everything)`);
+    const env = {
+      TICKWARDEN_CONFIG: CONFIG_DIR,
+      TICKWARDEN_QUEUE_REDIS: cluster.queueUrl,
+      TICKWARDEN_LOCK_NODES: cluster.locks.urls.join(','),
+      ...cluster.tlsEnv,
+    };
+    writeFileSync(
+      ENV_FILE,
+      Object.entries(env)
+        .map(([name, value]) => `${name}=${value}\n`)
+        .join(''),
+    );
+    print(
+      'stack',
+      `up. In another terminal: set -a; . ${path.relative(process.cwd(), ENV_FILE)}; set +a; npx tickwarden status   (Ctrl-C here stops everything)`,
+    );
     const consoles = SCHEDULERS.map((name) => `http://127.0.0.1:${cluster.app(name).httpPort}/console/`).join(' ');
-    print('stack', `web console: ${consoles}   (sign in with the token in ${path.relative(process.cwd(), CONTROL_TOKEN_FILE)})`);
+    print(
+      'stack',
+      `web console: ${consoles}   (sign in with the token in ${path.relative(process.cwd(), CONTROL_TOKEN_FILE)})`,
+    );
     await stopping;
     print('stack', 'stopping: SIGTERM to every process, then the Redis nodes');
     await Promise.all(cluster.running().map((app) => cluster.stopApp(app.name)));

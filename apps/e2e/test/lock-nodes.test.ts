@@ -45,7 +45,14 @@ describe('lock nodes failing under a running system', () => {
     for (const schedule of ['e2e/alpha', 'e2e/beta']) {
       for (let tick = Math.ceil((downAt + 1000) / 1000) * 1000; tick < upAt - 1000; tick += 1000) {
         const iso = new Date(tick).toISOString();
-        const outcomes = cluster.records().filter((r) => r['schedule'] === schedule && r['tick'] === iso && (r['outcome'] === 'recovered' || r['outcome'] === 'skipped-overlap'));
+        const outcomes = cluster
+          .records()
+          .filter(
+            (r) =>
+              r['schedule'] === schedule &&
+              r['tick'] === iso &&
+              (r['outcome'] === 'recovered' || r['outcome'] === 'skipped-overlap'),
+          );
         expect(outcomes.length, `${schedule} ${iso}`).toBeGreaterThan(0);
       }
     }

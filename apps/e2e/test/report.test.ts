@@ -2,7 +2,17 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { buildReport, expectedTicks, formatReport, reportFailures, unexplainedByOutcome, type ExpectedSchedule, type LogRecord, type OutageWindow, type WorkerFaultWindow } from '../src/index.ts';
+import {
+  buildReport,
+  expectedTicks,
+  formatReport,
+  reportFailures,
+  unexplainedByOutcome,
+  type ExpectedSchedule,
+  type LogRecord,
+  type OutageWindow,
+  type WorkerFaultWindow,
+} from '../src/index.ts';
 
 const dir = mkdtempSync(path.join(tmpdir(), 'tickwarden-report-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -39,19 +49,52 @@ function steady(schedule: string, n: number, fenceFrom = 1): { lines: string[]; 
   return { lines, records };
 }
 
-function report(options: { lines: string[]; records: LogRecord[]; schedules?: ExpectedSchedule[]; fromS?: number; toS: number; outages?: OutageWindow[]; workerFaults?: WorkerFaultWindow[]; queueWipesS?: number[]; history?: LogRecord[] }): ReturnType<typeof buildReport> {
-  return buildReport({ ledgerFile: ledger(options.lines), records: options.records, schedules: options.schedules ?? [EVERY_SECOND], fromMs: at(options.fromS ?? 0), toMs: at(options.toS), outages: options.outages ?? [], workerFaults: options.workerFaults, queueWipesMs: options.queueWipesS?.map(at), history: options.history });
+function report(options: {
+  lines: string[];
+  records: LogRecord[];
+  schedules?: ExpectedSchedule[];
+  fromS?: number;
+  toS: number;
+  outages?: OutageWindow[];
+  workerFaults?: WorkerFaultWindow[];
+  queueWipesS?: number[];
+  history?: LogRecord[];
+}): ReturnType<typeof buildReport> {
+  return buildReport({
+    ledgerFile: ledger(options.lines),
+    records: options.records,
+    schedules: options.schedules ?? [EVERY_SECOND],
+    fromMs: at(options.fromS ?? 0),
+    toMs: at(options.toS),
+    outages: options.outages ?? [],
+    workerFaults: options.workerFaults,
+    queueWipesMs: options.queueWipesS?.map(at),
+    history: options.history,
+  });
 }
 
 describe('the run report', () => {
   it('expects every cron tick in the window, bounds included', () => {
-    expect(expectedTicks([{ id: 't/a', cron: '*/2 * * * * *' }], T0, T0 + 4000)).toEqual([`t/a ${iso(0)}`, `t/a ${iso(2)}`, `t/a ${iso(4)}`]);
+    expect(expectedTicks([{ id: 't/a', cron: '*/2 * * * * *' }], T0, T0 + 4000)).toEqual([
+      `t/a ${iso(0)}`,
+      `t/a ${iso(2)}`,
+      `t/a ${iso(4)}`,
+    ]);
   });
 
   it('a tick that never ran is allowed inside an outage, and otherwise fails the run whatever was recorded for it', () => {
     const lines = run('t/a', 0, 1, 0.05, 0.2);
-    const records = [outcome('t/a', 0, 'enqueued'), outcome('t/a', 2, 'missed', { reason: 'no-quorum' }), outcome('t/a', 3, 'missed', { reason: 'no-quorum' })];
-    const inside = report({ lines, records, toS: 3, outages: [{ fromMs: at(1.5), toMs: at(2.5), reason: 'no-lock-majority' }] });
+    const records = [
+      outcome('t/a', 0, 'enqueued'),
+      outcome('t/a', 2, 'missed', { reason: 'no-quorum' }),
+      outcome('t/a', 3, 'missed', { reason: 'no-quorum' }),
+    ];
+    const inside = report({
+      lines,
+      records,
+      toS: 3,
+      outages: [{ fromMs: at(1.5), toMs: at(2.5), reason: 'no-lock-majority' }],
+    });
     expect(inside.missed).toEqual([
       { tick: `t/a ${iso(1)}`, reason: 'unexplained', outcomes: [] },
       { tick: `t/a ${iso(2)}`, reason: 'no-lock-majority', outcomes: ['missed(no-quorum)'] },
@@ -59,7 +102,13 @@ describe('the run report', () => {
     ]);
     // A tick recorded `missed` while the system could run it is unexplained: the record explains nothing.
     const later = report({ lines, records, toS: 5 });
-    expect(later.missed.map((miss) => miss.reason)).toEqual(['unexplained', 'unexplained', 'unexplained', 'unexplained', 'unexplained']);
+    expect(later.missed.map((miss) => miss.reason)).toEqual([
+      'unexplained',
+      'unexplained',
+      'unexplained',
+      'unexplained',
+      'unexplained',
+    ]);
     expect(unexplainedByOutcome(later)).toEqual([
       ['none', 3],
       ['missed(no-quorum)', 2],
@@ -73,13 +122,18 @@ describe('the run report', () => {
 
   it('a tick due at most 1 s before every replica was down is allowed (in flight on the last one); earlier ones, or before a lock outage, are not', () => {
     const lines = run('t/a', 0, 1, 0.05, 0.2);
-    const withOutage = (reason: OutageWindow['reason']) => report({ lines, records: [], toS: 3, outages: [{ fromMs: at(2.6), toMs: at(10), reason }] });
+    const withOutage = (reason: OutageWindow['reason']) =>
+      report({ lines, records: [], toS: 3, outages: [{ fromMs: at(2.6), toMs: at(10), reason }] });
     expect(withOutage('no-replica').missed.map((miss) => [miss.tick, miss.reason])).toEqual([
       [`t/a ${iso(1)}`, 'unexplained'],
       [`t/a ${iso(2)}`, 'no-replica'],
       [`t/a ${iso(3)}`, 'no-replica'],
     ]);
-    expect(withOutage('no-lock-majority').missed.map((miss) => miss.reason)).toEqual(['unexplained', 'unexplained', 'no-lock-majority']);
+    expect(withOutage('no-lock-majority').missed.map((miss) => miss.reason)).toEqual([
+      'unexplained',
+      'unexplained',
+      'no-lock-majority',
+    ]);
   });
 
   describe('the queue Redis down (killed until back from its AOF or empty, or paused until continued)', () => {
@@ -110,18 +164,59 @@ describe('the run report', () => {
     });
 
     it('a queue Redis cut from the replicas that reach a lock majority stops no process and loses no job: no early slack', () => {
-      const result = report({ lines: [], records: [], fromS: 4, toS: 10, outages: [{ ...down, reason: 'queue-redis-unreachable' }] });
-      expect(result.missed.map((miss) => miss.reason)).toEqual(['unexplained', 'queue-redis-unreachable', 'queue-redis-unreachable', 'queue-redis-unreachable', 'queue-redis-unreachable', 'queue-redis-unreachable', 'unexplained']);
+      const result = report({
+        lines: [],
+        records: [],
+        fromS: 4,
+        toS: 10,
+        outages: [{ ...down, reason: 'queue-redis-unreachable' }],
+      });
+      expect(result.missed.map((miss) => miss.reason)).toEqual([
+        'unexplained',
+        'queue-redis-unreachable',
+        'queue-redis-unreachable',
+        'queue-redis-unreachable',
+        'queue-redis-unreachable',
+        'queue-redis-unreachable',
+        'unexplained',
+      ]);
     });
 
     it('an empty restart loses the tick history, not the logs: ticks are judged from the log lines and the ledger, and records read before the wipe still count', () => {
       const { lines, records } = steady('t/a', 10);
       // The history read before the wipe held ticks 0-4 (tick 3's recorder died before logging it); read after it, only ticks 8-9.
-      const beforeWipe = [0, 1, 2, 3, 4].map((s) => ({ schedule: 't/a', tick: iso(s), tickMs: at(s), outcome: 'enqueued', lagMs: -900, replica: 'r1' }));
-      const afterWipe = [8, 9].map((s) => ({ schedule: 't/a', tick: iso(s), tickMs: at(s), outcome: 'enqueued', lagMs: -900, replica: 'r2' }));
+      const beforeWipe = [0, 1, 2, 3, 4].map((s) => ({
+        schedule: 't/a',
+        tick: iso(s),
+        tickMs: at(s),
+        outcome: 'enqueued',
+        lagMs: -900,
+        replica: 'r1',
+      }));
+      const afterWipe = [8, 9].map((s) => ({
+        schedule: 't/a',
+        tick: iso(s),
+        tickMs: at(s),
+        outcome: 'enqueued',
+        lagMs: -900,
+        replica: 'r2',
+      }));
       const logged = records.filter((record) => record['tick'] !== iso(3));
-      const result = report({ lines, records: logged, toS: 9, outages: [down], history: [...beforeWipe, ...afterWipe] });
-      expect(result).toMatchObject({ expected: 10, run: 10, missed: [], silent: [], duplicates: [], historyOnly: [`t/a ${iso(3)}`] });
+      const result = report({
+        lines,
+        records: logged,
+        toS: 9,
+        outages: [down],
+        history: [...beforeWipe, ...afterWipe],
+      });
+      expect(result).toMatchObject({
+        expected: 10,
+        run: 10,
+        missed: [],
+        silent: [],
+        duplicates: [],
+        historyOnly: [`t/a ${iso(3)}`],
+      });
       expect(reportFailures(result)).toEqual([]);
       // No history at all (every read after the wipe): the log lines alone judge every tick but the one nobody logged.
       const noHistory = report({ lines, records: logged, toS: 9, outages: [down] });
@@ -130,14 +225,31 @@ describe('the run report', () => {
     });
 
     it('a worker cut from the queue Redis holds the jobs it took as a paused one does: a run it starts once healed is held, not lag', () => {
-      const lines = [...Array.from({ length: 20 }, (_, s) => run('t/a', s, s + 1, s + (s === 5 ? 6.2 : 0.1), s + (s === 5 ? 6.3 : 0.2))).flat()];
+      const lines = [
+        ...Array.from({ length: 20 }, (_, s) =>
+          run('t/a', s, s + 1, s + (s === 5 ? 6.2 : 0.1), s + (s === 5 ? 6.3 : 0.2)),
+        ).flat(),
+      ];
       const records = [
         ...Array.from({ length: 20 }, (_, s) => outcome('t/a', s, 'enqueued')),
-        { level: INFO, schedule: 't/a', tick: iso(5), jobId: `t/a@${at(5)}`, attempt: 1, fence: 6, handler: 'command', firstStart: true, process: 'worker-1', seenMs: at(5.05) },
+        {
+          level: INFO,
+          schedule: 't/a',
+          tick: iso(5),
+          jobId: `t/a@${at(5)}`,
+          attempt: 1,
+          fence: 6,
+          handler: 'command',
+          firstStart: true,
+          process: 'worker-1',
+          seenMs: at(5.05),
+        },
       ];
       const cut: WorkerFaultWindow = { worker: 'worker-1', kind: 'queue-cut', fromMs: at(5.1), toMs: at(11) };
       const result = report({ lines, records, toS: 19, workerFaults: [cut] });
-      expect(result.heldByWorkerFault.map((held) => [held.tick, held.worker, held.lagMs])).toEqual([[`t/a ${iso(5)}`, 'worker-1', 6200]]);
+      expect(result.heldByWorkerFault.map((held) => [held.tick, held.worker, held.lagMs])).toEqual([
+        [`t/a ${iso(5)}`, 'worker-1', 6200],
+      ]);
       expect(result.startLag).toMatchObject({ count: 19, maxMs: 100 });
       expect(reportFailures(result)).toEqual([]);
     });
@@ -147,8 +259,16 @@ describe('the run report', () => {
     it('the previous run was still writing (or could still hold its lease) when the skip was decided', () => {
       // Tick 0 runs 0.05-1.6 s; tick 1 skipped at 1.02 s: held. Tick 5 skipped at 5.01 s: tick 4's run ended at 4.15 s,
       // its lease could last a TTL (2 s) after its last line (a release that failed on a node): held.
-      const lines = [...run('t/a', 0, 1, 0.05, 1.6), ...run('t/a', 2, 2, 2.05, 2.1), ...run('t/a', 3, 3, 3.05, 3.1), ...run('t/a', 4, 4, 4.05, 4.15)];
-      const records = [outcome('t/a', 1, 'skipped-overlap', { seenMs: at(1.02) }), outcome('t/a', 5, 'skipped-overlap', { seenMs: at(5.01) })];
+      const lines = [
+        ...run('t/a', 0, 1, 0.05, 1.6),
+        ...run('t/a', 2, 2, 2.05, 2.1),
+        ...run('t/a', 3, 3, 3.05, 3.1),
+        ...run('t/a', 4, 4, 4.05, 4.15),
+      ];
+      const records = [
+        outcome('t/a', 1, 'skipped-overlap', { seenMs: at(1.02) }),
+        outcome('t/a', 5, 'skipped-overlap', { seenMs: at(5.01) }),
+      ];
       const result = report({ lines, records, toS: 5 });
       expect(result.skipped).toEqual([`t/a ${iso(1)}`, `t/a ${iso(5)}`]);
       expect(result.missed).toEqual([]);
@@ -157,7 +277,10 @@ describe('the run report', () => {
 
     it('a grant of another tick (logged enqueued or recovered) holds the lease for a TTL, run or not', () => {
       // Tick 0 enqueued at 0.01 s and never started (its worker was stopped): tick 1, skipped at 1.01 s, is by design.
-      const records = [outcome('t/a', 0, 'enqueued', { seenMs: at(0.01) }), outcome('t/a', 1, 'skipped-overlap', { seenMs: at(1.01) })];
+      const records = [
+        outcome('t/a', 0, 'enqueued', { seenMs: at(0.01) }),
+        outcome('t/a', 1, 'skipped-overlap', { seenMs: at(1.01) }),
+      ];
       expect(report({ lines: [], records, fromS: 1, toS: 1 }).skipped).toEqual([`t/a ${iso(1)}`]);
     });
 
@@ -177,17 +300,26 @@ describe('the run report', () => {
 
     it('a replica that won another tick and was paused before enqueueing it (lease-lapsed, logged once it ran again) held the lease meanwhile', () => {
       // Tick 8's winner paused from 7.8 s; its lease lapsed; it logged lease-lapsed at 11.8 s: tick 9, skipped at 9.5 s, is by design.
-      const records = [{ level: 40, schedule: 't/a', tick: iso(8), observation: 'lease-lapsed', seenMs: at(11.8) }, outcome('t/a', 9, 'skipped-overlap', { seenMs: at(9.5) }), outcome('t/a', 14, 'skipped-overlap', { seenMs: at(14.01) })];
+      const records = [
+        { level: 40, schedule: 't/a', tick: iso(8), observation: 'lease-lapsed', seenMs: at(11.8) },
+        outcome('t/a', 9, 'skipped-overlap', { seenMs: at(9.5) }),
+        outcome('t/a', 14, 'skipped-overlap', { seenMs: at(14.01) }),
+      ];
       const result = report({ lines: [], records, fromS: 9, toS: 9 });
       expect(result.skipped).toEqual([`t/a ${iso(9)}`]);
       // Long after it logged, it explains nothing.
-      expect(report({ lines: [], records, fromS: 14, toS: 14 }).missed.map((miss) => miss.tick)).toEqual([`t/a ${iso(14)}`]);
+      expect(report({ lines: [], records, fromS: 14, toS: 14 }).missed.map((miss) => miss.tick)).toEqual([
+        `t/a ${iso(14)}`,
+      ]);
     });
 
     it('no run or grant of another tick near the skip: the skip is a miss', () => {
       // Tick 0 ended at 0.2 s; tick 5's skip at 5.01 s finds nothing that could hold the lease.
       const lines = run('t/a', 0, 1, 0.05, 0.2);
-      const records = [outcome('t/a', 0, 'enqueued', { seenMs: at(0.01) }), outcome('t/a', 5, 'skipped-overlap', { seenMs: at(5.01) })];
+      const records = [
+        outcome('t/a', 0, 'enqueued', { seenMs: at(0.01) }),
+        outcome('t/a', 5, 'skipped-overlap', { seenMs: at(5.01) }),
+      ];
       const result = report({ lines, records, fromS: 5, toS: 5 });
       expect(result.skipped).toEqual([]);
       expect(result.missed).toEqual([{ tick: `t/a ${iso(5)}`, reason: 'unexplained', outcomes: ['skipped-overlap'] }]);
@@ -197,8 +329,17 @@ describe('the run report', () => {
       for (const overlap of ['allow', 'cancel-previous'] as const) {
         const schedule = { ...EVERY_SECOND, overlap };
         const lines = run('t/a', 0, 1, 0.05, 1.6);
-        const result = report({ lines, records: [outcome('t/a', 1, 'skipped-overlap', { seenMs: at(1.02) })], schedules: [schedule], fromS: 1, toS: 1 });
-        expect(result.missed.map((miss) => miss.reason), overlap).toEqual(['unexplained']);
+        const result = report({
+          lines,
+          records: [outcome('t/a', 1, 'skipped-overlap', { seenMs: at(1.02) })],
+          schedules: [schedule],
+          fromS: 1,
+          toS: 1,
+        });
+        expect(
+          result.missed.map((miss) => miss.reason),
+          overlap,
+        ).toEqual(['unexplained']);
       }
     });
   });
@@ -218,7 +359,12 @@ describe('the run report', () => {
 
     it('superseded while no later tick runs in time (a schedule starved by its own ticks) is a miss', () => {
       const lines = run('t/c', 6, 5, 10.5, 11); // bounds: tick 0 by 8 s, tick 2 by 10 s, tick 4 by 12 s
-      const result = report({ lines, records: [outcome('t/c', 0, 'superseded'), outcome('t/c', 2, 'superseded'), outcome('t/c', 4, 'superseded')], schedules: [CANCEL], toS: 4 });
+      const result = report({
+        lines,
+        records: [outcome('t/c', 0, 'superseded'), outcome('t/c', 2, 'superseded'), outcome('t/c', 4, 'superseded')],
+        schedules: [CANCEL],
+        toS: 4,
+      });
       expect(result.superseded).toEqual([`t/c ${iso(4)}`]);
       expect(result.missed.map((miss) => [miss.tick, miss.reason])).toEqual([
         [`t/c ${iso(0)}`, 'unexplained'],
@@ -229,7 +375,13 @@ describe('the run report', () => {
     it('cancel-previous: a tick recovered after its successor was due is recorded skipped-overlap by the scheduler, and counts as superseded when a later tick ran in time', () => {
       const schedule = { ...EVERY_SECOND, overlap: 'cancel-previous' as const };
       const lines = run('t/a', 2, 1, 2.1, 2.5);
-      const result = report({ lines, records: [outcome('t/a', 1, 'skipped-overlap', { seenMs: at(3.2) })], schedules: [schedule], fromS: 1, toS: 1 });
+      const result = report({
+        lines,
+        records: [outcome('t/a', 1, 'skipped-overlap', { seenMs: at(3.2) })],
+        schedules: [schedule],
+        fromS: 1,
+        toS: 1,
+      });
       expect(result.superseded).toEqual([`t/a ${iso(1)}`]);
       expect(result.missed).toEqual([]);
     });
@@ -248,17 +400,32 @@ describe('the run report', () => {
       expect(faulted.missed).toEqual([]);
       expect(faulted.superseded).toHaveLength(4);
       // A fault long before the tick explains nothing.
-      expect(report({ lines, records, schedules: [CANCEL], toS: 6, workerFaults: [{ worker: 'worker-2', kind: 'kill', fromMs: at(-10), toMs: at(-9) }] }).missed).toHaveLength(4);
+      expect(
+        report({
+          lines,
+          records,
+          schedules: [CANCEL],
+          toS: 6,
+          workerFaults: [{ worker: 'worker-2', kind: 'kill', fromMs: at(-10), toMs: at(-9) }],
+        }).missed,
+      ).toHaveLength(4);
     });
 
     it('superseded is no explanation for a skip schedule', () => {
       const lines = run('t/a', 1, 5, 1.05, 1.1);
-      expect(report({ lines, records: [outcome('t/a', 0, 'superseded')], toS: 0 }).missed.map((miss) => miss.reason)).toEqual(['unexplained']);
+      expect(
+        report({ lines, records: [outcome('t/a', 0, 'superseded')], toS: 0 }).missed.map((miss) => miss.reason),
+      ).toEqual(['unexplained']);
     });
 
     it('a superseded run that writes after its successor started is an overlap', () => {
       const lines = [...run('t/c', 0, 4, 0.05), ...run('t/c', 2, 5, 5.2, 6), `t/c ${iso(0)} 4 1 beat 9 ${at(5.25)}`];
-      const result = report({ lines, records: [outcome('t/c', 0, 'enqueued'), outcome('t/c', 2, 'enqueued')], schedules: [CANCEL], toS: 2 });
+      const result = report({
+        lines,
+        records: [outcome('t/c', 0, 'enqueued'), outcome('t/c', 2, 'enqueued')],
+        schedules: [CANCEL],
+        toS: 2,
+      });
       expect(result.overlaps).toEqual([{ schedule: 't/c', resource: 't/c', staleFence: 4, newerFence: 5, line: 4 }]);
       expect(reportFailures(result)).toEqual([`overlap: t/c fence 4 wrote (ledger line 4) after fence 5 started`]);
     });
@@ -270,7 +437,9 @@ describe('the run report', () => {
     const lines = [...run('t/x', 0, 10, 0.05), ...run('t/x', 1, 11, 1.05, 2), `t/x ${iso(0)} 10 1 end 9 ${at(2.5)}`];
     expect(report({ lines, records, schedules: [ALLOW], toS: 1 }).overlaps).toEqual([]);
     const retried = [...run('t/x', 0, 10, 0.05), ...run('t/x', 0, 12, 4, 5, 2), `t/x ${iso(0)} 10 1 beat 9 ${at(4.5)}`];
-    expect(report({ lines: retried, records, schedules: [ALLOW], toS: 0 }).overlaps).toEqual([{ schedule: 't/x', resource: `t/x ${iso(0)}`, staleFence: 10, newerFence: 12, line: 4 }]);
+    expect(report({ lines: retried, records, schedules: [ALLOW], toS: 0 }).overlaps).toEqual([
+      { schedule: 't/x', resource: `t/x ${iso(0)}`, staleFence: 10, newerFence: 12, line: 4 },
+    ]);
   });
 
   describe('silent: no outcome logged at info or above for a tick, and no gap line over it', () => {
@@ -280,14 +449,29 @@ describe('the run report', () => {
         outcome('t/a', 3, 'skipped-overlap', { level: DEBUG, seenMs: at(3.01) }), // debug only: silent
         outcome('t/a', 4, 'lost-race', { level: DEBUG }),
         // tick 5: nothing at all
-        { level: 40, schedule: 't/a', outcome: 'missed', missed: 2, firstTick: iso(6), lastTick: iso(7), msg: 'ticks missed while no replica ran' },
+        {
+          level: 40,
+          schedule: 't/a',
+          outcome: 'missed',
+          missed: 2,
+          firstTick: iso(6),
+          lastTick: iso(7),
+          msg: 'ticks missed while no replica ran',
+        },
         outcome('t/a', 8, 'missed', { reason: 'lock-unavailable', level: 40 }),
       ];
-      const result = report({ lines, records: [...records, ...more], toS: 8, outages: [{ fromMs: at(5.5), toMs: at(7.2), reason: 'no-replica' }] });
+      const result = report({
+        lines,
+        records: [...records, ...more],
+        toS: 8,
+        outages: [{ fromMs: at(5.5), toMs: at(7.2), reason: 'no-replica' }],
+      });
       expect(result.silent).toEqual([`t/a ${iso(3)}`, `t/a ${iso(4)}`, `t/a ${iso(5)}`]);
       expect(result.silentNotRun).toBe(3);
       expect(formatReport(result)).toContain('silent: 3 (not run: 3)');
-      expect(reportFailures(result).filter((failure) => failure.startsWith('silent'))).toEqual([`silent ticks (no outcome logged at info or above): t/a ${iso(3)}, t/a ${iso(4)}, t/a ${iso(5)}`]);
+      expect(reportFailures(result).filter((failure) => failure.startsWith('silent'))).toEqual([
+        `silent ticks (no outcome logged at info or above): t/a ${iso(3)}, t/a ${iso(4)}, t/a ${iso(5)}`,
+      ]);
       expect(reportFailures(result, { silent: false }).some((failure) => failure.startsWith('silent'))).toBe(false);
     });
 
@@ -304,23 +488,63 @@ describe('the run report', () => {
       const { lines, records } = steady('t/a', 3);
       // Tick 3 was skipped while tick 2's run held the lease; tick 4's record is a gap (no replica ran).
       const history = [
-        { schedule: 't/a', tick: iso(3), tickMs: at(3), outcome: 'skipped-overlap', reason: 'another run holds the schedule\'s lease', lagMs: 20, replica: 'r2' },
-        { schedule: 't/a', tick: iso(4), tickMs: at(4), outcome: 'missed', reason: 'no-replica', lagMs: 9000, replica: 'r1', gap: { firstTickMs: at(4), count: 1, atLeast: false } },
+        {
+          schedule: 't/a',
+          tick: iso(3),
+          tickMs: at(3),
+          outcome: 'skipped-overlap',
+          reason: "another run holds the schedule's lease",
+          lagMs: 20,
+          replica: 'r2',
+        },
+        {
+          schedule: 't/a',
+          tick: iso(4),
+          tickMs: at(4),
+          outcome: 'missed',
+          reason: 'no-replica',
+          lagMs: 9000,
+          replica: 'r1',
+          gap: { firstTickMs: at(4), count: 1, atLeast: false },
+        },
         { schedule: 't/a', tick: iso(1), tickMs: at(1), outcome: 'enqueued', lagMs: 5, replica: 'r1' },
       ];
-      const result = report({ lines, records, toS: 4, history, outages: [{ fromMs: at(3.9), toMs: at(4.5), reason: 'no-replica' }] });
+      const result = report({
+        lines,
+        records,
+        toS: 4,
+        history,
+        outages: [{ fromMs: at(3.9), toMs: at(4.5), reason: 'no-replica' }],
+      });
       expect(result.silent).toEqual([]);
       expect(result.historyOnly).toEqual([`t/a ${iso(3)}`]);
       expect(result.skipped).toEqual([`t/a ${iso(3)}`]);
       // Logged and in the history: one enqueue.
       expect(result.duplicates).toEqual([]);
-      expect(formatReport(result)).toContain(`recorded only in the tick history (the recorder died before logging): t/a ${iso(3)}`);
+      expect(formatReport(result)).toContain(
+        `recorded only in the tick history (the recorder died before logging): t/a ${iso(3)}`,
+      );
       expect(report({ lines, records, toS: 3 }).silent).toEqual([`t/a ${iso(3)}`]);
     });
 
     it('a worker outcome counts as much as a scheduler one', () => {
       const lines = run('t/a', 0, 1, 0.05, 0.2);
-      const result = report({ lines, records: [{ level: INFO, worker: 'w-1', schedule: 't/a', tick: iso(0), jobId: 'j', attempt: 1, fence: 1, outcome: 'succeeded' }], toS: 0 });
+      const result = report({
+        lines,
+        records: [
+          {
+            level: INFO,
+            worker: 'w-1',
+            schedule: 't/a',
+            tick: iso(0),
+            jobId: 'j',
+            attempt: 1,
+            fence: 1,
+            outcome: 'succeeded',
+          },
+        ],
+        toS: 0,
+      });
       expect(result.silent).toEqual([]);
       expect(formatReport(result)).toContain('silent: 0');
     });
@@ -341,23 +565,51 @@ describe('the run report', () => {
       const schedules = [{ ...EVERY_SECOND, attempts: 2 }];
       const outage: OutageWindow = { fromMs: at(69.5), toMs: at(69.8), reason: 'no-lock-majority' };
       const result = report({ lines, records, schedules, toS: 199, outages: [outage] });
-      expect(result.startLag).toMatchObject({ count: 198, p50Ms: 100, p99Ms: 100, maxMs: 3500, minMs: 100, targetMs: 3000 });
+      expect(result.startLag).toMatchObject({
+        count: 198,
+        p50Ms: 100,
+        p99Ms: 100,
+        maxMs: 3500,
+        minMs: 100,
+        targetMs: 3000,
+      });
       expect(result.startLag.latest[0]).toEqual({ tick: `t/a ${iso(40)}`, lagMs: 3500 });
-      expect(formatReport(result)).toContain('start lag: p50 100 ms, p99 100 ms, max 3500 ms, min 100 ms (198 runs due outside outages; p99 target 3000 ms)');
+      expect(formatReport(result)).toContain(
+        'start lag: p50 100 ms, p99 100 ms, max 3500 ms, min 100 ms (198 runs due outside outages; p99 target 3000 ms)',
+      );
       expect(result.startLag.earliest[0]).toEqual({ tick: `t/a ${iso(0)}`, lagMs: 100 });
       expect(reportFailures(result)).toEqual([]);
 
       // Two more late runs: 3 of 200 are late, so p99 is.
       const late = [...lines, ...run('t/a', 200, 700, 204, 204.1), ...run('t/a', 201, 701, 204.8, 205)];
-      const slow = report({ lines: late, records: [...records, outcome('t/a', 200, 'enqueued'), outcome('t/a', 201, 'enqueued')], schedules, toS: 201, outages: [outage] });
+      const slow = report({
+        lines: late,
+        records: [...records, outcome('t/a', 200, 'enqueued'), outcome('t/a', 201, 'enqueued')],
+        schedules,
+        toS: 201,
+        outages: [outage],
+      });
       expect(slow.startLag).toMatchObject({ count: 200, p99Ms: 3500, maxMs: 4000 });
-      expect(reportFailures(slow)).toEqual([`start lag p99 3500 ms is above 3000 ms (leaseTtl + 1 s); latest: t/a ${iso(200)} +4000 ms, t/a ${iso(201)} +3800 ms, t/a ${iso(40)} +3500 ms, t/a ${iso(0)} +100 ms, t/a ${iso(1)} +100 ms`]);
+      expect(reportFailures(slow)).toEqual([
+        `start lag p99 3500 ms is above 3000 ms (leaseTtl + 1 s); latest: t/a ${iso(200)} +4000 ms, t/a ${iso(201)} +3800 ms, t/a ${iso(40)} +3500 ms, t/a ${iso(0)} +100 ms, t/a ${iso(1)} +100 ms`,
+      ]);
       expect(reportFailures(slow, { startLag: false })).toEqual([]);
     });
   });
 
   describe('a tick a killed or paused worker held: outside the start lag, bounded by its fault', () => {
-    const started = (tickS: number, worker: string, attempt: number, atS: number): LogRecord => ({ level: INFO, schedule: 't/a', tick: iso(tickS), jobId: `t/a@${at(tickS)}`, attempt, fence: 1, handler: 'command', firstStart: attempt === 1, process: worker, seenMs: at(atS) });
+    const started = (tickS: number, worker: string, attempt: number, atS: number): LogRecord => ({
+      level: INFO,
+      schedule: 't/a',
+      tick: iso(tickS),
+      jobId: `t/a@${at(tickS)}`,
+      attempt,
+      fence: 1,
+      handler: 'command',
+      firstStart: attempt === 1,
+      process: worker,
+      seenMs: at(atS),
+    });
     // 100 ticks on time; tick 10 taken by worker-1, paused at 10.05 s for 4.5 s; tick 20 lost with worker-2 killed at 20.1 s and re-run on worker-1 after the stall check.
     const lines: string[] = [];
     const records: LogRecord[] = [];
@@ -386,36 +638,79 @@ describe('the run report', () => {
     });
 
     it('not held: a run on a healthy worker at attempt 1, or a fault after the start', () => {
-      const healthy = records.map((record) => (record['process'] === 'worker-1' && record['tick'] === iso(10) ? { ...record, process: 'worker-2' } : record));
-      expect(report({ lines, records: healthy, toS: 99, workerFaults: faults }).heldByWorkerFault.map((held) => held.tick)).toEqual([`t/a ${iso(20)}`]);
+      const healthy = records.map((record) =>
+        record['process'] === 'worker-1' && record['tick'] === iso(10) ? { ...record, process: 'worker-2' } : record,
+      );
+      expect(
+        report({ lines, records: healthy, toS: 99, workerFaults: faults }).heldByWorkerFault.map((held) => held.tick),
+      ).toEqual([`t/a ${iso(20)}`]);
       const later: WorkerFaultWindow[] = [{ worker: 'worker-2', kind: 'kill', fromMs: at(30), toMs: at(31) }];
       expect(report({ lines, records, toS: 99, workerFaults: later }).heldByWorkerFault).toEqual([]);
       // A killed worker restarted under the same name takes fresh jobs: its attempt-1 runs were held by nothing.
-      const restarted = records.map((record) => (record['process'] === 'worker-1' && record['tick'] === iso(10) ? { ...record, process: 'worker-2' } : record));
+      const restarted = records.map((record) =>
+        record['process'] === 'worker-1' && record['tick'] === iso(10) ? { ...record, process: 'worker-2' } : record,
+      );
       const killed: WorkerFaultWindow[] = [{ worker: 'worker-2', kind: 'kill', fromMs: at(10.05), toMs: at(11) }];
       expect(report({ lines, records: restarted, toS: 99, workerFaults: killed }).heldByWorkerFault).toEqual([]);
     });
 
     it('held past the fault, a lease TTL and WORKER_RECOVERY_MS fails the run', () => {
       const stuck = [...lines.filter((line) => !line.includes(iso(20))), ...run('t/a', 20, 200, 40, 40.1, 2)];
-      const result = report({ lines: stuck, records: records.map((record) => (record['tick'] === iso(20) && record['process'] ? { ...record, seenMs: at(40) } : record)), toS: 99, workerFaults: faults });
-      expect(result.heldByWorkerFault.find((held) => held.tick === `t/a ${iso(20)}`)).toMatchObject({ lagMs: 20000, overdueMs: 4000 });
-      expect(reportFailures(result)).toEqual([`held by a faulted worker past 11000 ms after the fault and a lease TTL: t/a ${iso(20)} (worker-2, +20000 ms)`]);
+      const result = report({
+        lines: stuck,
+        records: records.map((record) =>
+          record['tick'] === iso(20) && record['process'] ? { ...record, seenMs: at(40) } : record,
+        ),
+        toS: 99,
+        workerFaults: faults,
+      });
+      expect(result.heldByWorkerFault.find((held) => held.tick === `t/a ${iso(20)}`)).toMatchObject({
+        lagMs: 20000,
+        overdueMs: 4000,
+      });
+      expect(reportFailures(result)).toEqual([
+        `held by a faulted worker past 11000 ms after the fault and a lease TTL: t/a ${iso(20)} (worker-2, +20000 ms)`,
+      ]);
     });
   });
 
   it('a tick recorded worker-lost and never run is lost with its worker only when the worker that started it was killed or paused soon after', () => {
     const lines = run('t/a', 0, 1, 0.05, 0.2);
-    const startedOn = (worker: string): LogRecord => ({ level: INFO, schedule: 't/a', tick: iso(1), attempt: 1, fence: 2, handler: 'module', process: worker, seenMs: at(1.05) });
-    const records = [outcome('t/a', 0, 'enqueued'), outcome('t/a', 1, 'enqueued'), startedOn('worker-1'), outcome('t/a', 1, 'worker-lost', { level: 50 })];
-    const killed = (worker: string, fromS: number): WorkerFaultWindow => ({ worker, kind: 'kill', fromMs: at(fromS), toMs: at(fromS + 2) });
+    const startedOn = (worker: string): LogRecord => ({
+      level: INFO,
+      schedule: 't/a',
+      tick: iso(1),
+      attempt: 1,
+      fence: 2,
+      handler: 'module',
+      process: worker,
+      seenMs: at(1.05),
+    });
+    const records = [
+      outcome('t/a', 0, 'enqueued'),
+      outcome('t/a', 1, 'enqueued'),
+      startedOn('worker-1'),
+      outcome('t/a', 1, 'worker-lost', { level: 50 }),
+    ];
+    const killed = (worker: string, fromS: number): WorkerFaultWindow => ({
+      worker,
+      kind: 'kill',
+      fromMs: at(fromS),
+      toMs: at(fromS + 2),
+    });
     const lost = report({ lines, records, toS: 1, workerFaults: [killed('worker-1', 1.1)] });
     expect(lost.lostWithWorker).toEqual([`t/a ${iso(1)}`]);
     expect(lost.missed).toEqual([]);
-    expect(formatReport(lost)).toContain('lost with their worker before the program wrote (worker-lost, not run again): 1');
+    expect(formatReport(lost)).toContain(
+      'lost with their worker before the program wrote (worker-lost, not run again): 1',
+    );
     // Another worker's fault, or none near the start: the record explains nothing.
-    expect(report({ lines, records, toS: 1, workerFaults: [killed('worker-2', 1.1)] }).missed.map((miss) => miss.reason)).toEqual(['unexplained']);
-    expect(report({ lines, records, toS: 1, workerFaults: [killed('worker-1', 30)] }).missed.map((miss) => miss.reason)).toEqual(['unexplained']);
+    expect(
+      report({ lines, records, toS: 1, workerFaults: [killed('worker-2', 1.1)] }).missed.map((miss) => miss.reason),
+    ).toEqual(['unexplained']);
+    expect(
+      report({ lines, records, toS: 1, workerFaults: [killed('worker-1', 30)] }).missed.map((miss) => miss.reason),
+    ).toEqual(['unexplained']);
   });
 
   it('a tick enqueued by two winners is a duplicate', () => {
@@ -429,36 +724,66 @@ describe('the run report', () => {
 
   it('a tick whose run started on a worker killed soon after, and whose job an empty restart then lost, is lost with its worker', () => {
     const lines = run('t/a', 0, 1, 0.05, 0.2);
-    const startedOn = (worker: string): LogRecord => ({ level: INFO, schedule: 't/a', tick: iso(1), attempt: 1, fence: 2, handler: 'module', process: worker, seenMs: at(1.05) });
+    const startedOn = (worker: string): LogRecord => ({
+      level: INFO,
+      schedule: 't/a',
+      tick: iso(1),
+      attempt: 1,
+      fence: 2,
+      handler: 'module',
+      process: worker,
+      seenMs: at(1.05),
+    });
     const records = [outcome('t/a', 0, 'enqueued'), outcome('t/a', 1, 'enqueued'), startedOn('worker-1')];
     const killed: WorkerFaultWindow = { worker: 'worker-1', kind: 'kill', fromMs: at(1.1), toMs: at(3) };
-    expect(report({ lines, records, toS: 1, workerFaults: [killed], queueWipesS: [5] }).lostWithWorker).toEqual([`t/a ${iso(1)}`]);
+    expect(report({ lines, records, toS: 1, workerFaults: [killed], queueWipesS: [5] }).lostWithWorker).toEqual([
+      `t/a ${iso(1)}`,
+    ]);
     // No wipe after the start: BullMQ's stall check would have recorded it, and nothing did.
-    expect(report({ lines, records, toS: 1, workerFaults: [killed] }).missed.map((miss) => miss.reason)).toEqual(['unexplained']);
-    expect(report({ lines, records, toS: 1, workerFaults: [killed], queueWipesS: [0.5] }).missed.map((miss) => miss.reason)).toEqual(['unexplained']);
+    expect(report({ lines, records, toS: 1, workerFaults: [killed] }).missed.map((miss) => miss.reason)).toEqual([
+      'unexplained',
+    ]);
+    expect(
+      report({ lines, records, toS: 1, workerFaults: [killed], queueWipesS: [0.5] }).missed.map((miss) => miss.reason),
+    ).toEqual(['unexplained']);
   });
 
   it('a tick published again after the queue Redis came back empty is no duplicate; a line that found it published is no publication', () => {
     const lines = run('t/a', 0, 1, 0.05, 0.2);
-    const published = (name: string, atS: number, extra: LogRecord = {}) => outcome('t/a', 0, name, { seenMs: at(atS), ...extra });
-    const wiped = report({ lines, records: [published('enqueued', 0), published('recovered', 5)], toS: 0, queueWipesS: [2] });
+    const published = (name: string, atS: number, extra: LogRecord = {}) =>
+      outcome('t/a', 0, name, { seenMs: at(atS), ...extra });
+    const wiped = report({
+      lines,
+      records: [published('enqueued', 0), published('recovered', 5)],
+      toS: 0,
+      queueWipesS: [2],
+    });
     expect(wiped.duplicates).toEqual([]);
     // A wipe before both, or none between them, justifies nothing.
-    expect(report({ lines, records: [published('enqueued', 3), published('recovered', 5)], toS: 0, queueWipesS: [2] }).duplicates).toEqual([`t/a ${iso(0)}`]);
+    expect(
+      report({ lines, records: [published('enqueued', 3), published('recovered', 5)], toS: 0, queueWipesS: [2] })
+        .duplicates,
+    ).toEqual([`t/a ${iso(0)}`]);
     // Found on the lock nodes after the wipe (its claim started): a record, not a second job.
-    const found = report({ lines, records: [published('enqueued', 0), published('enqueued', 5, { found: true })], toS: 0 });
+    const found = report({
+      lines,
+      records: [published('enqueued', 0), published('enqueued', 5, { found: true })],
+      toS: 0,
+    });
     expect(found.duplicates).toEqual([]);
     expect(found.enqueued).toBe(1);
   });
 
-  it('a tick whose handler started more often than its schedule\'s attempts is a duplicate, whatever the attempt numbers; within its attempts it is a re-run', () => {
+  it("a tick whose handler started more often than its schedule's attempts is a duplicate, whatever the attempt numbers; within its attempts it is a re-run", () => {
     // Attempt 1 ended (its end lost with its worker), attempt 2 ran it again.
     const lines = [...run('t/a', 0, 1, 0.05, 0.2, 1), ...run('t/a', 0, 2, 3, 3.2, 2)];
     const records = [outcome('t/a', 0, 'enqueued'), outcome('t/a', 0, 'worker-lost')];
     const once = report({ lines, records, toS: 0 });
     expect(once.startedTooOften).toEqual([`t/a ${iso(0)}`]);
     expect(once.duplicates).toEqual([`t/a ${iso(0)}`]);
-    expect(reportFailures(once, { startLag: false })).toEqual([`started more often than the schedule's attempts: t/a ${iso(0)}`]);
+    expect(reportFailures(once, { startLag: false })).toEqual([
+      `started more often than the schedule's attempts: t/a ${iso(0)}`,
+    ]);
     expect(formatReport(once)).toContain('started more often than attempts allow: 1');
     const twice = report({ lines, records, toS: 0, schedules: [{ ...EVERY_SECOND, attempts: 2 }] });
     expect(twice.startedTooOften).toEqual([]);
@@ -468,9 +793,15 @@ describe('the run report', () => {
 
   it('counts watchdog aborts by outcome and keeps their margins', () => {
     const lines = run('t/a', 0, 1, 0.05);
-    const records = [outcome('t/a', 0, 'enqueued'), outcome('t/a', 0, 'aborted-lease-lost', { level: 50 }), { level: 40, validityLeftMs: 180, msg: 'lease watchdog aborted a run' }];
+    const records = [
+      outcome('t/a', 0, 'enqueued'),
+      outcome('t/a', 0, 'aborted-lease-lost', { level: 50 }),
+      { level: 40, validityLeftMs: 180, msg: 'lease watchdog aborted a run' },
+    ];
     const result = report({ lines, records, toS: 0 });
     expect(result.watchdogAborts).toBe(1);
-    expect(formatReport(result)).toContain('watchdog aborts: 1 (validity left at abort: min 180 ms, median 180 ms; after the lease lapsed, i.e. the worker was paused: 0)');
+    expect(formatReport(result)).toContain(
+      'watchdog aborts: 1 (validity left at abort: min 180 ms, median 180 ms; after the lease lapsed, i.e. the worker was paused: 0)',
+    );
   });
 });

@@ -54,34 +54,55 @@ describe('scheduler and worker processes restarted, killed and paused', () => {
     expect(report.duplicates).toEqual([]);
   });
 
-  it('a worker killed mid-run: the run is retried only after its lease is gone, never overlapping', { timeout: 180_000 }, async () => {
-    // A run that would write for about 50 s (900 beats): longer than the lease TTL (2 s, extended by the
-    // watchdog) and than BullMQ's stalled re-run takes (the dead worker's job lock, at least 30 s), so a
-    // command that outlived its worker would still be writing when the retry starts - the ledger would
-    // show the overlap. The schedulers stop right after the kill: no later tick competes for the lease.
-    system = await startLedgerSystem({ names: ['long'], schedulers: 2, workers: 2, cron: '*/5 * * * * *', beats: 900 });
-    const { cluster } = system;
-    const runStarted = (): { process: string; tick: string } | undefined => {
-      const record = cluster.records().find((r) => r['msg'] === 'run started' && r['attempt'] === 1);
-      return record ? { process: record.process, tick: String(record['tick']) } : undefined;
-    };
-    await waitUntil(() => runStarted() !== undefined, 'a run started', { timeoutMs: 15_000 });
-    await sleep(500); // the command is beating
-    const victim = runStarted();
-    if (!victim) throw new Error('unreachable');
-    cluster.app(victim.process).process.signal('SIGKILL');
-    await Promise.all(cluster.running('scheduler').map((app) => cluster.stopApp(app.name)));
-    // BullMQ's stalled check hands the job to the other worker once the dead worker's job lock (at least 30 s) expired;
-    // the lease decides when it may start.
-    await waitUntil(() => cluster.records().some((r) => r['msg'] === 'run started' && r['tick'] === victim.tick && Number(r['attempt']) > 1), 'the retry started', { timeoutMs: 110_000 }).catch((error: unknown) => {
-      const seen = cluster.records().filter((r) => r['tick'] === victim.tick || (r['process'] !== victim.process && Number(r['level']) >= 40));
-      throw new Error(`${(error as Error).message}; what the processes logged for that tick, and their warnings:\n${seen.map((r) => JSON.stringify(r)).join('\n')}`);
-    });
-    await sleep(3000);
-    const report = system.report(Date.parse(victim.tick), Date.parse(victim.tick));
-    expect(report.run).toBe(1);
-    const runs = checkLedger(readLedger(system.ledgerFile)).runs.filter((run) => run.tick === victim.tick);
-    expect(runs.map((run) => run.attempt)).toEqual([1, 2]);
-    expectSafe(report);
-  });
+  it(
+    'a worker killed mid-run: the run is retried only after its lease is gone, never overlapping',
+    { timeout: 180_000 },
+    async () => {
+      // A run that would write for about 50 s (900 beats): longer than the lease TTL (2 s, extended by the
+      // watchdog) and than BullMQ's stalled re-run takes (the dead worker's job lock, at least 30 s), so a
+      // command that outlived its worker would still be writing when the retry starts - the ledger would
+      // show the overlap. The schedulers stop right after the kill: no later tick competes for the lease.
+      system = await startLedgerSystem({
+        names: ['long'],
+        schedulers: 2,
+        workers: 2,
+        cron: '*/5 * * * * *',
+        beats: 900,
+      });
+      const { cluster } = system;
+      const runStarted = (): { process: string; tick: string } | undefined => {
+        const record = cluster.records().find((r) => r['msg'] === 'run started' && r['attempt'] === 1);
+        return record ? { process: record.process, tick: String(record['tick']) } : undefined;
+      };
+      await waitUntil(() => runStarted() !== undefined, 'a run started', { timeoutMs: 15_000 });
+      await sleep(500); // the command is beating
+      const victim = runStarted();
+      if (!victim) throw new Error('unreachable');
+      cluster.app(victim.process).process.signal('SIGKILL');
+      await Promise.all(cluster.running('scheduler').map((app) => cluster.stopApp(app.name)));
+      // BullMQ's stalled check hands the job to the other worker once the dead worker's job lock (at least 30 s) expired;
+      // the lease decides when it may start.
+      await waitUntil(
+        () =>
+          cluster
+            .records()
+            .some((r) => r['msg'] === 'run started' && r['tick'] === victim.tick && Number(r['attempt']) > 1),
+        'the retry started',
+        { timeoutMs: 110_000 },
+      ).catch((error: unknown) => {
+        const seen = cluster
+          .records()
+          .filter((r) => r['tick'] === victim.tick || (r['process'] !== victim.process && Number(r['level']) >= 40));
+        throw new Error(
+          `${(error as Error).message}; what the processes logged for that tick, and their warnings:\n${seen.map((r) => JSON.stringify(r)).join('\n')}`,
+        );
+      });
+      await sleep(3000);
+      const report = system.report(Date.parse(victim.tick), Date.parse(victim.tick));
+      expect(report.run).toBe(1);
+      const runs = checkLedger(readLedger(system.ledgerFile)).runs.filter((run) => run.tick === victim.tick);
+      expect(runs.map((run) => run.attempt)).toEqual([1, 2]);
+      expectSafe(report);
+    },
+  );
 });

@@ -49,29 +49,66 @@ describe('credentials never leave the platform: logs, errors, metrics, probes, s
   it('scheduler, worker and CLI with passwords in every credential slot, through ticks, failures, a rejected reload and a lock node down: no password anywhere', async () => {
     const configDir = path.join(dir, 'config');
     mkdirSync(path.join(configDir, 'jobs'), { recursive: true });
-    writeFileSync(path.join(configDir, 'jobs', 'env.mjs'), 'export async function run(ctx) { ctx.logger.info("module env", { env: process.env }); }\n');
+    writeFileSync(
+      path.join(configDir, 'jobs', 'env.mjs'),
+      'export async function run(ctx) { ctx.logger.info("module env", { env: process.env }); }\n',
+    );
     writeFileSync(path.join(configDir, 'sec.yaml'), TEAM);
     // As the prod Deployment does: the passwords in variables of their own too, beside the URLs built from them.
     const env = { LOCK_REDIS_PASSWORD: LOCK_PASSWORD, QUEUE_REDIS_PASSWORD: QUEUE_PASSWORD };
-    cluster = await Cluster.start({ configDir, lockNodes: 3, aof: false, logLevel: 'debug', env, passwords: { locks: LOCK_PASSWORD, queue: QUEUE_PASSWORD } });
-    const apps = await Promise.all([cluster.startApp('scheduler', 'scheduler-1'), cluster.startApp('worker', 'worker-1')]);
+    cluster = await Cluster.start({
+      configDir,
+      lockNodes: 3,
+      aof: false,
+      logLevel: 'debug',
+      env,
+      passwords: { locks: LOCK_PASSWORD, queue: QUEUE_PASSWORD },
+    });
+    const apps = await Promise.all([
+      cluster.startApp('scheduler', 'scheduler-1'),
+      cluster.startApp('worker', 'worker-1'),
+    ]);
     await sleep(4000);
-    writeFileSync(path.join(configDir, 'broken.yaml'), 'team: broken\nschedules:\n  - name: x\n    cron: "61 * * * *"\n    handler: { kind: nope }\n');
+    writeFileSync(
+      path.join(configDir, 'broken.yaml'),
+      'team: broken\nschedules:\n  - name: x\n    cron: "61 * * * *"\n    handler: { kind: nope }\n',
+    );
     await sleep(2500);
     await cluster.locks.node(0).kill();
     await sleep(3000);
     rmSync(path.join(configDir, 'broken.yaml')); // the CLI refuses a config directory with errors
-    const probes = await Promise.all(apps.flatMap((app) => ['metrics', 'readyz', 'healthz'].map(async (route) => (await fetch(`http://127.0.0.1:${app.httpPort}/${route}`)).text())));
-    const cliEnv = { ...process.env, TICKWARDEN_CONFIG: configDir, TICKWARDEN_QUEUE_REDIS: cluster.queueUrl, TICKWARDEN_LOCK_NODES: cluster.locks.urls.join(',') };
+    const probes = await Promise.all(
+      apps.flatMap((app) =>
+        ['metrics', 'readyz', 'healthz'].map(async (route) =>
+          (await fetch(`http://127.0.0.1:${app.httpPort}/${route}`)).text(),
+        ),
+      ),
+    );
+    const cliEnv = {
+      ...process.env,
+      TICKWARDEN_CONFIG: configDir,
+      TICKWARDEN_QUEUE_REDIS: cluster.queueUrl,
+      TICKWARDEN_LOCK_NODES: cluster.locks.urls.join(','),
+    };
     const cli = async (...args: string[]): Promise<string> => {
-      const result = await promisify(execFile)(process.execPath, ['--conditions=@tickwarden/source', CLI, ...args], { env: cliEnv, timeout: 30_000 }).catch((error: { stdout?: string; stderr?: string }) => error);
+      const result = await promisify(execFile)(process.execPath, ['--conditions=@tickwarden/source', CLI, ...args], {
+        env: cliEnv,
+        timeout: 30_000,
+      }).catch((error: { stdout?: string; stderr?: string }) => error);
       return `${result.stdout ?? ''}${result.stderr ?? ''}`;
     };
     const status = await cli('status');
-    const cliOutputs = [status, await cli('status', '--json', '-n', '50'), await cli('pause', 'sec/unknown'), await cli('trigger', 'sec/failing')];
+    const cliOutputs = [
+      status,
+      await cli('status', '--json', '-n', '50'),
+      await cli('pause', 'sec/unknown'),
+      await cli('trigger', 'sec/failing'),
+    ];
     // What the chaos harness reads the history with.
     const history = await cluster.history(50);
-    expect(history.some((record) => record['schedule'] === 'sec/env-dump' && record['outcome'] === 'enqueued')).toBe(true);
+    expect(history.some((record) => record['schedule'] === 'sec/env-dump' && record['outcome'] === 'enqueued')).toBe(
+      true,
+    );
     cliOutputs.push(JSON.stringify(history));
 
     // The run went as the test means: ticks ran and failed, the reload was rejected, the lock node loss was seen.
@@ -90,7 +127,8 @@ describe('credentials never leave the platform: logs, errors, metrics, probes, s
 
     const everything = [...lines, ...probes, ...cliOutputs].join('\n');
     for (const secret of [LOCK_PASSWORD, QUEUE_PASSWORD, 'hook-secret']) {
-      for (const form of new Set([secret, encodeURIComponent(secret)])) expect(everything.includes(form), `"${form}" found`).toBe(false);
+      for (const form of new Set([secret, encodeURIComponent(secret)]))
+        expect(everything.includes(form), `"${form}" found`).toBe(false);
     }
   });
 });

@@ -3,7 +3,17 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { sleep } from '@tickwarden/testkit';
 import { expect } from 'vitest';
-import { buildReport, Cluster, formatReport, ledgerSchedules, ledgerTeamYaml, reportFailures, type LedgerTeamOptions, type OutageWindow, type TickReport } from '../src/index.ts';
+import {
+  buildReport,
+  Cluster,
+  formatReport,
+  ledgerSchedules,
+  ledgerTeamYaml,
+  reportFailures,
+  type LedgerTeamOptions,
+  type OutageWindow,
+  type TickReport,
+} from '../src/index.ts';
 
 export const TEAM = 'e2e';
 
@@ -18,7 +28,9 @@ export interface LedgerSystem {
   close(): Promise<void>;
 }
 
-export async function startLedgerSystem(options: { names: string[]; schedulers: number; workers: number } & Partial<LedgerTeamOptions>): Promise<LedgerSystem> {
+export async function startLedgerSystem(
+  options: { names: string[]; schedulers: number; workers: number } & Partial<LedgerTeamOptions>,
+): Promise<LedgerSystem> {
   const dir = mkdtempSync(path.join(tmpdir(), 'tickwarden-e2e-'));
   const configDir = path.join(dir, 'config');
   mkdirSync(configDir);
@@ -30,7 +42,8 @@ export async function startLedgerSystem(options: { names: string[]; schedulers: 
     ...Array.from({ length: options.workers }, (_, i) => cluster.startApp('worker', `worker-${i + 1}`)),
   ]);
   const schedules = ledgerSchedules(TEAM, options.names, options.cron, options.leaseTtl);
-  const report = (fromMs: number, toMs: number, outages: OutageWindow[] = []): TickReport => buildReport({ ledgerFile, records: cluster.records(), schedules, fromMs, toMs, outages });
+  const report = (fromMs: number, toMs: number, outages: OutageWindow[] = []): TickReport =>
+    buildReport({ ledgerFile, records: cluster.records(), schedules, fromMs, toMs, outages });
   return {
     cluster,
     ledgerFile,

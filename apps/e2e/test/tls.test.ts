@@ -31,13 +31,35 @@ describe('TLS end to end: rediss:// with a private CA and a client certificate',
   let tls: TestCertificates;
   let ports: number[] = [];
   const configDir = path.join(dir, 'config');
-  const urls = (): { locks: string; queue: string } => ({ locks: ports.slice(1).map((port) => `rediss://127.0.0.1:${port}`).join(','), queue: `rediss://127.0.0.1:${ports[0]}` });
-  const tlsEnv = (): Record<string, string> => ({ TICKWARDEN_REDIS_TLS_CA: tls.ca, TICKWARDEN_REDIS_TLS_CERT: tls.client.cert, TICKWARDEN_REDIS_TLS_KEY: tls.client.key });
-  const appEnv = (extra: Record<string, string> = tlsEnv()): Record<string, string> => ({ TICKWARDEN_CONFIG: configDir, TICKWARDEN_LOCK_NODES: urls().locks, TICKWARDEN_QUEUE_REDIS: urls().queue, LOG_LEVEL: 'info', ...extra });
+  const urls = (): { locks: string; queue: string } => ({
+    locks: ports
+      .slice(1)
+      .map((port) => `rediss://127.0.0.1:${port}`)
+      .join(','),
+    queue: `rediss://127.0.0.1:${ports[0]}`,
+  });
+  const tlsEnv = (): Record<string, string> => ({
+    TICKWARDEN_REDIS_TLS_CA: tls.ca,
+    TICKWARDEN_REDIS_TLS_CERT: tls.client.cert,
+    TICKWARDEN_REDIS_TLS_KEY: tls.client.key,
+  });
+  const appEnv = (extra: Record<string, string> = tlsEnv()): Record<string, string> => ({
+    TICKWARDEN_CONFIG: configDir,
+    TICKWARDEN_LOCK_NODES: urls().locks,
+    TICKWARDEN_QUEUE_REDIS: urls().queue,
+    LOG_LEVEL: 'info',
+    ...extra,
+  });
   const cli = async (env: Record<string, string>, ...args: string[]): Promise<{ code: number; output: string }> =>
-    promisify(execFile)(process.execPath, ['--conditions=@tickwarden/source', CLI, ...args], { env: { PATH: process.env['PATH'] ?? '', ...env }, timeout: 30_000 }).then(
+    promisify(execFile)(process.execPath, ['--conditions=@tickwarden/source', CLI, ...args], {
+      env: { PATH: process.env['PATH'] ?? '', ...env },
+      timeout: 30_000,
+    }).then(
       (done) => ({ code: 0, output: `${done.stdout}${done.stderr}` }),
-      (error: { code?: number; stdout?: string; stderr?: string }) => ({ code: error.code ?? -1, output: `${error.stdout ?? ''}${error.stderr ?? ''}` }),
+      (error: { code?: number; stdout?: string; stderr?: string }) => ({
+        code: error.code ?? -1,
+        output: `${error.stdout ?? ''}${error.stderr ?? ''}`,
+      }),
     );
 
   beforeAll(async () => {
@@ -48,12 +70,38 @@ describe('TLS end to end: rediss:// with a private CA and a client certificate',
     for (const [i, port] of ports.entries()) {
       const data = path.join(dir, `redis-${i}`);
       mkdirSync(data);
-      const args = ['--port', '0', '--tls-port', String(port), '--bind', '127.0.0.1', '--dir', data, '--save', '', '--appendonly', 'no'];
-      args.push('--tls-cert-file', tls.server.cert, '--tls-key-file', tls.server.key, '--tls-ca-cert-file', tls.ca, '--tls-auth-clients', 'yes');
+      const args = [
+        '--port',
+        '0',
+        '--tls-port',
+        String(port),
+        '--bind',
+        '127.0.0.1',
+        '--dir',
+        data,
+        '--save',
+        '',
+        '--appendonly',
+        'no',
+      ];
+      args.push(
+        '--tls-cert-file',
+        tls.server.cert,
+        '--tls-key-file',
+        tls.server.key,
+        '--tls-ca-cert-file',
+        tls.ca,
+        '--tls-auth-clients',
+        'yes',
+      );
       processes.push(ManagedProcess.start({ name: `redis-tls-${i}`, command: 'redis-server', args }));
     }
     const ping = (port: number): boolean =>
-      spawnSync('redis-cli', ['--tls', '--cacert', tls.ca, '--cert', tls.client.cert, '--key', tls.client.key, '-p', String(port), 'PING'], { encoding: 'utf8' }).stdout.trim() === 'PONG';
+      spawnSync(
+        'redis-cli',
+        ['--tls', '--cacert', tls.ca, '--cert', tls.client.cert, '--key', tls.client.key, '-p', String(port), 'PING'],
+        { encoding: 'utf8' },
+      ).stdout.trim() === 'PONG';
     for (const port of ports) await waitUntil(() => ping(port), `TLS redis-server on ${port}`);
   });
   afterAll(async () => {
@@ -63,13 +111,22 @@ describe('TLS end to end: rediss:// with a private CA and a client certificate',
 
   it('the scheduler and the worker run ticks over TLS only; the CLI triggers and reads status', async () => {
     const start = async (name: string, main: string, env: Record<string, string>): Promise<ManagedProcess> => {
-      const app = ManagedProcess.start({ name, command: process.execPath, args: ['--conditions=@tickwarden/source', main], env: { ...appEnv(), TICKWARDEN_HTTP_PORT: String(await freePort()), ...env } });
+      const app = ManagedProcess.start({
+        name,
+        command: process.execPath,
+        args: ['--conditions=@tickwarden/source', main],
+        env: { ...appEnv(), TICKWARDEN_HTTP_PORT: String(await freePort()), ...env },
+      });
       processes.push(app);
       return app;
     };
     await start('scheduler', SCHEDULER_MAIN, { TICKWARDEN_REPLICA_ID: 'tls-scheduler' });
     const worker = await start('worker', WORKER_MAIN, {});
-    await waitUntil(() => worker.records.filter((record) => record['outcome'] === 'succeeded').length >= 3, 'three runs over TLS', { timeoutMs: 20_000 });
+    await waitUntil(
+      () => worker.records.filter((record) => record['outcome'] === 'succeeded').length >= 3,
+      'three runs over TLS',
+      { timeoutMs: 20_000 },
+    );
     expect(await cli(appEnv(), 'trigger', 'tls/every-second')).toMatchObject({ code: 0 });
     const status = await cli(appEnv(), 'status', 'tls/every-second');
     expect(status).toMatchObject({ code: 0 });
@@ -79,7 +136,11 @@ describe('TLS end to end: rediss:// with a private CA and a client certificate',
   it('without the client certificate, or without the CA, a connection is refused', async () => {
     const noCert = await cli(appEnv({ TICKWARDEN_REDIS_TLS_CA: tls.ca }), 'status', 'tls/every-second');
     expect(noCert.code).not.toBe(0);
-    const noCa = await cli(appEnv({ TICKWARDEN_REDIS_TLS_CERT: tls.client.cert, TICKWARDEN_REDIS_TLS_KEY: tls.client.key }), 'status', 'tls/every-second');
+    const noCa = await cli(
+      appEnv({ TICKWARDEN_REDIS_TLS_CERT: tls.client.cert, TICKWARDEN_REDIS_TLS_KEY: tls.client.key }),
+      'status',
+      'tls/every-second',
+    );
     expect(noCa.code).not.toBe(0);
     expect(noCa.output).toMatch(/self[- ]signed|unable to (get|verify)/i);
   });
@@ -89,7 +150,11 @@ describe('TLS end to end: rediss:// with a private CA and a client certificate',
     expect(halfPair.code).toBe(2);
     expect(halfPair.output).toContain('TICKWARDEN_REDIS_TLS_KEY: is required when TICKWARDEN_REDIS_TLS_CERT is set');
     const missing = path.join(dir, 'missing.crt');
-    const scheduler = spawnSync(process.execPath, ['--conditions=@tickwarden/source', SCHEDULER_MAIN], { encoding: 'utf8', env: { PATH: process.env['PATH'] ?? '', ...appEnv({ TICKWARDEN_REDIS_TLS_CA: missing }) }, timeout: 30_000 });
+    const scheduler = spawnSync(process.execPath, ['--conditions=@tickwarden/source', SCHEDULER_MAIN], {
+      encoding: 'utf8',
+      env: { PATH: process.env['PATH'] ?? '', ...appEnv({ TICKWARDEN_REDIS_TLS_CA: missing }) },
+      timeout: 30_000,
+    });
     expect(scheduler.status).toBe(2);
     expect(scheduler.stderr).toContain(`TICKWARDEN_REDIS_TLS_CA: cannot read ${missing} (ENOENT)`);
   });
@@ -108,11 +173,24 @@ describe('the local stack with --tls (Cluster with certificates)', () => {
     const configDir = path.join(dir, 'config');
     mkdirSync(configDir);
     writeFileSync(path.join(configDir, 'tls.yaml'), TEAM);
-    cluster = await Cluster.start({ configDir, lockNodes: 3, aof: false, logLevel: 'info', tls: makeTestCertificates(dir) });
+    cluster = await Cluster.start({
+      configDir,
+      lockNodes: 3,
+      aof: false,
+      logLevel: 'info',
+      tls: makeTestCertificates(dir),
+    });
     expect([cluster.queueUrl, ...cluster.locks.urls].every((url) => url.startsWith('rediss://'))).toBe(true);
-    const [, worker] = await Promise.all([cluster.startApp('scheduler', 'scheduler-1'), cluster.startApp('worker', 'worker-1')]);
+    const [, worker] = await Promise.all([
+      cluster.startApp('scheduler', 'scheduler-1'),
+      cluster.startApp('worker', 'worker-1'),
+    ]);
     expect(worker.link.urls.every((url) => url.startsWith('rediss://'))).toBe(true);
-    await waitUntil(() => worker.process.records.filter((record) => record['outcome'] === 'succeeded').length >= 3, 'three runs over TLS', { timeoutMs: 20_000 });
+    await waitUntil(
+      () => worker.process.records.filter((record) => record['outcome'] === 'succeeded').length >= 3,
+      'three runs over TLS',
+      { timeoutMs: 20_000 },
+    );
     expect((await cluster.history(10)).some((record) => record['outcome'] === 'enqueued')).toBe(true);
   });
 });

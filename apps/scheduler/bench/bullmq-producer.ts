@@ -45,7 +45,11 @@ await Promise.all(
         await queue.upsertJobScheduler(
           id,
           { pattern },
-          { name: 'tick', data: {}, opts: { removeOnComplete: { age: 86_400, count: 10_000 }, removeOnFail: { age: 7 * 86_400 } } },
+          {
+            name: 'tick',
+            data: {},
+            opts: { removeOnComplete: { age: 86_400, count: 10_000 }, removeOnFail: { age: 7 * 86_400 } },
+          },
         );
       } catch (error) {
         errors++;

@@ -13,7 +13,10 @@ const ROOT = fileURLToPath(new URL('../../../', import.meta.url));
 
 /** Builds the scheduler and the libs it imports (`nx run scheduler:build`: cached when nothing changed); the path of its compiled main. */
 export function compiledScheduler(): string {
-  execFileSync('npx', ['nx', 'run', 'scheduler:build', '--outputStyle=static'], { cwd: ROOT, stdio: ['ignore', process.stderr, process.stderr] });
+  execFileSync('npx', ['nx', 'run', 'scheduler:build', '--outputStyle=static'], {
+    cwd: ROOT,
+    stdio: ['ignore', process.stderr, process.stderr],
+  });
   return path.join(ROOT, 'apps/scheduler/dist/main.js');
 }
 

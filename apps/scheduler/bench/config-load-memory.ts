@@ -13,7 +13,13 @@ import { loadConfig } from '@tickwarden/config';
 const count = Number(process.argv[2] ?? 10_000);
 const dir = mkdtempSync(path.join(tmpdir(), 'tickwarden-config-memory-'));
 const lines = ['team: bench', 'schedules:'];
-for (let i = 0; i < count; i++) lines.push(`  - name: s${i}`, '    cron: "0 * * * * *"', '    handler: { kind: command, argv: ["true"] }', '    overlap: allow');
+for (let i = 0; i < count; i++)
+  lines.push(
+    `  - name: s${i}`,
+    '    cron: "0 * * * * *"',
+    '    handler: { kind: command, argv: ["true"] }',
+    '    overlap: allow',
+  );
 writeFileSync(path.join(dir, 'bench.yaml'), `${lines.join('\n')}\n`);
 const gc = (globalThis as { gc?: () => void }).gc;
 if (!gc) throw new Error('run with --expose-gc');

@@ -31,19 +31,50 @@ try {
         scheduleId,
         keepMs: 60_000,
         retention,
-        record: { tickMs, outcome: 'enqueued', lagMs: -9512, fence: tickMs * 1000 + 123, jobId: `${scheduleId}@${tickMs}`, replica: 'tickwarden-scheduler-7d9f8c6b5-x2x4q' },
+        record: {
+          tickMs,
+          outcome: 'enqueued',
+          lagMs: -9512,
+          fence: tickMs * 1000 + 123,
+          jobId: `${scheduleId}@${tickMs}`,
+          replica: 'tickwarden-scheduler-7d9f8c6b5-x2x4q',
+        },
       })),
     );
     await Promise.all(
       ticks.map((tickMs, k) =>
         runs.append(
           scheduleId,
-          { tickMs, jobId: `${scheduleId}@${tickMs}`, outcome: k % 5 === 0 ? 'failed' : 'succeeded', attempt: 1, worker: 'tickwarden-worker-5c7b9d8f4-q8z7m', fence: tickMs * 1000 + 456, startedAtMs: tickMs + 40, endedAtMs: tickMs + 1840, exitCode: k % 5 === 0 ? 1 : 0, error: k % 5 === 0 ? 'x'.repeat(200) : undefined },
+          {
+            tickMs,
+            jobId: `${scheduleId}@${tickMs}`,
+            outcome: k % 5 === 0 ? 'failed' : 'succeeded',
+            attempt: 1,
+            worker: 'tickwarden-worker-5c7b9d8f4-q8z7m',
+            fence: tickMs * 1000 + 456,
+            startedAtMs: tickMs + 40,
+            endedAtMs: tickMs + 1840,
+            exitCode: k % 5 === 0 ? 1 : 0,
+            error: k % 5 === 0 ? 'x'.repeat(200) : undefined,
+          },
           retention,
         ),
       ),
     );
-    await Promise.all(ticks.map((tickMs) => store.audit(scheduleId, { action: 'pause', by: 'alice@tickwarden-scheduler-7d9f8c6b5-x2x4q', atMs: tickMs, note: 'incident INC-1234: payments API degraded' }, retention)));
+    await Promise.all(
+      ticks.map((tickMs) =>
+        store.audit(
+          scheduleId,
+          {
+            action: 'pause',
+            by: 'alice@tickwarden-scheduler-7d9f8c6b5-x2x4q',
+            atMs: tickMs,
+            note: 'incident INC-1234: payments API degraded',
+          },
+          retention,
+        ),
+      ),
+    );
   }
   const after = await usedMemory();
   const mb = (bytes: number): string => (bytes / 1e6).toFixed(1);

@@ -39,9 +39,12 @@ const { values } = parseArgs({
 const count = Number(values.schedules);
 const seconds = Number(values.seconds);
 const nodeFlags = values['node-flag'];
-const main = values.source ? { path: fileURLToPath(new URL('../src/main.ts', import.meta.url)), args: ['--conditions=@tickwarden/source'] } : { path: compiledScheduler(), args: [] };
+const main = values.source
+  ? { path: fileURLToPath(new URL('../src/main.ts', import.meta.url)), args: ['--conditions=@tickwarden/source'] }
+  : { path: compiledScheduler(), args: [] };
 const FIXED_PATTERNS: Record<string, string> = { minute: '0 * * * * *', second: '* * * * * *' };
-if (values.patterns !== 'mix' && !(values.patterns in FIXED_PATTERNS)) throw new Error(`--patterns: mix, minute or second, got ${values.patterns}`);
+if (values.patterns !== 'mix' && !(values.patterns in FIXED_PATTERNS))
+  throw new Error(`--patterns: mix, minute or second, got ${values.patterns}`);
 
 /** The i-th schedule's cron and time zone (spread by a multiplicative hash): 60 % daily, 20 % hourly, 15 % every few minutes, 5 % every minute at some second. */
 function mixed(i: number): { cron: string; timezone: string } {
@@ -57,8 +60,15 @@ function mixed(i: number): { cron: string; timezone: string } {
 function configText(): string {
   const lines = ['team: bench', 'schedules:'];
   for (let i = 0; i < count; i++) {
-    const { cron, timezone } = values.patterns === 'mix' ? mixed(i) : { cron: FIXED_PATTERNS[values.patterns] as string, timezone: 'UTC' };
-    lines.push(`  - name: s${i}`, `    cron: "${cron}"`, `    timezone: ${timezone}`, '    handler: { kind: command, argv: ["true"] }', '    overlap: allow');
+    const { cron, timezone } =
+      values.patterns === 'mix' ? mixed(i) : { cron: FIXED_PATTERNS[values.patterns] as string, timezone: 'UTC' };
+    lines.push(
+      `  - name: s${i}`,
+      `    cron: "${cron}"`,
+      `    timezone: ${timezone}`,
+      '    handler: { kind: command, argv: ["true"] }',
+      '    overlap: allow',
+    );
   }
   return `${lines.join('\n')}\n`;
 }
@@ -72,7 +82,8 @@ const cpuSeconds = (pid: number): number => {
 /** Resident MB from /proc/PID/status: all, anonymous (heap, malloc) and file-backed (the node binary, libraries). */
 function rss(pid: number): { rssMb: number; anonMb: number; fileMb: number } {
   const status = readFileSync(`/proc/${pid}/status`, 'utf8');
-  const mb = (field: string) => Number(new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? Number.NaN) / 1024;
+  const mb = (field: string) =>
+    Number(new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? Number.NaN) / 1024;
   return { rssMb: mb('VmRSS'), anonMb: mb('RssAnon'), fileMb: mb('RssFile') };
 }
 
@@ -89,7 +100,10 @@ async function metrics(port: number): Promise<{ heapUsedMb: number; heapTotalMb:
 
 const dir = mkdtempSync(path.join(tmpdir(), 'tickwarden-replica-memory-'));
 writeFileSync(path.join(dir, 'bench.yaml'), configText());
-const [locks, queue] = await Promise.all([startRedisNodes({ count: 3, aof: false }), startRedisNodes({ count: 1, aof: false })]);
+const [locks, queue] = await Promise.all([
+  startRedisNodes({ count: 3, aof: false }),
+  startRedisNodes({ count: 1, aof: false }),
+]);
 const port = await freePort();
 const replica = ManagedProcess.start({
   name: 'replica',
@@ -112,7 +126,7 @@ try {
   const patterns = replica.records.find((record) => record['msg'] === 'scheduler started')?.['patterns'];
   let peak = { rssMb: started.rssMb, anonMb: started.anonMb, fileMb: started.fileMb };
   const cpuAtStart = cpuSeconds(pid);
-  for (const end = Date.now() + seconds * 1000; Date.now() < end; ) {
+  for (const end = Date.now() + seconds * 1000; Date.now() < end;) {
     await sleep(SAMPLE_MS);
     const now = rss(pid);
     if (now.rssMb > peak.rssMb) peak = now;

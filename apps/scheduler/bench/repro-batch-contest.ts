@@ -36,7 +36,10 @@ interface RoundReport {
 }
 
 const requestsFor = (size: number, tickMs: number) =>
-  Array.from({ length: size }, (_, i) => ({ resource: `run:bench/s${String(i).padStart(5, '0')}@${tickMs}`, claim: `tick:${tickMs}` }));
+  Array.from({ length: size }, (_, i) => ({
+    resource: `run:bench/s${String(i).padStart(5, '0')}@${tickMs}`,
+    claim: `tick:${tickMs}`,
+  }));
 
 async function child(): Promise<void> {
   const urls = (process.env['REPRO_URLS'] ?? '').split(',');
@@ -55,7 +58,8 @@ async function child(): Promise<void> {
       const outcomes = results.map((r) => {
         if (r.ok) return 'ok';
         const code = (r.error as { code?: string }).code ?? r.error.name;
-        examples[code] ??= `${r.error.message} causes=${JSON.stringify(Object.fromEntries([...r.error.nodeCauses].map(([node, cause]) => [node, cause instanceof Error ? cause.message : cause])))}`;
+        examples[code] ??=
+          `${r.error.message} causes=${JSON.stringify(Object.fromEntries([...r.error.nodeCauses].map(([node, cause]) => [node, cause instanceof Error ? cause.message : cause])))}`;
         return code;
       });
       const report: RoundReport = { round, ms: Math.round(performance.now() - started), outcomes, examples };
@@ -67,7 +71,10 @@ async function child(): Promise<void> {
 }
 
 async function parent(): Promise<void> {
-  const sizes = process.argv.slice(2).map(Number).filter((n) => n > 0);
+  const sizes = process.argv
+    .slice(2)
+    .map(Number)
+    .filter((n) => n > 0);
   const rounds = Number(process.env['REPRO_ROUNDS'] ?? 10) || 10;
   const contenders = Number(process.env['REPRO_CONTENDERS'] ?? 3) || 3;
   const nodes = await startRedisNodes({ count: 5, aof: false });
@@ -86,13 +93,24 @@ async function parent(): Promise<void> {
       const reports = await Promise.all(
         Array.from({ length: contenders }, (_, c) => {
           const proc = spawn(process.execPath, ['--conditions=@tickwarden/source', fileURLToPath(import.meta.url)], {
-            env: { ...process.env, REPRO_CHILD: '1', REPRO_URLS: nodes.urls.join(','), REPRO_SIZE: String(size), REPRO_FIRST_TICK: String(firstTick), REPRO_ROUNDS: String(rounds) },
+            env: {
+              ...process.env,
+              REPRO_CHILD: '1',
+              REPRO_URLS: nodes.urls.join(','),
+              REPRO_SIZE: String(size),
+              REPRO_FIRST_TICK: String(firstTick),
+              REPRO_ROUNDS: String(rounds),
+            },
             stdio: ['ignore', 'pipe', 'inherit'],
           });
           children.push(proc);
           const lines: RoundReport[] = [];
-          readline.createInterface({ input: proc.stdout }).on('line', (line) => lines.push(JSON.parse(line) as RoundReport));
-          return new Promise<{ c: number; lines: RoundReport[]; code: number | null }>((resolve) => proc.once('exit', (code) => resolve({ c, lines, code })));
+          readline
+            .createInterface({ input: proc.stdout })
+            .on('line', (line) => lines.push(JSON.parse(line) as RoundReport));
+          return new Promise<{ c: number; lines: RoundReport[]; code: number | null }>((resolve) =>
+            proc.once('exit', (code) => resolve({ c, lines, code })),
+          );
         }),
       );
       let lost = 0;
@@ -105,7 +123,12 @@ async function parent(): Promise<void> {
           const winners = perContender.filter((l) => l?.outcomes[i] === 'ok').length;
           if (winners === 0) {
             noWinner++;
-            example ??= perContender.map((l, c) => `contender ${c}: ${l?.outcomes[i]}: ${l ? (l.examples[l.outcomes[i] ?? ''] ?? '') : 'no report'}`).join('\n      ');
+            example ??= perContender
+              .map(
+                (l, c) =>
+                  `contender ${c}: ${l?.outcomes[i]}: ${l ? (l.examples[l.outcomes[i] ?? ''] ?? '') : 'no report'}`,
+              )
+              .join('\n      ');
           }
           if (winners > 1) multiWinner++;
         }
@@ -116,11 +139,15 @@ async function parent(): Promise<void> {
           for (const o of l.outcomes) counts[o] = (counts[o] ?? 0) + 1;
           return `${l.ms} ms ${JSON.stringify(counts)}`;
         });
-        process.stdout.write(`${size} ticks, round ${round + 1}: ${noWinner} won by nobody, ${multiWinner} by several; ${summary.join('; ')}\n`);
+        process.stdout.write(
+          `${size} ticks, round ${round + 1}: ${noWinner} won by nobody, ${multiWinner} by several; ${summary.join('; ')}\n`,
+        );
         if (example) process.stdout.write(`    first tick won by nobody:\n      ${example}\n`);
       }
       const exits = reports.filter((r) => r.code !== 0).map((r) => `contender ${r.c} exited ${r.code}`);
-      process.stdout.write(`=> ${size} ticks x ${rounds} rounds, ${contenders} processes: ${lost} ticks won by nobody${exits.length ? `; ${exits.join(', ')}` : ''}\n`);
+      process.stdout.write(
+        `=> ${size} ticks x ${rounds} rounds, ${contenders} processes: ${lost} ticks won by nobody${exits.length ? `; ${exits.join(', ')}` : ''}\n`,
+      );
     }
   } finally {
     kill();

@@ -60,7 +60,9 @@ const SAMPLE_MS = 1_000;
 /** The replicas' LOG_LEVEL (the bench needs at least `info`; `debug` adds lost-race and the like to the logs BENCH_LOG_DIR keeps). */
 const TW_LOG_LEVEL = process.env['BENCH_TW_LOG_LEVEL'] ?? 'info';
 /** Node flags of the scheduler replicas (space-separated; empty: none); default the deployed ones (`PROCESS_NODE_FLAGS`). */
-const TW_NODE_FLAGS = (process.env['BENCH_TW_NODE_FLAGS'] ?? PROCESS_NODE_FLAGS.scheduler.join(' ')).split(' ').filter((flag) => flag !== '');
+const TW_NODE_FLAGS = (process.env['BENCH_TW_NODE_FLAGS'] ?? PROCESS_NODE_FLAGS.scheduler.join(' '))
+  .split(' ')
+  .filter((flag) => flag !== '');
 /** When set, every process's output is written there (`<phase>-<process>.log`) at the end of its phase. */
 const LOG_DIR = process.env['BENCH_LOG_DIR'];
 /** How long after a window the consumer may still bring in its ticks. */
@@ -81,7 +83,9 @@ const PRODUCER = strippedScript(fileURLToPath(new URL('./bullmq-producer.ts', im
 const ROOT = new URL('../../../', import.meta.url);
 
 type System = 'tickwarden' | 'bullmq';
-const SYSTEMS: readonly System[] = (['tickwarden', 'bullmq'] as const).filter((s) => (process.env['BENCH_SYSTEMS'] ?? 'tickwarden,bullmq').split(',').includes(s));
+const SYSTEMS: readonly System[] = (['tickwarden', 'bullmq'] as const).filter((s) =>
+  (process.env['BENCH_SYSTEMS'] ?? 'tickwarden,bullmq').split(',').includes(s),
+);
 const LABEL: Record<System, string> = { tickwarden: 'Tickwarden', bullmq: 'BullMQ 6.7.0 Job Schedulers' };
 
 const scheduleName = (i: number): string => `s${String(i).padStart(5, '0')}`;
@@ -186,9 +190,20 @@ class Tracked {
 /** Every process started, so cleanup can kill it by PID. */
 const started = new Set<Tracked>();
 
-function spawnTracked(name: string, script: string, env: Record<string, string>, nodeFlags: readonly string[] = []): Tracked {
+function spawnTracked(
+  name: string,
+  script: string,
+  env: Record<string, string>,
+  nodeFlags: readonly string[] = [],
+): Tracked {
   const condition = script.endsWith('.ts') ? ['--conditions=@tickwarden/source'] : [];
-  const proc = ManagedProcess.start({ name, command: process.execPath, args: [...nodeFlags, ...condition, script], env, cwd: fileURLToPath(ROOT) });
+  const proc = ManagedProcess.start({
+    name,
+    command: process.execPath,
+    args: [...nodeFlags, ...condition, script],
+    env,
+    cwd: fileURLToPath(ROOT),
+  });
   const tracked = new Tracked(name, proc);
   started.add(tracked);
   return tracked;
@@ -210,9 +225,15 @@ function machineCpu(): { t: number; busyS: number; benchS: number } {
 }
 
 /** Machine CPU use between two readings, in % of one core: everything, and the bench process itself. */
-function machineDelta(before: ReturnType<typeof machineCpu>, after: ReturnType<typeof machineCpu>): { busyPct: number; benchPct: number } {
+function machineDelta(
+  before: ReturnType<typeof machineCpu>,
+  after: ReturnType<typeof machineCpu>,
+): { busyPct: number; benchPct: number } {
   const seconds = (after.t - before.t) / 1000;
-  return { busyPct: ((after.busyS - before.busyS) / seconds) * 100, benchPct: ((after.benchS - before.benchS) / seconds) * 100 };
+  return {
+    busyPct: ((after.busyS - before.busyS) / seconds) * 100,
+    benchPct: ((after.benchS - before.benchS) / seconds) * 100,
+  };
 }
 
 type Role = 'lock' | 'queue';
@@ -240,7 +261,13 @@ interface RedisSnapshot {
 /** INFO commandstats (INFO itself excluded) and INFO cpu, summed over `nodes`, and per role. */
 async function redisSnapshot(nodes: readonly RoleNode[]): Promise<RedisSnapshot> {
   const snapshot: RedisSnapshot = { t: Date.now(), calls: 0, cpuS: 0, byCommand: {}, byRole: {} };
-  const infos = await Promise.all(nodes.map(async ({ node, role }) => ({ role, commands: await node.info('commandstats', 5000), cpu: await node.info('cpu', 5000) })));
+  const infos = await Promise.all(
+    nodes.map(async ({ node, role }) => ({
+      role,
+      commands: await node.info('commandstats', 5000),
+      cpu: await node.info('cpu', 5000),
+    })),
+  );
   for (const { role, commands, cpu } of infos) {
     const counters = (snapshot.byRole[role] ??= { calls: 0, cpuS: 0, scriptCalls: 0, scriptUsec: 0 });
     const cpuS = Number(cpu['used_cpu_user'] ?? 0) + Number(cpu['used_cpu_sys'] ?? 0);
@@ -292,9 +319,20 @@ function redisDelta(before: RedisSnapshot, after: RedisSnapshot): RedisDelta {
     const b = before.byRole[role];
     if (!a || !b) continue;
     const scripts = a.scriptCalls - b.scriptCalls;
-    byRole[role] = { calls: a.calls - b.calls, cpuPct: ((a.cpuS - b.cpuS) / seconds) * 100, scriptsPerS: scripts / seconds, scriptMeanMs: scripts > 0 ? (a.scriptUsec - b.scriptUsec) / scripts / 1000 : Number.NaN };
+    byRole[role] = {
+      calls: a.calls - b.calls,
+      cpuPct: ((a.cpuS - b.cpuS) / seconds) * 100,
+      scriptsPerS: scripts / seconds,
+      scriptMeanMs: scripts > 0 ? (a.scriptUsec - b.scriptUsec) / scripts / 1000 : Number.NaN,
+    };
   }
-  return { seconds, calls: after.calls - before.calls, cpuPct: ((after.cpuS - before.cpuS) / seconds) * 100, byRole, top: Object.fromEntries(byCommand) };
+  return {
+    seconds,
+    calls: after.calls - before.calls,
+    cpuPct: ((after.cpuS - before.cpuS) / seconds) * 100,
+    byRole,
+    top: Object.fromEntries(byCommand),
+  };
 }
 
 /** SLOWLOG threshold: commands (scripts) slower than this are logged by each Redis with their duration. */
@@ -332,7 +370,13 @@ async function readSlowlog(nodes: readonly RoleNode[]): Promise<SlowEntry[]> {
       client.on('error', noop);
       try {
         const entries = (await client.call('SLOWLOG', 'GET', '100000')) as [number, number, number, string[]][];
-        return entries.map(([, atS, usec, args]): SlowEntry => ({ role, node: node.id, atMs: atS * 1000, ms: usec / 1000, command: String(args[0] ?? '?').toLowerCase() }));
+        return entries.map(([, atS, usec, args]): SlowEntry => ({
+          role,
+          node: node.id,
+          atMs: atS * 1000,
+          ms: usec / 1000,
+          command: String(args[0] ?? '?').toLowerCase(),
+        }));
       } catch {
         return [];
       } finally {
@@ -348,10 +392,17 @@ interface SlowSummary {
   byRole: Partial<Record<Role, { count: number; maxMs: number; p50Ms: number }>>;
 }
 
-function summarizeSlowlog(entries: readonly SlowEntry[], from: number, to: number, nodes: readonly RoleNode[]): SlowSummary {
+function summarizeSlowlog(
+  entries: readonly SlowEntry[],
+  from: number,
+  to: number,
+  nodes: readonly RoleNode[],
+): SlowSummary {
   const byRole: SlowSummary['byRole'] = {};
   for (const role of new Set(nodes.map((n) => n.role))) {
-    const ms = sortedOf(entries.filter((e) => e.role === role && e.atMs >= from - 1000 && e.atMs < to + 1000).map((e) => e.ms));
+    const ms = sortedOf(
+      entries.filter((e) => e.role === role && e.atMs >= from - 1000 && e.atMs < to + 1000).map((e) => e.ms),
+    );
     byRole[role] = { count: ms.length, maxMs: ms.at(-1) ?? 0, p50Ms: percentile(ms, 0.5) };
   }
   return { byRole };
@@ -399,7 +450,8 @@ class Observations {
   readReplica(replica: Tracked): void {
     for (const line of replica.newLines()) {
       if (!line.includes('"outcome":"')) {
-        if (/"level":(50|60)/.test(line) && this.errorLines.length < 20) this.errorLines.push(`${replica.name}: ${line.slice(0, 400)}`);
+        if (/"level":(50|60)/.test(line) && this.errorLines.length < 20)
+          this.errorLines.push(`${replica.name}: ${line.slice(0, 400)}`);
         continue;
       }
       let record: { level?: number; schedule?: string; tick?: string; outcome?: string; lagMs?: number };
@@ -442,8 +494,11 @@ interface ReplicaMetrics {
 async function scrape(tracked: Tracked): Promise<ReplicaMetrics | undefined> {
   if (!tracked.httpPort || tracked.exit) return undefined;
   try {
-    const text = await (await fetch(`http://127.0.0.1:${tracked.httpPort}/metrics`, { signal: AbortSignal.timeout(3000) })).text();
-    const value = (name: string): number => Number(new RegExp(`^${name} ([0-9.e+-]+)`, 'm').exec(text)?.[1] ?? Number.NaN);
+    const text = await (
+      await fetch(`http://127.0.0.1:${tracked.httpPort}/metrics`, { signal: AbortSignal.timeout(3000) })
+    ).text();
+    const value = (name: string): number =>
+      Number(new RegExp(`^${name} ([0-9.e+-]+)`, 'm').exec(text)?.[1] ?? Number.NaN);
     return {
       name: tracked.name,
       rssMb: value('process_resident_memory_bytes') / 2 ** 20,
@@ -509,7 +564,10 @@ class Fleet {
   }
 
   get nodes(): RoleNode[] {
-    return [...(this.#locks?.nodes ?? []).map((node) => ({ node, role: 'lock' as const })), ...this.#queue.nodes.map((node) => ({ node, role: 'queue' as const }))];
+    return [
+      ...(this.#locks?.nodes ?? []).map((node) => ({ node, role: 'lock' as const })),
+      ...this.#queue.nodes.map((node) => ({ node, role: 'queue' as const })),
+    ];
   }
   get queueUrl(): string {
     return this.#queue.urls[0] as string;
@@ -523,9 +581,15 @@ class Fleet {
   async start(readyTimeoutMs: number): Promise<void> {
     closers.add(this.#closer);
     if (this.system === 'tickwarden') {
-      [this.#locks, this.#queue] = await Promise.all([startRedisNodes({ count: LOCK_NODES, aof: false }), startRedisNodes({ count: 1, aof: false })]);
+      [this.#locks, this.#queue] = await Promise.all([
+        startRedisNodes({ count: LOCK_NODES, aof: false }),
+        startRedisNodes({ count: 1, aof: false }),
+      ]);
       this.#dir = mkdtempSync(path.join(os.tmpdir(), 'tickwarden-scheduler-bench-'));
-      const entries = this.scheduleNames.map((name) => `  - name: ${name}\n    cron: "${this.pattern}"\n    handler: { kind: command, argv: ["true"] }\n    overlap: allow\n`);
+      const entries = this.scheduleNames.map(
+        (name) =>
+          `  - name: ${name}\n    cron: "${this.pattern}"\n    handler: { kind: command, argv: ["true"] }\n    overlap: allow\n`,
+      );
       writeFileSync(path.join(this.#dir, `${TEAM}.yaml`), `team: ${TEAM}\nschedules:\n${entries.join('')}`);
     } else {
       this.#queue = await startRedisNodes({ count: 1, aof: false });
@@ -551,14 +615,19 @@ class Fleet {
     let member: Tracked;
     if (this.system === 'tickwarden') {
       const port = await freePort();
-      member = spawnTracked(name, MAIN, {
-        TICKWARDEN_CONFIG: this.#dir as string,
-        TICKWARDEN_LOCK_NODES: (this.#locks as RedisNodes).urls.join(','),
-        TICKWARDEN_QUEUE_REDIS: this.queueUrl,
-        TICKWARDEN_REPLICA_ID: name,
-        TICKWARDEN_HTTP_PORT: String(port),
-        LOG_LEVEL: TW_LOG_LEVEL,
-      }, TW_NODE_FLAGS);
+      member = spawnTracked(
+        name,
+        MAIN,
+        {
+          TICKWARDEN_CONFIG: this.#dir as string,
+          TICKWARDEN_LOCK_NODES: (this.#locks as RedisNodes).urls.join(','),
+          TICKWARDEN_QUEUE_REDIS: this.queueUrl,
+          TICKWARDEN_REPLICA_ID: name,
+          TICKWARDEN_HTTP_PORT: String(port),
+          LOG_LEVEL: TW_LOG_LEVEL,
+        },
+        TW_NODE_FLAGS,
+      );
       member.httpPort = port;
     } else {
       member = spawnTracked(name, PRODUCER, {
@@ -598,7 +667,9 @@ class Fleet {
   async waitFor(keys: readonly string[], deadline: number): Promise<void> {
     for (;;) {
       this.read();
-      const missing = keys.some((key) => !this.obs.seen.has(key) || (this.system === 'tickwarden' && !this.obs.enqueued.has(key)));
+      const missing = keys.some(
+        (key) => !this.obs.seen.has(key) || (this.system === 'tickwarden' && !this.obs.enqueued.has(key)),
+      );
       if (!missing || Date.now() >= deadline) return;
       await sleep(250);
     }
@@ -621,7 +692,11 @@ class Fleet {
         writeFileSync(path.join(LOG_DIR, `${this.phase}-${tracked.name}.log`), `${tracked.proc.lines.join('\n')}\n`);
       }
     }
-    await Promise.all([this.consumer, ...this.everyMember].filter(Boolean).map((tracked) => tracked.proc.stop('SIGKILL', 0).catch(noop)));
+    await Promise.all(
+      [this.consumer, ...this.everyMember]
+        .filter(Boolean)
+        .map((tracked) => tracked.proc.stop('SIGKILL', 0).catch(noop)),
+    );
     await Promise.all([this.#locks?.close(), this.#queue?.close()]);
     if (this.#dir) rmSync(this.#dir, { recursive: true, force: true });
   }
@@ -697,7 +772,8 @@ function analyze(fleet: Fleet, ticks: readonly number[]): TickAnalysis {
         ahead.push(tick - seen.timestamp);
         if (seen.count > 1) {
           duplicates++;
-          if (duplicateExamples.length < 10) duplicateExamples.push(`${name} ${new Date(tick).toISOString()} x${seen.count}`);
+          if (duplicateExamples.length < 10)
+            duplicateExamples.push(`${name} ${new Date(tick).toISOString()} x${seen.count}`);
           extraDeliveries += seen.count - 1;
         }
       }
@@ -740,7 +816,13 @@ function analyze(fleet: Fleet, ticks: readonly number[]): TickAnalysis {
     createdAheadP50Ms: percentile(sortedOf(ahead), 0.5),
     enqueue:
       fleet.system === 'tickwarden'
-        ? { none, multiple, lagP50Ms: percentile(lagSorted, 0.5), lagP99Ms: percentile(lagSorted, 0.99), lagMaxMs: lagSorted.at(-1) ?? Number.NaN }
+        ? {
+            none,
+            multiple,
+            lagP50Ms: percentile(lagSorted, 0.5),
+            lagP99Ms: percentile(lagSorted, 0.99),
+            lagMaxMs: lagSorted.at(-1) ?? Number.NaN,
+          }
         : null,
     warnings,
     missedBySecond,
@@ -750,7 +832,8 @@ function analyze(fleet: Fleet, ticks: readonly number[]): TickAnalysis {
   };
 }
 
-const secondsOf = (from: number, to: number): number[] => Array.from({ length: Math.round((to - from) / 1000) }, (_, i) => from + i * 1000);
+const secondsOf = (from: number, to: number): number[] =>
+  Array.from({ length: Math.round((to - from) / 1000) }, (_, i) => from + i * 1000);
 
 interface ProcessStats {
   name: string;
@@ -790,9 +873,19 @@ interface MachineShare {
   otherPct: number;
 }
 
-function machineShare(delta: { busyPct: number; benchPct: number }, members: readonly ProcessStats[], consumer: ProcessStats | undefined, redis: RedisDelta): MachineShare {
+function machineShare(
+  delta: { busyPct: number; benchPct: number },
+  members: readonly ProcessStats[],
+  consumer: ProcessStats | undefined,
+  redis: RedisDelta,
+): MachineShare {
   const systemPct = members.reduce((sum, m) => sum + m.cpuPct, 0) + (consumer?.cpuPct ?? 0) + redis.cpuPct;
-  return { busyPct: delta.busyPct, systemPct, benchPct: delta.benchPct, otherPct: delta.busyPct - systemPct - delta.benchPct };
+  return {
+    busyPct: delta.busyPct,
+    systemPct,
+    benchPct: delta.benchPct,
+    otherPct: delta.busyPct - systemPct - delta.benchPct,
+  };
 }
 
 interface PerSecondResult {
@@ -820,11 +913,16 @@ interface PerSecondResult {
 }
 
 async function runPerSecond(system: System): Promise<PerSecondResult> {
-  log(`(a)+(b) ${LABEL[system]}: starting Redis, consumer and ${REPLICAS} ${system === 'tickwarden' ? 'replicas' : 'producers'} with ${PER_SECOND_SCHEDULES} per-second schedules`);
+  log(
+    `(a)+(b) ${LABEL[system]}: starting Redis, consumer and ${REPLICAS} ${system === 'tickwarden' ? 'replicas' : 'producers'} with ${PER_SECOND_SCHEDULES} per-second schedules`,
+  );
   const fleet = new Fleet(system, PER_SECOND_SCHEDULES, PER_SECOND_PATTERN);
   try {
     await fleet.start(60_000);
-    if (system === 'bullmq') log(`  upserts: ${fleet.upserts.map((u) => `${u.name} ${u.ms} ms${u.errors ? ` (${u.errors} errors)` : ''}`).join(', ')}`);
+    if (system === 'bullmq')
+      log(
+        `  upserts: ${fleet.upserts.map((u) => `${u.name} ${u.ms} ms${u.errors ? ` (${u.errors} errors)` : ''}`).join(', ')}`,
+      );
     const w0 = ceilTo(Date.now() + WARMUP_MS, 1000);
     const w1 = w0 + WINDOW_S * 1000;
     log(`  (a) window ${new Date(w0).toISOString()} + ${WINDOW_S} s`);
@@ -843,7 +941,16 @@ async function runPerSecond(system: System): Promise<PerSecondResult> {
     for (let slot = 0; slot < REPLICAS; slot++) {
       const old = fleet.members[slot] as Tracked;
       const termAt = Date.now();
-      const restart: Restart = { slot, stopped: old.name, started: '', readyAfterMs: Number.NaN, drainMs: null, exitCode: null, exitSignal: null, at: new Date(termAt).toISOString() };
+      const restart: Restart = {
+        slot,
+        stopped: old.name,
+        started: '',
+        readyAfterMs: Number.NaN,
+        drainMs: null,
+        exitCode: null,
+        exitSignal: null,
+        at: new Date(termAt).toISOString(),
+      };
       restarts.push(restart);
       exits.push(
         old.stop('SIGTERM', 25_000).then(() => {
@@ -865,7 +972,9 @@ async function runPerSecond(system: System): Promise<PerSecondResult> {
     clearInterval(progress);
     const windowTicks = secondsOf(w0, w1);
     const rollingTicks = secondsOf(w1, b1);
-    const keys = [...windowTicks, ...rollingTicks].flatMap((tick) => fleet.scheduleNames.map((name) => `${name}@${tick}`));
+    const keys = [...windowTicks, ...rollingTicks].flatMap((tick) =>
+      fleet.scheduleNames.map((name) => `${name}@${tick}`),
+    );
     log(`  draining (up to ${DRAIN_MS / 1000} s)`);
     await fleet.waitFor(keys, Date.now() + DRAIN_MS);
     const slow = await readSlowlog(fleet.nodes);
@@ -896,7 +1005,8 @@ async function runPerSecond(system: System): Promise<PerSecondResult> {
     };
     for (const [second, count] of Object.entries(result.rolling.missedBySecond)) {
       const tick = Date.parse(second);
-      if (restarts.some((x) => tick >= Date.parse(x.at) && tick <= Date.parse(x.at) + x.readyAfterMs + 2000)) result.missedNearRestart += count;
+      if (restarts.some((x) => tick >= Date.parse(x.at) && tick <= Date.parse(x.at) + x.readyAfterMs + 2000))
+        result.missedNearRestart += count;
     }
     log(
       `  (a) missed ${result.window.missed}, duplicates ${result.window.duplicates}, start p99 ${result.window.startP99Ms} ms; ` +
@@ -946,7 +1056,12 @@ interface BurstResult {
 const BURST_LEAD_IN_MS = 12_000;
 
 /** Polls the count of the queue's delayed jobs due at or before `tickMs` until it is 0; resolves the wall time, or null. */
-async function pollDelayedDrained(url: string, queue: string, tickMs: number, deadline: number): Promise<number | null> {
+async function pollDelayedDrained(
+  url: string,
+  queue: string,
+  tickMs: number,
+  deadline: number,
+): Promise<number | null> {
   const client = new Redis(url, { maxRetriesPerRequest: 1 });
   client.on('error', noop);
   try {
@@ -964,14 +1079,19 @@ async function pollDelayedDrained(url: string, queue: string, tickMs: number, de
 }
 
 async function runBurst(system: System): Promise<BurstResult> {
-  log(`(c) ${LABEL[system]}: starting Redis, consumer and ${REPLICAS} ${system === 'tickwarden' ? 'replicas' : 'producers'} with ${BURST_SCHEDULES} schedules "${BURST_PATTERN}"`);
+  log(
+    `(c) ${LABEL[system]}: starting Redis, consumer and ${REPLICAS} ${system === 'tickwarden' ? 'replicas' : 'producers'} with ${BURST_SCHEDULES} schedules "${BURST_PATTERN}"`,
+  );
   const fleet = new Fleet(system, BURST_SCHEDULES, BURST_PATTERN);
   try {
     const t0 = Date.now();
     await fleet.start(120_000);
     const startupMs = Date.now() - t0;
     const readyMetrics = await fleet.scrapeMembers();
-    if (system === 'bullmq') log(`  upserts: ${fleet.upserts.map((u) => `${u.name} ${u.ms} ms${u.errors ? ` (${u.errors} errors)` : ''}`).join(', ')}`);
+    if (system === 'bullmq')
+      log(
+        `  upserts: ${fleet.upserts.map((u) => `${u.name} ${u.ms} ms${u.errors ? ` (${u.errors} errors)` : ''}`).join(', ')}`,
+      );
     const first = ceilTo(Date.now() + BURST_LEAD_IN_MS + 2000, 60_000);
     const boundaries: BoundaryResult[] = [];
     const from = Date.now();
@@ -980,7 +1100,9 @@ async function runBurst(system: System): Promise<BurstResult> {
       const restartedBefore: string[] = [];
       for (const [slot, member] of fleet.members.entries()) {
         if (!member.crashed) continue;
-        log(`  ${member.name} exited on its own (code ${member.exit?.code}, signal ${member.exit?.signal}): starting it again, as Kubernetes would`);
+        log(
+          `  ${member.name} exited on its own (code ${member.exit?.code}, signal ${member.exit?.signal}): starting it again, as Kubernetes would`,
+        );
         restartedBefore.push(member.name);
         await fleet.startMember(slot, k, 120_000);
       }
@@ -989,7 +1111,12 @@ async function runBurst(system: System): Promise<BurstResult> {
       await fleet.scrapeMembers();
       const snap0 = await redisSnapshot(fleet.nodes);
       const deadline = boundary + BURST_WAIT_MS;
-      const promoted = pollDelayedDrained(fleet.queueUrl, system === 'bullmq' ? PEER_QUEUE : TW_QUEUE, boundary, deadline);
+      const promoted = pollDelayedDrained(
+        fleet.queueUrl,
+        system === 'bullmq' ? PEER_QUEUE : TW_QUEUE,
+        boundary,
+        deadline,
+      );
       const keys = fleet.scheduleNames.map((name) => `${name}@${boundary}`);
       await sleepUntil(boundary);
       await fleet.waitFor(keys, deadline);
@@ -1046,8 +1173,11 @@ async function runBurst(system: System): Promise<BurstResult> {
 // ---------------------------------------------------------------- report
 
 const fmt = (value: number | null | undefined, digits = 0): string =>
-  value === null || value === undefined || Number.isNaN(value) ? 'n/a' : value.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits });
-const list = (stats: readonly ProcessStats[], pick: (s: ProcessStats) => number, digits = 0): string => (stats.length > 0 ? stats.map((s) => fmt(pick(s), digits)).join(' / ') : 'n/a');
+  value === null || value === undefined || Number.isNaN(value)
+    ? 'n/a'
+    : value.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits });
+const list = (stats: readonly ProcessStats[], pick: (s: ProcessStats) => number, digits = 0): string =>
+  stats.length > 0 ? stats.map((s) => fmt(pick(s), digits)).join(' / ') : 'n/a';
 const warningsText = (w: Record<string, number>): string =>
   Object.keys(w).length === 0
     ? 'none'
@@ -1055,11 +1185,17 @@ const warningsText = (w: Record<string, number>): string =>
         .map(([k, v]) => `${k} ${v}`)
         .join(', ');
 
-const metricsText = (metrics: readonly ReplicaMetrics[], pick: (m: ReplicaMetrics) => string): string => (metrics.length > 0 ? metrics.map(pick).join(' / ') : 'n/a');
+const metricsText = (metrics: readonly ReplicaMetrics[], pick: (m: ReplicaMetrics) => string): string =>
+  metrics.length > 0 ? metrics.map(pick).join(' / ') : 'n/a';
 const crashText = (crashes: readonly Crash[]): string =>
   crashes.length === 0
     ? 'none'
-    : crashes.map((c) => `${c.name} (exit ${c.code ?? c.signal}): ${(c.lastLines.find((l) => /Error/.test(l)) ?? c.lastLines.at(-1) ?? '').trim().slice(0, 90).replaceAll('|', '\\|')}`).join('; ');
+    : crashes
+        .map(
+          (c) =>
+            `${c.name} (exit ${c.code ?? c.signal}): ${(c.lastLines.find((l) => /Error/.test(l)) ?? c.lastLines.at(-1) ?? '').trim().slice(0, 90).replaceAll('|', '\\|')}`,
+        )
+        .join('; ');
 
 const lockScripts = (d: RedisDelta): string => {
   const lock = d.byRole.lock;
@@ -1096,7 +1232,11 @@ function perSecondTables(results: Partial<Record<System, PerSecondResult>>): str
     ['missed ticks (never started by the consumer)', (s) => fmt(r(s).window.missed)],
     ['duplicate ticks (started twice or more)', (s) => fmt(r(s).window.duplicates)],
     ['missed ticks whose previous tick started only after their time', (s) => fmt(r(s).window.missedAfterLateStart)],
-    ['Tickwarden `enqueued`/`recovered` log lines per tick: ticks with 0 / with >1', (s) => (r(s).window.enqueue ? `${fmt(r(s).window.enqueue?.none)} / ${fmt(r(s).window.enqueue?.multiple)}` : 'n/a')],
+    [
+      'Tickwarden `enqueued`/`recovered` log lines per tick: ticks with 0 / with >1',
+      (s) =>
+        r(s).window.enqueue ? `${fmt(r(s).window.enqueue?.none)} / ${fmt(r(s).window.enqueue?.multiple)}` : 'n/a',
+    ],
     [
       'tick-to-enqueue p50 / p99 / max, ms (negative: enqueued before its tick)',
       (s) =>
@@ -1104,21 +1244,42 @@ function perSecondTables(results: Partial<Record<System, PerSecondResult>>): str
           ? `${fmt(r(s).window.enqueue?.lagP50Ms)} / ${fmt(r(s).window.enqueue?.lagP99Ms)} / ${fmt(r(s).window.enqueue?.lagMaxMs)}`
           : `n/a (job created ${fmt(r(s).window.createdAheadP50Ms)} ms before its tick, p50)`,
     ],
-    ['tick-to-worker-start p50 / p99 / max, ms', (s) => `${fmt(r(s).window.startP50Ms)} / ${fmt(r(s).window.startP99Ms)} / ${fmt(r(s).window.startMaxMs)}`],
-    ['Redis commands per tick per schedule (all servers, INFO commandstats)', (s) => fmt(r(s).commandsPerTickPerSchedule, 1)],
+    [
+      'tick-to-worker-start p50 / p99 / max, ms',
+      (s) => `${fmt(r(s).window.startP50Ms)} / ${fmt(r(s).window.startP99Ms)} / ${fmt(r(s).window.startMaxMs)}`,
+    ],
+    [
+      'Redis commands per tick per schedule (all servers, INFO commandstats)',
+      (s) => fmt(r(s).commandsPerTickPerSchedule, 1),
+    ],
     ['Redis CPU, % of one core (all servers)', (s) => fmt(r(s).redis.cpuPct, 1)],
     ['lock nodes: script calls per s, mean server ms per script (commandstats)', (s) => lockScripts(r(s).redis)],
-    [`Redis scripts slower than ${SLOWLOG_US / 1000} ms (SLOWLOG): lock nodes count, max ms / queue Redis count, max ms`, (s) => slowText(r(s).slow)],
+    [
+      `Redis scripts slower than ${SLOWLOG_US / 1000} ms (SLOWLOG): lock nodes count, max ms / queue Redis count, max ms`,
+      (s) => slowText(r(s).slow),
+    ],
     [`RSS per ${'replica'}/producer, peak MB`, (s) => list(r(s).members, (m) => m.rssMaxMb)],
     [`CPU per ${'replica'}/producer, % of one core`, (s) => list(r(s).members, (m) => m.cpuPct, 1)],
     ['consumer CPU %, peak RSS MB', (s) => `${fmt(r(s).consumer?.cpuPct, 1)}, ${fmt(r(s).consumer?.rssMaxMb)}`],
-    ['Tickwarden outcomes other than `enqueued` (info and above) for these ticks', (s) => (s === 'tickwarden' ? warningsText(r(s).window.warnings) : 'n/a')],
-    ['replica event-loop delay p99 / max over the window, ms (each replica\'s /metrics)', (s) => metricsText(r(s).replicaMetrics, (m) => `${fmt(m.loopDelayP99Ms)}/${fmt(m.loopDelayMaxMs)}`)],
-    ['replica V8 heap used / RSS at the end of the window, MB (/metrics)', (s) => metricsText(r(s).replicaMetrics, (m) => `${fmt(m.heapUsedMb)}/${fmt(m.rssMb)}`)],
+    [
+      'Tickwarden outcomes other than `enqueued` (info and above) for these ticks',
+      (s) => (s === 'tickwarden' ? warningsText(r(s).window.warnings) : 'n/a'),
+    ],
+    [
+      "replica event-loop delay p99 / max over the window, ms (each replica's /metrics)",
+      (s) => metricsText(r(s).replicaMetrics, (m) => `${fmt(m.loopDelayP99Ms)}/${fmt(m.loopDelayMaxMs)}`),
+    ],
+    [
+      'replica V8 heap used / RSS at the end of the window, MB (/metrics)',
+      (s) => metricsText(r(s).replicaMetrics, (m) => `${fmt(m.heapUsedMb)}/${fmt(m.rssMb)}`),
+    ],
     ['processes that exited on their own (a and b)', (s) => crashText(r(s).crashes)],
     [
       `machine CPU busy, % of one core (of ${os.availableParallelism() * 100}): all / this system / the bench / other processes`,
-      (s) => [r(s).machine.busyPct, r(s).machine.systemPct, r(s).machine.benchPct, r(s).machine.otherPct].map((x) => fmt(x)).join(' / '),
+      (s) =>
+        [r(s).machine.busyPct, r(s).machine.systemPct, r(s).machine.benchPct, r(s).machine.otherPct]
+          .map((x) => fmt(x))
+          .join(' / '),
     ],
   ];
   const rowsB: Row[] = [
@@ -1127,16 +1288,49 @@ function perSecondTables(results: Partial<Record<System, PerSecondResult>>): str
     ['duplicate ticks', (s) => fmt(r(s).rolling.duplicates)],
     ['missed ticks whose previous tick started only after their time', (s) => fmt(r(s).rolling.missedAfterLateStart)],
     ['missed ticks due between a SIGTERM and 2 s after its replacement was ready', (s) => fmt(r(s).missedNearRestart)],
-    ['Tickwarden `enqueued`/`recovered` log lines per tick: ticks with 0 / with >1', (s) => (r(s).rolling.enqueue ? `${fmt(r(s).rolling.enqueue?.none)} / ${fmt(r(s).rolling.enqueue?.multiple)}` : 'n/a')],
+    [
+      'Tickwarden `enqueued`/`recovered` log lines per tick: ticks with 0 / with >1',
+      (s) =>
+        r(s).rolling.enqueue ? `${fmt(r(s).rolling.enqueue?.none)} / ${fmt(r(s).rolling.enqueue?.multiple)}` : 'n/a',
+    ],
     ['tick-to-enqueue p99, ms', (s) => (r(s).rolling.enqueue ? fmt(r(s).rolling.enqueue?.lagP99Ms) : 'n/a')],
-    ['tick-to-worker-start p50 / p99 / max, ms', (s) => `${fmt(r(s).rolling.startP50Ms)} / ${fmt(r(s).rolling.startP99Ms)} / ${fmt(r(s).rolling.startMaxMs)}`],
-    ['SIGTERM to replacement ready, ms (each)', (s) => r(s).restarts.map((x) => fmt(x.readyAfterMs)).join(' / ')],
-    ['SIGTERM to exit of the stopped process, ms (exit code)', (s) => r(s).restarts.map((x) => `${fmt(x.drainMs)} (${x.exitCode ?? x.exitSignal})`).join(' / ')],
-    ['BullMQ upserts per producer: ms (errors)', (s) => (s === 'bullmq' ? r(s).upserts.map((u) => `${fmt(u.ms)} (${u.errors})`).join(' / ') : 'n/a')],
+    [
+      'tick-to-worker-start p50 / p99 / max, ms',
+      (s) => `${fmt(r(s).rolling.startP50Ms)} / ${fmt(r(s).rolling.startP99Ms)} / ${fmt(r(s).rolling.startMaxMs)}`,
+    ],
+    [
+      'SIGTERM to replacement ready, ms (each)',
+      (s) =>
+        r(s)
+          .restarts.map((x) => fmt(x.readyAfterMs))
+          .join(' / '),
+    ],
+    [
+      'SIGTERM to exit of the stopped process, ms (exit code)',
+      (s) =>
+        r(s)
+          .restarts.map((x) => `${fmt(x.drainMs)} (${x.exitCode ?? x.exitSignal})`)
+          .join(' / '),
+    ],
+    [
+      'BullMQ upserts per producer: ms (errors)',
+      (s) =>
+        s === 'bullmq'
+          ? r(s)
+              .upserts.map((u) => `${fmt(u.ms)} (${u.errors})`)
+              .join(' / ')
+          : 'n/a',
+    ],
     ['Redis commands per tick per schedule', (s) => fmt(r(s).commandsPerTickPerScheduleRolling, 1)],
     ['lock nodes: script calls per s, mean server ms per script (commandstats)', (s) => lockScripts(r(s).redisRolling)],
-    [`Redis scripts slower than ${SLOWLOG_US / 1000} ms (SLOWLOG): lock nodes count, max ms / queue Redis count, max ms`, (s) => slowText(r(s).slowRolling)],
-    ['Tickwarden outcomes other than `enqueued` (info and above) for these ticks', (s) => (s === 'tickwarden' ? warningsText(r(s).rolling.warnings) : 'n/a')],
+    [
+      `Redis scripts slower than ${SLOWLOG_US / 1000} ms (SLOWLOG): lock nodes count, max ms / queue Redis count, max ms`,
+      (s) => slowText(r(s).slowRolling),
+    ],
+    [
+      'Tickwarden outcomes other than `enqueued` (info and above) for these ticks',
+      (s) => (s === 'tickwarden' ? warningsText(r(s).rolling.warnings) : 'n/a'),
+    ],
   ];
   const any = r(systems[0] as System);
   return [
@@ -1156,8 +1350,19 @@ function burstTables(results: Partial<Record<System, BurstResult>>): string[] {
   const r = (s: System): BurstResult => results[s] as BurstResult;
   const rows: Row[] = [
     ['start-up (Redis, consumer, 3 ready), ms', (s) => fmt(r(s).startupMs)],
-    ['replica V8 heap used / RSS once ready, before any boundary, MB (/metrics)', (s) => metricsText(r(s).readyMetrics, (m) => `${fmt(m.heapUsedMb)}/${fmt(m.rssMb)}`)],
-    ['BullMQ upserts per producer: ms (errors)', (s) => (s === 'bullmq' ? r(s).upserts.map((u) => `${fmt(u.ms)} (${u.errors})`).join(' / ') : 'n/a')],
+    [
+      'replica V8 heap used / RSS once ready, before any boundary, MB (/metrics)',
+      (s) => metricsText(r(s).readyMetrics, (m) => `${fmt(m.heapUsedMb)}/${fmt(m.rssMb)}`),
+    ],
+    [
+      'BullMQ upserts per producer: ms (errors)',
+      (s) =>
+        s === 'bullmq'
+          ? r(s)
+              .upserts.map((u) => `${fmt(u.ms)} (${u.errors})`)
+              .join(' / ')
+          : 'n/a',
+    ],
   ];
   const count = Math.max(...systems.map((s) => r(s).boundaries.length));
   for (let k = 0; k < count; k++) {
@@ -1167,31 +1372,62 @@ function burstTables(results: Partial<Record<System, BurstResult>>): string[] {
       return x ? f(x) : 'not run';
     };
     rows.push(
-      [`boundary ${k + 1}: missed / duplicate ticks (of ${fmt(BURST_SCHEDULES)})`, cell((x) => `${fmt(x.analysis.missed)} / ${fmt(x.analysis.duplicates)}`)],
+      [
+        `boundary ${k + 1}: missed / duplicate ticks (of ${fmt(BURST_SCHEDULES)})`,
+        cell((x) => `${fmt(x.analysis.missed)} / ${fmt(x.analysis.duplicates)}`),
+      ],
       [
         `boundary ${k + 1}: boundary to all enqueued, ms (negative: before it); all promoted from delayed to wait`,
         (s) => {
           const x = b(s);
           if (!x) return 'not run';
           const promoted = `all promoted to wait: ${x.allPromotedMs === null ? 'n/a' : `${fmt(x.allPromotedMs)} ms`}`;
-          if (s === 'tickwarden') return x.allEnqueuedMs === null ? `not all (${fmt(x.analysis.enqueue?.none)} missing)` : `${fmt(x.allEnqueuedMs)}; ${promoted}`;
+          if (s === 'tickwarden')
+            return x.allEnqueuedMs === null
+              ? `not all (${fmt(x.analysis.enqueue?.none)} missing)`
+              : `${fmt(x.allEnqueuedMs)}; ${promoted}`;
           return `n/a (pre-created as delayed jobs ${fmt(x.analysis.createdAheadP50Ms / 1000, 1)} s ahead, p50); ${promoted}`;
         },
       ],
-      [`boundary ${k + 1}: tick-to-enqueue p50 / p99, ms (negative: before the tick)`, cell((x) => (x.analysis.enqueue ? `${fmt(x.analysis.enqueue.lagP50Ms)} / ${fmt(x.analysis.enqueue.lagP99Ms)}` : 'n/a'))],
-      [`boundary ${k + 1}: boundary to all started by the consumer, ms`, cell((x) => (x.allStartedMs === null ? 'not all' : fmt(x.allStartedMs)))],
-      [`boundary ${k + 1}: tick-to-worker-start p50 / p99, ms`, cell((x) => `${fmt(x.analysis.startP50Ms)} / ${fmt(x.analysis.startP99Ms)}`)],
+      [
+        `boundary ${k + 1}: tick-to-enqueue p50 / p99, ms (negative: before the tick)`,
+        cell((x) =>
+          x.analysis.enqueue ? `${fmt(x.analysis.enqueue.lagP50Ms)} / ${fmt(x.analysis.enqueue.lagP99Ms)}` : 'n/a',
+        ),
+      ],
+      [
+        `boundary ${k + 1}: boundary to all started by the consumer, ms`,
+        cell((x) => (x.allStartedMs === null ? 'not all' : fmt(x.allStartedMs))),
+      ],
+      [
+        `boundary ${k + 1}: tick-to-worker-start p50 / p99, ms`,
+        cell((x) => `${fmt(x.analysis.startP50Ms)} / ${fmt(x.analysis.startP99Ms)}`),
+      ],
       [`boundary ${k + 1}: Redis commands per schedule (all servers)`, cell((x) => fmt(x.commandsPerSchedule, 1))],
-      [`boundary ${k + 1}: lock nodes: mean server ms per script; SLOWLOG (> ${SLOWLOG_US / 1000} ms) lock / queue count, max ms`, cell((x) => `${lockScripts(x.redis)}; ${slowText(x.slow)}`)],
-      [`boundary ${k + 1}: Tickwarden outcomes other than \`enqueued\``, (s) => (s === 'tickwarden' ? (b(s) ? warningsText((b(s) as BoundaryResult).analysis.warnings) : 'not run') : 'n/a')],
-      [`boundary ${k + 1}: replica event-loop delay max, ms (/metrics)`, cell((x) => metricsText(x.replicaMetrics, (m) => fmt(m.loopDelayMaxMs)))],
+      [
+        `boundary ${k + 1}: lock nodes: mean server ms per script; SLOWLOG (> ${SLOWLOG_US / 1000} ms) lock / queue count, max ms`,
+        cell((x) => `${lockScripts(x.redis)}; ${slowText(x.slow)}`),
+      ],
+      [
+        `boundary ${k + 1}: Tickwarden outcomes other than \`enqueued\``,
+        (s) =>
+          s === 'tickwarden' ? (b(s) ? warningsText((b(s) as BoundaryResult).analysis.warnings) : 'not run') : 'n/a',
+      ],
+      [
+        `boundary ${k + 1}: replica event-loop delay max, ms (/metrics)`,
+        cell((x) => metricsText(x.replicaMetrics, (m) => fmt(m.loopDelayMaxMs))),
+      ],
       [
         `boundary ${k + 1}: processes that exited on their own around it (restarted before the next boundary)`,
         (s) => {
           const x = b(s);
           if (!x) return 'not run';
           const at = Date.parse(x.boundary);
-          return crashText(r(s).crashes.filter((c) => Date.parse(c.at) >= at - BURST_LEAD_IN_MS && Date.parse(c.at) <= at + BURST_WAIT_MS));
+          return crashText(
+            r(s).crashes.filter(
+              (c) => Date.parse(c.at) >= at - BURST_LEAD_IN_MS && Date.parse(c.at) <= at + BURST_WAIT_MS,
+            ),
+          );
         },
       ],
     );
@@ -1201,18 +1437,41 @@ function burstTables(results: Partial<Record<System, BurstResult>>): string[] {
     ['CPU per replica/producer over the boundaries, % of one core', (s) => list(r(s).members, (m) => m.cpuPct, 1)],
     ['consumer CPU %, peak RSS MB', (s) => `${fmt(r(s).consumer?.cpuPct, 1)}, ${fmt(r(s).consumer?.rssMaxMb)}`],
   );
-  return [`### (c) ${fmt(BURST_SCHEDULES)} schedules \`${BURST_PATTERN}\` (all due at second 0 of every minute), ${REPLICAS} replicas / producers`, '', ...tableOf(rows, systems), ''];
+  return [
+    `### (c) ${fmt(BURST_SCHEDULES)} schedules \`${BURST_PATTERN}\` (all due at second 0 of every minute), ${REPLICAS} replicas / producers`,
+    '',
+    ...tableOf(rows, systems),
+    '',
+  ];
 }
 
-function targets(perSecond: Partial<Record<System, PerSecondResult>>, burst: Partial<Record<System, BurstResult>>): Target[] {
+function targets(
+  perSecond: Partial<Record<System, PerSecondResult>>,
+  burst: Partial<Record<System, BurstResult>>,
+): Target[] {
   const list: Target[] = [];
   const tw = perSecond.tickwarden;
   const peer = perSecond.bullmq;
   if (tw) {
     list.push(
-      { name: '(a) Tickwarden missed / duplicate ticks', value: `${tw.window.missed} / ${tw.window.duplicates}`, target: '0 / 0', met: tw.window.missed === 0 && tw.window.duplicates === 0 },
-      { name: '(b) Tickwarden missed / duplicate ticks during the rolling restart', value: `${tw.rolling.missed} / ${tw.rolling.duplicates}`, target: '0 / 0', met: tw.rolling.missed === 0 && tw.rolling.duplicates === 0 },
-      { name: '(a) Tickwarden tick-to-enqueue p99', value: `${fmt(tw.window.enqueue?.lagP99Ms)} ms`, target: '<= 100 ms', met: (tw.window.enqueue?.lagP99Ms ?? Infinity) <= 100 },
+      {
+        name: '(a) Tickwarden missed / duplicate ticks',
+        value: `${tw.window.missed} / ${tw.window.duplicates}`,
+        target: '0 / 0',
+        met: tw.window.missed === 0 && tw.window.duplicates === 0,
+      },
+      {
+        name: '(b) Tickwarden missed / duplicate ticks during the rolling restart',
+        value: `${tw.rolling.missed} / ${tw.rolling.duplicates}`,
+        target: '0 / 0',
+        met: tw.rolling.missed === 0 && tw.rolling.duplicates === 0,
+      },
+      {
+        name: '(a) Tickwarden tick-to-enqueue p99',
+        value: `${fmt(tw.window.enqueue?.lagP99Ms)} ms`,
+        target: '<= 100 ms',
+        met: (tw.window.enqueue?.lagP99Ms ?? Infinity) <= 100,
+      },
     );
     if (peer) {
       list.push({
@@ -1230,14 +1489,24 @@ function targets(perSecond: Partial<Record<System, PerSecondResult>>, burst: Par
     const enqueued = twBurst.boundaries.map((b) => b.allEnqueuedMs);
     const rss = Math.max(...twBurst.members.map((m) => m.rssMaxMb));
     list.push(
-      { name: `(c) Tickwarden missed / duplicate ticks (${twBurst.boundaries.length} boundaries)`, value: `${missed} / ${dups}`, target: '0 / 0', met: missed === 0 && dups === 0 && twBurst.boundaries.length > 0 },
+      {
+        name: `(c) Tickwarden missed / duplicate ticks (${twBurst.boundaries.length} boundaries)`,
+        value: `${missed} / ${dups}`,
+        target: '0 / 0',
+        met: missed === 0 && dups === 0 && twBurst.boundaries.length > 0,
+      },
       {
         name: '(c) Tickwarden: all 10,000 enqueued, ms after the boundary (each boundary; negative: before it)',
         value: enqueued.map((ms) => (ms === null ? 'not all' : `${fmt(ms)} ms`)).join(', '),
         target: '<= 2000 ms',
         met: enqueued.length > 0 && enqueued.every((ms) => ms !== null && ms <= 2000),
       },
-      { name: '(c) Tickwarden RSS per replica at 10,000 schedules (peak of the 3)', value: `${fmt(rss)} MB`, target: '<= 200 MB', met: rss <= 200 },
+      {
+        name: '(c) Tickwarden RSS per replica at 10,000 schedules (peak of the 3)',
+        value: `${fmt(rss)} MB`,
+        target: '<= 200 MB',
+        met: rss <= 200,
+      },
     );
   }
   return list;
@@ -1255,7 +1524,8 @@ function git(...args: string[]): string {
 
 async function main(): Promise<void> {
   const startedAt = new Date();
-  const redisVersion = /v=(\S+)/.exec(execFileSync('redis-server', ['--version'], { encoding: 'utf8' }))?.[1] ?? 'unknown';
+  const redisVersion =
+    /v=(\S+)/.exec(execFileSync('redis-server', ['--version'], { encoding: 'utf8' }))?.[1] ?? 'unknown';
   const env = {
     date: startedAt.toISOString(),
     nproc: os.availableParallelism(),
@@ -1263,7 +1533,8 @@ async function main(): Promise<void> {
     memoryGb: Math.round(os.totalmem() / 2 ** 30),
     node: process.version,
     redisServer: redisVersion,
-    bullmq: (JSON.parse(readFileSync(new URL('node_modules/bullmq/package.json', ROOT), 'utf8')) as { version: string }).version,
+    bullmq: (JSON.parse(readFileSync(new URL('node_modules/bullmq/package.json', ROOT), 'utf8')) as { version: string })
+      .version,
     command: 'npm run bench:scheduler',
     commit: git('rev-parse', '--short', 'HEAD'),
     /** Uncommitted changes in what the replicas run when the run started (the code measured may differ from the commit). */
@@ -1309,7 +1580,22 @@ async function main(): Promise<void> {
       {
         env: { ...env, loadAverageAtEnd },
         durationSeconds: seconds,
-        settings: { REPLICAS, LOCK_NODES, PER_SECOND_SCHEDULES, PER_SECOND_PATTERN, BURST_SCHEDULES, BURST_PATTERN, WARMUP_MS, WINDOW_S, ROLLING_PAUSE_MS, BOUNDARIES, SAMPLE_MS, DRAIN_MS, BURST_WAIT_MS, CONSUMER_CONCURRENCY: 100 },
+        settings: {
+          REPLICAS,
+          LOCK_NODES,
+          PER_SECOND_SCHEDULES,
+          PER_SECOND_PATTERN,
+          BURST_SCHEDULES,
+          BURST_PATTERN,
+          WARMUP_MS,
+          WINDOW_S,
+          ROLLING_PAUSE_MS,
+          BOUNDARIES,
+          SAMPLE_MS,
+          DRAIN_MS,
+          BURST_WAIT_MS,
+          CONSUMER_CONCURRENCY: 100,
+        },
         perSecond,
         burst,
         targets: targetList,

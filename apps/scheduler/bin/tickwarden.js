@@ -12,7 +12,11 @@ import { fileURLToPath } from 'node:url';
 // Absent only where the sources run without the repository around them (the container image,
 // whose Node the image pins).
 const guard = fileURLToPath(new URL('../../../scripts/check-node.cjs', import.meta.url));
-const problem = existsSync(guard) ? nodeModule.createRequire(import.meta.url)(guard).nodeProblem() : undefined;
+const problem = existsSync(guard)
+  ? nodeModule
+      .createRequire(import.meta.url)(guard)
+      .nodeProblem()
+  : undefined;
 if (problem) {
   process.stderr.write(problem);
   process.exit(2);
@@ -20,7 +24,10 @@ if (problem) {
 
 nodeModule.registerHooks({
   resolve(specifier, context, nextResolve) {
-    return nextResolve(specifier, Object.assign({}, context, { conditions: context.conditions.concat('@tickwarden/source') }));
+    return nextResolve(
+      specifier,
+      Object.assign({}, context, { conditions: context.conditions.concat('@tickwarden/source') }),
+    );
   },
 });
 import('../src/cli.ts').catch((error) => {

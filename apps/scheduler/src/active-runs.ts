@@ -36,8 +36,13 @@ type ActiveJob = Pick<Job, 'id' | 'data' | 'progress' | 'processedBy' | 'process
 
 /** A job's run as the console shows it, from the job alone (no call to the lock nodes). */
 export function activeRun(job: ActiveJob): ActiveRun {
-  const progress = (typeof job.progress === 'object' && job.progress !== null ? job.progress : {}) as HandlerStartedMark;
-  const started = progress.handlerStarted === true && progress.attemptsMade === job.attemptsMade && typeof progress.fence === 'number';
+  const progress = (
+    typeof job.progress === 'object' && job.progress !== null ? job.progress : {}
+  ) as HandlerStartedMark;
+  const started =
+    progress.handlerStarted === true &&
+    progress.attemptsMade === job.attemptsMade &&
+    typeof progress.fence === 'number';
   const data = (typeof job.data === 'object' && job.data !== null ? job.data : {}) as Partial<TickJobData>;
   return {
     jobId: job.id ?? '',

@@ -31,7 +31,9 @@ export function historyReachMs(records: readonly TickRecord[], retention: Histor
 
 /** The tick's own records: those at it (a manual trigger's is no tick's), and a gap (ticks missed while no replica ran) that covers it. */
 function recordsOf(tickMs: number, records: readonly TickRecord[]): TickRecord[] {
-  const covers = (record: TickRecord) => record.tickMs === tickMs || (record.gap !== undefined && record.gap.firstTickMs <= tickMs && tickMs < record.tickMs);
+  const covers = (record: TickRecord) =>
+    record.tickMs === tickMs ||
+    (record.gap !== undefined && record.gap.firstTickMs <= tickMs && tickMs < record.tickMs);
   return records.filter((record) => record.outcome !== 'triggered' && covers(record));
 }
 
@@ -43,7 +45,11 @@ function recordsOf(tickMs: number, records: readonly TickRecord[]): TickRecord[]
  * the lock nodes confirm: the backfill starts each fired tick's claim, which a run that started
  * holds.
  */
-export function planBackfill(ticks: readonly number[], records: readonly TickRecord[], runs: readonly RunRecord[]): BackfillTick[] {
+export function planBackfill(
+  ticks: readonly number[],
+  records: readonly TickRecord[],
+  runs: readonly RunRecord[],
+): BackfillTick[] {
   return ticks.map((tickMs): BackfillTick => {
     const own = recordsOf(tickMs, records);
     const skip = (why: string): BackfillTick => ({ tickMs, action: 'skip', why });
@@ -52,12 +58,23 @@ export function planBackfill(ticks: readonly number[], records: readonly TickRec
     const published = own.find((record) => !NOT_PUBLISHED.has(record.outcome));
     if (published === undefined) {
       const [record] = own as [TickRecord];
-      return { tickMs, action: 'fire', why: record.gap ? 'missed while no replica ran' : `${record.outcome}${record.reason ? ` (${record.reason})` : ''}` };
+      return {
+        tickMs,
+        action: 'fire',
+        why: record.gap
+          ? 'missed while no replica ran'
+          : `${record.outcome}${record.reason ? ` (${record.reason})` : ''}`,
+      };
     }
     const ran = runs.filter((run) => run.tickMs === tickMs);
-    if (ran.length === 0) return skip(`${published.outcome}; no run recorded (queued, running, or beyond the run history)`);
+    if (ran.length === 0)
+      return skip(`${published.outcome}; no run recorded (queued, running, or beyond the run history)`);
     const started = ran.find((run) => !NOT_RUN_OUTCOMES.has(run.outcome));
     if (started) return skip(`${published.outcome}; its run ${started.outcome}`);
-    return { tickMs, action: 'fire', why: `${published.outcome}; its job did not run (${[...new Set(ran.map((run) => run.outcome))].join(', ')})` };
+    return {
+      tickMs,
+      action: 'fire',
+      why: `${published.outcome}; its job did not run (${[...new Set(ran.map((run) => run.outcome))].join(', ')})`,
+    };
   });
 }

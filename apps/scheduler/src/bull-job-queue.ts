@@ -45,7 +45,11 @@ export class BullJobQueue implements JobQueue {
         // every job's pipeline at once (each is ~5 KB until its reply).
         for (let from = 0; from < entries.length; from += ENQUEUE_SLICE) {
           const slice = entries.slice(from, from + ENQUEUE_SLICE);
-          const error = await this.#addBulk(queue, slice.map((run) => this.#job(run)), giveUpAt);
+          const error = await this.#addBulk(
+            queue,
+            slice.map((run) => this.#job(run)),
+            giveUpAt,
+          );
           for (const entry of slice) outcome[entry.index] = error;
         }
       }),

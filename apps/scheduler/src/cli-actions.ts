@@ -3,14 +3,30 @@
 // `--help` and `--version` do not need.
 import { hostname, userInfo } from 'node:os';
 import type { ConnectionOptions } from 'node:tls';
-import { ALLOW_VARIABLE, DENY_VARIABLE, formatConfigError, loadConfig, parseDuration, parseHttpDestinations, parseSchedulerEnv, redactUrl, type ScheduleConfig } from '@tickwarden/config';
+import {
+  ALLOW_VARIABLE,
+  DENY_VARIABLE,
+  formatConfigError,
+  loadConfig,
+  parseDuration,
+  parseHttpDestinations,
+  parseSchedulerEnv,
+  redactUrl,
+  type ScheduleConfig,
+} from '@tickwarden/config';
 import { queueName } from '@tickwarden/contracts';
 import { IoredisLockNode, LOCK_CLIENT_OPTIONS, Redlock, RedlockError, type LockNode } from '@tickwarden/redlock';
 import { loadRedisTls, redisOptionsFor, RunHistory } from '@tickwarden/runtime';
 import { Queue } from 'bullmq';
 import { Redis, type RedisOptions } from 'ioredis';
 import { pino } from 'pino';
-import { backfillSchedule, pauseSchedule, resumeSchedule, triggerSchedule, type QueueContext } from './control-actions.ts';
+import {
+  backfillSchedule,
+  pauseSchedule,
+  resumeSchedule,
+  triggerSchedule,
+  type QueueContext,
+} from './control-actions.ts';
 import { RedisReplicaStore } from './replica-store.ts';
 import { inZone } from './in-zone.ts';
 import { TickPlanner } from './tick-planner.ts';
@@ -44,7 +60,8 @@ async function schedulesAt(path: string): Promise<ScheduleConfig[]> {
 
 function find(schedules: ScheduleConfig[], id: string): ScheduleConfig {
   const schedule = schedules.find((s) => s.id === id);
-  if (!schedule) throw new ConfigError(`no schedule "${id}" (known: ${schedules.map((s) => s.id).join(', ') || 'none'})`);
+  if (!schedule)
+    throw new ConfigError(`no schedule "${id}" (known: ${schedules.map((s) => s.id).join(', ') || 'none'})`);
   return schedule;
 }
 
@@ -60,7 +77,13 @@ interface Environment {
 function environment(): Environment {
   const env = parseSchedulerEnv(process.env);
   const tls = env.ok ? loadRedisTls(env.value.redisTls) : env;
-  if (!env.ok || !tls.ok) throw new ConfigError((env.ok ? [] : env.errors).concat(tls.ok ? [] : tls.errors).map((e) => `${e.variable}: ${e.message}`).join('\n'));
+  if (!env.ok || !tls.ok)
+    throw new ConfigError(
+      (env.ok ? [] : env.errors)
+        .concat(tls.ok ? [] : tls.errors)
+        .map((e) => `${e.variable}: ${e.message}`)
+        .join('\n'),
+    );
   return { ...env.value, tls: tls.value };
 }
 
@@ -82,7 +105,13 @@ function hostPort(url: string): string {
 async function connect(url: string, options: RedisOptions): Promise<Redis> {
   // disconnectTimeout: how long a disconnect waits for the server's side of the close before it
   // destroys the socket (ioredis: 2 s, a timer that would hold the exit; a stopped server never closes).
-  const redis = new Redis(url, { connectTimeout: CONNECT_TIMEOUT_MS, ...options, lazyConnect: true, retryStrategy: () => null, disconnectTimeout: 100 });
+  const redis = new Redis(url, {
+    connectTimeout: CONNECT_TIMEOUT_MS,
+    ...options,
+    lazyConnect: true,
+    retryStrategy: () => null,
+    disconnectTimeout: 100,
+  });
   let lastError: Error | undefined;
   redis.on('error', (error: Error) => (lastError = error));
   let timer: NodeJS.Timeout | undefined;
@@ -94,7 +123,9 @@ async function connect(url: string, options: RedisOptions): Promise<Redis> {
       new Promise<never>((_, reject) => {
         timer = setTimeout(() => {
           const stage = redis.status === 'connecting' ? 'no connection' : 'connected, but no answer';
-          timedOut = new Error(`${stage} within ${CONNECT_TIMEOUT_MS} ms${lastError ? ` (${lastError.message})` : ' (server stopped or overloaded?)'}`);
+          timedOut = new Error(
+            `${stage} within ${CONNECT_TIMEOUT_MS} ms${lastError ? ` (${lastError.message})` : ' (server stopped or overloaded?)'}`,
+          );
           reject(timedOut);
         }, CONNECT_TIMEOUT_MS);
       }),
@@ -110,11 +141,18 @@ async function connect(url: string, options: RedisOptions): Promise<Redis> {
   }
 }
 
-async function withQueueRedis<T>({ queueRedis: url, tls }: Pick<Environment, 'queueRedis' | 'tls'>, use: (redis: Redis) => Promise<T>): Promise<T> {
+async function withQueueRedis<T>(
+  { queueRedis: url, tls }: Pick<Environment, 'queueRedis' | 'tls'>,
+  use: (redis: Redis) => Promise<T>,
+): Promise<T> {
   const name = `the queue Redis (TICKWARDEN_QUEUE_REDIS, ${redactUrl(url)})`;
   let redis: Redis;
   try {
-    redis = await connect(url, { maxRetriesPerRequest: 0, commandTimeout: COMMAND_TIMEOUT_MS, ...redisOptionsFor(url, tls) });
+    redis = await connect(url, {
+      maxRetriesPerRequest: 0,
+      commandTimeout: COMMAND_TIMEOUT_MS,
+      ...redisOptionsFor(url, tls),
+    });
   } catch (error) {
     throw new Error(`cannot reach ${name}: ${messageOf(error)}`, { cause: error });
   }
@@ -122,7 +160,8 @@ async function withQueueRedis<T>({ queueRedis: url, tls }: Pick<Environment, 'qu
     return await use(redis);
   } catch (error) {
     // The server stopped answering (ioredis' command timeout) or the connection dropped.
-    if (redis.status !== 'ready' || messageOf(error) === 'Command timed out') throw new Error(`lost ${name}: ${messageOf(error)}`, { cause: error });
+    if (redis.status !== 'ready' || messageOf(error) === 'Command timed out')
+      throw new Error(`lost ${name}: ${messageOf(error)}`, { cause: error });
     throw error;
   } finally {
     redis.disconnect();
@@ -134,13 +173,18 @@ async function withQueueRedis<T>({ queueRedis: url, tls }: Pick<Environment, 'qu
  * than a quorum reached fails the command at once, naming every node that was not and why. Nodes
  * not reached still count in the quorum (as votes that fail), as they do for the replicas.
  */
-async function withLockNodes<T>({ lockNodes: urls, lockQuorum, tls }: Pick<Environment, 'lockNodes' | 'lockQuorum' | 'tls'>, use: (redlock: Redlock) => Promise<T>): Promise<T> {
+async function withLockNodes<T>(
+  { lockNodes: urls, lockQuorum, tls }: Pick<Environment, 'lockNodes' | 'lockQuorum' | 'tls'>,
+  use: (redlock: Redlock) => Promise<T>,
+): Promise<T> {
   const quorum = lockQuorum ?? Math.floor(urls.length / 2) + 1;
   const reached = await Promise.all(
     urls.map(async (url): Promise<{ id: string; redis: Redis } | { id: string; error: string }> => {
       const id = hostPort(url);
       // As IoredisLockNode.fromUrl connects them (TLS names the server it expects), without the reconnect loop.
-      const serverName = url.startsWith('rediss:') ? { tls: { servername: new URL(url).hostname, ...redisOptionsFor(url, tls).tls } } : {};
+      const serverName = url.startsWith('rediss:')
+        ? { tls: { servername: new URL(url).hostname, ...redisOptionsFor(url, tls).tls } }
+        : {};
       return connect(url, { ...LOCK_CLIENT_OPTIONS, ...redisOptionsFor(url, tls), ...serverName }).then(
         (redis) => ({ id, redis }),
         (error: unknown) => ({ id, error: messageOf(error) }),
@@ -151,10 +195,19 @@ async function withLockNodes<T>({ lockNodes: urls, lockQuorum, tls }: Pick<Envir
   const what = `the lock nodes (TICKWARDEN_LOCK_NODES: ${reached.map((node) => node.id).join(', ')})`;
   if (urls.length - missing.length < quorum) {
     for (const node of reached) if ('redis' in node) node.redis.disconnect();
-    throw new Error(`cannot reach a quorum of ${what}: ${urls.length - missing.length} of ${urls.length} answered, ${quorum} needed; ${missing.join('; ')}`);
+    throw new Error(
+      `cannot reach a quorum of ${what}: ${urls.length - missing.length} of ${urls.length} answered, ${quorum} needed; ${missing.join('; ')}`,
+    );
   }
-  if (missing.length > 0) process.stderr.write(`tickwarden: warning: ${missing.length} of ${what} not reached (a quorum of ${quorum} answered): ${missing.join('; ')}\n`);
-  const nodes = reached.map((node): LockNode => ('redis' in node ? new IoredisLockNode(node.redis, true, node.id) : { id: node.id, run: () => Promise.reject(new Error(node.error)), close: async () => undefined }));
+  if (missing.length > 0)
+    process.stderr.write(
+      `tickwarden: warning: ${missing.length} of ${what} not reached (a quorum of ${quorum} answered): ${missing.join('; ')}\n`,
+    );
+  const nodes = reached.map((node): LockNode =>
+    'redis' in node
+      ? new IoredisLockNode(node.redis, true, node.id)
+      : { id: node.id, run: () => Promise.reject(new Error(node.error)), close: async () => undefined },
+  );
   const redlock = new Redlock(nodes, { quorum });
   try {
     return await use(redlock);
@@ -169,7 +222,8 @@ async function withLockNodes<T>({ lockNodes: urls, lockQuorum, tls }: Pick<Envir
 /** `validate` applies the deployment's http destination policy when its variables are set, as the replicas and workers do. */
 export async function validate(path: string): Promise<number> {
   const destinations = parseHttpDestinations(process.env[ALLOW_VARIABLE], process.env[DENY_VARIABLE]);
-  if (destinations.errors.length > 0) throw new ConfigError(destinations.errors.map((error) => `${error.variable}: ${error.message}`).join('\n'));
+  if (destinations.errors.length > 0)
+    throw new ConfigError(destinations.errors.map((error) => `${error.variable}: ${error.message}`).join('\n'));
   const loaded = await loadConfig(path, { httpDestinations: destinations.value });
   if (!loaded.ok) {
     for (const error of loaded.errors) process.stderr.write(`${formatConfigError(error)}\n`);
@@ -186,7 +240,17 @@ export async function next(path: string, id: string, count: number, json: boolea
   let tick = planner.next(Date.now());
   for (let i = 0; i < count && tick !== undefined; i++, tick = planner.next(tick)) {
     const local = inZone(tick, schedule.timezone);
-    say(json ? JSON.stringify({ schedule: schedule.id, tick: new Date(tick).toISOString(), tickMs: tick, timezone: schedule.timezone, local }) : local);
+    say(
+      json
+        ? JSON.stringify({
+            schedule: schedule.id,
+            tick: new Date(tick).toISOString(),
+            tickMs: tick,
+            timezone: schedule.timezone,
+            local,
+          })
+        : local,
+    );
   }
   return 0;
 }
@@ -228,7 +292,9 @@ export async function pause(id: string, { note, by }: Said): Promise<number> {
 export async function resume(id: string, { note, by }: Said): Promise<number> {
   const env = environment();
   const schedule = find(await schedulesAt(env.configPath), id);
-  const was = await withQueueRedis(env, (redis) => resumeSchedule(cliContext(redis), schedule, { note, by: actor(by) }));
+  const was = await withQueueRedis(env, (redis) =>
+    resumeSchedule(cliContext(redis), schedule, { note, by: actor(by) }),
+  );
   say(was ? `resumed ${id}` : `${id} was not paused`);
   return 0;
 }
@@ -237,7 +303,11 @@ export async function trigger(id: string, { note, by }: Said): Promise<number> {
   const env = environment();
   const schedule = find(await schedulesAt(env.configPath), id);
   // The queue Redis first: a lease is taken only when its job can be written.
-  const { jobId, fence } = await withQueueRedis(env, (redis) => withLockNodes(env, (redlock) => triggerSchedule({ ...cliContext(redis), redlock, publisherId: 'cli' }, schedule, { note, by: actor(by) })));
+  const { jobId, fence } = await withQueueRedis(env, (redis) =>
+    withLockNodes(env, (redlock) =>
+      triggerSchedule({ ...cliContext(redis), redlock, publisherId: 'cli' }, schedule, { note, by: actor(by) }),
+    ),
+  );
   say(`triggered ${id}: job ${jobId}, fence ${fence}`);
   return 0;
 }
@@ -251,25 +321,56 @@ function instant(option: string, raw: string, nowMs: number): number {
     throw new ConfigError(`${option}: "${raw}" is not a duration before now like now-90m, now-6h or now-1d12h`);
   }
   const ms = /(Z|[+-]\d\d:?\d\d)$/i.test(raw) ? Date.parse(raw) : Number.NaN;
-  if (Number.isNaN(ms)) throw new ConfigError(`${option}: "${raw}" is not an ISO 8601 time with a zone (2026-11-27T22:00:00Z), "now" or a duration before now (now-6h)`);
+  if (Number.isNaN(ms))
+    throw new ConfigError(
+      `${option}: "${raw}" is not an ISO 8601 time with a zone (2026-11-27T22:00:00Z), "now" or a duration before now (now-6h)`,
+    );
   return ms;
 }
 
-export async function backfill(id: string, range: { from: string; to: string; max: number; dryRun: boolean }, json: boolean, { note, by }: Said): Promise<number> {
+export async function backfill(
+  id: string,
+  range: { from: string; to: string; max: number; dryRun: boolean },
+  json: boolean,
+  { note, by }: Said,
+): Promise<number> {
   const env = environment();
   const schedule = find(await schedulesAt(env.configPath), id);
   const now = Date.now();
-  const request = { fromMs: instant('--from', range.from, now), toMs: instant('--to', range.to, now), max: range.max, dryRun: range.dryRun };
-  const result = await withQueueRedis(env, (redis) => withLockNodes(env, (redlock) => backfillSchedule({ ...cliContext(redis), redlock, publisherId: 'cli' }, schedule, request, { note, by: actor(by) })));
+  const request = {
+    fromMs: instant('--from', range.from, now),
+    toMs: instant('--to', range.to, now),
+    max: range.max,
+    dryRun: range.dryRun,
+  };
+  const result = await withQueueRedis(env, (redis) =>
+    withLockNodes(env, (redlock) =>
+      backfillSchedule({ ...cliContext(redis), redlock, publisherId: 'cli' }, schedule, request, {
+        note,
+        by: actor(by),
+      }),
+    ),
+  );
   for (const tick of result.ticks) {
     const action = tick.action === 'fire' && request.dryRun ? 'would fire' : tick.action;
-    say(json ? JSON.stringify({ schedule: id, tick: new Date(tick.tickMs).toISOString(), ...tick, action }) : `${new Date(tick.tickMs).toISOString()}  ${action}  ${tick.why}${tick.jobId ? `  job ${tick.jobId}` : ''}`);
+    say(
+      json
+        ? JSON.stringify({ schedule: id, tick: new Date(tick.tickMs).toISOString(), ...tick, action })
+        : `${new Date(tick.tickMs).toISOString()}  ${action}  ${tick.why}${tick.jobId ? `  job ${tick.jobId}` : ''}`,
+    );
   }
-  if (!json) say(`${request.dryRun ? 'dry run: ' : ''}${id}: ${result.fired} ${request.dryRun ? 'would fire' : 'fired'}, ${result.skipped} skipped${result.failed > 0 ? `, ${result.failed} failed` : ''}`);
+  if (!json)
+    say(
+      `${request.dryRun ? 'dry run: ' : ''}${id}: ${result.fired} ${request.dryRun ? 'would fire' : 'fired'}, ${result.skipped} skipped${result.failed > 0 ? `, ${result.failed} failed` : ''}`,
+    );
   return result.failed > 0 ? 1 : 0;
 }
 
-export async function status(id: string | undefined, count: number, json: 'ticks' | 'runs' | 'actions' | undefined): Promise<number> {
+export async function status(
+  id: string | undefined,
+  count: number,
+  json: 'ticks' | 'runs' | 'actions' | undefined,
+): Promise<number> {
   const env = environment();
   const all = await schedulesAt(env.configPath);
   const schedules = id ? [find(all, id)] : all;
@@ -278,8 +379,20 @@ export async function status(id: string | undefined, count: number, json: 'ticks
     const runs = new RunHistory(redis);
     if (json !== undefined) {
       for (const schedule of schedules) {
-        const records = json === 'runs' ? await runs.read(schedule.id, count) : json === 'actions' ? await store.audits(schedule.id, count) : await store.history(schedule.id, count);
-        for (const record of records) say(JSON.stringify({ schedule: schedule.id, ...('tickMs' in record ? { tick: new Date(record.tickMs).toISOString() } : {}), ...record }));
+        const records =
+          json === 'runs'
+            ? await runs.read(schedule.id, count)
+            : json === 'actions'
+              ? await store.audits(schedule.id, count)
+              : await store.history(schedule.id, count);
+        for (const record of records)
+          say(
+            JSON.stringify({
+              schedule: schedule.id,
+              ...('tickMs' in record ? { tick: new Date(record.tickMs).toISOString() } : {}),
+              ...record,
+            }),
+          );
       }
       return;
     }
@@ -287,10 +400,15 @@ export async function status(id: string | undefined, count: number, json: 'ticks
     for (const schedule of schedules) {
       const planner = new TickPlanner(schedule);
       const pause = paused.get(schedule.id);
-      const state = schedule.paused ? 'paused (config)' : pause ? `paused by ${pause.by} at ${new Date(pause.atMs).toISOString()}${pause.note ? `: ${pause.note}` : ''}` : 'active';
+      const state = schedule.paused
+        ? 'paused (config)'
+        : pause
+          ? `paused by ${pause.by} at ${new Date(pause.atMs).toISOString()}${pause.note ? `: ${pause.note}` : ''}`
+          : 'active';
       say(`${schedule.id}  ${schedule.cron} (${schedule.timezone})  ${state}`);
       const upcoming: string[] = [];
-      for (let tick = planner.next(Date.now()), i = 0; tick !== undefined && i < 3; tick = planner.next(tick), i++) upcoming.push(inZone(tick, schedule.timezone));
+      for (let tick = planner.next(Date.now()), i = 0; tick !== undefined && i < 3; tick = planner.next(tick), i++)
+        upcoming.push(inZone(tick, schedule.timezone));
       say(`  next: ${upcoming.join(', ') || 'none'}`);
       // Read-only: the status user may not write BullMQ's meta hash (deploy/k8s/acl).
       const queue = new Queue(queueName(schedule.queue), { connection: redis, skipMetasUpdate: true });
@@ -299,12 +417,20 @@ export async function status(id: string | undefined, count: number, json: 'ticks
       try {
         for (const run of await store.history(schedule.id, count)) {
           if (run.gap) {
-            say(`  ${new Date(run.gap.firstTickMs).toISOString()} .. ${new Date(run.tickMs).toISOString()}  missed  ${run.gap.count}${run.gap.atLeast ? ' or more' : ''} ticks while no replica ran  found by ${run.replica}`);
+            say(
+              `  ${new Date(run.gap.firstTickMs).toISOString()} .. ${new Date(run.tickMs).toISOString()}  missed  ${run.gap.count}${run.gap.atLeast ? ' or more' : ''} ticks while no replica ran  found by ${run.replica}`,
+            );
             continue;
           }
           const job = run.jobId ? await queue.getJob(run.jobId) : undefined;
-          const state = job ? `job ${await job.getState()}` : ['enqueued', 'recovered', 'triggered', 'backfilled'].includes(run.outcome) ? 'job removed' : (run.reason ?? '');
-          say(`  ${new Date(run.tickMs).toISOString()}  ${run.outcome}  ${state}  ${run.lagMs < 0 ? `${-run.lagMs} ms ahead` : `lag ${run.lagMs} ms`}  fence ${run.fence ?? '-'}  by ${run.replica}`);
+          const state = job
+            ? `job ${await job.getState()}`
+            : ['enqueued', 'recovered', 'triggered', 'backfilled'].includes(run.outcome)
+              ? 'job removed'
+              : (run.reason ?? '');
+          say(
+            `  ${new Date(run.tickMs).toISOString()}  ${run.outcome}  ${state}  ${run.lagMs < 0 ? `${-run.lagMs} ms ahead` : `lag ${run.lagMs} ms`}  fence ${run.fence ?? '-'}  by ${run.replica}`,
+          );
         }
       } finally {
         await queue.close();
@@ -312,12 +438,22 @@ export async function status(id: string | undefined, count: number, json: 'ticks
       const ran = await runs.read(schedule.id, count);
       if (ran.length > 0) say('  runs:');
       for (const run of ran) {
-        const result = run.exitCode !== undefined ? `  exit ${run.exitCode}` : run.status !== undefined ? `  HTTP ${run.status}` : '';
-        say(`    ${new Date(run.tickMs).toISOString()}  ${run.outcome}  attempt ${run.attempt ?? '-'}  ${run.endedAtMs - run.startedAtMs} ms${result}  fence ${run.fence ?? '-'}  on ${run.worker ?? '-'}${run.error ? `  ${run.error}` : ''}`);
+        const result =
+          run.exitCode !== undefined
+            ? `  exit ${run.exitCode}`
+            : run.status !== undefined
+              ? `  HTTP ${run.status}`
+              : '';
+        say(
+          `    ${new Date(run.tickMs).toISOString()}  ${run.outcome}  attempt ${run.attempt ?? '-'}  ${run.endedAtMs - run.startedAtMs} ms${result}  fence ${run.fence ?? '-'}  on ${run.worker ?? '-'}${run.error ? `  ${run.error}` : ''}`,
+        );
       }
       const done = await store.audits(schedule.id, count);
       if (done.length > 0) say('  actions:');
-      for (const action of done) say(`    ${new Date(action.atMs).toISOString()}  ${action.action}  by ${action.by}${action.note ? `: ${action.note}` : ''}${action.detail ? `  (${action.detail})` : ''}`);
+      for (const action of done)
+        say(
+          `    ${new Date(action.atMs).toISOString()}  ${action.action}  by ${action.by}${action.note ? `: ${action.note}` : ''}${action.detail ? `  (${action.detail})` : ''}`,
+        );
     }
   });
   return 0;

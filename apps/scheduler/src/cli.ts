@@ -44,11 +44,23 @@ interface Command {
 
 const actions = () => import('./cli-actions.ts');
 
-const count = (what: string): Option => ({ type: 'string', short: 'n', value: 'COUNT', help: `${what} (default 5, at most ${MAX_COUNT})` });
+const count = (what: string): Option => ({
+  type: 'string',
+  short: 'n',
+  value: 'COUNT',
+  help: `${what} (default 5, at most ${MAX_COUNT})`,
+});
 const NOTE: Option = { type: 'string', value: 'TEXT', help: 'why, kept in the audit trail (status shows it)' };
-const BY: Option = { type: 'string', value: 'NAME', help: 'who, kept in the audit trail (default $TICKWARDEN_ACTOR, else <user>@<host>: under kubectl exec, the pod)' };
+const BY: Option = {
+  type: 'string',
+  value: 'NAME',
+  help: 'who, kept in the audit trail (default $TICKWARDEN_ACTOR, else <user>@<host>: under kubectl exec, the pod)',
+};
 /** The note and actor of a control command. */
-const said = (values: Values) => ({ note: typeof values['note'] === 'string' ? values['note'] : '', by: typeof values['by'] === 'string' ? values['by'] : undefined });
+const said = (values: Values) => ({
+  note: typeof values['note'] === 'string' ? values['note'] : '',
+  by: typeof values['by'] === 'string' ? values['by'] : undefined,
+});
 const REDIS_ENV = 'TICKWARDEN_CONFIG, TICKWARDEN_QUEUE_REDIS (and more: tickwarden --help)';
 const QUEUE_FAILS = 'the queue Redis not reached or not answering in time';
 
@@ -71,7 +83,10 @@ prints a summary; an invalid config prints every error as file:line:column: fiel
 2026-03-29 03:00:00 GMT+2.`,
     options: {
       count: count('how many ticks'),
-      json: { type: 'boolean', help: 'one JSON object per line: schedule, tick (ISO 8601, UTC), tickMs, timezone, local' },
+      json: {
+        type: 'boolean',
+        help: 'one JSON object per line: schedule, tick (ISO 8601, UTC), tickMs, timezone, local',
+      },
     },
     fails: 'only on an unexpected error (a bad PATH or SCHEDULE is a config error)',
     run: async ([path, id], values) => {
@@ -124,11 +139,22 @@ or cancel-previous schedule go one at a time, not necessarily in tick order. Ref
 the future, one of more than --max ticks, or one older than the schedule's kept tick history
 (its history setting). Added to the audit trail.`,
     options: {
-      from: { type: 'string', value: 'TIME', help: 'first instant of the range: ISO 8601 with a zone (2026-11-27T22:00:00Z, 2026-11-27T23:00+01:00), "now", or a duration before now (now-90m, now-6h)' },
+      from: {
+        type: 'string',
+        value: 'TIME',
+        help: 'first instant of the range: ISO 8601 with a zone (2026-11-27T22:00:00Z, 2026-11-27T23:00+01:00), "now", or a duration before now (now-90m, now-6h)',
+      },
       to: { type: 'string', value: 'TIME', help: 'last instant of the range, as --from (default: now)' },
-      max: { type: 'string', value: 'COUNT', help: `refuse a range of more ticks than this (default ${DEFAULT_BACKFILL_MAX}, at most ${BACKFILL_MAX_LIMIT})` },
+      max: {
+        type: 'string',
+        value: 'COUNT',
+        help: `refuse a range of more ticks than this (default ${DEFAULT_BACKFILL_MAX}, at most ${BACKFILL_MAX_LIMIT})`,
+      },
       'dry-run': { type: 'boolean', help: 'list what would be fired, and why the rest would not; fire nothing' },
-      json: { type: 'boolean', help: 'one JSON object per tick: schedule, tick, tickMs, action (fire, skip), why, jobId' },
+      json: {
+        type: 'boolean',
+        help: 'one JSON object per tick: schedule, tick, tickMs, action (fire, skip), why, jobId',
+      },
       note: NOTE,
       by: BY,
     },
@@ -138,8 +164,14 @@ the future, one of more than --max ticks, or one older than the schedule's kept 
       if (typeof values['from'] !== 'string') throw new UsageError('backfill needs --from TIME');
       const raw = values['max'];
       const max = raw === undefined ? DEFAULT_BACKFILL_MAX : Number(raw);
-      if (!Number.isInteger(max) || max < 1 || max > BACKFILL_MAX_LIMIT) throw new UsageError(`--max must be a whole number from 1 to ${BACKFILL_MAX_LIMIT}, got "${String(raw)}"`);
-      const range = { from: values['from'], to: typeof values['to'] === 'string' ? values['to'] : 'now', max, dryRun: values['dry-run'] === true };
+      if (!Number.isInteger(max) || max < 1 || max > BACKFILL_MAX_LIMIT)
+        throw new UsageError(`--max must be a whole number from 1 to ${BACKFILL_MAX_LIMIT}, got "${String(raw)}"`);
+      const range = {
+        from: values['from'],
+        to: typeof values['to'] === 'string' ? values['to'] : 'now',
+        max,
+        dryRun: values['dry-run'] === true,
+      };
       return (await actions()).backfill(id as string, range, values['json'] === true, said(values));
     },
   },
@@ -154,7 +186,10 @@ actions (pause, resume, trigger: who, when, note). The histories outlive BullMQ'
 as each schedule's history setting keeps them.`,
     options: {
       count: count('records of each kind per schedule'),
-      json: { type: 'boolean', help: "the tick records only: one JSON object per line (schedule, tick and the record's fields), newest tick first" },
+      json: {
+        type: 'boolean',
+        help: "the tick records only: one JSON object per line (schedule, tick and the record's fields), newest tick first",
+      },
       runs: { type: 'boolean', help: 'with --json: the run records instead' },
       actions: { type: 'boolean', help: 'with --json: the control actions instead' },
     },
@@ -163,7 +198,8 @@ as each schedule's history setting keeps them.`,
     run: async ([id], values) => {
       const n = countOf(values);
       const kind = values['runs'] === true ? 'runs' : values['actions'] === true ? 'actions' : 'ticks';
-      if (kind !== 'ticks' && values['json'] !== true) throw new UsageError('--runs and --actions go with --json (the text output shows every kind)');
+      if (kind !== 'ticks' && values['json'] !== true)
+        throw new UsageError('--runs and --actions go with --json (the text output shows every kind)');
       return (await actions()).status(id, n, values['json'] === true ? kind : undefined);
     },
   },
@@ -181,13 +217,18 @@ const EXIT_CODES = `Exit codes:
 
 /** A command's synopsis: `tickwarden next PATH SCHEDULE [-n COUNT] [--json]`. */
 function synopsis(name: string, command: Command): string {
-  const options = Object.entries(command.options).map(([long, option]) => `[${option.short ? `-${option.short}` : `--${long}`}${option.value ? ` ${option.value}` : ''}]`);
+  const options = Object.entries(command.options).map(
+    ([long, option]) => `[${option.short ? `-${option.short}` : `--${long}`}${option.value ? ` ${option.value}` : ''}]`,
+  );
   return ['tickwarden', name, ...command.args, ...options].join(' ');
 }
 
 function usage(): string {
-  const width = Math.max(...Object.entries(COMMANDS).map(([name, command]) => `${name} ${command.args.join(' ')}`.length)) + 2;
-  const list = Object.entries(COMMANDS).map(([name, command]) => `  ${`${name} ${command.args.join(' ')}`.padEnd(width)}${command.summary}`);
+  const width =
+    Math.max(...Object.entries(COMMANDS).map(([name, command]) => `${name} ${command.args.join(' ')}`.length)) + 2;
+  const list = Object.entries(COMMANDS).map(
+    ([name, command]) => `  ${`${name} ${command.args.join(' ')}`.padEnd(width)}${command.summary}`,
+  );
   return `usage: tickwarden <command> [options]
        tickwarden <command> --help | tickwarden help <command>   what a command does, its options
        tickwarden --version
@@ -216,7 +257,13 @@ function wrap(text: string, indent: number): string {
 }
 
 function help(name: string, command: Command): string {
-  const options = Object.entries({ ...command.options, help: HELP_OPTION }).map(([long, option]) => [`${option.short ? `-${option.short}, ` : '    '}--${long}${option.value ? ` ${option.value}` : ''}`, option.help] as const);
+  const options = Object.entries({ ...command.options, help: HELP_OPTION }).map(
+    ([long, option]) =>
+      [
+        `${option.short ? `-${option.short}, ` : '    '}--${long}${option.value ? ` ${option.value}` : ''}`,
+        option.help,
+      ] as const,
+  );
   const width = Math.max(...options.map(([flags]) => flags.length)) + 2;
   return `usage: ${synopsis(name, command)}
 
@@ -233,7 +280,9 @@ ${wrap(`Exit codes: 0 done; 1 ${command.fails}; 2 usage or config error.`, 0)}
 function version(): string {
   let version = 'unknown';
   try {
-    version = (JSON.parse(readFileSync(new URL('../../../package.json', import.meta.url), 'utf8')) as { version?: string }).version ?? version;
+    version =
+      (JSON.parse(readFileSync(new URL('../../../package.json', import.meta.url), 'utf8')) as { version?: string })
+        .version ?? version;
   } catch {
     // Run from a copy without the root package.json: the version stays unknown.
   }
@@ -246,7 +295,8 @@ class UsageError extends Error {}
 function countOf(values: Values): number {
   const raw = values['count'];
   const n = raw === undefined ? 5 : Number(raw);
-  if (typeof raw === 'boolean' || !Number.isInteger(n) || n < 1 || n > MAX_COUNT) throw new UsageError(`-n (--count) must be a whole number from 1 to ${MAX_COUNT}, got "${String(raw)}"`);
+  if (typeof raw === 'boolean' || !Number.isInteger(n) || n < 1 || n > MAX_COUNT)
+    throw new UsageError(`-n (--count) must be a whole number from 1 to ${MAX_COUNT}, got "${String(raw)}"`);
   return n;
 }
 
@@ -279,7 +329,12 @@ async function main(argv: readonly string[]): Promise<number> {
     name = first;
     let parsed: { values: Values; positionals: string[] };
     try {
-      const options = Object.fromEntries(Object.entries({ ...command.options, help: HELP_OPTION }).map(([long, { type, short }]) => [long, short ? { type, short } : { type }]));
+      const options = Object.fromEntries(
+        Object.entries({ ...command.options, help: HELP_OPTION }).map(([long, { type, short }]) => [
+          long,
+          short ? { type, short } : { type },
+        ]),
+      );
       parsed = parseArgs({ args: rest, options, allowPositionals: true, strict: true });
     } catch (error) {
       throw new UsageError(error instanceof Error ? error.message : String(error));
@@ -296,7 +351,11 @@ async function main(argv: readonly string[]): Promise<number> {
     process.stderr.write(`tickwarden: ${error instanceof Error ? error.message : String(error)}\n`);
     if (error instanceof UsageError) {
       const command = name === undefined ? undefined : COMMANDS[name];
-      process.stderr.write(name === undefined || !command ? `\n${usage()}` : `usage: ${synopsis(name, command)}\nRun "tickwarden ${name} --help" for more.\n`);
+      process.stderr.write(
+        name === undefined || !command
+          ? `\n${usage()}`
+          : `usage: ${synopsis(name, command)}\nRun "tickwarden ${name} --help" for more.\n`,
+      );
       return EXIT.usage;
     }
     // cli-actions.ts's ConfigError (a bad config, environment or schedule name) carries exit code 2.

@@ -22,7 +22,10 @@ const messageOf = (error: unknown): string => (error instanceof Error ? error.me
  */
 export function readControlToken(file: string | undefined): EnvResult<string | undefined> {
   if (file === undefined) return { ok: true, value: undefined };
-  const fail = (message: string): EnvResult<string | undefined> => ({ ok: false, errors: [{ variable: CONTROL_TOKEN_FILE_VARIABLE, message }] });
+  const fail = (message: string): EnvResult<string | undefined> => ({
+    ok: false,
+    errors: [{ variable: CONTROL_TOKEN_FILE_VARIABLE, message }],
+  });
   let token: string;
   try {
     token = readFileSync(file, 'utf8').trim();
@@ -30,8 +33,14 @@ export function readControlToken(file: string | undefined): EnvResult<string | u
     if ((error as NodeJS.ErrnoException).code === 'ENOENT') return { ok: true, value: undefined };
     return fail(`cannot read ${file}: ${messageOf(error)}`);
   }
-  if (token.length < MIN_TOKEN_LENGTH) return fail(`${file} holds ${token.length} characters: a control token needs at least ${MIN_TOKEN_LENGTH} (e.g. openssl rand -hex 32)`);
-  if (/[\s\p{Cc}]/u.test(token)) return fail(`${file} holds white space or control characters inside the token: one line of printable characters expected`);
+  if (token.length < MIN_TOKEN_LENGTH)
+    return fail(
+      `${file} holds ${token.length} characters: a control token needs at least ${MIN_TOKEN_LENGTH} (e.g. openssl rand -hex 32)`,
+    );
+  if (/[\s\p{Cc}]/u.test(token))
+    return fail(
+      `${file} holds white space or control characters inside the token: one line of printable characters expected`,
+    );
   return { ok: true, value: token };
 }
 
@@ -42,7 +51,8 @@ export function sameToken(given: string, token: string): boolean {
   return timingSafeEqual(sha256(given), sha256(token));
 }
 
-const mac = (token: string, expiresMs: number): string => createHmac('sha256', token).update(`tickwarden console session until ${expiresMs}`).digest('base64url');
+const mac = (token: string, expiresMs: number): string =>
+  createHmac('sha256', token).update(`tickwarden console session until ${expiresMs}`).digest('base64url');
 
 /** A session cookie's value, valid until `expiresMs`. */
 export function sessionValue(token: string, expiresMs: number): string {

@@ -17,8 +17,10 @@ export function saidFrom(form: URLSearchParams): Said {
   const note = (form.get('note') ?? '').trim();
   if (by === '') throw new FormError('by: required: who does this (a name or an e-mail address), for the audit trail');
   if (by.length > MAX_BY_CHARS) throw new FormError(`by: at most ${MAX_BY_CHARS} characters, got ${by.length}`);
-  if (note.length > MAX_NOTE_CHARS) throw new FormError(`note: at most ${MAX_NOTE_CHARS} characters, got ${note.length}`);
-  if (/\p{Cc}/u.test(by) || /\p{Cc}/u.test(note)) throw new FormError('by and note: one line of text, without control characters');
+  if (note.length > MAX_NOTE_CHARS)
+    throw new FormError(`note: at most ${MAX_NOTE_CHARS} characters, got ${note.length}`);
+  if (/\p{Cc}/u.test(by) || /\p{Cc}/u.test(note))
+    throw new FormError('by and note: one line of text, without control characters');
   return { by, note };
 }
 
@@ -29,7 +31,10 @@ const WITH_ZONE = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,3})?)?(Z|[+-]\d{
 export function utcInstant(field: string, raw: string | null): number {
   const text = (raw ?? '').trim();
   const ms = WITHOUT_ZONE.test(text) ? Date.parse(`${text}Z`) : WITH_ZONE.test(text) ? Date.parse(text) : Number.NaN;
-  if (Number.isNaN(ms)) throw new FormError(`${field}: expected a time in UTC such as 2026-03-29T02:00 (or ISO 8601 with a zone), got ${echo(text)}`);
+  if (Number.isNaN(ms))
+    throw new FormError(
+      `${field}: expected a time in UTC such as 2026-03-29T02:00 (or ISO 8601 with a zone), got ${echo(text)}`,
+    );
   return ms;
 }
 
@@ -39,6 +44,7 @@ export function backfillFrom(form: URLSearchParams): BackfillRequest {
   const toMs = utcInstant('to', form.get('to'));
   const maxText = (form.get('max') ?? '').trim();
   const max = maxText === '' ? DEFAULT_BACKFILL_MAX : /^\d+$/.test(maxText) ? Number(maxText) : Number.NaN;
-  if (!(max >= 1 && max <= BACKFILL_MAX_LIMIT)) throw new FormError(`max: expected a whole number from 1 to ${BACKFILL_MAX_LIMIT}, got ${echo(maxText)}`);
+  if (!(max >= 1 && max <= BACKFILL_MAX_LIMIT))
+    throw new FormError(`max: expected a whole number from 1 to ${BACKFILL_MAX_LIMIT}, got ${echo(maxText)}`);
   return { fromMs, toMs, max, dryRun: form.get('dryRun') === 'on' };
 }

@@ -24,7 +24,7 @@ export class Html {
 
 type Part = Html | string | number | undefined | readonly Part[];
 
-const ESCAPES: Record<string, string> = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', '\'': '&#39;' };
+const ESCAPES: Record<string, string> = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' };
 
 /** Text as HTML, safe in an element and in a quoted attribute. */
 export const escapeHtml = (text: string): string => text.replace(/[&<>"']/g, (char) => ESCAPES[char] ?? char);
@@ -37,7 +37,9 @@ const partText = (part: Part): string => {
 
 /** A template of markup: its values are escaped, except markup (Html) and lists of parts. */
 export function html(strings: TemplateStringsArray, ...values: Part[]): Html {
-  return new Html(strings.reduce((out, string, i) => out + string + (i < values.length ? partText(values[i]) : ''), ''));
+  return new Html(
+    strings.reduce((out, string, i) => out + string + (i < values.length ? partText(values[i]) : ''), ''),
+  );
 }
 
 /** What every page shows besides its content. */
@@ -101,14 +103,30 @@ function layout(ctx: PageContext, title: string, content: Html): string {
   const mode = !ctx.writable
     ? html`read-only: this replica has no control token`
     : ctx.signedIn
-      ? html`signed in <form method="post" action="${CONSOLE_PATH}sign-out"><button type="submit">Sign out</button></form>`
+      ? html`signed in
+          <form method="post" action="${CONSOLE_PATH}sign-out"><button type="submit">Sign out</button></form>`
       : html`read-only until you ${signIn}`;
   const flash = ctx.flash ? html`<p class="flash ${ctx.flash.kind}" role="status">${ctx.flash.text}</p>` : '';
   return `<!doctype html>\n${
-    html`<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1"><title>${title} - Tickwarden</title><style>${new Html(CSS)}</style></head>
-<body><header><a class="brand" href="${CONSOLE_PATH}">Tickwarden</a><span>replica <span class="mono">${ctx.replicaId}</span></span><span class="mode">${mode}</span></header>
-${flash}<main>${content}</main></body></html>
-`.text
+    html`<html lang="en">
+      <head>
+        <meta charset="utf-8" />
+        <meta name="viewport" content="width=device-width, initial-scale=1" />
+        <title>${title} - Tickwarden</title>
+        <style>
+          ${new Html(CSS)}
+        </style>
+      </head>
+      <body>
+        <header>
+          <a class="brand" href="${CONSOLE_PATH}">Tickwarden</a
+          ><span>replica <span class="mono">${ctx.replicaId}</span></span
+          ><span class="mode">${mode}</span>
+        </header>
+        ${flash}
+        <main>${content}</main>
+      </body>
+    </html> `.text
   }`;
 }
 
@@ -119,19 +137,35 @@ const dash = (value: string | number | undefined): string | number => value ?? '
 /** A schedule's state as one line: active, paused by whom, when and why, or paused in its team file. */
 export function stateText({ state, pause }: Pick<ScheduleSummary, 'state' | 'pause'>): string {
   if (state === 'paused (config)') return 'paused (config)';
-  if (state === 'paused' && pause) return `paused by ${pause.by} at ${iso(pause.atMs)}${pause.note ? `: ${pause.note}` : ''}`;
+  if (state === 'paused' && pause)
+    return `paused by ${pause.by} at ${iso(pause.atMs)}${pause.note ? `: ${pause.note}` : ''}`;
   return state;
 }
 
-const stateCell = (summary: ScheduleSummary): Html => html`<span class="${summary.state === 'active' ? 'state-active' : 'state-paused'}">${stateText(summary)}</span>`;
+const stateCell = (summary: ScheduleSummary): Html =>
+  html`<span class="${summary.state === 'active' ? 'state-active' : 'state-paused'}">${stateText(summary)}</span>`;
 
 const BAD_OUTCOMES = /^(missed|failed|aborted|worker-lost)/;
-const outcomeCell = (outcome: string): Html => html`<span class="${BAD_OUTCOMES.test(outcome) ? 'outcome-bad' : outcome === 'succeeded' ? 'outcome-good' : ''}">${outcome}</span>`;
+const outcomeCell = (outcome: string): Html =>
+  html`<span class="${BAD_OUTCOMES.test(outcome) ? 'outcome-bad' : outcome === 'succeeded' ? 'outcome-good' : ''}"
+    >${outcome}</span
+  >`;
 
-const nextTicks = ({ schedule, next }: ScheduleSummary): Html => (next.length === 0 ? html`<span class="muted">none planned yet</span>` : html`${next.map((tick, i) => html`${i > 0 ? html`<br>` : ''}${inZone(tick, schedule.timezone)}`)}`);
+const nextTicks = ({ schedule, next }: ScheduleSummary): Html =>
+  next.length === 0
+    ? html`<span class="muted">none planned yet</span>`
+    : html`${next.map((tick, i) => html`${i > 0 ? html`<br />` : ''}${inZone(tick, schedule.timezone)}`)}`;
 
-const lastTick = (tick: TickRecord | undefined): Html => (tick ? html`${outcomeCell(tick.outcome)}${tick.reason ? ` (${tick.reason})` : ''}<br><span class="muted num">${iso(tick.tickMs)}</span>` : html`<span class="muted">none</span>`);
-const lastRun = (run: RunRecord | undefined): Html => (run ? html`${outcomeCell(run.outcome)}<br><span class="muted num">${iso(run.endedAtMs)}</span>` : html`<span class="muted">none</span>`);
+const lastTick = (tick: TickRecord | undefined): Html =>
+  tick
+    ? html`${outcomeCell(tick.outcome)}${tick.reason ? ` (${tick.reason})` : ''}<br /><span class="muted num"
+          >${iso(tick.tickMs)}</span
+        >`
+    : html`<span class="muted">none</span>`;
+const lastRun = (run: RunRecord | undefined): Html =>
+  run
+    ? html`${outcomeCell(run.outcome)}<br /><span class="muted num">${iso(run.endedAtMs)}</span>`
+    : html`<span class="muted">none</span>`;
 
 /** One page of the schedule list. */
 export interface ListPage {
@@ -143,11 +177,26 @@ export interface ListPage {
 
 /** A table of `rows`, each a list of cells, under `headings`. */
 function table(headings: readonly string[], rows: readonly Html[][]): Html {
-  return html`<table><thead><tr>${headings.map((heading) => html`<th>${heading}</th>`)}</tr></thead><tbody>${rows.map((cells) => html`<tr>${cells}</tr>`)}</tbody></table>`;
+  return html`<table>
+    <thead>
+      <tr>
+        ${headings.map((heading) => html`<th>${heading}</th>`)}
+      </tr>
+    </thead>
+    <tbody>
+      ${rows.map(
+        (cells) =>
+          html`<tr>
+            ${cells}
+          </tr>`,
+      )}
+    </tbody>
+  </table>`;
 }
 
 /** A cell; `num` keeps a number or a time on one line, `mono` sets ids and patterns apart. */
-const td = (content: Part, kind?: 'num' | 'mono' | 'mono num'): Html => (kind ? html`<td class="${kind}">${content}</td>` : html`<td>${content}</td>`);
+const td = (content: Part, kind?: 'num' | 'mono' | 'mono num'): Html =>
+  kind ? html`<td class="${kind}">${content}</td>` : html`<td>${content}</td>`;
 
 /** Every schedule of a page, grouped by team: state, next ticks in the schedule's zone, what its last tick and run became. */
 export function listPage(ctx: PageContext, page: ListPage): string {
@@ -157,14 +206,34 @@ export function listPage(ctx: PageContext, page: ListPage): string {
   const sections = [...teams].map(([team, members]) => {
     const cells = members.map(({ summary, latest }) => {
       const { id, cron, timezone } = summary.schedule;
-      return [td(html`<a href="${schedulePath(id)}">${id}</a>`), td(cron, 'mono num'), td(timezone), td(stateCell(summary)), td(nextTicks(summary), 'num'), td(lastTick(latest.tick)), td(lastRun(latest.run))];
+      return [
+        td(html`<a href="${schedulePath(id)}">${id}</a>`),
+        td(cron, 'mono num'),
+        td(timezone),
+        td(stateCell(summary)),
+        td(nextTicks(summary), 'num'),
+        td(lastTick(latest.tick)),
+        td(lastRun(latest.run)),
+      ];
     });
-    return html`<section><h2>${team}</h2>${table(headings, cells)}</section>`;
+    return html`<section>
+      <h2>${team}</h2>
+      ${table(headings, cells)}
+    </section>`;
   });
   const shown = rows.length === 0 ? 'none' : `${offset + 1}-${offset + rows.length}`;
-  const link = (from: number, label: string) => html`<a href="${CONSOLE_PATH}?offset=${from}&amp;limit=${limit}">${label}</a>`;
-  const pager = html`<nav class="pages">${offset > 0 ? link(Math.max(0, offset - limit), 'previous page') : ''}${offset + limit < total ? link(offset + limit, 'next page') : ''}</nav>`;
-  return layout(ctx, 'Schedules', html`<h1>Schedules</h1><p class="muted">${shown} of ${total} schedules on this replica, at ${iso(ctx.nowMs)}</p>${sections}${pager}`);
+  const link = (from: number, label: string) =>
+    html`<a href="${CONSOLE_PATH}?offset=${from}&amp;limit=${limit}">${label}</a>`;
+  const pager = html`<nav class="pages">
+    ${offset > 0 ? link(Math.max(0, offset - limit), 'previous page') : ''}${offset + limit < total ? link(offset + limit, 'next page') : ''}
+  </nav>`;
+  return layout(
+    ctx,
+    'Schedules',
+    html`<h1>Schedules</h1>
+      <p class="muted">${shown} of ${total} schedules on this replica, at ${iso(ctx.nowMs)}</p>
+      ${sections}${pager}`,
+  );
 }
 
 const lag = (lagMs: number): string => (lagMs < 0 ? `${-lagMs} ms ahead` : `${lagMs} ms late`);
@@ -179,11 +248,22 @@ function tickTable(ticks: readonly TickRecord[]): Html {
   if (ticks.length === 0) return html`<p class="muted">No tick recorded yet.</p>`;
   return table(
     ['tick (UTC)', 'outcome', 'reason', 'lag', 'fence', 'job', 'by replica'],
-    ticks.map((tick) => [td(iso(tick.tickMs), 'num'), td(outcomeCell(tick.outcome)), td(tickReason(tick)), td(lag(tick.lagMs), 'num'), td(dash(tick.fence), 'num'), td(dash(tick.jobId), 'mono'), td(tick.replica)]),
+    ticks.map((tick) => [
+      td(iso(tick.tickMs), 'num'),
+      td(outcomeCell(tick.outcome)),
+      td(tickReason(tick)),
+      td(lag(tick.lagMs), 'num'),
+      td(dash(tick.fence), 'num'),
+      td(dash(tick.jobId), 'mono'),
+      td(tick.replica),
+    ]),
   );
 }
 
-const runResult = (run: RunRecord): string => [run.exitCode === undefined ? '' : `exit ${run.exitCode}`, run.status === undefined ? '' : `HTTP ${run.status}`].filter(Boolean).join(', ') || '-';
+const runResult = (run: RunRecord): string =>
+  [run.exitCode === undefined ? '' : `exit ${run.exitCode}`, run.status === undefined ? '' : `HTTP ${run.status}`]
+    .filter(Boolean)
+    .join(', ') || '-';
 
 function runTable(runs: readonly RunRecord[]): Html {
   if (runs.length === 0) return html`<p class="muted">No run ended yet.</p>`;
@@ -207,72 +287,180 @@ function auditTable(actions: readonly ControlAction[]): Html {
   if (actions.length === 0) return html`<p class="muted">No control action yet.</p>`;
   return table(
     ['when (UTC)', 'action', 'by', 'note', 'detail'],
-    actions.map((action) => [td(iso(action.atMs), 'num'), td(action.action), td(action.by), td(action.note || '-'), td(dash(action.detail))]),
+    actions.map((action) => [
+      td(iso(action.atMs), 'num'),
+      td(action.action),
+      td(action.by),
+      td(action.note || '-'),
+      td(dash(action.detail)),
+    ]),
   );
 }
 
 function activeTable(queue: string, active: readonly ActiveRun[]): Html {
-  if (active.length === 0) return html`<p class="muted">No run in progress (no active job of this schedule in queue <span class="mono">${queueName(queue)}</span>).</p>`;
+  if (active.length === 0)
+    return html`<p class="muted">
+      No run in progress (no active job of this schedule in queue <span class="mono">${queueName(queue)}</span>).
+    </p>`;
   const time = (ms: number | undefined) => (ms === undefined ? '-' : iso(ms));
   return table(
     ['job', 'tick (UTC)', 'lease holder (worker)', 'fencing token', 'attempt', 'taken (UTC)'],
-    active.map((run) => [td(run.jobId, 'mono'), td(time(run.tickMs), 'num'), td(dash(run.worker)), td(dash(run.fence), 'num'), td(run.attempt ?? 'taking the lease', 'num'), td(time(run.takenAtMs), 'num')]),
+    active.map((run) => [
+      td(run.jobId, 'mono'),
+      td(time(run.tickMs), 'num'),
+      td(dash(run.worker)),
+      td(dash(run.fence), 'num'),
+      td(run.attempt ?? 'taking the lease', 'num'),
+      td(time(run.takenAtMs), 'num'),
+    ]),
   );
 }
 
 function reportTable(report: BackfillReport): Html {
-  const ticks = report.ticks.length === 0 ? html`<p class="muted">The range holds no tick.</p>` : table(['tick (UTC)', 'would', 'why'], report.ticks.map((tick) => [td(iso(tick.tickMs), 'num'), td(tick.action), td(tick.why)]));
-  return html`<section id="backfill-report"><h2>Backfill dry run: ${report.fired} would fire, ${report.skipped} skipped</h2>${ticks}</section>`;
+  const ticks =
+    report.ticks.length === 0
+      ? html`<p class="muted">The range holds no tick.</p>`
+      : table(
+          ['tick (UTC)', 'would', 'why'],
+          report.ticks.map((tick) => [td(iso(tick.tickMs), 'num'), td(tick.action), td(tick.why)]),
+        );
+  return html`<section id="backfill-report">
+    <h2>Backfill dry run: ${report.fired} would fire, ${report.skipped} skipped</h2>
+    ${ticks}
+  </section>`;
 }
 
 /** The `by` and `note` fields every action form has. */
 const saidFields = (by: string | undefined): Html =>
-  html`<label>by <input type="text" name="by" required maxlength="${MAX_BY_CHARS}" value="${by ?? ''}" placeholder="who you are"></label>
-<label>note <input type="text" name="note" maxlength="${MAX_NOTE_CHARS}" placeholder="why"></label>`;
+  html`<label
+      >by
+      <input type="text" name="by" required maxlength="${MAX_BY_CHARS}" value="${by ?? ''}" placeholder="who you are"
+    /></label>
+    <label>note <input type="text" name="note" maxlength="${MAX_NOTE_CHARS}" placeholder="why" /></label>`;
 
 /** A form that posts one action of the schedule, its own fields first. */
-const actionForm = (summary: ScheduleSummary, name: string, title: string, fields: Html, by: string | undefined, button: string): Html =>
-  html`<form method="post" action="${schedulePath(summary.schedule.id)}/${name}"><h3>${title}</h3>${fields}${saidFields(by)}<button type="submit">${button}</button></form>`;
+const actionForm = (
+  summary: ScheduleSummary,
+  name: string,
+  title: string,
+  fields: Html,
+  by: string | undefined,
+  button: string,
+): Html =>
+  html`<form method="post" action="${schedulePath(summary.schedule.id)}/${name}">
+    <h3>${title}</h3>
+    ${fields}${saidFields(by)}<button type="submit">${button}</button>
+  </form>`;
 
 function actionForms(ctx: PageContext, summary: ScheduleSummary): Html {
-  const configPaused = summary.state === 'paused (config)' ? html`<p class="muted">Paused in its team file: only the file resumes it.</p>` : html``;
-  const pauseOrResume = summary.state === 'paused' ? actionForm(summary, 'resume', 'Resume', html``, ctx.by, 'Resume') : actionForm(summary, 'pause', 'Pause', configPaused, ctx.by, 'Pause');
-  const trigger = actionForm(summary, 'trigger', 'Trigger', html`<p class="muted">One run now, under its own claim.</p>`, ctx.by, 'Trigger now');
-  const range = html`<label>from (UTC) <input type="datetime-local" step="1" name="from" required></label>
-<label>to (UTC) <input type="datetime-local" step="1" name="to" required></label>
-<label>at most this many ticks <input type="number" name="max" min="1" max="${BACKFILL_MAX_LIMIT}" value="${DEFAULT_BACKFILL_MAX}"></label>
-<label><input type="checkbox" name="dryRun" checked> dry run: list what would fire, fire nothing</label>`;
+  const configPaused =
+    summary.state === 'paused (config)'
+      ? html`<p class="muted">Paused in its team file: only the file resumes it.</p>`
+      : html``;
+  const pauseOrResume =
+    summary.state === 'paused'
+      ? actionForm(summary, 'resume', 'Resume', html``, ctx.by, 'Resume')
+      : actionForm(summary, 'pause', 'Pause', configPaused, ctx.by, 'Pause');
+  const trigger = actionForm(
+    summary,
+    'trigger',
+    'Trigger',
+    html`<p class="muted">One run now, under its own claim.</p>`,
+    ctx.by,
+    'Trigger now',
+  );
+  const range = html`<label>from (UTC) <input type="datetime-local" step="1" name="from" required /></label>
+    <label>to (UTC) <input type="datetime-local" step="1" name="to" required /></label>
+    <label
+      >at most this many ticks
+      <input type="number" name="max" min="1" max="${BACKFILL_MAX_LIMIT}" value="${DEFAULT_BACKFILL_MAX}"
+    /></label>
+    <label><input type="checkbox" name="dryRun" checked /> dry run: list what would fire, fire nothing</label>`;
   const backfill = actionForm(summary, 'backfill', 'Backfill', range, ctx.by, 'Backfill');
-  return html`<section id="actions"><h2>Act</h2><div class="forms">${pauseOrResume}${trigger}${backfill}</div></section>`;
+  return html`<section id="actions">
+    <h2>Act</h2>
+    <div class="forms">${pauseOrResume}${trigger}${backfill}</div>
+  </section>`;
 }
 
 /** One schedule: state, next ticks, the runs in progress, the forms (signed in), and its tick, run and audit histories. */
-export function schedulePage(ctx: PageContext, detail: ScheduleDetail, active: readonly ActiveRun[], count: number, report?: BackfillReport): string {
+export function schedulePage(
+  ctx: PageContext,
+  detail: ScheduleDetail,
+  active: readonly ActiveRun[],
+  count: number,
+  report?: BackfillReport,
+): string {
   const { schedule } = detail;
-  const facts = html`<dl class="facts"><dt>state</dt><dd>${stateCell(detail)}</dd><dt>cron</dt><dd><span class="mono">${schedule.cron}</span> in ${schedule.timezone}</dd>
-<dt>next ticks</dt><dd class="num">${nextTicks(detail)}</dd><dt>overlap</dt><dd>${schedule.overlap}</dd><dt>queue</dt><dd class="mono">${queueName(schedule.queue)}</dd></dl>`;
-  const more = html`<p class="muted">The newest ${count} of each. <a href="${schedulePath(schedule.id)}?count=${Math.min(count * 5, MAX_COUNT)}">Show more</a></p>`;
-  const content = html`<p class="muted"><a href="${CONSOLE_PATH}">Schedules</a> / ${schedule.team}</p><h1>${schedule.id}</h1>${facts}
-<section id="running"><h2>Running now</h2>${activeTable(schedule.queue, active)}</section>
-${report ? reportTable(report) : ''}${ctx.signedIn ? actionForms(ctx, detail) : ''}
-<section id="ticks"><h2>Ticks</h2>${tickTable(detail.ticks)}</section>
-<section id="runs"><h2>Runs</h2>${runTable(detail.runs)}</section>
-<section id="audit"><h2>Audit trail</h2>${auditTable(detail.actions)}</section>${more}`;
+  const facts = html`<dl class="facts">
+    <dt>state</dt>
+    <dd>${stateCell(detail)}</dd>
+    <dt>cron</dt>
+    <dd><span class="mono">${schedule.cron}</span> in ${schedule.timezone}</dd>
+    <dt>next ticks</dt>
+    <dd class="num">${nextTicks(detail)}</dd>
+    <dt>overlap</dt>
+    <dd>${schedule.overlap}</dd>
+    <dt>queue</dt>
+    <dd class="mono">${queueName(schedule.queue)}</dd>
+  </dl>`;
+  const more = html`<p class="muted">
+    The newest ${count} of each.
+    <a href="${schedulePath(schedule.id)}?count=${Math.min(count * 5, MAX_COUNT)}">Show more</a>
+  </p>`;
+  const content = html`<p class="muted"><a href="${CONSOLE_PATH}">Schedules</a> / ${schedule.team}</p>
+    <h1>${schedule.id}</h1>
+    ${facts}
+    <section id="running">
+      <h2>Running now</h2>
+      ${activeTable(schedule.queue, active)}
+    </section>
+    ${report ? reportTable(report) : ''}${ctx.signedIn ? actionForms(ctx, detail) : ''}
+    <section id="ticks">
+      <h2>Ticks</h2>
+      ${tickTable(detail.ticks)}
+    </section>
+    <section id="runs">
+      <h2>Runs</h2>
+      ${runTable(detail.runs)}
+    </section>
+    <section id="audit">
+      <h2>Audit trail</h2>
+      ${auditTable(detail.actions)}
+    </section>
+    ${more}`;
   return layout(ctx, schedule.id, content);
 }
 
 /** The sign-in form, or why there is none (no token configured). */
 export function signInPage(ctx: PageContext, next: string): string {
   const content = ctx.writable
-    ? html`<h1>Sign in</h1><p>The control token is the content of the file <span class="mono">TICKWARDEN_CONTROL_TOKEN_FILE</span> names (the Secret
-<span class="mono">tickwarden-control-token</span> on Kubernetes). It is sent once; the browser keeps a session cookie, not the token.</p>
-<form method="post" action="${CONSOLE_PATH}sign-in"><input type="hidden" name="next" value="${next}">
-<label>control token <input type="password" name="token" required autocomplete="current-password"></label><button type="submit">Sign in</button></form>`
-    : html`<h1>Read-only</h1><p>This replica has no control token (<span class="mono">TICKWARDEN_CONTROL_TOKEN_FILE</span> is not set): the console shows, and cannot act.</p>`;
+    ? html`<h1>Sign in</h1>
+        <p>
+          The control token is the content of the file <span class="mono">TICKWARDEN_CONTROL_TOKEN_FILE</span> names
+          (the Secret <span class="mono">tickwarden-control-token</span> on Kubernetes). It is sent once; the browser
+          keeps a session cookie, not the token.
+        </p>
+        <form method="post" action="${CONSOLE_PATH}sign-in">
+          <input type="hidden" name="next" value="${next}" />
+          <label>control token <input type="password" name="token" required autocomplete="current-password" /></label
+          ><button type="submit">Sign in</button>
+        </form>`
+    : html`<h1>Read-only</h1>
+        <p>
+          This replica has no control token (<span class="mono">TICKWARDEN_CONTROL_TOKEN_FILE</span> is not set): the
+          console shows, and cannot act.
+        </p>`;
   return layout(ctx, 'Sign in', content);
 }
 
 /** A page that says what went wrong (not found, refused, Redis unreachable). */
 export function messagePage(ctx: PageContext, title: string, message: string): string {
-  return layout(ctx, title, html`<h1>${title}</h1><p>${message}</p><p><a href="${CONSOLE_PATH}">All schedules</a></p>`);
+  return layout(
+    ctx,
+    title,
+    html`<h1>${title}</h1>
+      <p>${message}</p>
+      <p><a href="${CONSOLE_PATH}">All schedules</a></p>`,
+  );
 }

@@ -4,10 +4,27 @@
 import type { PageHandler, PageRequest, PageResponse } from '@tickwarden/runtime';
 import type { ScheduleConfig } from '@tickwarden/config';
 import { ActiveRuns } from './active-runs.ts';
-import { parseCookies, sameToken, SESSION_COOKIE, SESSION_MS, sessionValue, setCookie, validSession } from './console-auth.ts';
+import {
+  parseCookies,
+  sameToken,
+  SESSION_COOKIE,
+  SESSION_MS,
+  sessionValue,
+  setCookie,
+  validSession,
+} from './console-auth.ts';
 import { backfillFrom, FormError, saidFrom } from './console-forms.ts';
 import { CONSOLE_PATH, listPage, messagePage, schedulePage, signInPage, type PageContext } from './console-pages.ts';
-import { BackfillRangeError, backfillSchedule, pauseSchedule, resumeSchedule, triggerSchedule, type BackfillReport, type ControlContext, type Said } from './control-actions.ts';
+import {
+  BackfillRangeError,
+  backfillSchedule,
+  pauseSchedule,
+  resumeSchedule,
+  triggerSchedule,
+  type BackfillReport,
+  type ControlContext,
+  type Said,
+} from './control-actions.ts';
 import { DEFAULT_COUNT, MAX_COUNT, type ScheduleStatus } from './schedule-status.ts';
 import { badNumberMessage, wholeNumber } from './status-api.ts';
 
@@ -23,7 +40,8 @@ const BY_MAX_AGE_S = 30 * 86_400;
 /** No script, style or form target from anywhere else; not framed (clickjacking); nothing cached; a form's Origin sent (no-referrer would make it null). */
 const HTML_HEADERS = {
   'content-type': 'text/html; charset=utf-8',
-  'content-security-policy': 'default-src \'none\'; style-src \'unsafe-inline\'; form-action \'self\'; frame-ancestors \'none\'; base-uri \'none\'',
+  'content-security-policy':
+    "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
   'x-frame-options': 'DENY',
   'x-content-type-options': 'nosniff',
   'referrer-policy': 'same-origin',
@@ -35,9 +53,11 @@ const SCHEDULE_ACTION = /^\/console\/schedules\/([a-z0-9-]+\/[a-z0-9-]+)\/(pause
 /** Where a sign-in may send the browser back to: a console page, never another site. */
 const NEXT_PATH = /^\/console\/[a-z0-9/-]*$/;
 const SIGN_IN_PATH = `${CONSOLE_PATH}sign-in`;
-const nextPath = (next: string | null): string => (next !== null && NEXT_PATH.test(next) && next !== SIGN_IN_PATH ? next : CONSOLE_PATH);
+const nextPath = (next: string | null): string =>
+  next !== null && NEXT_PATH.test(next) && next !== SIGN_IN_PATH ? next : CONSOLE_PATH;
 
-const READ_ONLY = 'This replica has no control token (TICKWARDEN_CONTROL_TOKEN_FILE is not set): the console is read-only, and pause, resume, trigger and backfill are refused.';
+const READ_ONLY =
+  'This replica has no control token (TICKWARDEN_CONTROL_TOKEN_FILE is not set): the console is read-only, and pause, resume, trigger and backfill are refused.';
 
 export interface ConsoleOptions {
   schedules: ScheduleStatus;
@@ -62,7 +82,11 @@ function answer(status: number, body: string, headers: Record<string, string | s
   return { status, headers: { ...HTML_HEADERS, ...headers }, body };
 }
 
-const redirect = (location: string, cookies: string[] = []): PageResponse => ({ status: 303, headers: { location, 'cache-control': 'no-store', 'set-cookie': cookies }, body: '' });
+const redirect = (location: string, cookies: string[] = []): PageResponse => ({
+  status: 303,
+  headers: { location, 'cache-control': 'no-store', 'set-cookie': cookies },
+  body: '',
+});
 
 /**
  * A POST from another site's page: its Origin is not this host. The session cookie is SameSite=Strict
@@ -101,27 +125,51 @@ export function webConsole(options: ConsoleOptions): WebConsole {
   };
 
   /** A page that shows the flash it was sent with: the flash is deleted with it. */
-  const shown = (ctx: PageContext, status: number, body: string): PageResponse => answer(status, body, ctx.flash ? { 'set-cookie': [setCookie(FLASH_COOKIE, '', 0)] } : {});
+  const shown = (ctx: PageContext, status: number, body: string): PageResponse =>
+    answer(status, body, ctx.flash ? { 'set-cookie': [setCookie(FLASH_COOKIE, '', 0)] } : {});
 
   const list = async (ctx: PageContext, query: URLSearchParams): Promise<PageResponse> => {
     const limit = wholeNumber(query, 'limit', PAGE_LIMIT, 1, PAGE_LIMIT);
     const offset = wholeNumber(query, 'offset', 0, 0, Number.MAX_SAFE_INTEGER);
-    if (limit === undefined) return answer(400, messagePage(ctx, 'Bad request', badNumberMessage(query, 'limit', 1, PAGE_LIMIT)));
-    if (offset === undefined) return answer(400, messagePage(ctx, 'Bad request', badNumberMessage(query, 'offset', 0, Number.MAX_SAFE_INTEGER)));
+    if (limit === undefined)
+      return answer(400, messagePage(ctx, 'Bad request', badNumberMessage(query, 'limit', 1, PAGE_LIMIT)));
+    if (offset === undefined)
+      return answer(
+        400,
+        messagePage(ctx, 'Bad request', badNumberMessage(query, 'offset', 0, Number.MAX_SAFE_INTEGER)),
+      );
     const { total, summaries } = await schedules.page(offset, limit);
     const latest = await schedules.latest(summaries.map((summary) => summary.schedule.id));
-    return shown(ctx, 200, listPage(ctx, { total, offset, limit, rows: summaries.map((summary, i) => ({ summary, latest: latest[i] ?? { tick: undefined, run: undefined } })) }));
+    return shown(
+      ctx,
+      200,
+      listPage(ctx, {
+        total,
+        offset,
+        limit,
+        rows: summaries.map((summary, i) => ({ summary, latest: latest[i] ?? { tick: undefined, run: undefined } })),
+      }),
+    );
   };
 
-  const detail = async (ctx: PageContext, schedule: ScheduleConfig, query: URLSearchParams, status = 200, report?: BackfillReport): Promise<PageResponse> => {
+  const detail = async (
+    ctx: PageContext,
+    schedule: ScheduleConfig,
+    query: URLSearchParams,
+    status = 200,
+    report?: BackfillReport,
+  ): Promise<PageResponse> => {
     const count = wholeNumber(query, 'count', DEFAULT_COUNT, 1, MAX_COUNT);
-    if (count === undefined) return answer(400, messagePage(ctx, 'Bad request', badNumberMessage(query, 'count', 1, MAX_COUNT)));
+    if (count === undefined)
+      return answer(400, messagePage(ctx, 'Bad request', badNumberMessage(query, 'count', 1, MAX_COUNT)));
     const [read, running] = await Promise.all([schedules.detail(schedule, count), active.of(schedule)]);
     return shown(ctx, status, schedulePage(ctx, read, running, count, report));
   };
 
-  const notFound = (ctx: PageContext, message: string): PageResponse => answer(404, messagePage(ctx, 'Not found', message));
-  const unknownSchedule = (ctx: PageContext, id: string): PageResponse => notFound(ctx, `No schedule "${id}" in this replica's configuration.`);
+  const notFound = (ctx: PageContext, message: string): PageResponse =>
+    answer(404, messagePage(ctx, 'Not found', message));
+  const unknownSchedule = (ctx: PageContext, id: string): PageResponse =>
+    notFound(ctx, `No schedule "${id}" in this replica's configuration.`);
 
   const view = async (request: PageRequest, ctx: PageContext): Promise<PageResponse> => {
     if (request.path === CONSOLE_PATH) return list(ctx, request.query);
@@ -137,19 +185,30 @@ export function webConsole(options: ConsoleOptions): WebConsole {
     const next = nextPath(form.get('next'));
     if (!sameToken(form.get('token') ?? '', token)) {
       log.warn('console sign-in refused: not the control token');
-      return answer(403, signInPage({ ...ctx, flash: { kind: 'error', text: 'That is not the control token.' } }, next));
+      return answer(
+        403,
+        signInPage({ ...ctx, flash: { kind: 'error', text: 'That is not the control token.' } }, next),
+      );
     }
     log.info('console sign-in');
     return redirect(next, [setCookie(SESSION_COOKIE, sessionValue(token, ctx.nowMs + SESSION_MS), SESSION_MS / 1000)]);
   };
 
   /** Does the action; the flash line that says what it did, or a dry run's report. */
-  const perform = async (action: Action, schedule: ScheduleConfig, form: URLSearchParams, said: Said): Promise<string | BackfillReport> => {
+  const perform = async (
+    action: Action,
+    schedule: ScheduleConfig,
+    form: URLSearchParams,
+    said: Said,
+  ): Promise<string | BackfillReport> => {
     if (action === 'pause') {
       await pauseSchedule(control, schedule, said);
       return `paused by ${said.by}`;
     }
-    if (action === 'resume') return (await resumeSchedule(control, schedule, said)) ? `resumed by ${said.by}` : 'was not paused: nothing to resume';
+    if (action === 'resume')
+      return (await resumeSchedule(control, schedule, said))
+        ? `resumed by ${said.by}`
+        : 'was not paused: nothing to resume';
     if (action === 'trigger') {
       const { jobId, fence } = await triggerSchedule(control, schedule, said);
       return `triggered: job ${jobId}, fence ${fence}`;
@@ -162,20 +221,40 @@ export function webConsole(options: ConsoleOptions): WebConsole {
 
   const act = async (ctx: PageContext, form: URLSearchParams, id: string, action: Action): Promise<PageResponse> => {
     if (token === undefined) return answer(403, messagePage(ctx, 'Read-only', READ_ONLY));
-    if (!ctx.signedIn) return answer(403, messagePage(ctx, 'Sign in first', 'Pause, resume, trigger and backfill need a browser signed in with the control token.'));
+    if (!ctx.signedIn)
+      return answer(
+        403,
+        messagePage(
+          ctx,
+          'Sign in first',
+          'Pause, resume, trigger and backfill need a browser signed in with the control token.',
+        ),
+      );
     const schedule = schedules.find(id);
     if (!schedule) return unknownSchedule(ctx, id);
     // The schedule's page with the reason; when the queue Redis cannot show it either, the reason alone.
     const failed = (status: number, text: string) => {
       const flash = { kind: 'error' as const, text: `${action} not done: ${text}` };
-      return detail({ ...ctx, flash }, schedule, new URLSearchParams(), status).catch(() => answer(status, messagePage({ ...ctx, flash }, 'Not done', text)));
+      return detail({ ...ctx, flash }, schedule, new URLSearchParams(), status).catch(() =>
+        answer(status, messagePage({ ...ctx, flash }, 'Not done', text)),
+      );
     };
     try {
       const said = saidFrom(form);
       const done = await perform(action, schedule, form, said);
       log.info({ schedule: id, action, by: said.by, note: said.note }, 'console action');
-      if (typeof done !== 'string') return detail({ ...ctx, flash: { kind: 'done', text: `dry run: ${done.fired} would fire, ${done.skipped} skipped` } }, schedule, new URLSearchParams(), 200, done);
-      return redirect(`${CONSOLE_PATH}schedules/${id}`, [setCookie(FLASH_COOKIE, `${id} ${done}`, FLASH_MAX_AGE_S), setCookie(BY_COOKIE, said.by, BY_MAX_AGE_S)]);
+      if (typeof done !== 'string')
+        return detail(
+          { ...ctx, flash: { kind: 'done', text: `dry run: ${done.fired} would fire, ${done.skipped} skipped` } },
+          schedule,
+          new URLSearchParams(),
+          200,
+          done,
+        );
+      return redirect(`${CONSOLE_PATH}schedules/${id}`, [
+        setCookie(FLASH_COOKIE, `${id} ${done}`, FLASH_MAX_AGE_S),
+        setCookie(BY_COOKIE, said.by, BY_MAX_AGE_S),
+      ]);
     } catch (error) {
       if (error instanceof FormError || error instanceof BackfillRangeError) return failed(400, error.message);
       log.warn({ schedule: id, action, err: error }, 'console action failed');
@@ -200,7 +279,11 @@ export function webConsole(options: ConsoleOptions): WebConsole {
     try {
       if (request.method === 'GET' || request.method === 'HEAD') return await view(request, ctx);
       if (request.method === 'POST') return await post(request, ctx);
-      return answer(405, messagePage(ctx, 'Method not allowed', `The console answers GET and POST, not ${request.method}.`), { allow: 'GET, HEAD, POST' });
+      return answer(
+        405,
+        messagePage(ctx, 'Method not allowed', `The console answers GET and POST, not ${request.method}.`),
+        { allow: 'GET, HEAD, POST' },
+      );
     } catch (error) {
       return answer(503, messagePage(ctx, 'Unavailable', `Cannot read the queue Redis: ${messageOf(error)}`));
     }

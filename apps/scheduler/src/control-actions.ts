@@ -45,7 +45,14 @@ const messageOf = (error: unknown): string => (error instanceof Error ? error.me
 
 /** Adds an action to the schedule's audit trail; a failure is logged, not thrown (the action is done). */
 async function audit(ctx: QueueContext, schedule: Schedule, action: Omit<ControlAction, 'atMs'>): Promise<void> {
-  await new RedisReplicaStore(ctx.redis).audit(schedule.id, { ...action, atMs: ctx.now() }, schedule.history).catch((error: unknown) => ctx.logger.warn({ schedule: schedule.id, action: action.action, err: error }, `${action.action} done, but not added to the audit trail: ${messageOf(error)}`));
+  await new RedisReplicaStore(ctx.redis)
+    .audit(schedule.id, { ...action, atMs: ctx.now() }, schedule.history)
+    .catch((error: unknown) =>
+      ctx.logger.warn(
+        { schedule: schedule.id, action: action.action, err: error },
+        `${action.action} done, but not added to the audit trail: ${messageOf(error)}`,
+      ),
+    );
 }
 
 export async function pauseSchedule(ctx: QueueContext, schedule: Schedule, { note, by }: Said): Promise<void> {
@@ -61,19 +68,45 @@ export async function resumeSchedule(ctx: QueueContext, schedule: Schedule, { no
 }
 
 /** Runs the schedule now, through the path every tick takes (a claim, a lease, the publisher), under its own claim. */
-export async function triggerSchedule(ctx: ControlContext, schedule: Schedule, { note, by }: Said): Promise<{ jobId: string; fence: number }> {
+export async function triggerSchedule(
+  ctx: ControlContext,
+  schedule: Schedule,
+  { note, by }: Said,
+): Promise<{ jobId: string; fence: number }> {
   const now = ctx.now();
   const planner = new TickPlanner(schedule);
   const next = planner.next(now);
   const nextDueMs = next === undefined ? undefined : planner.dueMs(next);
-  const tick = { schedule, tickMs: now, dueMs: now, nextDueMs, jobId: manualJobId(schedule.id, now), ...tickWindow(schedule, now, nextDueMs) };
-  const lease = await ctx.redlock.acquire(leaseResource(schedule.id, schedule.overlap, now), schedule.leaseTtlMs, { claim: manualClaim(now), claimRetentionMs: tick.retentionMs });
+  const tick = {
+    schedule,
+    tickMs: now,
+    dueMs: now,
+    nextDueMs,
+    jobId: manualJobId(schedule.id, now),
+    ...tickWindow(schedule, now, nextDueMs),
+  };
+  const lease = await ctx.redlock.acquire(leaseResource(schedule.id, schedule.overlap, now), schedule.leaseTtlMs, {
+    claim: manualClaim(now),
+    claimRetentionMs: tick.retentionMs,
+  });
   const queue = new BullJobQueue(ctx.redis, ctx.redlock.settings.clock, ctx.publisherId);
-  const recorder = new TickRecorder({ replicaId: ctx.publisherId, store: new RedisReplicaStore(ctx.redis), logger: ctx.logger, now: ctx.now });
+  const recorder = new TickRecorder({
+    replicaId: ctx.publisherId,
+    store: new RedisReplicaStore(ctx.redis),
+    logger: ctx.logger,
+    now: ctx.now,
+  });
   try {
-    const [outcome] = await new TickPublisher({ replicaId: ctx.publisherId, leases: ctx.redlock, queue, recorder, now: ctx.now }).publish([{ tick, lease }], 'triggered');
+    const [outcome] = await new TickPublisher({
+      replicaId: ctx.publisherId,
+      leases: ctx.redlock,
+      queue,
+      recorder,
+      now: ctx.now,
+    }).publish([{ tick, lease }], 'triggered');
     await recorder.flush();
-    if (outcome !== 'published') throw new Error(`could not enqueue the run of ${schedule.id} (${outcome}): see the queue Redis`);
+    if (outcome !== 'published')
+      throw new Error(`could not enqueue the run of ${schedule.id} (${outcome}): see the queue Redis`);
   } finally {
     await queue.close();
   }
@@ -117,9 +150,13 @@ const iso = (ms: number): string => new Date(ms).toISOString();
 /** The ticks of the range, oldest first; refuses a range that is backwards, in the future or longer than `max`. */
 function ticksOf(schedule: Schedule, { fromMs, toMs, max }: BackfillRequest, nowMs: number): number[] {
   if (fromMs > toMs) throw new BackfillRangeError(`the range starts (${iso(fromMs)}) after it ends (${iso(toMs)})`);
-  if (toMs > nowMs) throw new BackfillRangeError(`the range ends in the future (${iso(toMs)}): a backfill runs ticks that are past`);
+  if (toMs > nowMs)
+    throw new BackfillRangeError(`the range ends in the future (${iso(toMs)}): a backfill runs ticks that are past`);
   const ticks = new TickPlanner(schedule).ticksBetween(fromMs - 1, toMs + 1, max + 1);
-  if (ticks.length > max) throw new BackfillRangeError(`${iso(fromMs)} .. ${iso(toMs)} holds more than ${max} ticks of ${schedule.id}: narrow the range, or raise the maximum (--max; at most ${BACKFILL_MAX_LIMIT})`);
+  if (ticks.length > max)
+    throw new BackfillRangeError(
+      `${iso(fromMs)} .. ${iso(toMs)} holds more than ${max} ticks of ${schedule.id}: narrow the range, or raise the maximum (--max; at most ${BACKFILL_MAX_LIMIT})`,
+    );
   return ticks;
 }
 
@@ -129,7 +166,12 @@ function ticksOf(schedule: Schedule, { fromMs, toMs, max }: BackfillRequest, now
  * grant the claim again. A claim granted but never started (its job missed its start deadline) is
  * taken over by its value, as recovery does; one started means a job of the tick ran: undefined.
  */
-async function claimForBackfill(redlock: Redlock, schedule: Schedule, tickMs: number, retentionMs: number): Promise<Pick<Lease, 'resource' | 'value' | 'fence'> | undefined> {
+async function claimForBackfill(
+  redlock: Redlock,
+  schedule: Schedule,
+  tickMs: number,
+  retentionMs: number,
+): Promise<Pick<Lease, 'resource' | 'value' | 'fence'> | undefined> {
   const resource = leaseResource(schedule.id, schedule.overlap, tickMs);
   const claim = tickClaim(tickMs);
   // In the fencing tokens' number space (wall microseconds): read as the job's fence, it is unique to this backfill of the tick.
@@ -159,7 +201,12 @@ async function claimForBackfill(redlock: Redlock, schedule: Schedule, tickMs: nu
  * future, of more than `max` ticks, or older than the schedule's kept history, where a tick
  * without a record may have run.
  */
-export async function backfillSchedule(ctx: ControlContext, schedule: Schedule, request: BackfillRequest, { note, by }: Said): Promise<BackfillReport> {
+export async function backfillSchedule(
+  ctx: ControlContext,
+  schedule: Schedule,
+  request: BackfillRequest,
+  { note, by }: Said,
+): Promise<BackfillReport> {
   const now = ctx.now();
   const ticks = ticksOf(schedule, request, now);
   const store = new RedisReplicaStore(ctx.redis);
@@ -167,13 +214,20 @@ export async function backfillSchedule(ctx: ControlContext, schedule: Schedule, 
   const reachMs = historyReachMs(records, schedule.history, now);
   if (ticks.length > 0 && (ticks[0] as number) < reachMs) {
     const kept = `history: { keep: ${schedule.history.keep}, maxAge: ${formatDuration(schedule.history.maxAgeMs)} }`;
-    throw new BackfillRangeError(`the tick history of ${schedule.id} reaches back to ${iso(reachMs)} (${kept}): whether earlier ticks ran is not known; backfill from then, or keep more history`);
+    throw new BackfillRangeError(
+      `the tick history of ${schedule.id} reaches back to ${iso(reachMs)} (${kept}): whether earlier ticks ran is not known; backfill from then, or keep more history`,
+    );
   }
   const plan = planBackfill(ticks, records, await new RunHistory(ctx.redis).read(schedule.id, MAX_HISTORY_KEEP));
   if (request.dryRun) return report(plan);
   const fired = await fire(ctx, schedule, plan, now);
   const result = report(fired);
-  await audit(ctx, schedule, { action: 'backfill', by, note, detail: `${iso(request.fromMs)} .. ${iso(request.toMs)}: ${result.fired} fired, ${result.skipped} skipped${result.failed > 0 ? `, ${result.failed} failed` : ''}` });
+  await audit(ctx, schedule, {
+    action: 'backfill',
+    by,
+    note,
+    detail: `${iso(request.fromMs)} .. ${iso(request.toMs)}: ${result.fired} fired, ${result.skipped} skipped${result.failed > 0 ? `, ${result.failed} failed` : ''}`,
+  });
   return result;
 }
 
@@ -183,7 +237,12 @@ function report(ticks: BackfilledTick[]): BackfillReport {
 }
 
 /** Claims each tick the plan fires, then publishes their jobs; a tick whose claim is started is skipped. */
-async function fire(ctx: ControlContext, schedule: Schedule, plan: readonly BackfillTick[], nowMs: number): Promise<BackfilledTick[]> {
+async function fire(
+  ctx: ControlContext,
+  schedule: Schedule,
+  plan: readonly BackfillTick[],
+  nowMs: number,
+): Promise<BackfilledTick[]> {
   const planner = new TickPlanner(schedule);
   const next = planner.next(nowMs);
   const nextDueMs = next === undefined ? undefined : planner.dueMs(next);
@@ -191,19 +250,48 @@ async function fire(ctx: ControlContext, schedule: Schedule, plan: readonly Back
   const ticks: BackfilledTick[] = [];
   const runs: Run[] = [];
   for (const tick of plan) {
-    const claimed = tick.action === 'fire' ? await claimForBackfill(ctx.redlock, schedule, tick.tickMs, window.retentionMs) : undefined;
-    if (tick.action === 'fire' && claimed === undefined) ticks.push({ tickMs: tick.tickMs, action: 'skip', why: 'a job of it started (its claim on the lock nodes says so)' });
+    const claimed =
+      tick.action === 'fire'
+        ? await claimForBackfill(ctx.redlock, schedule, tick.tickMs, window.retentionMs)
+        : undefined;
+    if (tick.action === 'fire' && claimed === undefined)
+      ticks.push({
+        tickMs: tick.tickMs,
+        action: 'skip',
+        why: 'a job of it started (its claim on the lock nodes says so)',
+      });
     else ticks.push(tick);
     if (claimed === undefined) continue;
-    const lease: Lease = { ...claimed, ttlMs: schedule.leaseTtlMs, validUntil: ctx.redlock.settings.clock.now() + schedule.leaseTtlMs, claim: tickClaim(tick.tickMs) };
-    runs.push({ tick: { schedule, tickMs: tick.tickMs, dueMs: nowMs, nextDueMs, jobId: backfillJobId(schedule.id, tick.tickMs), ...window }, lease, backfill: true });
+    const lease: Lease = {
+      ...claimed,
+      ttlMs: schedule.leaseTtlMs,
+      validUntil: ctx.redlock.settings.clock.now() + schedule.leaseTtlMs,
+      claim: tickClaim(tick.tickMs),
+    };
+    runs.push({
+      tick: {
+        schedule,
+        tickMs: tick.tickMs,
+        dueMs: nowMs,
+        nextDueMs,
+        jobId: backfillJobId(schedule.id, tick.tickMs),
+        ...window,
+      },
+      lease,
+      backfill: true,
+    });
   }
   const failures = await publish(ctx, runs);
   return ticks.map((tick) => {
     if (tick.action !== 'fire') return tick;
     const failure = failures.get(tick.tickMs);
     // Its claim stays started for a job that is not there: a backfill again finds it so until the claim's retention passes.
-    if (failure !== undefined) return { ...tick, action: 'failed', why: `${tick.why}; its job not enqueued (${failure}): its claim is held until ${iso(nowMs + window.retentionMs)}` };
+    if (failure !== undefined)
+      return {
+        ...tick,
+        action: 'failed',
+        why: `${tick.why}; its job not enqueued (${failure}): its claim is held until ${iso(nowMs + window.retentionMs)}`,
+      };
     return { ...tick, jobId: backfillJobId(schedule.id, tick.tickMs) };
   });
 }
@@ -212,11 +300,28 @@ async function fire(ctx: ControlContext, schedule: Schedule, plan: readonly Back
 async function publish(ctx: ControlContext, runs: readonly Run[]): Promise<Map<number, string>> {
   if (runs.length === 0) return new Map();
   const queue = new BullJobQueue(ctx.redis, ctx.redlock.settings.clock, ctx.publisherId);
-  const recorder = new TickRecorder({ replicaId: ctx.publisherId, store: new RedisReplicaStore(ctx.redis), logger: ctx.logger, now: ctx.now });
+  const recorder = new TickRecorder({
+    replicaId: ctx.publisherId,
+    store: new RedisReplicaStore(ctx.redis),
+    logger: ctx.logger,
+    now: ctx.now,
+  });
   try {
-    const published = await new TickPublisher({ replicaId: ctx.publisherId, leases: ctx.redlock, queue, recorder, now: ctx.now }).publish(runs, 'backfilled');
+    const published = await new TickPublisher({
+      replicaId: ctx.publisherId,
+      leases: ctx.redlock,
+      queue,
+      recorder,
+      now: ctx.now,
+    }).publish(runs, 'backfilled');
     await recorder.flush();
-    return new Map(runs.flatMap((run, i) => (published[i] === 'published' || published[i] === 'published-by-another' ? [] : [[run.tick.tickMs, published[i] ?? 'failed']])));
+    return new Map(
+      runs.flatMap((run, i) =>
+        published[i] === 'published' || published[i] === 'published-by-another'
+          ? []
+          : [[run.tick.tickMs, published[i] ?? 'failed']],
+      ),
+    );
   } finally {
     await queue.close();
   }

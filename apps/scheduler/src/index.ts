@@ -1,4 +1,11 @@
-export { MISS_REASONS, TICK_OBSERVATIONS, TICK_OUTCOMES, type MissReason, type TickObservation, type TickOutcome } from './outcomes.ts';
+export {
+  MISS_REASONS,
+  TICK_OBSERVATIONS,
+  TICK_OUTCOMES,
+  type MissReason,
+  type TickObservation,
+  type TickOutcome,
+} from './outcomes.ts';
 export type { Schedule } from './schedule.ts';
 export { DEFAULT_CONTEST_LEAD_MS, Scheduler, type SchedulerOptions } from './scheduler.ts';
 export type { OutcomeEvent, OutcomeListener, ObservationListener } from './tick-recorder.ts';

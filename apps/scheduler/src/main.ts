@@ -1,7 +1,17 @@
 // The scheduler process: reads its environment and config, then runs one replica until SIGTERM.
 import { parseSchedulerEnv, redactUrl, type TickwardenConfig } from '@tickwarden/config';
 import { IoredisLockNode, Redlock } from '@tickwarden/redlock';
-import { boundPort, loadRedisTls, packageVersion, redisOptionsFor, runMain, startHttpServer, startLiveConfig, untilStopSignal, verifyServers } from '@tickwarden/runtime';
+import {
+  boundPort,
+  loadRedisTls,
+  packageVersion,
+  redisOptionsFor,
+  runMain,
+  startHttpServer,
+  startLiveConfig,
+  untilStopSignal,
+  verifyServers,
+} from '@tickwarden/runtime';
 import { Redis } from 'ioredis';
 import { pino } from 'pino';
 import { readControlToken } from './console-auth.ts';
@@ -33,7 +43,17 @@ async function main(): Promise<number> {
     for (const error of token.errors) process.stderr.write(`${error.variable}: ${error.message}\n`);
     return 2;
   }
-  const { configPath, lockNodes, lockQuorum, queueRedis, replicaId, httpPort, logLevel, contestLeadMs, httpDestinations } = env.value;
+  const {
+    configPath,
+    lockNodes,
+    lockQuorum,
+    queueRedis,
+    replicaId,
+    httpPort,
+    logLevel,
+    contestLeadMs,
+    httpDestinations,
+  } = env.value;
   const logger = pino({ level: logLevel, base: { replica: replicaId } });
   // Two names of one server would count one vote twice, or share a queue's memory with the locks.
   if (!(await verifyServers(env.value, tls.value, logger))) return 2;
@@ -62,34 +82,80 @@ async function main(): Promise<number> {
     metrics.configApplied(config);
   }
 
-  const redlock = new Redlock(lockNodes.map((url) => IoredisLockNode.fromUrl(url, redisOptionsFor(url, tls.value))), { quorum: lockQuorum });
+  const redlock = new Redlock(
+    lockNodes.map((url) => IoredisLockNode.fromUrl(url, redisOptionsFor(url, tls.value))),
+    { quorum: lockQuorum },
+  );
   metrics.observe(redlock);
-  redlock.on('nodeError', ({ node, operation, error }) => logger.debug({ node, operation, err: error }, 'lock node error'));
+  redlock.on('nodeError', ({ node, operation, error }) =>
+    logger.debug({ node, operation, err: error }, 'lock node error'),
+  );
   // Fail fast while the queue Redis is down (the enqueue retries), instead of queueing commands in memory.
-  const queueConnection = new Redis(queueRedis, { maxRetriesPerRequest: 1, enableOfflineQueue: false, ...redisOptionsFor(queueRedis, tls.value) });
+  const queueConnection = new Redis(queueRedis, {
+    maxRetriesPerRequest: 1,
+    enableOfflineQueue: false,
+    ...redisOptionsFor(queueRedis, tls.value),
+  });
   queueConnection.on('error', (error) => logger.debug({ err: error }, 'queue redis error'));
   // The first contest reads the pause flags: wait for the connection a little (down, the replica starts anyway).
   // Not events.once: it rejects on the connection's first 'error' (a queue Redis down at start), which would end the process.
   const ready = new Promise<true>((resolve) => queueConnection.once('ready', () => resolve(true)));
-  const connected = await Promise.race([ready, new Promise<false>((resolve) => setTimeout(resolve, QUEUE_READY_WAIT_MS, false).unref())]);
-  if (!connected) logger.warn({ waitedMs: QUEUE_READY_WAIT_MS }, 'queue redis not reachable yet: starting; pause flags are read once it is');
-  const schedules = new ScheduleStatus({ schedules: () => config?.schedules ?? [], redis: queueConnection, upcoming: (id, afterMs, count) => scheduler?.upcoming(id, afterMs, count) ?? [], now: Date.now });
+  const connected = await Promise.race([
+    ready,
+    new Promise<false>((resolve) => setTimeout(resolve, QUEUE_READY_WAIT_MS, false).unref()),
+  ]);
+  if (!connected)
+    logger.warn(
+      { waitedMs: QUEUE_READY_WAIT_MS },
+      'queue redis not reachable yet: starting; pause flags are read once it is',
+    );
+  const schedules = new ScheduleStatus({
+    schedules: () => config?.schedules ?? [],
+    redis: queueConnection,
+    upcoming: (id, afterMs, count) => scheduler?.upcoming(id, afterMs, count) ?? [],
+    now: Date.now,
+  });
   const consoleLogger = logger.child({ component: 'console' });
-  const web = webConsole({ schedules, control: { redis: queueConnection, redlock, publisherId: replicaId, logger: consoleLogger, now: Date.now }, token: token.value, replicaId });
+  const web = webConsole({
+    schedules,
+    control: { redis: queueConnection, redlock, publisherId: replicaId, logger: consoleLogger, now: Date.now },
+    token: token.value,
+    replicaId,
+  });
   // Probes answer before the schedules are planned, which takes a while for a big config (the startupProbe allows for it).
-  const server = await startHttpServer(httpPort, metrics.registry, async () => {
-    const reasons: string[] = [];
-    const probe = await redlock.probe();
-    if (!probe.quorum) reasons.push(`lock quorum unreachable (${probe.reachable.length} of ${redlock.nodes.length} answer, ${redlock.quorum} needed)`);
-    if ((await queueConnection.ping().catch(() => 'down')) !== 'PONG') reasons.push('queue redis unreachable');
-    return reasons;
-  }, { api: statusApi(schedules), pages: web.pages });
+  const server = await startHttpServer(
+    httpPort,
+    metrics.registry,
+    async () => {
+      const reasons: string[] = [];
+      const probe = await redlock.probe();
+      if (!probe.quorum)
+        reasons.push(
+          `lock quorum unreachable (${probe.reachable.length} of ${redlock.nodes.length} answer, ${redlock.quorum} needed)`,
+        );
+      if ((await queueConnection.ping().catch(() => 'down')) !== 'PONG') reasons.push('queue redis unreachable');
+      return reasons;
+    },
+    { api: statusApi(schedules), pages: web.pages },
+  );
   logger.info({ port: boundPort(server) }, 'http listening');
   const { controlTokenFile } = env.value;
-  if (token.value !== undefined) consoleLogger.info({ path: CONSOLE_PATH, writable: true }, 'web console: writable after sign-in with the control token');
-  else if (controlTokenFile === undefined) consoleLogger.info({ path: CONSOLE_PATH, writable: false }, 'web console: read-only (no TICKWARDEN_CONTROL_TOKEN_FILE)');
+  if (token.value !== undefined)
+    consoleLogger.info(
+      { path: CONSOLE_PATH, writable: true },
+      'web console: writable after sign-in with the control token',
+    );
+  else if (controlTokenFile === undefined)
+    consoleLogger.info(
+      { path: CONSOLE_PATH, writable: false },
+      'web console: read-only (no TICKWARDEN_CONTROL_TOKEN_FILE)',
+    );
   // An optional Secret not created: read-only, said loudly; the file is read at start only.
-  else consoleLogger.warn({ path: CONSOLE_PATH, writable: false, file: controlTokenFile }, 'web console: read-only: TICKWARDEN_CONTROL_TOKEN_FILE names no file (restart the replica once the Secret exists)');
+  else
+    consoleLogger.warn(
+      { path: CONSOLE_PATH, writable: false, file: controlTokenFile },
+      'web console: read-only: TICKWARDEN_CONTROL_TOKEN_FILE names no file (restart the replica once the Secret exists)',
+    );
 
   scheduler = new Scheduler({
     replicaId,
@@ -103,7 +169,16 @@ async function main(): Promise<number> {
   });
   scheduler.setSchedules(config.schedules);
   scheduler.start();
-  logger.info({ schedules: config.schedules.length, patterns: scheduler.parsedPatterns, files: config.files, lockNodes: lockNodes.map(redactUrl), quorum: redlock.quorum }, 'scheduler started');
+  logger.info(
+    {
+      schedules: config.schedules.length,
+      patterns: scheduler.parsedPatterns,
+      files: config.files,
+      lockNodes: lockNodes.map(redactUrl),
+      quorum: redlock.quorum,
+    },
+    'scheduler started',
+  );
 
   await untilStopSignal();
   logger.info('stopping: no new ticks; finishing in-flight enqueues');

@@ -1,7 +1,14 @@
 import type { Redlock } from '@tickwarden/redlock';
 import { ProcessMetrics } from '@tickwarden/runtime';
 import { Counter, Gauge, Histogram } from 'prom-client';
-import { MISS_REASONS, TICK_OBSERVATIONS, TICK_OUTCOMES, type MissReason, type TickObservation, type TickOutcome } from './outcomes.ts';
+import {
+  MISS_REASONS,
+  TICK_OBSERVATIONS,
+  TICK_OUTCOMES,
+  type MissReason,
+  type TickObservation,
+  type TickOutcome,
+} from './outcomes.ts';
 import { SchedulePeriods } from './schedule-period.ts';
 import type { OutcomeEvent } from './tick-recorder.ts';
 
@@ -19,7 +26,8 @@ interface ScheduleSeries {
 
 /** `tickwarden_schedule_ticks_total`'s labels besides the schedule's: `reason` only on a missed tick. */
 type TickLabels = { outcome: TickOutcome; reason?: MissReason | 'other' };
-const missReason = (reason: string | undefined): MissReason | 'other' => (MISS_REASONS.find((known) => known === reason) ?? 'other');
+const missReason = (reason: string | undefined): MissReason | 'other' =>
+  MISS_REASONS.find((known) => known === reason) ?? 'other';
 
 /** The team of a schedule id: the part before its `/`. */
 export const teamOf = (scheduleId: string): string => scheduleId.split('/', 1)[0] ?? '';
@@ -100,7 +108,13 @@ export class SchedulerMetrics extends ProcessMetrics {
     for (const schedule of configured.values()) {
       const series = this.#schedules.get(schedule.id);
       if (series) series.schedule = schedule;
-      else this.#schedules.set(schedule.id, { team: teamOf(schedule.id), schedule, ticks: new Map(), lastTick: undefined });
+      else
+        this.#schedules.set(schedule.id, {
+          team: teamOf(schedule.id),
+          schedule,
+          ticks: new Map(),
+          lastTick: undefined,
+        });
     }
     this.#periods.retainOnly(configured.values());
   }
@@ -111,7 +125,9 @@ export class SchedulerMetrics extends ProcessMetrics {
   }
 
   /** The scheduler's `onOutcome`: the totals, and the schedule's own series. */
-  recordOutcome(event: Pick<OutcomeEvent, 'outcome' | 'scheduleId' | 'tickMs' | 'lagMs' | 'reason' | 'recorded'>): void {
+  recordOutcome(
+    event: Pick<OutcomeEvent, 'outcome' | 'scheduleId' | 'tickMs' | 'lagMs' | 'reason' | 'recorded'>,
+  ): void {
     const { outcome, scheduleId, tickMs, lagMs, reason, recorded } = event;
     this.recordTick(outcome, lagMs, recorded);
     const series = this.#schedules.get(scheduleId);
@@ -122,7 +138,8 @@ export class SchedulerMetrics extends ProcessMetrics {
     this.scheduleTicks.inc({ ...labels, ...tick });
     const last = series.lastTick;
     if (last !== undefined && tickMs < last.tickMs) return;
-    if (last !== undefined && last.outcome !== outcome) this.scheduleLastTick.remove({ ...labels, outcome: last.outcome });
+    if (last !== undefined && last.outcome !== outcome)
+      this.scheduleLastTick.remove({ ...labels, outcome: last.outcome });
     series.lastTick = { tickMs, outcome };
     this.scheduleLastTick.set({ ...labels, outcome }, tickMs / 1000);
   }

@@ -1,5 +1,12 @@
 import type { HistoryRetention } from '@tickwarden/config';
-import type { AcquireBatchOptions, AcquireRequest, BatchResult, Clock, Lease, ReleaseResult } from '@tickwarden/redlock';
+import type {
+  AcquireBatchOptions,
+  AcquireRequest,
+  BatchResult,
+  Clock,
+  Lease,
+  ReleaseResult,
+} from '@tickwarden/redlock';
 import type { MissReason, TickOutcome } from './outcomes.ts';
 import type { Schedule } from './schedule.ts';
 import type { TickWindow } from './tick-window.ts';
@@ -23,7 +30,11 @@ export interface Tick extends TickWindow {
 
 /** The lease operations the scheduler uses (a Redlock has them). */
 export interface LeaseGrants {
-  acquireBatch(requests: readonly AcquireRequest[], ttlMs: number, options?: AcquireBatchOptions): Promise<BatchResult<Lease>[]>;
+  acquireBatch(
+    requests: readonly AcquireRequest[],
+    ttlMs: number,
+    options?: AcquireBatchOptions,
+  ): Promise<BatchResult<Lease>[]>;
   releaseBatch(leases: readonly Pick<Lease, 'resource' | 'value'>[]): Promise<ReleaseResult[]>;
   /** Its monotonic clock: lease validity is measured on it. */
   readonly settings: { readonly clock: Clock };
@@ -50,7 +61,8 @@ export interface Run {
  * (the job is there: who added it, under which lease), `gone` (added once; the job was removed
  * since, its publish marker remains).
  */
-export type Publication = { state: 'none' } | { state: 'stored'; enqueuedBy: string; fence: number; value: string } | { state: 'gone' };
+export type Publication =
+  { state: 'none' } | { state: 'stored'; enqueuedBy: string; fence: number; value: string } | { state: 'gone' };
 
 export interface JobQueue {
   /** Adds the runs' jobs, each at most once per publish marker (`retentionMs`); per run: undefined when added (or already there), or the error. */

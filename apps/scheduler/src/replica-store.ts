@@ -162,9 +162,13 @@ export class RedisReplicaStore implements ReplicaStore {
   }
 
   async pausedInEpoch(newEpoch: string): Promise<{ epoch: string; paused: Map<string, PauseRecord> }> {
-    const [epoch, flat] = (await this.#redis.eval(PAUSED_IN_EPOCH, 2, PAUSED_KEY, EPOCH_KEY, newEpoch)) as [string, string[]];
+    const [epoch, flat] = (await this.#redis.eval(PAUSED_IN_EPOCH, 2, PAUSED_KEY, EPOCH_KEY, newEpoch)) as [
+      string,
+      string[],
+    ];
     const paused = new Map<string, PauseRecord>();
-    for (let i = 0; i + 1 < flat.length; i += 2) paused.set(flat[i] as string, JSON.parse(flat[i + 1] as string) as PauseRecord);
+    for (let i = 0; i + 1 < flat.length; i += 2)
+      paused.set(flat[i] as string, JSON.parse(flat[i + 1] as string) as PauseRecord);
     return { epoch, paused };
   }
 
@@ -178,7 +182,11 @@ export class RedisReplicaStore implements ReplicaStore {
       slice.flatMap(({ record, keepMs, scheduleId, retention }) => [
         String(record.tickMs),
         JSON.stringify(record),
-        record.outcome === 'enqueued' || record.outcome === 'recovered' ? '1' : record.outcome === 'backfilled' ? '2' : '0',
+        record.outcome === 'enqueued' || record.outcome === 'recovered'
+          ? '1'
+          : record.outcome === 'backfilled'
+            ? '2'
+            : '0',
         String(keepMs),
         record.jobId ?? `${scheduleId}@${record.tickMs}`,
         String(retention.keep),
@@ -196,7 +204,9 @@ export class RedisReplicaStore implements ReplicaStore {
     const result: boolean[] = [];
     for (let from = 0; from < ticks.length; from += RECORDED_SLICE) {
       const slice = ticks.slice(from, from + RECORDED_SLICE);
-      const pipeline = this.#redis.pipeline(slice.map(({ scheduleId, tickMs }) => ['zcount', historyKey(scheduleId), String(tickMs), String(tickMs)]));
+      const pipeline = this.#redis.pipeline(
+        slice.map(({ scheduleId, tickMs }) => ['zcount', historyKey(scheduleId), String(tickMs), String(tickMs)]),
+      );
       for (const [error, count] of (await pipeline.exec()) ?? []) {
         if (error) throw error;
         result.push(Number(count) > 0);
@@ -213,7 +223,14 @@ export class RedisReplicaStore implements ReplicaStore {
   }
 
   async takeDue(nowMs: number, limit: number, nextTryMs: number): Promise<string[]> {
-    return (await this.#redis.eval(TAKE_DUE, 1, OPEN_KEY, String(Math.floor(nowMs)), String(limit), String(Math.round(nextTryMs)))) as string[];
+    return (await this.#redis.eval(
+      TAKE_DUE,
+      1,
+      OPEN_KEY,
+      String(Math.floor(nowMs)),
+      String(limit),
+      String(Math.round(nextTryMs)),
+    )) as string[];
   }
 
   /**
@@ -227,7 +244,12 @@ export class RedisReplicaStore implements ReplicaStore {
     const entries = [...marks];
     const pipeline = this.#redis.pipeline();
     for (let at = 0; at < entries.length; at += MARKS_PER_CALL) {
-      pipeline.eval(RAISE_MARKS, 1, MARKS_KEY, ...entries.slice(at, at + MARKS_PER_CALL).flatMap(([id, tickMs]) => [id, String(tickMs)]));
+      pipeline.eval(
+        RAISE_MARKS,
+        1,
+        MARKS_KEY,
+        ...entries.slice(at, at + MARKS_PER_CALL).flatMap(([id, tickMs]) => [id, String(tickMs)]),
+      );
     }
     for (const [callIndex, [error, values]] of ((await pipeline.exec()) ?? []).entries()) {
       if (error) throw error;
@@ -243,7 +265,8 @@ export class RedisReplicaStore implements ReplicaStore {
   async forgetMarks(scheduleIds: readonly string[]): Promise<void> {
     if (scheduleIds.length === 0) return;
     const pipeline = this.#redis.pipeline();
-    for (let at = 0; at < scheduleIds.length; at += MARKS_PER_CALL) pipeline.hdel(MARKS_KEY, ...scheduleIds.slice(at, at + MARKS_PER_CALL));
+    for (let at = 0; at < scheduleIds.length; at += MARKS_PER_CALL)
+      pipeline.hdel(MARKS_KEY, ...scheduleIds.slice(at, at + MARKS_PER_CALL));
     for (const [error] of (await pipeline.exec()) ?? []) if (error) throw error;
   }
 
@@ -264,7 +287,11 @@ export class RedisReplicaStore implements ReplicaStore {
   }
 
   /** Runs `script` once per ENTRIES_PER_CALL items, in one pipeline; the replies in order. */
-  async #calls<T>(script: string, items: readonly T[], call: (slice: readonly T[]) => [keys: string[], args: string[]]): Promise<unknown[]> {
+  async #calls<T>(
+    script: string,
+    items: readonly T[],
+    call: (slice: readonly T[]) => [keys: string[], args: string[]],
+  ): Promise<unknown[]> {
     if (items.length === 0) return [];
     const pipeline = this.#redis.pipeline();
     for (let at = 0; at < items.length; at += ENTRIES_PER_CALL) {

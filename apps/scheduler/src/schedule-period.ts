@@ -29,7 +29,11 @@ export interface TickCalendar {
  * The longest interval between two consecutive ticks from `fromMs` on, over `horizonMs` (and at
  * least 3 intervals), in ms; undefined for a pattern with fewer than two ticks left.
  */
-export function longestTickIntervalMs(calendar: TickCalendar, fromMs: number, horizonMs = PERIOD_HORIZON_MS): number | undefined {
+export function longestTickIntervalMs(
+  calendar: TickCalendar,
+  fromMs: number,
+  horizonMs = PERIOD_HORIZON_MS,
+): number | undefined {
   let calls = 1;
   let tick = calendar.next(fromMs);
   let longest: number | undefined;
@@ -129,7 +133,10 @@ export class SchedulePeriods {
         try {
           const { cron: parsed } = crons.get(cron, timezone);
           ms = longestTickIntervalMs(
-            { next: (afterMs) => parsed.nextRun(new Date(afterMs))?.getTime(), previous: (beforeMs) => parsed.previousRuns(1, new Date(beforeMs))[0]?.getTime() },
+            {
+              next: (afterMs) => parsed.nextRun(new Date(afterMs))?.getTime(),
+              previous: (beforeMs) => parsed.previousRuns(1, new Date(beforeMs))[0]?.getTime(),
+            },
             computedAtMs,
           );
         } catch {

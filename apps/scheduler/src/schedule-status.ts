@@ -68,21 +68,31 @@ export class ScheduleStatus {
   async page(offset: number, limit: number): Promise<{ total: number; summaries: ScheduleSummary[] }> {
     const all = this.#options.schedules();
     const paused = await this.#store.paused();
-    return { total: all.length, summaries: all.slice(offset, offset + limit).map((schedule) => this.#summary(schedule, paused.get(schedule.id))) };
+    return {
+      total: all.length,
+      summaries: all.slice(offset, offset + limit).map((schedule) => this.#summary(schedule, paused.get(schedule.id))),
+    };
   }
 
   /** The schedule with its newest `count` tick records, runs and control actions. */
   async detail(schedule: ScheduleConfig, count: number): Promise<ScheduleDetail> {
-    const [paused, ticks, runs, actions] = await Promise.all([this.#store.paused(), this.#store.history(schedule.id, count), this.#runs.read(schedule.id, count), this.#store.audits(schedule.id, count)]);
+    const [paused, ticks, runs, actions] = await Promise.all([
+      this.#store.paused(),
+      this.#store.history(schedule.id, count),
+      this.#runs.read(schedule.id, count),
+      this.#store.audits(schedule.id, count),
+    ]);
     return { ...this.#summary(schedule, paused.get(schedule.id)), ticks, runs, actions };
   }
 
   /** Per schedule id, in order, its newest tick record and run (all sent at once: one round trip's wait for a page). */
   latest(ids: readonly string[]): Promise<LatestRecords[]> {
-    return Promise.all(ids.map(async (id) => {
-      const [[tick], [run]] = await Promise.all([this.#store.history(id, 1), this.#runs.read(id, 1)]);
-      return { tick, run };
-    }));
+    return Promise.all(
+      ids.map(async (id) => {
+        const [[tick], [run]] = await Promise.all([this.#store.history(id, 1), this.#runs.read(id, 1)]);
+        return { tick, run };
+      }),
+    );
   }
 
   #summary(schedule: ScheduleConfig, pause: PauseRecord | undefined): ScheduleSummary {

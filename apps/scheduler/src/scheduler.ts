@@ -89,18 +89,26 @@ export class Scheduler {
   #prunedAtMs = 0;
   /** The queue Redis's run_id, read at each (re)connection: another one is a restart or a failover. */
   #queueRunId: string | undefined;
-  readonly #onQueueReady = (): void => this.#track(this.#checkQueueServer(), 'could not read the queue Redis\'s run_id');
+  readonly #onQueueReady = (): void => this.#track(this.#checkQueueServer(), "could not read the queue Redis's run_id");
 
   constructor(options: SchedulerOptions) {
     const contestLeadMs = options.contestLeadMs ?? DEFAULT_CONTEST_LEAD_MS;
-    if (!Number.isFinite(contestLeadMs) || contestLeadMs < 0) throw new RangeError(`contestLeadMs: expected a number of milliseconds >= 0, got ${contestLeadMs}`);
+    if (!Number.isFinite(contestLeadMs) || contestLeadMs < 0)
+      throw new RangeError(`contestLeadMs: expected a number of milliseconds >= 0, got ${contestLeadMs}`);
     const clock = options.clock ?? systemClock;
     this.#options = { ...options, clock, gapCheckDelayMs: options.gapCheckDelayMs ?? LATE_TICK_WINDOW_MS + 5000 };
     const { replicaId, redlock: leases, logger } = options;
     const now = () => Math.floor(clock.wallMicros() / 1000);
     this.#store = options.store ?? new RedisReplicaStore(options.queueConnection);
     this.#queue = options.queue ?? new BullJobQueue(options.queueConnection, clock, replicaId);
-    this.#recorder = new TickRecorder({ replicaId, store: this.#store, logger, now, onOutcome: options.onOutcome, onObservation: options.onObservation });
+    this.#recorder = new TickRecorder({
+      replicaId,
+      store: this.#store,
+      logger,
+      now,
+      onOutcome: options.onOutcome,
+      onObservation: options.onObservation,
+    });
     this.#publisher = new TickPublisher({ replicaId, leases, queue: this.#queue, recorder: this.#recorder, now });
     const onQueueReset = (): void => {
       options.onQueueReset?.();
@@ -108,8 +116,26 @@ export class Scheduler {
     };
     this.#contests = new TickContest({ leases, store: this.#store, logger, now, onQueueReset });
     this.#marks = new TickMarks(this.#store);
-    this.#loop = new TickLoop({ clock, logger, maxWaitMs: options.maxWaitMs ?? 30_000, contestLeadMs, onWake: (wake) => this.#onWake(wake), alarmAtMs: () => this.#marks.gapCheckAtMs });
-    this.#resolver = new TickResolver({ replicaId, store: this.#store, queue: this.#queue, contest: this.#contests, publisher: this.#publisher, recorder: this.#recorder, tickOf: (id, tickMs) => this.#loop.tick(id, tickMs), clock, logger, now });
+    this.#loop = new TickLoop({
+      clock,
+      logger,
+      maxWaitMs: options.maxWaitMs ?? 30_000,
+      contestLeadMs,
+      onWake: (wake) => this.#onWake(wake),
+      alarmAtMs: () => this.#marks.gapCheckAtMs,
+    });
+    this.#resolver = new TickResolver({
+      replicaId,
+      store: this.#store,
+      queue: this.#queue,
+      contest: this.#contests,
+      publisher: this.#publisher,
+      recorder: this.#recorder,
+      tickOf: (id, tickMs) => this.#loop.tick(id, tickMs),
+      clock,
+      logger,
+      now,
+    });
   }
 
   /** Distinct patterns (cron and time zone) parsed for the current schedules. */
@@ -121,7 +147,8 @@ export class Scheduler {
   upcoming(scheduleId: string, afterMs: number, count: number): number[] {
     const planner = this.#loop.planner(scheduleId);
     const ticks: number[] = [];
-    for (let tick = planner?.next(afterMs); tick !== undefined && ticks.length < count; tick = planner?.next(tick)) ticks.push(tick);
+    for (let tick = planner?.next(afterMs); tick !== undefined && ticks.length < count; tick = planner?.next(tick))
+      ticks.push(tick);
     return ticks;
   }
 
@@ -151,10 +178,20 @@ export class Scheduler {
     if (this.#unopened.length > 0) {
       const left = this.#unopened;
       this.#unopened = [];
-      await this.#store.open(left).catch((error: unknown) => this.#options.logger.error({ err: error, unopened: left.length }, 'stopping with ticks taken up that could not be opened: no replica will recover them if their winner failed'));
+      await this.#store
+        .open(left)
+        .catch((error: unknown) =>
+          this.#options.logger.error(
+            { err: error, unopened: left.length },
+            'stopping with ticks taken up that could not be opened: no replica will recover them if their winner failed',
+          ),
+        );
     }
     // Marks first: a gap check run as the replica stops records outcomes too.
-    if (this.#started) await this.#flushMarks(this.#loop.nowMs(), true).catch((error: unknown) => this.#options.logger.warn({ err: error }, 'could not write tick marks'));
+    if (this.#started)
+      await this.#flushMarks(this.#loop.nowMs(), true).catch((error: unknown) =>
+        this.#options.logger.warn({ err: error }, 'could not write tick marks'),
+      );
     await this.#recorder.flush();
     await this.#queue.close();
   }
@@ -163,7 +200,12 @@ export class Scheduler {
     const opened: OpenTick[] = [];
     for (const tick of takenUp) {
       this.#marks.takenUp(tick.schedule.id, tick.tickMs);
-      const open = { scheduleId: tick.schedule.id, tickMs: tick.tickMs, jobId: tick.jobId, recoverAtMs: Math.max(nowMs + RECOVERY_DELAY_MS, tick.dueMs) };
+      const open = {
+        scheduleId: tick.schedule.id,
+        tickMs: tick.tickMs,
+        jobId: tick.jobId,
+        recoverAtMs: Math.max(nowMs + RECOVERY_DELAY_MS, tick.dueMs),
+      };
       opened.push(open);
       this.#inFlightTicks.push({ tick: open, untilMs: tick.dueMs + tick.startDeadlineMs });
     }
@@ -171,7 +213,11 @@ export class Scheduler {
     // Open until some replica records the tick's outcome: if every replica deciding it stops, recovery finds it here.
     this.#open(opened);
     if (due.length > 0) this.#track(this.#contestInDueOrder(due), 'tick contest failed');
-    if (late.length > 0) this.#options.logger.info({ late: late.length, firstTick: new Date((late[0] as Tick).tickMs).toISOString() }, 'ticks too late to contest (this replica was stalled): left to recovery');
+    if (late.length > 0)
+      this.#options.logger.info(
+        { late: late.length, firstTick: new Date((late[0] as Tick).tickMs).toISOString() },
+        'ticks too late to contest (this replica was stalled): left to recovery',
+      );
     this.#track(this.#flushMarks(nowMs), 'could not write tick marks');
   }
 
@@ -202,7 +248,8 @@ export class Scheduler {
       const loss = contestLoss(result.error);
       // Contested ahead: the previous run may end, or the quorum come back, before this run is due.
       if (loss !== 'lost-race' && tick.ahead) this.#loop.againAtDue(tick);
-      else if (loss === 'taken') this.#recorder.outcome('skipped-overlap', tick, { reason: 'another run holds the schedule\'s lease' });
+      else if (loss === 'taken')
+        this.#recorder.outcome('skipped-overlap', tick, { reason: "another run holds the schedule's lease" });
       else if (loss === 'lost-race' || loss === 'started') this.#recorder.observe('lost-race', tick);
       else if (loss === 'early') {
         this.#recorder.observe('clock-ahead', tick, { err: result.error });
@@ -228,11 +275,17 @@ export class Scheduler {
     const nowMs = this.#loop.nowMs();
     const late = won.filter((run) => run.tick.schedule.overlap === 'skip' && wonLate(run.tick, nowMs));
     if (late.length === 0) return won;
-    const recorded = await this.#store.recorded(late.map(({ tick }) => ({ scheduleId: tick.schedule.id, tickMs: tick.tickMs }))).catch(() => late.map(() => false));
+    const recorded = await this.#store
+      .recorded(late.map(({ tick }) => ({ scheduleId: tick.schedule.id, tickMs: tick.tickMs })))
+      .catch(() => late.map(() => false));
     const decided = new Set(late.filter((_, i) => recorded[i]));
     if (decided.size === 0) return won;
     await this.#options.redlock.releaseBatch([...decided].map((run) => run.lease)).catch(() => undefined);
-    for (const { tick } of decided) this.#options.logger.info({ schedule: tick.schedule.id, tick: new Date(tick.tickMs).toISOString(), lateMs: nowMs - tick.dueMs }, 'contest won late, after another replica had decided the tick: not enqueued');
+    for (const { tick } of decided)
+      this.#options.logger.info(
+        { schedule: tick.schedule.id, tick: new Date(tick.tickMs).toISOString(), lateMs: nowMs - tick.dueMs },
+        'contest won late, after another replica had decided the tick: not enqueued',
+      );
     return won.filter((run) => !decided.has(run));
   }
 
@@ -263,15 +316,30 @@ export class Scheduler {
     const now = this.#loop.nowMs();
     const { retentionMs } = tickWindow(schedule, lastMs, undefined);
     const gap = { firstTickMs: ticks[0] as number, count: ticks.length, atLeast: truncated };
-    this.#recorder.gap(schedule, { tickMs: lastMs, outcome: 'missed', reason: 'no-replica', lagMs: now - lastMs, fence: undefined, jobId: undefined, replica: this.#options.replicaId, gap }, retentionMs, ticks, {
-      schedule: schedule.id,
-      outcome: 'missed',
-      reason: 'no-replica',
-      missed: ticks.length,
-      ...(truncated ? { missedAtLeast: true } : {}),
-      firstTick: new Date(gap.firstTickMs).toISOString(),
-      lastTick: new Date(lastMs).toISOString(),
-    });
+    this.#recorder.gap(
+      schedule,
+      {
+        tickMs: lastMs,
+        outcome: 'missed',
+        reason: 'no-replica',
+        lagMs: now - lastMs,
+        fence: undefined,
+        jobId: undefined,
+        replica: this.#options.replicaId,
+        gap,
+      },
+      retentionMs,
+      ticks,
+      {
+        schedule: schedule.id,
+        outcome: 'missed',
+        reason: 'no-replica',
+        missed: ticks.length,
+        ...(truncated ? { missedAtLeast: true } : {}),
+        firstTick: new Date(gap.firstTickMs).toISOString(),
+        lastTick: new Date(lastMs).toISOString(),
+      },
+    );
   }
 
   /** Drops the ticks in flight whose start deadline passed (at most every PRUNE_INTERVAL_MS), and the oldest beyond MAX_UNOPENED, loudly. */
@@ -279,7 +347,10 @@ export class Scheduler {
     if (nowMs - this.#prunedAtMs < PRUNE_INTERVAL_MS && this.#inFlightTicks.length <= MAX_UNOPENED) return;
     this.#prunedAtMs = nowMs;
     this.#inFlightTicks = this.#inFlightTicks.filter(({ untilMs }) => untilMs >= nowMs);
-    this.#dropOldest(this.#inFlightTicks, 'too many ticks in flight to keep: the oldest would not be recovered if the queue Redis lost its data now');
+    this.#dropOldest(
+      this.#inFlightTicks,
+      'too many ticks in flight to keep: the oldest would not be recovered if the queue Redis lost its data now',
+    );
   }
 
   /** Drops the oldest entries beyond MAX_UNOPENED, with an error line: bounded memory through a long outage under many schedules. */
@@ -299,7 +370,10 @@ export class Scheduler {
     this.#prunedAtMs = 0;
     this.#pruneInFlight(nowMs);
     this.#marks.restore();
-    const ticks = this.#inFlightTicks.map(({ tick }) => ({ ...tick, recoverAtMs: Math.max(nowMs + RECOVERY_DELAY_MS, tick.recoverAtMs) }));
+    const ticks = this.#inFlightTicks.map(({ tick }) => ({
+      ...tick,
+      recoverAtMs: Math.max(nowMs + RECOVERY_DELAY_MS, tick.recoverAtMs),
+    }));
     this.#options.logger.warn({ ticks: ticks.length }, 'ticks in flight opened again: recovery checks each one');
     this.#open(ticks);
   }
@@ -310,7 +384,10 @@ export class Scheduler {
     const previous = this.#queueRunId;
     this.#queueRunId = runId;
     if (previous === undefined || runId === undefined || runId === previous) return;
-    this.#options.logger.warn({ previousRunId: previous, runId }, 'the queue Redis restarted or another server took its place (its run_id changed): writes may be lost');
+    this.#options.logger.warn(
+      { previousRunId: previous, runId },
+      'the queue Redis restarted or another server took its place (its run_id changed): writes may be lost',
+    );
     this.#reopenInFlight();
   }
 
@@ -326,7 +403,10 @@ export class Scheduler {
 
   #keepUnopened(ticks: readonly OpenTick[]): void {
     for (const tick of ticks) this.#unopened.push(tick);
-    this.#dropOldest(this.#unopened, 'too many ticks left unopened while the queue Redis is down: the oldest are dropped, and no replica will recover them if their winner failed');
+    this.#dropOldest(
+      this.#unopened,
+      'too many ticks left unopened while the queue Redis is down: the oldest are dropped, and no replica will recover them if their winner failed',
+    );
     const { clock } = this.#options;
     this.#reopenTimer ??= clock.setTimeout(() => {
       this.#reopenTimer = undefined;

@@ -7,19 +7,39 @@ const DEFAULT_LIMIT = 500;
 const SCHEDULE_PATH = /^\/api\/schedules\/([a-z0-9-]+)\/([a-z0-9-]+)$/;
 
 /** A whole number from `min` to `max` from the query, its default when absent; undefined when bad. */
-export function wholeNumber(query: URLSearchParams, name: string, fallback: number, min: number, max: number): number | undefined {
+export function wholeNumber(
+  query: URLSearchParams,
+  name: string,
+  fallback: number,
+  min: number,
+  max: number,
+): number | undefined {
   const value = Number(query.get(name) ?? fallback);
   return Number.isInteger(value) && value >= min && value <= max ? value : undefined;
 }
 
 /** Why a query's number is refused. */
-export const badNumberMessage = (query: URLSearchParams, name: string, min: number, max: number): string => `${name}: expected a whole number from ${min} to ${max}, got "${query.get(name)}"`;
+export const badNumberMessage = (query: URLSearchParams, name: string, min: number, max: number): string =>
+  `${name}: expected a whole number from ${min} to ${max}, got "${query.get(name)}"`;
 
-const badNumber = (query: URLSearchParams, name: string, min: number, max: number): ApiResponse => ({ status: 400, body: { error: badNumberMessage(query, name, min, max) } });
+const badNumber = (query: URLSearchParams, name: string, min: number, max: number): ApiResponse => ({
+  status: 400,
+  body: { error: badNumberMessage(query, name, min, max) },
+});
 
 /** A summary as JSON: next ticks in ISO 8601 UTC. */
 function summaryJson({ schedule, state, pause, next }: ScheduleSummary) {
-  return { id: schedule.id, team: schedule.team, cron: schedule.cron, timezone: schedule.timezone, overlap: schedule.overlap, queue: schedule.queue, state, pause, next: next.map((tick) => new Date(tick).toISOString()) };
+  return {
+    id: schedule.id,
+    team: schedule.team,
+    cron: schedule.cron,
+    timezone: schedule.timezone,
+    overlap: schedule.overlap,
+    queue: schedule.queue,
+    state,
+    pause,
+    next: next.map((tick) => new Date(tick).toISOString()),
+  };
 }
 
 /**

@@ -1,6 +1,14 @@
 import { randomUUID } from 'node:crypto';
 import { leaseResource, tickClaim } from '@tickwarden/contracts';
-import { ClaimAlreadyGrantedError, isStartedClaim, LockTakenError, QuorumUnavailableError, type BatchResult, type Lease, type RedlockError } from '@tickwarden/redlock';
+import {
+  ClaimAlreadyGrantedError,
+  isStartedClaim,
+  LockTakenError,
+  QuorumUnavailableError,
+  type BatchResult,
+  type Lease,
+  type RedlockError,
+} from '@tickwarden/redlock';
 import type { Logger } from 'pino';
 import type { LeaseGrants, LockQuorum, PauseRecord, ReplicaStore, Tick } from './ports.ts';
 
@@ -97,7 +105,10 @@ export function claimTakeover(error: RedlockError): string | undefined {
 }
 
 /** The pauses known before that the store no longer has (it lost its data): to write back. */
-export function pausesLost(known: ReadonlyMap<string, PauseRecord>, stored: ReadonlyMap<string, PauseRecord>): [string, PauseRecord][] {
+export function pausesLost(
+  known: ReadonlyMap<string, PauseRecord>,
+  stored: ReadonlyMap<string, PauseRecord>,
+): [string, PauseRecord][] {
   return [...known].filter(([id]) => !stored.has(id));
 }
 
@@ -122,12 +133,17 @@ export interface TickContestOptions {
  * the schedule's latest due one. A tick recovered after its successor is due must not cancel
  * that newer run: it finds the lease taken and is skipped.
  */
-export function revokes(tick: Pick<Tick, 'nextDueMs'> & { schedule: Pick<Tick['schedule'], 'overlap'> }, nowMs: number): boolean {
+export function revokes(
+  tick: Pick<Tick, 'nextDueMs'> & { schedule: Pick<Tick['schedule'], 'overlap'> },
+  nowMs: number,
+): boolean {
   return tick.schedule.overlap === 'cancel-previous' && (tick.nextDueMs === undefined || nowMs < tick.nextDueMs);
 }
 
 /** When the lock nodes may grant a tick, by their clocks: a `cancel-previous` tick not before its due time (see {@link CLOCK_SKEW_TOLERANCE_MS}). */
-export function notBeforeMs(tick: Pick<Tick, 'dueMs'> & { schedule: Pick<Tick['schedule'], 'overlap'> }): number | undefined {
+export function notBeforeMs(
+  tick: Pick<Tick, 'dueMs'> & { schedule: Pick<Tick['schedule'], 'overlap'> },
+): number | undefined {
   return tick.schedule.overlap === 'cancel-previous' ? tick.dueMs - CLOCK_SKEW_TOLERANCE_MS : undefined;
 }
 
@@ -173,13 +189,21 @@ export class TickContest {
     if (previous !== undefined && previous !== read.epoch) {
       const lost = pausesLost(this.#paused, read.paused);
       this.#options.onQueueReset?.();
-      logger.error({ previousEpoch: previous, epoch: read.epoch, restoredPauses: lost.map(([id]) => id) }, 'the queue Redis lost its data (its epoch changed): pauses known here are written back; its tick history, open ticks and marks are gone');
-      for (const [id, record] of lost) this.#restoring.set(id, { ...record, note: `${record.note} (restored after the queue Redis lost its data)`.trim() });
+      logger.error(
+        { previousEpoch: previous, epoch: read.epoch, restoredPauses: lost.map(([id]) => id) },
+        'the queue Redis lost its data (its epoch changed): pauses known here are written back; its tick history, open ticks and marks are gone',
+      );
+      for (const [id, record] of lost)
+        this.#restoring.set(id, {
+          ...record,
+          note: `${record.note} (restored after the queue Redis lost its data)`.trim(),
+        });
     }
     // Written back: stored again. Until then they hold here (a read in between would resume them), and a failed write is tried again.
     for (const id of read.paused.keys()) this.#restoring.delete(id);
     this.#paused = new Map([...read.paused, ...this.#restoring]);
-    if (this.#restoring.size > 0) await (this.#writing ??= this.#writeBack().finally(() => (this.#writing = undefined)));
+    if (this.#restoring.size > 0)
+      await (this.#writing ??= this.#writeBack().finally(() => (this.#writing = undefined)));
   }
 
   async #writeBack(): Promise<void> {
@@ -189,7 +213,10 @@ export class TickContest {
       await Promise.all(pending.map(([id, record]) => store.pause(id, record)));
       for (const [id, record] of pending) if (this.#restoring.get(id) === record) this.#restoring.delete(id);
     } catch (error) {
-      logger.error({ err: error, pauses: pending.map(([id]) => id) }, 'could not write back the pauses the queue Redis lost: they hold on this replica, and are tried again');
+      logger.error(
+        { err: error, pauses: pending.map(([id]) => id) },
+        'could not write back the pauses the queue Redis lost: they hold on this replica, and are tried again',
+      );
     }
   }
 
@@ -209,7 +236,14 @@ export class TickContest {
     if (cutOff) {
       return ticks.map((tick) => {
         const resource = leaseResource(tick.schedule.id, tick.schedule.overlap, tick.tickMs);
-        return { tick, result: { resource, ok: false, error: new QuorumUnavailableError(resource, 'acquire', cutOff.unreachable, this.#options.leases.quorum) } };
+        return {
+          tick,
+          result: {
+            resource,
+            ok: false,
+            error: new QuorumUnavailableError(resource, 'acquire', cutOff.unreachable, this.#options.leases.quorum),
+          },
+        };
       });
     }
     const results = await this.#acquire(ticks.map((tick) => ({ tick, value: undefined })));
@@ -227,11 +261,18 @@ export class TickContest {
   /** Closes the gate when a failed acquire shows the replica cut from a quorum (see cutFromQuorum). */
   #noteCutOff(results: readonly Contested<Tick>[]): void {
     const { leases, logger, now } = this.#options;
-    const failed = results.find(({ result }) => !result.ok && cutFromQuorum(result.error, leases.nodes.length, leases.quorum))?.result;
+    const failed = results.find(
+      ({ result }) => !result.ok && cutFromQuorum(result.error, leases.nodes.length, leases.quorum),
+    )?.result;
     if (!failed || failed.ok || this.#cutOff) return;
-    const unreachable = new Map([...failed.error.nodeCauses].filter((entry): entry is [string, Error] => entry[1] instanceof Error));
+    const unreachable = new Map(
+      [...failed.error.nodeCauses].filter((entry): entry is [string, Error] => entry[1] instanceof Error),
+    );
     this.#cutOff = { unreachable, probedAtMs: now() };
-    logger.warn({ unreachable: [...unreachable.keys()], quorum: leases.quorum }, 'lock quorum unreachable from this replica: not contesting until a probe finds one');
+    logger.warn(
+      { unreachable: [...unreachable.keys()], quorum: leases.quorum },
+      'lock quorum unreachable from this replica: not contesting until a probe finds one',
+    );
   }
 
   /** Probes the lock nodes (at most every QUORUM_PROBE_INTERVAL_MS, one probe at a time); opens the gate when a quorum answers. */
@@ -241,7 +282,8 @@ export class TickContest {
     if (!cutOff || now() - cutOff.probedAtMs < QUORUM_PROBE_INTERVAL_MS) return this.#probing;
     cutOff.probedAtMs = now();
     let nodeTimeoutMs = 0;
-    for (const tick of ticks) nodeTimeoutMs = Math.max(nodeTimeoutMs, contestNodeTimeoutMs(tick.schedule.leaseTtlMs, 1));
+    for (const tick of ticks)
+      nodeTimeoutMs = Math.max(nodeTimeoutMs, contestNodeTimeoutMs(tick.schedule.leaseTtlMs, 1));
     this.#probing ??= leases
       .probe({ nodeTimeoutMs })
       .then((probe) => {
@@ -258,7 +300,12 @@ export class TickContest {
     const results = new Array<Contested<T>>(requests.length);
     const now = this.#options.now();
     const groups = Map.groupBy(
-      requests.map((request, index) => ({ ...request, index, revoke: revokes(request.tick, now), notBefore: notBeforeMs(request.tick) })),
+      requests.map((request, index) => ({
+        ...request,
+        index,
+        revoke: revokes(request.tick, now),
+        notBefore: notBeforeMs(request.tick),
+      })),
       ({ tick, revoke, notBefore }) => `${tick.schedule.leaseTtlMs} ${revoke} ${notBefore}`,
     );
     await Promise.all(
@@ -269,9 +316,19 @@ export class TickContest {
         let claimRetentionMs = 0;
         for (const { tick } of group) claimRetentionMs = Math.max(claimRetentionMs, tick.retentionMs);
         const batch = await this.#options.leases.acquireBatch(
-          group.map(({ tick, value }) => ({ resource: leaseResource(tick.schedule.id, tick.schedule.overlap, tick.tickMs), claim: tickClaim(tick.tickMs), value })),
+          group.map(({ tick, value }) => ({
+            resource: leaseResource(tick.schedule.id, tick.schedule.overlap, tick.tickMs),
+            claim: tickClaim(tick.tickMs),
+            value,
+          })),
           schedule.leaseTtlMs,
-          { ...CONTEST, nodeTimeoutMs: contestNodeTimeoutMs(schedule.leaseTtlMs, group.length), claimRetentionMs, revoke, notBeforeMs: notBefore },
+          {
+            ...CONTEST,
+            nodeTimeoutMs: contestNodeTimeoutMs(schedule.leaseTtlMs, group.length),
+            claimRetentionMs,
+            revoke,
+            notBeforeMs: notBefore,
+          },
         );
         group.forEach(({ tick, index }, i) => (results[index] = { tick, result: batch[i] as BatchResult<Lease> }));
       }),

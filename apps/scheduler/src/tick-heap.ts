@@ -27,7 +27,7 @@ export class TickHeap {
   push(item: PendingTick): void {
     const items = this.#items;
     items.push(item);
-    for (let i = items.length - 1; i > 0; ) {
+    for (let i = items.length - 1; i > 0;) {
       const parent = (i - 1) >> 1;
       if ((items[parent] as PendingTick).contestAtMs <= item.contestAtMs) break;
       items[i] = items[parent] as PendingTick;
@@ -42,12 +42,20 @@ export class TickHeap {
     const last = items.pop();
     if (items.length > 0 && last) {
       items[0] = last;
-      for (let i = 0; ; ) {
+      for (let i = 0; ;) {
         const left = 2 * i + 1;
         const right = left + 1;
         let smallest = i;
-        if (left < items.length && (items[left] as PendingTick).contestAtMs < (items[smallest] as PendingTick).contestAtMs) smallest = left;
-        if (right < items.length && (items[right] as PendingTick).contestAtMs < (items[smallest] as PendingTick).contestAtMs) smallest = right;
+        if (
+          left < items.length &&
+          (items[left] as PendingTick).contestAtMs < (items[smallest] as PendingTick).contestAtMs
+        )
+          smallest = left;
+        if (
+          right < items.length &&
+          (items[right] as PendingTick).contestAtMs < (items[smallest] as PendingTick).contestAtMs
+        )
+          smallest = right;
         if (smallest === i) break;
         [items[i], items[smallest]] = [items[smallest] as PendingTick, items[i] as PendingTick];
         i = smallest;

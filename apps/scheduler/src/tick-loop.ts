@@ -46,7 +46,11 @@ export interface TickLoopOptions {
  * not contest ticks the others decided meanwhile; recovery asks first. Except the latest tick
  * inside `catchUp` of a schedule with no fresh tick (the one tick a replica that starts catches up).
  */
-export function splitLateTicks(popped: readonly PendingTick[], nowMs: number, catchUpMs: (scheduleId: string) => number | undefined): { kept: PendingTick[]; late: PendingTick[] } {
+export function splitLateTicks(
+  popped: readonly PendingTick[],
+  nowMs: number,
+  catchUpMs: (scheduleId: string) => number | undefined,
+): { kept: PendingTick[]; late: PendingTick[] } {
   const kept: PendingTick[] = [];
   const stale = new Map<string, PendingTick[]>();
   for (const tick of popped) {
@@ -62,7 +66,8 @@ export function splitLateTicks(popped: readonly PendingTick[], nowMs: number, ca
   for (const [scheduleId, ticks] of stale) {
     const window = catchUpMs(scheduleId);
     const latest = ticks.at(-1) as PendingTick;
-    const caughtUp = window !== undefined && !fresh.has(scheduleId) && nowMs - latest.tickMs <= window ? latest : undefined;
+    const caughtUp =
+      window !== undefined && !fresh.has(scheduleId) && nowMs - latest.tickMs <= window ? latest : undefined;
     if (caughtUp) kept.push(caughtUp);
     for (const tick of ticks) if (tick !== caughtUp) late.push(tick);
   }
@@ -152,7 +157,9 @@ export class TickLoop {
     const { schedule } = planner;
     const dueMs = planner.dueMs(tickMs);
     const aheadMs = dueMs - Math.min(this.#options.contestLeadMs, schedule.leaseTtlMs / 3);
-    const ahead = schedule.overlap === 'allow' || (schedule.overlap === 'skip' && previousDueMs !== undefined && previousDueMs <= aheadMs);
+    const ahead =
+      schedule.overlap === 'allow' ||
+      (schedule.overlap === 'skip' && previousDueMs !== undefined && previousDueMs <= aheadMs);
     return { scheduleId: schedule.id, tickMs, dueMs, contestAtMs: ahead ? aheadMs : dueMs };
   }
 
@@ -166,12 +173,25 @@ export class TickLoop {
     const { schedule } = planner;
     const dueMs = planner.dueMs(tickMs);
     const nextDueMs = nextTickMs === undefined ? undefined : planner.dueMs(nextTickMs);
-    return { schedule, tickMs, dueMs, nextDueMs, jobId: tickJobId(schedule.id, tickMs), ...tickWindow(schedule, dueMs, nextDueMs) };
+    return {
+      schedule,
+      tickMs,
+      dueMs,
+      nextDueMs,
+      jobId: tickJobId(schedule.id, tickMs),
+      ...tickWindow(schedule, dueMs, nextDueMs),
+    };
   }
 
   /** Contest this tick again when due (its contest ahead found the lease taken, or no quorum). */
   againAtDue(tick: Tick): void {
-    this.#heap.push({ scheduleId: tick.schedule.id, tickMs: tick.tickMs, dueMs: tick.dueMs, contestAtMs: tick.dueMs, atDue: tick });
+    this.#heap.push({
+      scheduleId: tick.schedule.id,
+      tickMs: tick.tickMs,
+      dueMs: tick.dueMs,
+      contestAtMs: tick.dueMs,
+      atDue: tick,
+    });
     if (this.#running) this.arm();
   }
 
@@ -219,7 +239,12 @@ export class TickLoop {
       const tick = pending.atDue ?? (built.get(pending) as Tick);
       return { ...tick, ahead: !pending.atDue && pending.contestAtMs < pending.dueMs };
     });
-    this.#options.onWake({ nowMs: now, due, late: late.map((pending) => pending.atDue ?? (built.get(pending) as Tick)), takenUp });
+    this.#options.onWake({
+      nowMs: now,
+      due,
+      late: late.map((pending) => pending.atDue ?? (built.get(pending) as Tick)),
+      takenUp,
+    });
     this.arm();
   }
 
@@ -233,7 +258,11 @@ export class TickLoop {
     const mono = this.#options.clock.now();
     if (this.#lastWake) {
       const jumpMs = wall - this.#lastWake.wall - (mono - this.#lastWake.mono);
-      if (Math.abs(jumpMs) > 1000) this.#options.logger.warn({ jumpMs: Math.round(jumpMs) }, 'wall clock jumped: ticks are planned on wall time; skipped ticks are recovered or recorded missed, none fires twice');
+      if (Math.abs(jumpMs) > 1000)
+        this.#options.logger.warn(
+          { jumpMs: Math.round(jumpMs) },
+          'wall clock jumped: ticks are planned on wall time; skipped ticks are recovered or recorded missed, none fires twice',
+        );
     }
     this.#lastWake = { wall, mono };
   }

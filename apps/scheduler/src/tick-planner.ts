@@ -33,7 +33,13 @@ const EVERY_YEAR: readonly number[] = Object.freeze(new Array<number>(10_000).fi
 function shareYearTable(cron: Cron): void {
   const pattern = (cron as unknown as { _states?: { pattern?: CronPatternInternals } })._states?.pattern;
   const year = pattern?.year;
-  if (pattern?.starYear !== true || !Array.isArray(year) || year.length !== EVERY_YEAR.length || !year.every((value) => value === 1)) return;
+  if (
+    pattern?.starYear !== true ||
+    !Array.isArray(year) ||
+    year.length !== EVERY_YEAR.length ||
+    !year.every((value) => value === 1)
+  )
+    return;
   pattern.year = EVERY_YEAR;
 }
 
@@ -110,7 +116,12 @@ export class TickPlanner {
   /** The ticks strictly between `afterMs` and `beforeMs`, oldest first, at most `limit` of them. */
   ticksBetween(afterMs: number, beforeMs: number, limit: number): number[] {
     const ticks: number[] = [];
-    for (let tick = this.next(afterMs); tick !== undefined && tick < beforeMs && ticks.length < limit; tick = this.next(tick)) ticks.push(tick);
+    for (
+      let tick = this.next(afterMs);
+      tick !== undefined && tick < beforeMs && ticks.length < limit;
+      tick = this.next(tick)
+    )
+      ticks.push(tick);
     return ticks;
   }
 

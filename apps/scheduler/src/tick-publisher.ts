@@ -18,7 +18,9 @@ export type Holder = { ours: true } | { ours: false; value: string | undefined }
  */
 export function holderAfterAdd(publication: Publication, replicaId: string, lease: Pick<Lease, 'fence'>): Holder {
   if (publication.state === 'stored') {
-    return publication.enqueuedBy === replicaId && publication.fence === lease.fence ? { ours: true } : { ours: false, value: publication.value };
+    return publication.enqueuedBy === replicaId && publication.fence === lease.fence
+      ? { ours: true }
+      : { ours: false, value: publication.value };
   }
   return { ours: false, value: undefined };
 }

@@ -21,10 +21,13 @@ export type OutcomeListener = (event: OutcomeEvent) => void;
 export type ObservationListener = (observation: TickObservation, scheduleId: string, tickMs: number) => void;
 
 /** A tick as far as recording needs it (a tick of a schedule no longer configured has only its id). */
-export type RecordedTick = Pick<Tick, 'tickMs' | 'jobId' | 'retentionMs'> & { schedule: Pick<Schedule, 'id'> & Partial<Pick<Schedule, 'history'>> };
+export type RecordedTick = Pick<Tick, 'tickMs' | 'jobId' | 'retentionMs'> & {
+  schedule: Pick<Schedule, 'id'> & Partial<Pick<Schedule, 'history'>>;
+};
 
 /** A schedule's history retention; the defaults for one not configured here. */
-const retentionOf = (schedule: Partial<Pick<Schedule, 'history'>>): HistoryRetention => schedule.history ?? { keep: DEFAULT_HISTORY.keep, maxAgeMs: DEFAULT_HISTORY.maxAge };
+const retentionOf = (schedule: Partial<Pick<Schedule, 'history'>>): HistoryRetention =>
+  schedule.history ?? { keep: DEFAULT_HISTORY.keep, maxAgeMs: DEFAULT_HISTORY.maxAge };
 
 export interface TickRecorderOptions {
   replicaId: string;
@@ -63,26 +66,64 @@ export class TickRecorder {
   }
 
   /** Records a tick's outcome (`detail`: jobId, fence, reason, ... as known). */
-  outcome(outcome: TickRecord['outcome'], tick: RecordedTick, detail: { reason?: MissReason | string; fence?: number; found?: { by: string | undefined } } = {}): void {
+  outcome(
+    outcome: TickRecord['outcome'],
+    tick: RecordedTick,
+    detail: { reason?: MissReason | string; fence?: number; found?: { by: string | undefined } } = {},
+  ): void {
     const lagMs = this.#options.now() - tick.tickMs;
     const replica = detail.found ? (detail.found.by ?? 'unknown') : this.#options.replicaId;
-    const record: TickRecord = { tickMs: tick.tickMs, outcome, reason: detail.reason, lagMs, fence: detail.fence, jobId: tick.jobId, replica };
-    const fields = { schedule: tick.schedule.id, tick: new Date(tick.tickMs).toISOString(), outcome, reason: detail.reason, lagMs, jobId: tick.jobId, fence: detail.fence, ...(detail.found ? { found: true, enqueuedBy: replica } : {}) };
-    this.#queue({ entry: { scheduleId: tick.schedule.id, record, keepMs: tick.retentionMs, retention: retentionOf(tick.schedule) }, fields, found: detail.found !== undefined });
+    const record: TickRecord = {
+      tickMs: tick.tickMs,
+      outcome,
+      reason: detail.reason,
+      lagMs,
+      fence: detail.fence,
+      jobId: tick.jobId,
+      replica,
+    };
+    const fields = {
+      schedule: tick.schedule.id,
+      tick: new Date(tick.tickMs).toISOString(),
+      outcome,
+      reason: detail.reason,
+      lagMs,
+      jobId: tick.jobId,
+      fence: detail.fence,
+      ...(detail.found ? { found: true, enqueuedBy: replica } : {}),
+    };
+    this.#queue({
+      entry: { scheduleId: tick.schedule.id, record, keepMs: tick.retentionMs, retention: retentionOf(tick.schedule) },
+      fields,
+      found: detail.found !== undefined,
+    });
   }
 
   /** Records a gap (ticks missed while no replica ran) as one entry at its last tick; each of `ticks` is counted. */
-  gap(schedule: Pick<Schedule, 'id' | 'history'>, record: TickRecord, keepMs: number, ticks: readonly number[], fields: Record<string, unknown>): void {
+  gap(
+    schedule: Pick<Schedule, 'id' | 'history'>,
+    record: TickRecord,
+    keepMs: number,
+    ticks: readonly number[],
+    fields: Record<string, unknown>,
+  ): void {
     this.#queue({ entry: { scheduleId: schedule.id, record, keepMs, retention: schedule.history }, fields, ticks });
   }
 
   /** What this replica saw of a tick it does not decide: debug (warn for failures), and the listener. */
-  observe(observation: TickObservation, tick: Pick<RecordedTick, 'schedule' | 'tickMs'>, detail: Record<string, unknown> = {}): void {
+  observe(
+    observation: TickObservation,
+    tick: Pick<RecordedTick, 'schedule' | 'tickMs'>,
+    detail: Record<string, unknown> = {},
+  ): void {
     const { logger, onObservation } = this.#options;
     onObservation?.(observation, tick.schedule.id, tick.tickMs);
     const level = observation === 'lost-race' ? 'debug' : 'warn';
     if (!logger.isLevelEnabled(level)) return;
-    logger[level]({ schedule: tick.schedule.id, tick: new Date(tick.tickMs).toISOString(), observation, ...detail }, `tick ${observation}`);
+    logger[level](
+      { schedule: tick.schedule.id, tick: new Date(tick.tickMs).toISOString(), observation, ...detail },
+      `tick ${observation}`,
+    );
   }
 
   #queue(pending: Pending): void {
@@ -119,14 +160,29 @@ export class TickRecorder {
       const { outcome, tickMs, reason } = entry.record;
       // An operator's run is counted by no listener; only its record's loss is worth a line (the CLI shows it).
       if (outcome === 'triggered' || outcome === 'backfilled') {
-        if (failure !== undefined) logger.warn({ ...fields, historyError: (failure as Error).message }, `${outcome} run not recorded in the tick history`);
+        if (failure !== undefined)
+          logger.warn(
+            { ...fields, historyError: (failure as Error).message },
+            `${outcome} run not recorded in the tick history`,
+          );
         return;
       }
       const first = recorded?.[i] ?? true;
-      for (const counted of ticks ?? [tickMs]) onOutcome?.({ outcome, scheduleId: entry.scheduleId, tickMs: counted, lagMs: now - counted, reason, recorded: first, found });
+      for (const counted of ticks ?? [tickMs])
+        onOutcome?.({
+          outcome,
+          scheduleId: entry.scheduleId,
+          tickMs: counted,
+          lagMs: now - counted,
+          reason,
+          recorded: first,
+          found,
+        });
       const level = !first ? 'debug' : failure !== undefined || outcome === 'missed' ? 'warn' : 'info';
       if (!logger.isLevelEnabled(level)) return;
-      const message = entry.record.gap ? 'ticks missed while no replica ran' : `tick ${outcome}${found ? ', found published' : ''}${first ? '' : ', already recorded by another replica'}`;
+      const message = entry.record.gap
+        ? 'ticks missed while no replica ran'
+        : `tick ${outcome}${found ? ', found published' : ''}${first ? '' : ', already recorded by another replica'}`;
       logger[level](failure === undefined ? fields : { ...fields, historyError: (failure as Error).message }, message);
     });
   }

@@ -26,10 +26,17 @@ export type Resolution =
  * deadline (`missed`, with the last failure this replica saw, or `deadline-passed`); otherwise
  * contest it, honouring its claim (`contest`).
  */
-export function resolution(input: { recorded: boolean; publication: Publication; nowMs: number; tick: Pick<Tick, 'dueMs' | 'startDeadlineMs'>; lastFailure: MissReason | undefined }): Resolution {
+export function resolution(input: {
+  recorded: boolean;
+  publication: Publication;
+  nowMs: number;
+  tick: Pick<Tick, 'dueMs' | 'startDeadlineMs'>;
+  lastFailure: MissReason | undefined;
+}): Resolution {
   if (input.recorded) return { kind: 'closed' };
   if (input.publication.state !== 'none') return { kind: 'found', publication: input.publication };
-  if (input.nowMs > input.tick.dueMs + input.tick.startDeadlineMs) return { kind: 'missed', reason: input.lastFailure ?? 'deadline-passed' };
+  if (input.nowMs > input.tick.dueMs + input.tick.startDeadlineMs)
+    return { kind: 'missed', reason: input.lastFailure ?? 'deadline-passed' };
   return { kind: 'contest' };
 }
 
@@ -76,7 +83,8 @@ export class TickResolver {
 
   constructor(options: TickResolverOptions) {
     this.#options = options;
-    this.#retryMs = 1000 + ([...options.replicaId].reduce((hash, char) => (hash * 31 + char.charCodeAt(0)) >>> 0, 7) % 500);
+    this.#retryMs =
+      1000 + ([...options.replicaId].reduce((hash, char) => (hash * 31 + char.charCodeAt(0)) >>> 0, 7) % 500);
   }
 
   start(): void {
@@ -115,11 +123,20 @@ export class TickResolver {
       if (tick) ticks.push(tick);
     }
     if (ticks.length === 0) return ids.length === RESOLVE_BATCH;
-    const [recorded, publications] = await Promise.all([store.recorded(ticks.map((tick) => ({ scheduleId: tick.schedule.id, tickMs: tick.tickMs }))), queue.publications(ticks)]);
+    const [recorded, publications] = await Promise.all([
+      store.recorded(ticks.map((tick) => ({ scheduleId: tick.schedule.id, tickMs: tick.tickMs }))),
+      queue.publications(ticks),
+    ]);
     const contested: Tick[] = [];
     const closed: string[] = [];
     ticks.forEach((tick, i) => {
-      const decision = resolution({ recorded: recorded[i] ?? false, publication: publications[i] ?? { state: 'none' }, nowMs, tick, lastFailure: this.#failures.get(tick.jobId)?.reason });
+      const decision = resolution({
+        recorded: recorded[i] ?? false,
+        publication: publications[i] ?? { state: 'none' },
+        nowMs,
+        tick,
+        lastFailure: this.#failures.get(tick.jobId)?.reason,
+      });
       if (decision.kind !== 'contest') this.#failures.delete(tick.jobId);
       switch (decision.kind) {
         case 'closed':
@@ -127,7 +144,13 @@ export class TickResolver {
           closed.push(tick.jobId);
           return;
         case 'found':
-          recorder.outcome('enqueued', tick, decision.publication.state === 'stored' ? { fence: decision.publication.fence, found: { by: decision.publication.enqueuedBy } } : { found: { by: undefined } });
+          recorder.outcome(
+            'enqueued',
+            tick,
+            decision.publication.state === 'stored'
+              ? { fence: decision.publication.fence, found: { by: decision.publication.enqueuedBy } }
+              : { found: { by: undefined } },
+          );
           return;
         case 'missed':
           recorder.outcome('missed', tick, { reason: decision.reason });
@@ -147,7 +170,11 @@ export class TickResolver {
     if (!parsed) return undefined;
     const tick = this.#options.tickOf(parsed.scheduleId, parsed.tickMs);
     if (tick || nowMs - parsed.tickMs < UNKNOWN_SCHEDULE_GRACE_MS) return tick;
-    this.#options.recorder.outcome('missed', { schedule: { id: parsed.scheduleId }, tickMs: parsed.tickMs, jobId: id, retentionMs: 0 }, { reason: 'schedule-removed' });
+    this.#options.recorder.outcome(
+      'missed',
+      { schedule: { id: parsed.scheduleId }, tickMs: parsed.tickMs, jobId: id, retentionMs: 0 },
+      { reason: 'schedule-removed' },
+    );
     return undefined;
   }
 
@@ -169,21 +196,33 @@ export class TickResolver {
       if (loss === 'started') {
         // Published, and started by a worker, though its job is gone (the queue Redis lost its data): it ran.
         this.#failures.delete(tick.jobId);
-        recorder.outcome('enqueued', tick, { reason: 'a job of the tick started, found on the lock nodes', found: { by: undefined } });
+        recorder.outcome('enqueued', tick, {
+          reason: 'a job of the tick started, found on the lock nodes',
+          found: { by: undefined },
+        });
         continue;
       }
       if (loss === 'taken' || loss === 'taken-minority') {
         this.#failures.delete(tick.jobId);
         // cancel-previous: recovered after its successor was due, it does not revoke (see `revokes` in tick-contest.ts): superseded.
-        const reason = tick.schedule.overlap === 'cancel-previous' ? 'superseded: a later tick of the schedule is due' : 'another run holds the schedule\'s lease';
+        const reason =
+          tick.schedule.overlap === 'cancel-previous'
+            ? 'superseded: a later tick of the schedule is due'
+            : "another run holds the schedule's lease";
         recorder.outcome('skipped-overlap', tick, { reason });
         continue;
       }
       this.#failed(tick, loss === 'early' ? 'clock-ahead' : 'no-lock-quorum');
-      recorder.observe(loss === 'lost-race' ? 'lost-race' : loss === 'early' ? 'clock-ahead' : 'lock-unavailable', tick, { jobId: tick.jobId, err: result.error, recovery: true });
+      recorder.observe(
+        loss === 'lost-race' ? 'lost-race' : loss === 'early' ? 'clock-ahead' : 'lock-unavailable',
+        tick,
+        { jobId: tick.jobId, err: result.error, recovery: true },
+      );
     }
     const published = await publisher.publish(won, 'recovered');
-    won.forEach((run, i) => (published[i] === 'failed' ? this.#failed(run.tick, 'queue-unavailable') : this.#failures.delete(run.tick.jobId)));
+    won.forEach((run, i) =>
+      published[i] === 'failed' ? this.#failed(run.tick, 'queue-unavailable') : this.#failures.delete(run.tick.jobId),
+    );
   }
 
   /** A try this replica made outside recovery failed (a contest without quorum, an add that failed): the reason a later miss names. */

@@ -42,9 +42,15 @@ export interface TickWindow {
  * and `leaseTtl` plus the late window (a per-second tick still starts when a fault delayed it a
  * few seconds), at most MAX_TICK_WINDOW_MS (also for a pattern with no next tick).
  */
-export function tickWindow(schedule: Pick<Schedule, 'startDeadlineMs' | 'leaseTtlMs' | 'catchUpMs'>, dueMs: number, nextDueMs: number | undefined): TickWindow {
+export function tickWindow(
+  schedule: Pick<Schedule, 'startDeadlineMs' | 'leaseTtlMs' | 'catchUpMs'>,
+  dueMs: number,
+  nextDueMs: number | undefined,
+): TickWindow {
   const untilNext = nextDueMs === undefined ? MAX_TICK_WINDOW_MS : nextDueMs - dueMs;
-  const startDeadlineMs = schedule.startDeadlineMs ?? Math.min(MAX_TICK_WINDOW_MS, Math.max(untilNext, schedule.leaseTtlMs + LATE_TICK_WINDOW_MS));
+  const startDeadlineMs =
+    schedule.startDeadlineMs ??
+    Math.min(MAX_TICK_WINDOW_MS, Math.max(untilNext, schedule.leaseTtlMs + LATE_TICK_WINDOW_MS));
   const retentionMs = Math.max(schedule.catchUpMs, startDeadlineMs) + schedule.leaseTtlMs + RETENTION_MARGIN_MS;
   return { startDeadlineMs, retentionMs };
 }

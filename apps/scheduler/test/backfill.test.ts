@@ -13,8 +13,25 @@ import { RedisReplicaStore } from '../src/replica-store.ts';
 import { scheduleFixture } from './support.ts';
 
 const MINUTE = 60_000;
-const record = (tickMs: number, outcome: TickRecord['outcome'], extra: Partial<TickRecord> = {}): TickRecord => ({ tickMs, outcome, lagMs: 5, fence: undefined, jobId: undefined, replica: 'r1', ...extra });
-const run = (tickMs: number, outcome: RunRecord['outcome']): RunRecord => ({ tickMs, jobId: `ops/job@${tickMs}`, outcome, attempt: 1, worker: 'w1', fence: 7, startedAtMs: tickMs, endedAtMs: tickMs + 10 });
+const record = (tickMs: number, outcome: TickRecord['outcome'], extra: Partial<TickRecord> = {}): TickRecord => ({
+  tickMs,
+  outcome,
+  lagMs: 5,
+  fence: undefined,
+  jobId: undefined,
+  replica: 'r1',
+  ...extra,
+});
+const run = (tickMs: number, outcome: RunRecord['outcome']): RunRecord => ({
+  tickMs,
+  jobId: `ops/job@${tickMs}`,
+  outcome,
+  attempt: 1,
+  worker: 'w1',
+  fence: 7,
+  startedAtMs: tickMs,
+  endedAtMs: tickMs + 10,
+});
 
 describe('backfill: which ticks it fires', () => {
   const t = (minute: number) => 1_800_000_000_000 + minute * MINUTE;
@@ -33,9 +50,29 @@ describe('backfill: which ticks it fires', () => {
       record(t(11), 'backfilled'),
       record(t(13), 'triggered'),
     ];
-    const runs = [run(t(2), 'succeeded'), run(t(7), 'missed-deadline'), run(t(8), 'missed-deadline'), run(t(8), 'already-started'), run(t(10), 'succeeded')];
+    const runs = [
+      run(t(2), 'succeeded'),
+      run(t(7), 'missed-deadline'),
+      run(t(8), 'missed-deadline'),
+      run(t(8), 'already-started'),
+      run(t(10), 'succeeded'),
+    ];
     const plan = planBackfill([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13].map(t), records, runs);
-    expect(plan.map(({ action }) => action)).toEqual(['fire', 'skip', 'fire', 'fire', 'fire', 'fire', 'fire', 'skip', 'skip', 'skip', 'skip', 'skip', 'skip']);
+    expect(plan.map(({ action }) => action)).toEqual([
+      'fire',
+      'skip',
+      'fire',
+      'fire',
+      'fire',
+      'fire',
+      'fire',
+      'skip',
+      'skip',
+      'skip',
+      'skip',
+      'skip',
+      'skip',
+    ]);
     expect(plan[0]?.why).toBe('skipped-paused');
     expect(plan[1]?.why).toBe('enqueued; its run succeeded');
     expect(plan[2]?.why).toBe('missed (no-lock-quorum)');
@@ -55,7 +92,11 @@ describe('backfill: which ticks it fires', () => {
     const now = t(100);
     const retention = { keep: 3, maxAgeMs: 60 * MINUTE };
     expect(historyReachMs([record(t(90), 'enqueued'), record(t(91), 'enqueued')], retention, now)).toBe(t(40));
-    const full = [record(t(92), 'enqueued'), record(t(91), 'missed', { gap: { firstTickMs: t(88), count: 4, atLeast: false } }), record(t(93), 'enqueued')];
+    const full = [
+      record(t(92), 'enqueued'),
+      record(t(91), 'missed', { gap: { firstTickMs: t(88), count: 4, atLeast: false } }),
+      record(t(93), 'enqueued'),
+    ];
     expect(historyReachMs(full, retention, now)).toBe(t(88));
     expect(historyReachMs(full, { keep: 3, maxAgeMs: 5 * MINUTE }, now)).toBe(t(95));
   });
@@ -70,7 +111,10 @@ describe('backfill against the lock nodes and the queue Redis', () => {
   const said = { note: 'after the outage', by: 'alice' };
 
   beforeAll(async () => {
-    [locks, queueNode] = await Promise.all([startRedisNodes({ count: 3, aof: false }), startRedisNodes({ count: 1, aof: false })]);
+    [locks, queueNode] = await Promise.all([
+      startRedisNodes({ count: 3, aof: false }),
+      startRedisNodes({ count: 1, aof: false }),
+    ]);
     redis = new Redis(queueNode.urls[0] ?? '', { maxRetriesPerRequest: null });
     redlock = new Redlock(locks.urls);
     ctx = { redis, redlock, publisherId: 'cli', logger: pino({ level: 'silent' }), now: Date.now };
@@ -88,13 +132,39 @@ describe('backfill against the lock nodes and the queue Redis', () => {
   };
 
   it('fires each tick that did not run once, as a job that waits for the lease; a second backfill fires nothing; the audit trail has it', async () => {
-    const schedule = scheduleFixture({ id: 'ops/minutely', cron: '0 * * * * *', queue: 'q-backfill', leaseTtlMs: 5000 });
-    const [paused, ran, unrun, unrunClaimed, open] = lastTicks(6).slice(0, 5) as [number, number, number, number, number];
+    const schedule = scheduleFixture({
+      id: 'ops/minutely',
+      cron: '0 * * * * *',
+      queue: 'q-backfill',
+      leaseTtlMs: 5000,
+    });
+    const [paused, ran, unrun, unrunClaimed, open] = lastTicks(6).slice(0, 5) as [
+      number,
+      number,
+      number,
+      number,
+      number,
+    ];
     const store = new RedisReplicaStore(redis);
-    const entry = (r: TickRecord) => ({ scheduleId: schedule.id, record: r, keepMs: MINUTE, retention: schedule.history });
-    await store.record([entry(record(paused, 'skipped-paused')), entry(record(ran, 'enqueued')), entry(record(unrun, 'enqueued')), entry(record(unrunClaimed, 'enqueued'))]);
+    const entry = (r: TickRecord) => ({
+      scheduleId: schedule.id,
+      record: r,
+      keepMs: MINUTE,
+      retention: schedule.history,
+    });
+    await store.record([
+      entry(record(paused, 'skipped-paused')),
+      entry(record(ran, 'enqueued')),
+      entry(record(unrun, 'enqueued')),
+      entry(record(unrunClaimed, 'enqueued')),
+    ]);
     const runs = new RunHistory(redis);
-    for (const [tickMs, outcome] of [[ran, 'succeeded'], [unrun, 'missed-deadline'], [unrunClaimed, 'missed-deadline']] as const) await runs.append(schedule.id, run(tickMs, outcome), schedule.history);
+    for (const [tickMs, outcome] of [
+      [ran, 'succeeded'],
+      [unrun, 'missed-deadline'],
+      [unrunClaimed, 'missed-deadline'],
+    ] as const)
+      await runs.append(schedule.id, run(tickMs, outcome), schedule.history);
     // The scheduler's grant of one unrun tick is still on the lock nodes, never started (its job missed its deadline).
     const granted = await redlock.acquire(`run:${schedule.id}`, 5000, { claim: tickClaim(unrunClaimed) });
     await redlock.release(granted);
@@ -103,7 +173,13 @@ describe('backfill against the lock nodes and the queue Redis', () => {
 
     const range = { fromMs: paused, toMs: open + 30_000, max: 10, dryRun: true };
     const dry = await backfillSchedule(ctx, schedule, range, said);
-    expect(dry.ticks.map(({ tickMs, action }) => [tickMs, action])).toEqual([[paused, 'fire'], [ran, 'skip'], [unrun, 'fire'], [unrunClaimed, 'fire'], [open, 'skip']]);
+    expect(dry.ticks.map(({ tickMs, action }) => [tickMs, action])).toEqual([
+      [paused, 'fire'],
+      [ran, 'skip'],
+      [unrun, 'fire'],
+      [unrunClaimed, 'fire'],
+      [open, 'skip'],
+    ]);
     expect(await store.audits(schedule.id, 5)).toEqual([]);
 
     const done = await backfillSchedule(ctx, schedule, { ...range, dryRun: false }, said);
@@ -115,24 +191,56 @@ describe('backfill against the lock nodes and the queue Redis', () => {
         expect(done.ticks.find((tick) => tick.tickMs === tickMs)?.jobId).toBe(jobId);
         const job = (await Job.fromId(queue, jobId)) as Job;
         const data = parseTickJob(job.data);
-        expect(data).toMatchObject({ tickMs, backfill: true, startDeadlineMs: null, enqueuedBy: 'cli', lease: { resource: `run:${schedule.id}` } });
+        expect(data).toMatchObject({
+          tickMs,
+          backfill: true,
+          startDeadlineMs: null,
+          enqueuedBy: 'cli',
+          lease: { resource: `run:${schedule.id}` },
+        });
         // The tick's claim is started for this job's first start: no other start, nor another backfill, can take it.
-        await expect(redlock.startClaim({ resource: data.lease.resource, claim: tickClaim(tickMs), value: 'f'.repeat(40), start: '1' })).rejects.toBeInstanceOf(ClaimStartedError);
+        await expect(
+          redlock.startClaim({
+            resource: data.lease.resource,
+            claim: tickClaim(tickMs),
+            value: 'f'.repeat(40),
+            start: '1',
+          }),
+        ).rejects.toBeInstanceOf(ClaimStartedError);
         if (tickMs === unrunClaimed) expect(data.lease.value).toBe(granted.value);
-        await redlock.startClaim({ resource: data.lease.resource, claim: tickClaim(tickMs), value: data.lease.value, start: String(data.lease.fence) });
+        await redlock.startClaim({
+          resource: data.lease.resource,
+          claim: tickClaim(tickMs),
+          value: data.lease.value,
+          start: String(data.lease.fence),
+        });
       }
       expect(await queue.count()).toBe(3);
     } finally {
       await queue.close();
     }
     const history = await store.history(schedule.id, 20);
-    expect(history.filter((r) => r.outcome === 'backfilled').map((r) => r.tickMs).sort()).toEqual([paused, unrun, unrunClaimed]);
+    expect(
+      history
+        .filter((r) => r.outcome === 'backfilled')
+        .map((r) => r.tickMs)
+        .sort(),
+    ).toEqual([paused, unrun, unrunClaimed]);
     // The tick's own record stays beside the backfill's.
-    expect(history.filter((r) => r.tickMs === paused).map((r) => r.outcome).sort()).toEqual(['backfilled', 'skipped-paused']);
+    expect(
+      history
+        .filter((r) => r.tickMs === paused)
+        .map((r) => r.outcome)
+        .sort(),
+    ).toEqual(['backfilled', 'skipped-paused']);
 
     const again = await backfillSchedule(ctx, schedule, { ...range, dryRun: false }, said);
     expect(again).toMatchObject({ fired: 0, skipped: 5 });
-    expect(again.ticks.filter((tick) => tick.why === 'backfilled before').map((tick) => tick.tickMs)).toEqual([paused, unrun, unrunClaimed]);
+    expect(again.ticks.filter((tick) => tick.why === 'backfilled before').map((tick) => tick.tickMs)).toEqual([
+      paused,
+      unrun,
+      unrunClaimed,
+    ]);
     const audits = await store.audits(schedule.id, 5);
     expect(audits.map((a) => [a.action, a.by, a.note])).toEqual([
       ['backfill', 'alice', 'after the outage'],
@@ -145,9 +253,19 @@ describe('backfill against the lock nodes and the queue Redis', () => {
   it('two backfills of one range at once fire each tick once', async () => {
     const schedule = scheduleFixture({ id: 'ops/racing', cron: '0 * * * * *', queue: 'q-race', leaseTtlMs: 5000 });
     const ticks = lastTicks(5).slice(0, 4);
-    await new RedisReplicaStore(redis).record(ticks.map((tickMs) => ({ scheduleId: schedule.id, record: record(tickMs, 'missed', { reason: 'no-lock-quorum' }), keepMs: MINUTE, retention: schedule.history })));
+    await new RedisReplicaStore(redis).record(
+      ticks.map((tickMs) => ({
+        scheduleId: schedule.id,
+        record: record(tickMs, 'missed', { reason: 'no-lock-quorum' }),
+        keepMs: MINUTE,
+        retention: schedule.history,
+      })),
+    );
     const range = { fromMs: ticks[0] as number, toMs: ticks[3] as number, max: 10, dryRun: false };
-    const [a, b] = await Promise.all([backfillSchedule(ctx, schedule, range, said), backfillSchedule(ctx, schedule, range, said)]);
+    const [a, b] = await Promise.all([
+      backfillSchedule(ctx, schedule, range, said),
+      backfillSchedule(ctx, schedule, range, said),
+    ]);
     expect(a.fired + b.fired).toBe(4);
     const queue = new Queue(queueName('q-race'), { connection: redis });
     try {
@@ -158,35 +276,78 @@ describe('backfill against the lock nodes and the queue Redis', () => {
   });
 
   it('refuses a range in the future, backwards, longer than --max, or older than the kept history, and fires nothing', async () => {
-    const schedule = scheduleFixture({ id: 'ops/refused', cron: '0 * * * * *', queue: 'q-refused', history: { keep: 2, maxAgeMs: 86_400_000 } });
+    const schedule = scheduleFixture({
+      id: 'ops/refused',
+      cron: '0 * * * * *',
+      queue: 'q-refused',
+      history: { keep: 2, maxAgeMs: 86_400_000 },
+    });
     const [first, second, third] = lastTicks(4) as [number, number, number];
     const store = new RedisReplicaStore(redis);
-    await store.record([second, third].map((tickMs) => ({ scheduleId: schedule.id, record: record(tickMs, 'skipped-paused'), keepMs: 0, retention: schedule.history })));
+    await store.record(
+      [second, third].map((tickMs) => ({
+        scheduleId: schedule.id,
+        record: record(tickMs, 'skipped-paused'),
+        keepMs: 0,
+        retention: schedule.history,
+      })),
+    );
     const now = Date.now();
-    const refused = (fromMs: number, toMs: number, max = 10) => backfillSchedule(ctx, schedule, { fromMs, toMs, max, dryRun: false }, said);
+    const refused = (fromMs: number, toMs: number, max = 10) =>
+      backfillSchedule(ctx, schedule, { fromMs, toMs, max, dryRun: false }, said);
     await expect(refused(now - MINUTE, now + MINUTE)).rejects.toThrow(/the range ends in the future/);
     await expect(refused(now, now - MINUTE)).rejects.toThrow(/the range starts \(.*\) after it ends/);
-    await expect(refused(now - 11 * MINUTE, now)).rejects.toThrow(/holds more than 10 ticks of ops\/refused: narrow the range, or raise the maximum \(--max/);
+    await expect(refused(now - 11 * MINUTE, now)).rejects.toThrow(
+      /holds more than 10 ticks of ops\/refused: narrow the range, or raise the maximum \(--max/,
+    );
     const beyond = refused(first, third);
     await expect(beyond).rejects.toBeInstanceOf(BackfillRangeError);
-    await expect(beyond).rejects.toThrow(`the tick history of ops/refused reaches back to ${new Date(second).toISOString()} (history: { keep: 2, maxAge: 1d })`);
+    await expect(beyond).rejects.toThrow(
+      `the tick history of ops/refused reaches back to ${new Date(second).toISOString()} (history: { keep: 2, maxAge: 1d })`,
+    );
     expect(await store.audits(schedule.id, 5)).toEqual([]);
     expect((await refused(second, third)).fired).toBe(2);
   });
 
   it('a tick whose job cannot be enqueued is reported failed, not fired, and its claim stays held', async () => {
-    const schedule = scheduleFixture({ id: 'ops/unwritable', cron: '0 * * * * *', queue: 'q-unwritable', leaseTtlMs: 2000 });
+    const schedule = scheduleFixture({
+      id: 'ops/unwritable',
+      cron: '0 * * * * *',
+      queue: 'q-unwritable',
+      leaseTtlMs: 2000,
+    });
     const [tickMs] = lastTicks(2) as [number];
-    await new RedisReplicaStore(redis).record([{ scheduleId: schedule.id, record: record(tickMs, 'skipped-paused'), keepMs: MINUTE, retention: schedule.history }]);
+    await new RedisReplicaStore(redis).record([
+      {
+        scheduleId: schedule.id,
+        record: record(tickMs, 'skipped-paused'),
+        keepMs: MINUTE,
+        retention: schedule.history,
+      },
+    ]);
     // The queue Redis refuses writes (out of memory, noeviction): BullMQ's add fails.
     await redis.config('SET', 'maxmemory', '1');
     try {
-      const result = await backfillSchedule(ctx, schedule, { fromMs: tickMs, toMs: tickMs, max: 10, dryRun: false }, said);
+      const result = await backfillSchedule(
+        ctx,
+        schedule,
+        { fromMs: tickMs, toMs: tickMs, max: 10, dryRun: false },
+        said,
+      );
       expect(result).toMatchObject({ fired: 0, skipped: 0, failed: 1 });
-      expect(result.ticks[0]?.why).toMatch(/^skipped-paused; its job not enqueued \(failed\): its claim is held until /);
+      expect(result.ticks[0]?.why).toMatch(
+        /^skipped-paused; its job not enqueued \(failed\): its claim is held until /,
+      );
     } finally {
       await redis.config('SET', 'maxmemory', '0');
     }
-    await expect(redlock.startClaim({ resource: `run:${schedule.id}`, claim: tickClaim(tickMs), value: 'e'.repeat(40), start: '1' })).rejects.toBeInstanceOf(ClaimStartedError);
+    await expect(
+      redlock.startClaim({
+        resource: `run:${schedule.id}`,
+        claim: tickClaim(tickMs),
+        value: 'e'.repeat(40),
+        start: '1',
+      }),
+    ).rejects.toBeInstanceOf(ClaimStartedError);
   });
 });

@@ -7,16 +7,27 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 const BIN = fileURLToPath(new URL('../bin/tickwarden.js', import.meta.url));
 const ROOT = fileURLToPath(new URL('../../..', import.meta.url)).replace(/\/$/, '');
-const rootPackage = JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as Record<string, unknown> & { engines: { node: string } };
+const rootPackage = JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as Record<string, unknown> & {
+  engines: { node: string };
+};
 const nvmrc = readFileSync(path.join(ROOT, '.nvmrc'), 'utf8').trim();
 
 describe('tickwarden launcher (bin/tickwarden.js)', () => {
-  it('--help, a command\'s --help, --version and usage errors answer in well under a second: nothing heavy is loaded for them', () => {
-    for (const args of [['--help'], ['status', '--help'], ['help', 'trigger'], ['--version'], ['frobnicate'], ['next']]) {
+  it("--help, a command's --help, --version and usage errors answer in well under a second: nothing heavy is loaded for them", () => {
+    for (const args of [
+      ['--help'],
+      ['status', '--help'],
+      ['help', 'trigger'],
+      ['--version'],
+      ['frobnicate'],
+      ['next'],
+    ]) {
       const from = performance.now();
       const result = spawnSync(process.execPath, [BIN, ...args], { encoding: 'utf8' });
       const ms = performance.now() - from;
-      expect(result.status, `${args.join(' ')}: ${result.stderr}`).toBe(args[0] === 'frobnicate' || args[0] === 'next' ? 2 : 0);
+      expect(result.status, `${args.join(' ')}: ${result.stderr}`).toBe(
+        args[0] === 'frobnicate' || args[0] === 'next' ? 2 : 0,
+      );
       // About 70 ms here (2 cores); loading the commands' modules (config, ioredis, BullMQ) took 350 ms
       // more, and the launcher's second Node process as long again.
       expect(ms, args.join(' ')).toBeLessThan(1000);
@@ -30,14 +41,18 @@ describe('tickwarden launcher (bin/tickwarden.js)', () => {
  */
 function findOldNode(): string {
   const pathDirs = (process.env['PATH'] ?? '').split(path.delimiter).filter(Boolean);
-  const candidates = [...new Set(['/usr/bin/node', '/usr/local/bin/node', ...pathDirs.map((dir) => path.join(dir, 'node'))])].filter((candidate) => existsSync(candidate));
+  const candidates = [
+    ...new Set(['/usr/bin/node', '/usr/local/bin/node', ...pathDirs.map((dir) => path.join(dir, 'node'))]),
+  ].filter((candidate) => existsSync(candidate));
   const tried: string[] = [];
   for (const candidate of candidates) {
     const version = spawnSync(candidate, ['--version'], { encoding: 'utf8' }).stdout?.trim() ?? '';
     tried.push(`${candidate} ${version || '(no version)'}`);
     if (Number(/^v(\d+)\./.exec(version)?.[1] ?? Infinity) < 22) return candidate;
   }
-  throw new Error(`these tests need a Node.js older than 22 (Debian 12's /usr/bin/node is 20: apt-get install nodejs); found only: ${tried.join(', ') || 'none'}`);
+  throw new Error(
+    `these tests need a Node.js older than 22 (Debian 12's /usr/bin/node is 20: apt-get install nodejs); found only: ${tried.join(', ') || 'none'}`,
+  );
 }
 
 describe('on a Node.js older than the repository needs', () => {
@@ -49,7 +64,9 @@ describe('on a Node.js older than the repository needs', () => {
 
   /** What the guard says, in whichever directory is the repository's root. */
   const expectGuardMessage = (output: string, root: string) => {
-    expect(output).toContain(`tickwarden needs Node.js ${rootPackage.engines.node} (package.json "engines"; .nvmrc: ${nvmrc}), but this is Node.js ${oldVersion} (`);
+    expect(output).toContain(
+      `tickwarden needs Node.js ${rootPackage.engines.node} (package.json "engines"; .nvmrc: ${nvmrc}), but this is Node.js ${oldVersion} (`,
+    );
     expect(output).toContain('nvm install && nvm use');
     expect(output).toContain(`npm install --no-save --no-package-lock --prefix ${root}/.tools node@${nvmrc}`);
     expect(output).toContain(`export PATH="${root}/.tools/node_modules/.bin:$PATH"`);
@@ -58,7 +75,12 @@ describe('on a Node.js older than the repository needs', () => {
   const run = (command: string, args: string[], cwd: string) => {
     // Without the npm_* variables of an npm that runs this test (`npm test`): the user's shell has none.
     const env = Object.fromEntries(Object.entries(process.env).filter(([name]) => !/^npm_/i.test(name)));
-    const result = spawnSync(command, args, { cwd, encoding: 'utf8', timeout: 20_000, env: { ...env, PATH: oldPath, npm_config_update_notifier: 'false' } });
+    const result = spawnSync(command, args, {
+      cwd,
+      encoding: 'utf8',
+      timeout: 20_000,
+      env: { ...env, PATH: oldPath, npm_config_update_notifier: 'false' },
+    });
     return { code: result.status, output: `${result.stdout}${result.stderr}` };
   };
 
@@ -71,10 +93,21 @@ describe('on a Node.js older than the repository needs', () => {
     // package.json's engines and scripts, no dependencies.
     project = mkdtempSync(path.join(tmpdir(), 'tickwarden-old-node-'));
     const { name, version, engines, scripts } = rootPackage;
-    writeFileSync(path.join(project, 'package.json'), JSON.stringify({ name, version, private: true, engines, scripts }, null, 2));
-    writeFileSync(path.join(project, 'package-lock.json'), JSON.stringify({ name, version, lockfileVersion: 3, requires: true, packages: { '': { name, version, engines } } }, null, 2));
+    writeFileSync(
+      path.join(project, 'package.json'),
+      JSON.stringify({ name, version, private: true, engines, scripts }, null, 2),
+    );
+    writeFileSync(
+      path.join(project, 'package-lock.json'),
+      JSON.stringify(
+        { name, version, lockfileVersion: 3, requires: true, packages: { '': { name, version, engines } } },
+        null,
+        2,
+      ),
+    );
     mkdirSync(path.join(project, 'scripts'));
-    for (const file of ['.nvmrc', '.npmrc', 'scripts/check-node.cjs']) copyFileSync(path.join(ROOT, file), path.join(project, file));
+    for (const file of ['.nvmrc', '.npmrc', 'scripts/check-node.cjs'])
+      copyFileSync(path.join(ROOT, file), path.join(project, file));
   });
   afterAll(() => rmSync(project, { recursive: true, force: true }));
 
@@ -96,7 +129,7 @@ describe('on a Node.js older than the repository needs', () => {
     expectGuardMessage(start.output, ROOT);
   });
 
-  it('npm ci, npm start and npm test (the root package.json\'s scripts) say it', () => {
+  it("npm ci, npm start and npm test (the root package.json's scripts) say it", () => {
     for (const command of [['ci', '--no-audit', '--no-fund', '--offline'], ['start'], ['test']]) {
       const result = run('npm', command, project);
       expect(result.code, `npm ${command.join(' ')}: ${result.output}`).not.toBe(0);

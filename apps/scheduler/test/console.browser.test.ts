@@ -13,7 +13,9 @@ const WORKER = fileURLToPath(new URL('../../worker/src/main.ts', import.meta.url
 const CHROMIUM = '/usr/bin/chromium';
 /** `TICKWARDEN_CONSOLE_SCREENSHOT=docs/console.png` (from the repository root): where the schedule page's screenshot goes (the README's). */
 const SCREENSHOT_PATH = process.env['TICKWARDEN_CONSOLE_SCREENSHOT'];
-const SCREENSHOT = SCREENSHOT_PATH ? path.resolve(fileURLToPath(new URL('../../../', import.meta.url)), SCREENSHOT_PATH) : undefined;
+const SCREENSHOT = SCREENSHOT_PATH
+  ? path.resolve(fileURLToPath(new URL('../../../', import.meta.url)), SCREENSHOT_PATH)
+  : undefined;
 
 /** One schedule, never due while the test runs (03:00 in Berlin): every run is one the test triggers, and lasts long enough to be seen running. */
 const CONFIG = `team: ops
@@ -43,7 +45,14 @@ describe('the web console in a real browser, on real replicas and a real worker'
       name,
       command: process.execPath,
       args: ['--conditions=@tickwarden/source', entry],
-      env: { TICKWARDEN_CONFIG: dir, TICKWARDEN_LOCK_NODES: locks.urls.join(','), TICKWARDEN_QUEUE_REDIS: queue.urls[0], TICKWARDEN_HTTP_PORT: String(port), LOG_LEVEL: 'info', ...env },
+      env: {
+        TICKWARDEN_CONFIG: dir,
+        TICKWARDEN_LOCK_NODES: locks.urls.join(','),
+        TICKWARDEN_QUEUE_REDIS: queue.urls[0],
+        TICKWARDEN_HTTP_PORT: String(port),
+        LOG_LEVEL: 'info',
+        ...env,
+      },
     });
     processes.push(child);
     await child.waitForLine((line) => line.includes(`"msg":"${started}"`), started, 30_000);
@@ -52,8 +61,14 @@ describe('the web console in a real browser, on real replicas and a real worker'
 
   beforeAll(async () => {
     // Not a skip: CI installs chromium, and a machine without it must say what is missing.
-    if (!existsSync(CHROMIUM)) throw new Error(`the console's browser test drives Debian's chromium at ${CHROMIUM}, which is missing: apt-get install chromium (.ci/run installs it)`);
-    [locks, queue] = await Promise.all([startRedisNodes({ count: 3, aof: false }), startRedisNodes({ count: 1, aof: false })]);
+    if (!existsSync(CHROMIUM))
+      throw new Error(
+        `the console's browser test drives Debian's chromium at ${CHROMIUM}, which is missing: apt-get install chromium (.ci/run installs it)`,
+      );
+    [locks, queue] = await Promise.all([
+      startRedisNodes({ count: 3, aof: false }),
+      startRedisNodes({ count: 1, aof: false }),
+    ]);
     dir = mkdtempSync(path.join(tmpdir(), 'tickwarden-console-'));
     mkdirSync(path.join(dir, 'teams'));
     writeFileSync(path.join(dir, 'teams', 'ops.yaml'), CONFIG);
@@ -61,8 +76,18 @@ describe('the web console in a real browser, on real replicas and a real worker'
     writeFileSync(tokenFile, `${token}\n`, { mode: 0o600 });
     const teams = path.join(dir, 'teams');
     [writable, readOnly] = await Promise.all([
-      start('console-rw', SCHEDULER, { TICKWARDEN_CONFIG: teams, TICKWARDEN_REPLICA_ID: 'scheduler-a', TICKWARDEN_CONTROL_TOKEN_FILE: tokenFile }, 'scheduler started'),
-      start('console-ro', SCHEDULER, { TICKWARDEN_CONFIG: teams, TICKWARDEN_REPLICA_ID: 'scheduler-b' }, 'scheduler started'),
+      start(
+        'console-rw',
+        SCHEDULER,
+        { TICKWARDEN_CONFIG: teams, TICKWARDEN_REPLICA_ID: 'scheduler-a', TICKWARDEN_CONTROL_TOKEN_FILE: tokenFile },
+        'scheduler started',
+      ),
+      start(
+        'console-ro',
+        SCHEDULER,
+        { TICKWARDEN_CONFIG: teams, TICKWARDEN_REPLICA_ID: 'scheduler-b' },
+        'scheduler started',
+      ),
       start('worker', WORKER, { TICKWARDEN_CONFIG: teams }, 'worker started'),
     ]);
     browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: ['--no-sandbox'] });
@@ -85,7 +110,7 @@ describe('the web console in a real browser, on real replicas and a real worker'
     expect(response?.status()).toBe(200);
     const headers = response?.headers() ?? {};
     expect(headers['content-type']).toBe('text/html; charset=utf-8');
-    expect(headers['content-security-policy']).toContain('default-src \'none\'');
+    expect(headers['content-security-policy']).toContain("default-src 'none'");
     expect(headers['x-frame-options']).toBe('DENY');
     const row = page.locator('tr', { has: page.locator(`a[href="/console/schedules/${SCHEDULE}"]`) });
     await expect.poll(() => row.locator('td').nth(3).textContent()).toBe('active');
@@ -127,7 +152,10 @@ describe('the web console in a real browser, on real replicas and a real worker'
     expect(await page.locator('script').count()).toBe(0);
     expect(await page.locator('#audit tbody tr').first().textContent()).toContain(NOTE);
     // The JSON API of the other replica sees the same pause: it is the cluster's, in the queue Redis.
-    expect(await (await fetch(`${readOnly}/api/schedules/${SCHEDULE}`)).json()).toMatchObject({ state: 'paused', pause: { by: 'alice', note: NOTE } });
+    expect(await (await fetch(`${readOnly}/api/schedules/${SCHEDULE}`)).json()).toMatchObject({
+      state: 'paused',
+      pause: { by: 'alice', note: NOTE },
+    });
     const resume = page.locator('form[action$="/resume"]');
     // The browser's last `by` is filled in again.
     expect(await resume.locator('input[name=by]').inputValue()).toBe('alice');
@@ -149,16 +177,36 @@ describe('the web console in a real browser, on real replicas and a real worker'
     expect(await tick.locator('td').nth(5).textContent()).toBe(jobId);
     expect(await tick.locator('td').nth(4).textContent()).toBe(fence);
     // Reloads until `check` holds of the page (a bounded wait: the worker takes the job within a second or so).
-    const reloadUntil = (check: () => Promise<boolean>, what: string) => waitUntil(async () => (await page.reload()) !== null && check(), what, { timeoutMs: 20_000, intervalMs: 200 });
+    const reloadUntil = (check: () => Promise<boolean>, what: string) =>
+      waitUntil(async () => (await page.reload()) !== null && check(), what, { timeoutMs: 20_000, intervalMs: 200 });
     const running = page.locator('#running tbody tr').first();
-    await reloadUntil(async () => (await running.count()) === 1 && (await running.locator('td').nth(4).textContent()) === '1', 'the run\'s handler to start');
+    await reloadUntil(
+      async () => (await running.count()) === 1 && (await running.locator('td').nth(4).textContent()) === '1',
+      "the run's handler to start",
+    );
     expect(await running.locator('td').first().textContent()).toBe(jobId);
-    const [holder, heldFence] = await Promise.all([running.locator('td').nth(2).textContent(), running.locator('td').nth(3).textContent()]);
+    const [holder, heldFence] = await Promise.all([
+      running.locator('td').nth(2).textContent(),
+      running.locator('td').nth(3).textContent(),
+    ]);
     // The worker took the lease over: a fence of its own, above the one the job was published with.
     expect(Number(heldFence)).toBeGreaterThan(Number(fence));
     const run = page.locator('#runs tbody tr').first();
-    await reloadUntil(async () => (await run.count()) === 1 && (await run.locator('td').nth(1).textContent()) === 'succeeded', 'the triggered run to succeed');
-    expect(await run.locator('td').allTextContents()).toEqual([expect.any(String), 'succeeded', '1', holder, heldFence, expect.stringMatching(/^\d+ ms$/), 'exit 0', '-', expect.any(String)]);
+    await reloadUntil(
+      async () => (await run.count()) === 1 && (await run.locator('td').nth(1).textContent()) === 'succeeded',
+      'the triggered run to succeed',
+    );
+    expect(await run.locator('td').allTextContents()).toEqual([
+      expect.any(String),
+      'succeeded',
+      '1',
+      holder,
+      heldFence,
+      expect.stringMatching(/^\d+ ms$/),
+      'exit 0',
+      '-',
+      expect.any(String),
+    ]);
     expect(await page.locator('#running tbody tr').count()).toBe(0);
     expect(await page.locator('#audit tbody tr').first().textContent()).toContain('rerun after INC-42');
     if (SCREENSHOT) await page.screenshot({ path: SCREENSHOT, fullPage: true });
@@ -182,7 +230,12 @@ describe('the web console in a real browser, on real replicas and a real worker'
 
   it('refuses what it must: a POST without a token configured, without a session, from another site, too large; bad paths and fields', async () => {
     const post = (base: string, target: string, body: string, headers: Record<string, string> = {}) =>
-      fetch(`${base}${target}`, { method: 'POST', body, redirect: 'manual', headers: { 'content-type': 'application/x-www-form-urlencoded', ...headers } });
+      fetch(`${base}${target}`, {
+        method: 'POST',
+        body,
+        redirect: 'manual',
+        headers: { 'content-type': 'application/x-www-form-urlencoded', ...headers },
+      });
     const action = `/console/schedules/${SCHEDULE}/pause`;
     const noToken = await post(readOnly, action, 'by=mallory&note=x');
     expect(noToken.status).toBe(403);
@@ -192,11 +245,16 @@ describe('the web console in a real browser, on real replicas and a real worker'
     const noSession = await post(writable, action, 'by=mallory&note=x');
     expect(noSession.status).toBe(403);
     expect(await noSession.text()).toContain('need a browser signed in');
-    const session = (await page.context().cookies()).find((cookie) => cookie.name === 'tickwarden-session')?.value ?? '';
+    const session =
+      (await page.context().cookies()).find((cookie) => cookie.name === 'tickwarden-session')?.value ?? '';
     const cookie = `tickwarden-session=${session}`;
     expect((await post(writable, action, 'by=mallory', { cookie, origin: 'https://evil.example' })).status).toBe(403);
     // Sign-in sends the browser back to a console page only, never to another site.
-    const away = await post(writable, '/console/sign-in', `token=${token}&next=${encodeURIComponent('//evil.example/console/')}`);
+    const away = await post(
+      writable,
+      '/console/sign-in',
+      `token=${token}&next=${encodeURIComponent('//evil.example/console/')}`,
+    );
     expect([away.status, away.headers.get('location')]).toEqual([303, '/console/']);
     expect((await post(writable, action, `by=mallory&note=${'x'.repeat(20_000)}`, { cookie })).status).toBe(413);
     const noBy = await post(writable, action, 'by=&note=x', { cookie });

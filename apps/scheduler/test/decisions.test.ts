@@ -1,8 +1,24 @@
 // The scheduler's decisions, taken on plain values: no Redis, no timers.
-import { ClaimAlreadyGrantedError, LockTakenError, QuorumUnavailableError, systemClock, type NodeCause } from '@tickwarden/redlock';
+import {
+  ClaimAlreadyGrantedError,
+  LockTakenError,
+  QuorumUnavailableError,
+  systemClock,
+  type NodeCause,
+} from '@tickwarden/redlock';
 import pino from 'pino';
 import { describe, expect, it } from 'vitest';
-import { claimTakeover, CLOCK_SKEW_TOLERANCE_MS, contestLoss, cutFromQuorum, notBeforeMs, pausesLost, QUORUM_PROBE_INTERVAL_MS, revokes, TickContest } from '../src/tick-contest.ts';
+import {
+  claimTakeover,
+  CLOCK_SKEW_TOLERANCE_MS,
+  contestLoss,
+  cutFromQuorum,
+  notBeforeMs,
+  pausesLost,
+  QUORUM_PROBE_INTERVAL_MS,
+  revokes,
+  TickContest,
+} from '../src/tick-contest.ts';
 import { splitLateTicks } from '../src/tick-loop.ts';
 import type { JobQueue, LeaseGrants, LockQuorum, Run, Tick } from '../src/ports.ts';
 import { holderAfterAdd, TickPublisher } from '../src/tick-publisher.ts';
@@ -34,7 +50,11 @@ describe('splitLateTicks: a replica back from a stall contests only what is fres
 
   it('ticks within the late window are contested; older ones go to recovery', () => {
     const now = 100_000;
-    const { kept, late } = splitLateTicks([pending('a/x', now - 11_000), pending('a/x', now - 9000), pending('b/y', now - 30_000)], now, () => 0);
+    const { kept, late } = splitLateTicks(
+      [pending('a/x', now - 11_000), pending('a/x', now - 9000), pending('b/y', now - 30_000)],
+      now,
+      () => 0,
+    );
     expect(kept.map((tick) => tick.tickMs)).toEqual([now - 9000]);
     expect(late.map((tick) => tick.tickMs)).toEqual([now - 11_000, now - 30_000]);
   });
@@ -44,7 +64,9 @@ describe('splitLateTicks: a replica back from a stall contests only what is fres
     const ticks = [pending('c/z', now - 300_000), pending('c/z', now - 120_000)];
     expect(splitLateTicks(ticks, now, () => 180_000).kept.map((tick) => tick.tickMs)).toEqual([now - 120_000]);
     expect(splitLateTicks(ticks, now, () => 60_000).kept).toEqual([]);
-    expect(splitLateTicks([...ticks, pending('c/z', now - 1000)], now, () => 180_000).kept.map((tick) => tick.tickMs)).toEqual([now - 1000]);
+    expect(
+      splitLateTicks([...ticks, pending('c/z', now - 1000)], now, () => 180_000).kept.map((tick) => tick.tickMs),
+    ).toEqual([now - 1000]);
   });
 });
 
@@ -58,51 +80,110 @@ describe('wonLate: a contest won after other replicas may have decided the tick'
 
 describe('contestLoss: what a failed contest means', () => {
   it('a claim granted elsewhere is a lost race, on a quorum or on some nodes', () => {
-    expect(contestLoss(new ClaimAlreadyGrantedError('r', 'tick:1', 'v', causes('claimed', 'claimed')))).toBe('lost-race');
-    expect(contestLoss(new QuorumUnavailableError('r', 'acquire', causes('claimed', new Error('down'), new Error('down')), 2))).toBe('lost-race');
+    expect(contestLoss(new ClaimAlreadyGrantedError('r', 'tick:1', 'v', causes('claimed', 'claimed')))).toBe(
+      'lost-race',
+    );
+    expect(
+      contestLoss(
+        new QuorumUnavailableError('r', 'acquire', causes('claimed', new Error('down'), new Error('down')), 2),
+      ),
+    ).toBe('lost-race');
   });
 
   it('"taken" without "claimed" is another tick\'s lease: on a majority, or (taken-minority) on some nodes while others were silent', () => {
     expect(contestLoss(new LockTakenError('r', causes('taken', 'taken', 'taken'), 5))).toBe('taken');
-    expect(contestLoss(new QuorumUnavailableError('r', 'acquire', causes('taken', 'taken', new Error('down')), 3))).toBe('taken-minority');
+    expect(
+      contestLoss(new QuorumUnavailableError('r', 'acquire', causes('taken', 'taken', new Error('down')), 3)),
+    ).toBe('taken-minority');
   });
 
   it('lock nodes whose clocks are before the tick\'s not-before time make it "early", even beside nodes that found the lease taken', () => {
     expect(contestLoss(new LockTakenError('r', causes('early', 'early', 'taken'), 5))).toBe('early');
-    expect(contestLoss(new QuorumUnavailableError('r', 'acquire', causes('early', new Error('down'), new Error('down')), 2))).toBe('early');
+    expect(
+      contestLoss(new QuorumUnavailableError('r', 'acquire', causes('early', new Error('down'), new Error('down')), 2)),
+    ).toBe('early');
   });
 
   it('anything else is no quorum', () => {
-    expect(contestLoss(new QuorumUnavailableError('r', 'acquire', causes(new Error('timeout'), new Error('down')), 2))).toBe('unavailable');
+    expect(
+      contestLoss(new QuorumUnavailableError('r', 'acquire', causes(new Error('timeout'), new Error('down')), 2)),
+    ).toBe('unavailable');
   });
 
   it('a claim a worker started (`<value>|<start>`), on a quorum or on any node, is "started": the tick ran', () => {
-    expect(contestLoss(new ClaimAlreadyGrantedError('r', 'tick:1', 'v|17', causes('claimed', 'claimed')))).toBe('started');
-    expect(contestLoss(new QuorumUnavailableError('r', 'acquire', causes('claimed', 'claimed', new Error('down')), 3, new Map([['v', 1], ['v|17', 1]])))).toBe('started');
+    expect(contestLoss(new ClaimAlreadyGrantedError('r', 'tick:1', 'v|17', causes('claimed', 'claimed')))).toBe(
+      'started',
+    );
+    expect(
+      contestLoss(
+        new QuorumUnavailableError(
+          'r',
+          'acquire',
+          causes('claimed', 'claimed', new Error('down')),
+          3,
+          new Map([
+            ['v', 1],
+            ['v|17', 1],
+          ]),
+        ),
+      ),
+    ).toBe('started');
   });
 });
 
-describe('claimTakeover: the value recovery takes a tick\'s claim over with', () => {
+describe("claimTakeover: the value recovery takes a tick's claim over with", () => {
   it('the value a quorum granted the claim to', () => {
-    expect(claimTakeover(new ClaimAlreadyGrantedError('r', 'tick:1', 'winner', causes('claimed', 'claimed', 'claimed')))).toBe('winner');
+    expect(
+      claimTakeover(new ClaimAlreadyGrantedError('r', 'tick:1', 'winner', causes('claimed', 'claimed', 'claimed'))),
+    ).toBe('winner');
   });
 
   it('a split left by contenders that died mid-contest: the value on more nodes than any other, none on a tie', () => {
-    const split = (...holders: [string, number][]) => new QuorumUnavailableError('r', 'acquire', causes('claimed', 'claimed', new Error('down')), 3, new Map(holders));
+    const split = (...holders: [string, number][]) =>
+      new QuorumUnavailableError('r', 'acquire', causes('claimed', 'claimed', new Error('down')), 3, new Map(holders));
     expect(claimTakeover(split(['b', 1], ['a', 2]))).toBe('a');
     expect(claimTakeover(split(['a', 2], ['b', 2], ['c', 1]))).toBeUndefined();
     expect(claimTakeover(split(['c', 1], ['a', 2], ['b', 2], ['d', 3]))).toBe('d');
-    expect(claimTakeover(new LockTakenError('r', causes('claimed', 'claimed', 'claimed'), 5, new Map([['z', 1], ['y', 1]])))).toBeUndefined();
+    expect(
+      claimTakeover(
+        new LockTakenError(
+          'r',
+          causes('claimed', 'claimed', 'claimed'),
+          5,
+          new Map([
+            ['z', 1],
+            ['y', 1],
+          ]),
+        ),
+      ),
+    ).toBeUndefined();
   });
 
   it('none when a job of the tick started, on a quorum or on one node: it must never run again', () => {
-    expect(claimTakeover(new ClaimAlreadyGrantedError('r', 'tick:1', 'winner|17', causes('claimed', 'claimed', 'claimed')))).toBeUndefined();
-    expect(claimTakeover(new QuorumUnavailableError('r', 'acquire', causes('claimed', 'claimed', new Error('down')), 3, new Map([['winner', 2], ['winner|17', 1]])))).toBeUndefined();
+    expect(
+      claimTakeover(new ClaimAlreadyGrantedError('r', 'tick:1', 'winner|17', causes('claimed', 'claimed', 'claimed'))),
+    ).toBeUndefined();
+    expect(
+      claimTakeover(
+        new QuorumUnavailableError(
+          'r',
+          'acquire',
+          causes('claimed', 'claimed', new Error('down')),
+          3,
+          new Map([
+            ['winner', 2],
+            ['winner|17', 1],
+          ]),
+        ),
+      ),
+    ).toBeUndefined();
   });
 
   it('none when no claim is held: a lease taken, or no quorum', () => {
     expect(claimTakeover(new LockTakenError('r', causes('taken', 'taken', 'taken'), 5))).toBeUndefined();
-    expect(claimTakeover(new QuorumUnavailableError('r', 'acquire', causes(new Error('timeout'), new Error('down')), 2))).toBeUndefined();
+    expect(
+      claimTakeover(new QuorumUnavailableError('r', 'acquire', causes(new Error('timeout'), new Error('down')), 2)),
+    ).toBeUndefined();
   });
 });
 
@@ -110,18 +191,32 @@ describe('resolution: what recovery does with an open tick', () => {
   const tick = { dueMs: 10_000, startDeadlineMs: 5000 };
   const none = { state: 'none' } as const;
 
-  it('recorded meanwhile: closed; published but not recorded: recorded on the publisher\'s behalf', () => {
-    expect(resolution({ recorded: true, publication: none, nowMs: 12_000, tick, lastFailure: undefined })).toEqual({ kind: 'closed' });
+  it("recorded meanwhile: closed; published but not recorded: recorded on the publisher's behalf", () => {
+    expect(resolution({ recorded: true, publication: none, nowMs: 12_000, tick, lastFailure: undefined })).toEqual({
+      kind: 'closed',
+    });
     const stored = { state: 'stored', enqueuedBy: 'r1', fence: 7, value: 'v' } as const;
-    expect(resolution({ recorded: false, publication: stored, nowMs: 12_000, tick, lastFailure: undefined })).toEqual({ kind: 'found', publication: stored });
+    expect(resolution({ recorded: false, publication: stored, nowMs: 12_000, tick, lastFailure: undefined })).toEqual({
+      kind: 'found',
+      publication: stored,
+    });
     // The job ran and was removed: its publish marker says so, whatever catch-up or recovery asks later.
-    expect(resolution({ recorded: false, publication: { state: 'gone' }, nowMs: 99_000, tick, lastFailure: undefined })).toEqual({ kind: 'found', publication: { state: 'gone' } });
+    expect(
+      resolution({ recorded: false, publication: { state: 'gone' }, nowMs: 99_000, tick, lastFailure: undefined }),
+    ).toEqual({ kind: 'found', publication: { state: 'gone' } });
   });
 
   it('never published: contested until its start deadline, then missed with the last failure seen', () => {
-    expect(resolution({ recorded: false, publication: none, nowMs: 15_000, tick, lastFailure: 'no-lock-quorum' })).toEqual({ kind: 'contest' });
-    expect(resolution({ recorded: false, publication: none, nowMs: 15_001, tick, lastFailure: 'no-lock-quorum' })).toEqual({ kind: 'missed', reason: 'no-lock-quorum' });
-    expect(resolution({ recorded: false, publication: none, nowMs: 15_001, tick, lastFailure: undefined })).toEqual({ kind: 'missed', reason: 'deadline-passed' });
+    expect(
+      resolution({ recorded: false, publication: none, nowMs: 15_000, tick, lastFailure: 'no-lock-quorum' }),
+    ).toEqual({ kind: 'contest' });
+    expect(
+      resolution({ recorded: false, publication: none, nowMs: 15_001, tick, lastFailure: 'no-lock-quorum' }),
+    ).toEqual({ kind: 'missed', reason: 'no-lock-quorum' });
+    expect(resolution({ recorded: false, publication: none, nowMs: 15_001, tick, lastFailure: undefined })).toEqual({
+      kind: 'missed',
+      reason: 'deadline-passed',
+    });
   });
 
   it('job ids split into schedule and tick', () => {
@@ -132,7 +227,7 @@ describe('resolution: what recovery does with an open tick', () => {
 });
 
 describe('holderAfterAdd: whose job holds the tick after our add', () => {
-  it('ours when the stored job has our replica and our fence; another publisher\'s otherwise', () => {
+  it("ours when the stored job has our replica and our fence; another publisher's otherwise", () => {
     const stored = { state: 'stored', enqueuedBy: 'r1', fence: 7, value: 'v' } as const;
     expect(holderAfterAdd(stored, 'r1', { fence: 7 })).toEqual({ ours: true });
     expect(holderAfterAdd(stored, 'r1', { fence: 8 })).toEqual({ ours: false, value: 'v' });
@@ -143,24 +238,49 @@ describe('holderAfterAdd: whose job holds the tick after our add', () => {
 
 describe('TickPublisher: what it releases after an add', () => {
   const run = (id: string, value: string, fence: number): Run => ({
-    tick: { schedule: { id }, tickMs: 1000, dueMs: 1000, jobId: `${id}@1000`, startDeadlineMs: 60_000, retentionMs: 120_000 } as Tick,
+    tick: {
+      schedule: { id },
+      tickMs: 1000,
+      dueMs: 1000,
+      jobId: `${id}@1000`,
+      startDeadlineMs: 60_000,
+      retentionMs: 120_000,
+    } as Tick,
     lease: { resource: `lease:${id}`, value, fence, validUntil: Number.MAX_SAFE_INTEGER } as Run['lease'],
   });
   const publisher = (queue: Pick<JobQueue, 'add' | 'publications'>, released: string[][]) => {
-    const leases: Pick<LeaseGrants, 'settings' | 'releaseBatch'> = { settings: { clock: systemClock }, releaseBatch: async (batch) => (released.push(batch.map((lease) => lease.value)), []) };
-    const recorder = new TickRecorder({ replicaId: 'r1', store: { record: async (entries) => entries.map(() => true) }, logger: pino({ level: 'silent' }), now: () => 2000 });
-    return new TickPublisher({ replicaId: 'r1', leases: leases as LeaseGrants, queue: { ...queue, close: () => Promise.resolve() }, recorder, now: () => 2000 });
+    const leases: Pick<LeaseGrants, 'settings' | 'releaseBatch'> = {
+      settings: { clock: systemClock },
+      releaseBatch: async (batch) => (released.push(batch.map((lease) => lease.value)), []),
+    };
+    const recorder = new TickRecorder({
+      replicaId: 'r1',
+      store: { record: async (entries) => entries.map(() => true) },
+      logger: pino({ level: 'silent' }),
+      now: () => 2000,
+    });
+    return new TickPublisher({
+      replicaId: 'r1',
+      leases: leases as LeaseGrants,
+      queue: { ...queue, close: () => Promise.resolve() },
+      recorder,
+      now: () => 2000,
+    });
   };
 
-  it('a job whose add failed keeps its lease (it may be the live owner\'s, taken over by a recoverer); one another job replaced is released', async () => {
+  it("a job whose add failed keeps its lease (it may be the live owner's, taken over by a recoverer); one another job replaced is released", async () => {
     const released: string[][] = [];
     const failed = run('t/failed', 'owner', 1);
     const replaced = run('t/replaced', 'mine', 2);
     const queue = {
       add: async (runs: readonly Run[]) => runs.map((r) => (r === failed ? new Error('add failed') : undefined)),
-      publications: async (ticks: readonly Tick[]) => ticks.map(() => ({ state: 'stored', enqueuedBy: 'r2', fence: 9, value: 'theirs' }) as const),
+      publications: async (ticks: readonly Tick[]) =>
+        ticks.map(() => ({ state: 'stored', enqueuedBy: 'r2', fence: 9, value: 'theirs' }) as const),
     };
-    expect(await publisher(queue, released).publish([failed, replaced], 'recovered')).toEqual(['failed', 'published-by-another']);
+    expect(await publisher(queue, released).publish([failed, replaced], 'recovered')).toEqual([
+      'failed',
+      'published-by-another',
+    ]);
     expect(released).toEqual([['mine']]);
   });
 });
@@ -168,13 +288,39 @@ describe('TickPublisher: what it releases after an add', () => {
 describe('TickRecorder: a record that cannot be written is never silent', () => {
   it('a triggered run whose history write failed is logged at warn (the CLI prints it); one written is not logged', async () => {
     const lines: Record<string, unknown>[] = [];
-    const logger = pino({ level: 'info' }, { write: (line: string) => void lines.push(JSON.parse(line) as Record<string, unknown>) });
-    const tick = { schedule: { id: 't/manual' }, tickMs: 1000, jobId: 't/manual@m1000', retentionMs: 60_000 } as Parameters<TickRecorder['outcome']>[1];
-    const failing = new TickRecorder({ replicaId: 'cli', store: { record: () => Promise.reject(new Error('NOPERM')) }, logger, now: () => 2000 });
+    const logger = pino(
+      { level: 'info' },
+      { write: (line: string) => void lines.push(JSON.parse(line) as Record<string, unknown>) },
+    );
+    const tick = {
+      schedule: { id: 't/manual' },
+      tickMs: 1000,
+      jobId: 't/manual@m1000',
+      retentionMs: 60_000,
+    } as Parameters<TickRecorder['outcome']>[1];
+    const failing = new TickRecorder({
+      replicaId: 'cli',
+      store: { record: () => Promise.reject(new Error('NOPERM')) },
+      logger,
+      now: () => 2000,
+    });
     failing.outcome('triggered', tick, { fence: 5 });
     await failing.flush();
-    expect(lines).toEqual([expect.objectContaining({ level: 40, msg: 'triggered run not recorded in the tick history', schedule: 't/manual', outcome: 'triggered', historyError: 'NOPERM' })]);
-    const writing = new TickRecorder({ replicaId: 'cli', store: { record: async (entries) => entries.map(() => true) }, logger, now: () => 2000 });
+    expect(lines).toEqual([
+      expect.objectContaining({
+        level: 40,
+        msg: 'triggered run not recorded in the tick history',
+        schedule: 't/manual',
+        outcome: 'triggered',
+        historyError: 'NOPERM',
+      }),
+    ]);
+    const writing = new TickRecorder({
+      replicaId: 'cli',
+      store: { record: async (entries) => entries.map(() => true) },
+      logger,
+      now: () => 2000,
+    });
     writing.outcome('triggered', tick, { fence: 6 });
     await writing.flush();
     expect(lines).toHaveLength(1);
@@ -182,16 +328,36 @@ describe('TickRecorder: a record that cannot be written is never silent', () => 
 });
 
 describe('TickContest: a replica cut from a lock quorum leaves no claims behind', () => {
-  const silent = causes(new Error('no answer within 301 ms'), new Error('no answer within 301 ms'), new Error('no answer within 301 ms'), 'taken');
+  const silent = causes(
+    new Error('no answer within 301 ms'),
+    new Error('no answer within 301 ms'),
+    new Error('no answer within 301 ms'),
+    'taken',
+  );
 
   it('cutFromQuorum: more nodes silent than a quorum can spare; a vote is an answer', () => {
     expect(cutFromQuorum(new QuorumUnavailableError('r', 'acquire', silent, 3), 5, 3)).toBe(true);
-    expect(cutFromQuorum(new QuorumUnavailableError('r', 'acquire', causes(new Error('x'), new Error('y'), 'taken', 'taken'), 3), 5, 3)).toBe(false);
+    expect(
+      cutFromQuorum(
+        new QuorumUnavailableError('r', 'acquire', causes(new Error('x'), new Error('y'), 'taken', 'taken'), 3),
+        5,
+        3,
+      ),
+    ).toBe(false);
     expect(cutFromQuorum(new LockTakenError('r', causes('taken', 'taken', 'taken'), 1), 5, 3)).toBe(false);
   });
 
   it('after such an acquire it contests nothing (each tick fails as unavailable) until a probe, at most every QUORUM_PROBE_INTERVAL_MS, finds a quorum', async () => {
-    const tick = (id: string) => ({ schedule: { id, overlap: 'skip', leaseTtlMs: 3000, paused: false }, tickMs: 1000, dueMs: 1000, nextDueMs: 2000, jobId: `${id}@1000`, startDeadlineMs: 60_000, retentionMs: 120_000 }) as unknown as Tick;
+    const tick = (id: string) =>
+      ({
+        schedule: { id, overlap: 'skip', leaseTtlMs: 3000, paused: false },
+        tickMs: 1000,
+        dueMs: 1000,
+        nextDueMs: 2000,
+        jobId: `${id}@1000`,
+        startDeadlineMs: 60_000,
+        retentionMs: 120_000,
+      }) as unknown as Tick;
     let nowMs = 0;
     let quorumBack = false;
     const acquired: string[] = [];
@@ -200,11 +366,29 @@ describe('TickContest: a replica cut from a lock quorum leaves no claims behind'
       nodes: [0, 1, 2, 3, 4],
       quorum: 3,
       settings: { clock: systemClock },
-      acquireBatch: async (requests) => requests.map((request) => (acquired.push(request.resource), { resource: request.resource, ok: false, error: new QuorumUnavailableError(request.resource, 'acquire', silent, 3) })),
+      acquireBatch: async (requests) =>
+        requests.map(
+          (request) => (
+            acquired.push(request.resource),
+            {
+              resource: request.resource,
+              ok: false,
+              error: new QuorumUnavailableError(request.resource, 'acquire', silent, 3),
+            }
+          ),
+        ),
       releaseBatch: async () => [],
-      probe: async (overrides) => (probes.push(overrides?.nodeTimeoutMs ?? 0), { quorum: quorumBack, unreachable: new Map() }),
+      probe: async (overrides) => (
+        probes.push(overrides?.nodeTimeoutMs ?? 0),
+        { quorum: quorumBack, unreachable: new Map() }
+      ),
     };
-    const contest = new TickContest({ leases, store: { pausedInEpoch: async () => ({ epoch: 'e', paused: new Map() }), pause: async () => undefined }, logger: pino({ level: 'silent' }), now: () => nowMs });
+    const contest = new TickContest({
+      leases,
+      store: { pausedInEpoch: async () => ({ epoch: 'e', paused: new Map() }), pause: async () => undefined },
+      logger: pino({ level: 'silent' }),
+      now: () => nowMs,
+    });
     await contest.contest([tick('t/a')]);
     const [gated] = await contest.contest([tick('t/b')], true);
     expect(acquired).toEqual(['run:t/a']);
@@ -216,14 +400,25 @@ describe('TickContest: a replica cut from a lock quorum leaves no claims behind'
     quorumBack = true;
     nowMs = 2 * QUORUM_PROBE_INTERVAL_MS;
     await contest.contest([tick('t/d')]);
-    expect([acquired, probes]).toEqual([['run:t/a', 'run:t/d'], [301, 301]]);
+    expect([acquired, probes]).toEqual([
+      ['run:t/a', 'run:t/d'],
+      [301, 301],
+    ]);
   });
 });
 
 describe('pauses and the queue Redis losing its data', () => {
   it('pausesLost: the pauses known before that the store no longer has', () => {
     const record = { by: 'ops', atMs: 1, note: 'freeze' };
-    expect(pausesLost(new Map([['t/a', record], ['t/b', record]]), new Map([['t/b', record]]))).toEqual([['t/a', record]]);
+    expect(
+      pausesLost(
+        new Map([
+          ['t/a', record],
+          ['t/b', record],
+        ]),
+        new Map([['t/b', record]]),
+      ),
+    ).toEqual([['t/a', record]]);
     expect(pausesLost(new Map(), new Map([['t/b', record]]))).toEqual([]);
   });
 
@@ -232,8 +427,17 @@ describe('pauses and the queue Redis losing its data', () => {
     let stored = { epoch: 'first', paused: new Map([['t/a', record]]) };
     const written: [string, { note: string }][] = [];
     let resets = 0;
-    const store = { pausedInEpoch: async () => stored, pause: async (id: string, rec: { note: string }) => void written.push([id, rec]) };
-    const contest = new TickContest({ leases: {} as LeaseGrants & LockQuorum, store, logger: pino({ level: 'silent' }), now: () => 0, onQueueReset: () => resets++ });
+    const store = {
+      pausedInEpoch: async () => stored,
+      pause: async (id: string, rec: { note: string }) => void written.push([id, rec]),
+    };
+    const contest = new TickContest({
+      leases: {} as LeaseGrants & LockQuorum,
+      store,
+      logger: pino({ level: 'silent' }),
+      now: () => 0,
+      onQueueReset: () => resets++,
+    });
     const tickOf = (id: string) => ({ schedule: { id, paused: false } }) as unknown as Tick;
     await contest.refreshPaused();
     expect(contest.isPaused(tickOf('t/a'))).toBe(true);
@@ -257,7 +461,7 @@ describe('revokes: cancel-previous cancels the run before it, never a newer one'
     expect(revokes({ schedule: { overlap: 'skip' }, nextDueMs: 2000 }, 0)).toBe(false);
   });
 
-  it('a cancel-previous tick is granted from its due time less the clock tolerance, read on the lock nodes\' clocks; other policies any time', () => {
+  it("a cancel-previous tick is granted from its due time less the clock tolerance, read on the lock nodes' clocks; other policies any time", () => {
     expect(notBeforeMs({ schedule, dueMs: 5000 })).toBe(5000 - CLOCK_SKEW_TOLERANCE_MS);
     expect(notBeforeMs({ schedule: { overlap: 'skip' }, dueMs: 5000 })).toBeUndefined();
     expect(notBeforeMs({ schedule: { overlap: 'allow' }, dueMs: 5000 })).toBeUndefined();

@@ -43,9 +43,14 @@ describe('schedule periods', () => {
   });
 
   it('a pattern with fewer than two ticks left has none; the walk is bounded', () => {
-    expect(longestTickIntervalMs({ next: (afterMs) => (afterMs < 10 ? 10 : undefined), previous: () => undefined }, 0)).toBeUndefined();
+    expect(
+      longestTickIntervalMs({ next: (afterMs) => (afterMs < 10 ? 10 : undefined), previous: () => undefined }, 0),
+    ).toBeUndefined();
     let calls = 0;
-    const everyMs = { next: (afterMs: number) => (calls++, Math.floor(afterMs) + 1), previous: (beforeMs: number) => (calls++, Math.ceil(beforeMs) - 1) };
+    const everyMs = {
+      next: (afterMs: number) => (calls++, Math.floor(afterMs) + 1),
+      previous: (beforeMs: number) => (calls++, Math.ceil(beforeMs) - 1),
+    };
     expect(longestTickIntervalMs(everyMs, 0)).toBe(1);
     expect(calls).toBeLessThanOrEqual(2_002);
   });
@@ -70,7 +75,12 @@ describe('SchedulerMetrics per schedule', () => {
     { id: 'payments/nightly', cron: '0 2 * * *', timezone: 'UTC' },
     { id: 'reporting/hourly', cron: '0 * * * *', timezone: 'UTC' },
   ];
-  const event = (scheduleId: string, outcome: 'enqueued' | 'recovered' | 'skipped-paused' | 'skipped-overlap' | 'missed', tickMs: number, extra: { reason?: string; recorded?: boolean } = {}) => ({
+  const event = (
+    scheduleId: string,
+    outcome: 'enqueued' | 'recovered' | 'skipped-paused' | 'skipped-overlap' | 'missed',
+    tickMs: number,
+    extra: { reason?: string; recorded?: boolean } = {},
+  ) => ({
     scheduleId,
     outcome,
     tickMs,
@@ -95,20 +105,31 @@ describe('SchedulerMetrics per schedule', () => {
     const text = await metrics.registry.metrics();
     const nightly = 'team="payments",schedule="payments/nightly"';
     expect(sample(text, `tickwarden_schedule_ticks_total{${nightly},outcome="enqueued"}`)).toBe(2);
-    expect(sample(text, `tickwarden_schedule_ticks_total{${nightly},outcome="missed",reason="no-lock-quorum"}`)).toBe(1);
+    expect(sample(text, `tickwarden_schedule_ticks_total{${nightly},outcome="missed",reason="no-lock-quorum"}`)).toBe(
+      1,
+    );
     expect(sample(text, `tickwarden_schedule_ticks_total{${nightly},outcome="missed",reason="other"}`)).toBe(1);
     expect(text).not.toContain('gone/old');
     expect(sample(text, 'tickwarden_ticks_total{outcome="missed"}')).toBe(3);
     expect(sample(text, 'tickwarden_ticks_total{outcome="enqueued"}')).toBe(2);
     // one last-tick series per schedule: the newest tick's outcome
     expect(text.match(/^tickwarden_schedule_last_tick_timestamp_seconds\{/gm)).toHaveLength(1);
-    expect(sample(text, `tickwarden_schedule_last_tick_timestamp_seconds{${nightly},outcome="missed"}`)).toBe((NOW - 24 * HOUR + 1000) / 1000);
+    expect(sample(text, `tickwarden_schedule_last_tick_timestamp_seconds{${nightly},outcome="missed"}`)).toBe(
+      (NOW - 24 * HOUR + 1000) / 1000,
+    );
     expect(sample(text, `tickwarden_schedule_period_seconds{${nightly}}`)).toBe(24 * 3600);
     expect(sample(text, 'tickwarden_schedule_period_seconds{team="reporting",schedule="reporting/hourly"}')).toBe(3600);
 
     metrics.recordOutcome(event('payments/nightly', 'skipped-paused', NOW));
-    expect(sample(await metrics.registry.metrics(), `tickwarden_schedule_last_tick_timestamp_seconds{${nightly},outcome="skipped-paused"}`)).toBe(NOW / 1000);
-    expect((await metrics.registry.metrics()).match(/^tickwarden_schedule_last_tick_timestamp_seconds\{/gm)).toHaveLength(1);
+    expect(
+      sample(
+        await metrics.registry.metrics(),
+        `tickwarden_schedule_last_tick_timestamp_seconds{${nightly},outcome="skipped-paused"}`,
+      ),
+    ).toBe(NOW / 1000);
+    expect(
+      (await metrics.registry.metrics()).match(/^tickwarden_schedule_last_tick_timestamp_seconds\{/gm),
+    ).toHaveLength(1);
   });
 
   it('drops every series of a schedule that leaves the config', async () => {
@@ -122,7 +143,9 @@ describe('SchedulerMetrics per schedule', () => {
     metrics.setSchedules(schedules.slice(1));
     const text = await metrics.registry.metrics();
     expect(text).not.toContain('payments/nightly');
-    expect(sample(text, 'tickwarden_schedule_ticks_total{team="reporting",schedule="reporting/hourly",outcome="enqueued"}')).toBe(1);
+    expect(
+      sample(text, 'tickwarden_schedule_ticks_total{team="reporting",schedule="reporting/hourly",outcome="enqueued"}'),
+    ).toBe(1);
   });
 });
 
@@ -134,7 +157,10 @@ describe('the scheduler process: per-schedule metrics, build and config info, th
   let replica: ManagedProcess | undefined;
 
   beforeAll(async () => {
-    [locks, queue] = await Promise.all([startRedisNodes({ count: 3, aof: false }), startRedisNodes({ count: 1, aof: false })]);
+    [locks, queue] = await Promise.all([
+      startRedisNodes({ count: 3, aof: false }),
+      startRedisNodes({ count: 1, aof: false }),
+    ]);
     dir = mkdtempSync(path.join(tmpdir(), 'tickwarden-scheduler-metrics-'));
   });
   afterAll(async () => {
@@ -143,7 +169,8 @@ describe('the scheduler process: per-schedule metrics, build and config info, th
     rmSync(dir, { recursive: true, force: true });
   });
 
-  const team = (names: string[]) => `team: ops\nschedules:\n${names.map((name) => `  - { name: ${name}, cron: "* * * * * *", handler: { kind: command, argv: ["true"] }, overlap: allow, leaseTtl: 2s }\n`).join('')}`;
+  const team = (names: string[]) =>
+    `team: ops\nschedules:\n${names.map((name) => `  - { name: ${name}, cron: "* * * * * *", handler: { kind: command, argv: ["true"] }, overlap: allow, leaseTtl: 2s }\n`).join('')}`;
 
   it('logs the port it bound for port 0, and serves the outcomes of each schedule there; a rejected reload shows until a good one', async () => {
     writeFileSync(path.join(dir, 'ops.yaml'), team(['alpha']));
@@ -151,7 +178,14 @@ describe('the scheduler process: per-schedule metrics, build and config info, th
       name: 'm0',
       command: process.execPath,
       args: ['--conditions=@tickwarden/source', MAIN],
-      env: { TICKWARDEN_CONFIG: dir, TICKWARDEN_LOCK_NODES: locks.urls.join(','), TICKWARDEN_QUEUE_REDIS: queue.urls[0], TICKWARDEN_REPLICA_ID: 'm0', TICKWARDEN_HTTP_PORT: '0', LOG_LEVEL: 'info' },
+      env: {
+        TICKWARDEN_CONFIG: dir,
+        TICKWARDEN_LOCK_NODES: locks.urls.join(','),
+        TICKWARDEN_QUEUE_REDIS: queue.urls[0],
+        TICKWARDEN_REPLICA_ID: 'm0',
+        TICKWARDEN_HTTP_PORT: '0',
+        LOG_LEVEL: 'info',
+      },
     });
     const started = replica;
     await started.waitForLine((line) => line.includes('scheduler started'), 'start');
@@ -159,7 +193,10 @@ describe('the scheduler process: per-schedule metrics, build and config info, th
     expect(port).toBeGreaterThan(0);
     const scrape = async () => (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
     const alpha = 'team="ops",schedule="ops/alpha"';
-    await waitUntil(async () => (sample(await scrape(), `tickwarden_schedule_ticks_total{${alpha},outcome="enqueued"}`) ?? 0) >= 2, 'two ticks of ops/alpha enqueued');
+    await waitUntil(
+      async () => (sample(await scrape(), `tickwarden_schedule_ticks_total{${alpha},outcome="enqueued"}`) ?? 0) >= 2,
+      'two ticks of ops/alpha enqueued',
+    );
     let text = await scrape();
     const lastTick = sample(text, `tickwarden_schedule_last_tick_timestamp_seconds{${alpha},outcome="enqueued"}`) ?? 0;
     expect(Math.abs(lastTick - Date.now() / 1000)).toBeLessThan(5);
@@ -183,7 +220,10 @@ describe('the scheduler process: per-schedule metrics, build and config info, th
     writeFileSync(path.join(dir, 'ops.yaml'), team(['beta']));
     await started.waitForLine((line) => line.includes('"config reloaded"'), 'the reload applied');
     const beta = 'team="ops",schedule="ops/beta"';
-    await waitUntil(async () => (sample(await scrape(), `tickwarden_schedule_ticks_total{${beta},outcome="enqueued"}`) ?? 0) >= 1, 'a tick of ops/beta enqueued');
+    await waitUntil(
+      async () => (sample(await scrape(), `tickwarden_schedule_ticks_total{${beta},outcome="enqueued"}`) ?? 0) >= 1,
+      'a tick of ops/beta enqueued',
+    );
     text = await scrape();
     expect(sample(text, 'tickwarden_config_last_reload_successful')).toBe(1);
     expect(text).not.toContain('ops/alpha');

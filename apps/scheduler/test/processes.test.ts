@@ -29,7 +29,10 @@ describe('scheduler replicas as OS processes', () => {
   const replicas: ManagedProcess[] = [];
 
   beforeAll(async () => {
-    [locks, queue] = await Promise.all([startRedisNodes({ count: 5, aof: false }), startRedisNodes({ count: 1, aof: false })]);
+    [locks, queue] = await Promise.all([
+      startRedisNodes({ count: 5, aof: false }),
+      startRedisNodes({ count: 1, aof: false }),
+    ]);
     dir = mkdtempSync(path.join(tmpdir(), 'tickwarden-scheduler-e2e-'));
     writeFileSync(path.join(dir, 'e2e.yaml'), CONFIG);
   });
@@ -67,7 +70,11 @@ describe('scheduler replicas as OS processes', () => {
     const counts = new Map<string, number>();
     for (const replica of replicas)
       for (const record of replica.records)
-        if ((record['outcome'] === 'enqueued' || record['outcome'] === 'recovered') && record['found'] !== true && record['level'] === 30) {
+        if (
+          (record['outcome'] === 'enqueued' || record['outcome'] === 'recovered') &&
+          record['found'] !== true &&
+          record['level'] === 30
+        ) {
           const key = `${String(record['schedule'])} ${String(record['tick'])}`;
           counts.set(key, (counts.get(key) ?? 0) + 1);
         }
@@ -81,7 +88,9 @@ describe('scheduler replicas as OS processes', () => {
     const base = `http://127.0.0.1:${ports.get('p2')}`;
     expect((await fetch(`${base}/healthz`)).status).toBe(200);
     expect((await fetch(`${base}/readyz`)).status).toBe(200);
-    expect(await (await fetch(`${base}/metrics`)).text()).toMatch(/(tickwarden_ticks_total\{outcome="enqueued"\}|tickwarden_tick_observations_total\{observation="lost-race"\}) [1-9]/);
+    expect(await (await fetch(`${base}/metrics`)).text()).toMatch(
+      /(tickwarden_ticks_total\{outcome="enqueued"\}|tickwarden_tick_observations_total\{observation="lost-race"\}) [1-9]/,
+    );
     r0?.signal('SIGKILL');
     await sleep(2000);
     r1?.signal('SIGSTOP');
@@ -94,12 +103,20 @@ describe('scheduler replicas as OS processes', () => {
 
     const counts = enqueued();
     // On a failure, every record of the tick from every replica (a flake under CI load left no trace).
-    const recordsOf = (schedule: string, tick: string): string => JSON.stringify(replicas.flatMap((replica) => replica.records.filter((record) => record['schedule'] === schedule && record['tick'] === tick).map((record) => ({ replica: replica.name, ...record }))));
+    const recordsOf = (schedule: string, tick: string): string =>
+      JSON.stringify(
+        replicas.flatMap((replica) =>
+          replica.records
+            .filter((record) => record['schedule'] === schedule && record['tick'] === tick)
+            .map((record) => ({ replica: replica.name, ...record })),
+        ),
+      );
     for (const schedule of ['e2e/alpha', 'e2e/beta']) {
       for (let tick = Math.ceil(from / 1000) * 1000; tick < to; tick += 1000) {
         const iso = new Date(tick).toISOString();
         const key = `${schedule} ${iso}`;
-        if (counts.get(key) !== 1) expect.fail(`${key}: ${counts.get(key) ?? 0} enqueues; records: ${recordsOf(schedule, iso)}`);
+        if (counts.get(key) !== 1)
+          expect.fail(`${key}: ${counts.get(key) ?? 0} enqueues; records: ${recordsOf(schedule, iso)}`);
       }
     }
     expect([...counts.values()].every((n) => n === 1)).toBe(true);
@@ -118,11 +135,22 @@ describe('scheduler replicas as OS processes', () => {
     const exits = await Promise.all([running.stop('SIGTERM'), stalled.stop('SIGTERM')]);
     expect(exits.map((exit) => exit.code)).toEqual([0, 0]);
     const all = [...running.records, ...stalled.records];
-    expect(all.filter((record) => record['outcome'] === 'missed' && Date.parse(String(record['lastTick'] ?? record['tick'])) >= from)).toEqual([]);
+    expect(
+      all.filter(
+        (record) => record['outcome'] === 'missed' && Date.parse(String(record['lastTick'] ?? record['tick'])) >= from,
+      ),
+    ).toEqual([]);
     // Ticks older than the late window when it woke (about 3 s of them per schedule) are not contested.
-    const late = stalled.records.find((record) => record['msg'] === 'ticks too late to contest (this replica was stalled): left to recovery');
+    const late = stalled.records.find(
+      (record) => record['msg'] === 'ticks too late to contest (this replica was stalled): left to recovery',
+    );
     expect(Number(late?.['late'])).toBeGreaterThanOrEqual(4);
-    expect(stalled.records.filter((record) => record['outcome'] !== undefined && Number(record['lagMs']) > LATE_TICK_WINDOW_MS && record['level'] === 30)).toEqual([]);
+    expect(
+      stalled.records.filter(
+        (record) =>
+          record['outcome'] !== undefined && Number(record['lagMs']) > LATE_TICK_WINDOW_MS && record['level'] === 30,
+      ),
+    ).toEqual([]);
     expect([...enqueued().values()].every((n) => n === 1)).toBe(true);
   });
 
@@ -136,14 +164,25 @@ describe('scheduler replicas as OS processes', () => {
     } finally {
       await node.restart({ keepData: true });
     }
-    expect(replica.records.some((record) => record['msg'] === 'queue redis not reachable yet: starting; pause flags are read once it is')).toBe(true);
-    await replica.waitForLine((line) => line.includes('"msg":"tick enqueued"'), 'an enqueue once the queue Redis is back', 20_000);
+    expect(
+      replica.records.some(
+        (record) => record['msg'] === 'queue redis not reachable yet: starting; pause flags are read once it is',
+      ),
+    ).toBe(true);
+    await replica.waitForLine(
+      (line) => line.includes('"msg":"tick enqueued"'),
+      'an enqueue once the queue Redis is back',
+      20_000,
+    );
     await replica.stop('SIGTERM');
   });
 
   it('the read-only HTTP API: every schedule with its state and next ticks, one schedule with its histories', async () => {
     const replica = await startReplica('api');
-    await replica.waitForLine((line) => line.includes('"msg":"tick enqueued"') && line.includes('e2e/alpha'), 'an enqueue');
+    await replica.waitForLine(
+      (line) => line.includes('"msg":"tick enqueued"') && line.includes('e2e/alpha'),
+      'an enqueue',
+    );
     const base = `http://127.0.0.1:${ports.get('api')}`;
     const get = async (path: string, init?: RequestInit) => {
       const response = await fetch(`${base}${path}`, init);
@@ -157,12 +196,23 @@ describe('scheduler replicas as OS processes', () => {
     expect(listed[0]).toMatchObject({ team: 'e2e', cron: '* * * * * *', timezone: 'UTC', state: 'active' });
     expect((listed[0]?.['next'] as string[]).length).toBe(3);
     // Pages of at most 1,000: a replica with 50,000 schedules answers one page at a time.
-    expect(((await get('/api/schedules?limit=1&offset=1')).body['schedules'] as Record<string, unknown>[]).map((schedule) => schedule['id'])).toEqual(['e2e/beta']);
+    expect(
+      ((await get('/api/schedules?limit=1&offset=1')).body['schedules'] as Record<string, unknown>[]).map(
+        (schedule) => schedule['id'],
+      ),
+    ).toEqual(['e2e/beta']);
     expect((await get('/api/schedules?limit=1001')).status).toBe(400);
-    await waitUntil(async () => ((await get('/api/schedules/e2e/alpha?count=2')).body['ticks'] as unknown[]).length === 2, 'two tick records');
+    await waitUntil(
+      async () => ((await get('/api/schedules/e2e/alpha?count=2')).body['ticks'] as unknown[]).length === 2,
+      'two tick records',
+    );
     const one = await get('/api/schedules/e2e/alpha?count=2');
     expect(one.body).toMatchObject({ id: 'e2e/alpha', runs: [], actions: [] });
-    expect((one.body['ticks'] as { outcome: string }[]).every((tick) => tick.outcome === 'enqueued' || tick.outcome === 'recovered')).toBe(true);
+    expect(
+      (one.body['ticks'] as { outcome: string }[]).every(
+        (tick) => tick.outcome === 'enqueued' || tick.outcome === 'recovered',
+      ),
+    ).toBe(true);
     expect((await get('/api/schedules/e2e/nope')).status).toBe(404);
     expect((await get('/api/schedules/e2e/alpha?count=0')).status).toBe(400);
     expect((await get('/api/schedules', { method: 'POST' })).status).toBe(405);
@@ -171,12 +221,20 @@ describe('scheduler replicas as OS processes', () => {
 
   it('an invalid config makes the process exit non-zero with every error named', async () => {
     const bad = mkdtempSync(path.join(tmpdir(), 'tickwarden-bad-config-'));
-    writeFileSync(path.join(bad, 'broken.yaml'), 'team: e2e\nschedules:\n  - name: x\n    cron: "61 * * * *"\n    handler: { kind: nope }\n');
+    writeFileSync(
+      path.join(bad, 'broken.yaml'),
+      'team: e2e\nschedules:\n  - name: x\n    cron: "61 * * * *"\n    handler: { kind: nope }\n',
+    );
     const replica = ManagedProcess.start({
       name: 'bad',
       command: process.execPath,
       args: ['--conditions=@tickwarden/source', MAIN],
-      env: { TICKWARDEN_CONFIG: bad, TICKWARDEN_LOCK_NODES: locks.urls.join(','), TICKWARDEN_QUEUE_REDIS: queue.urls[0], LOG_LEVEL: 'info' },
+      env: {
+        TICKWARDEN_CONFIG: bad,
+        TICKWARDEN_LOCK_NODES: locks.urls.join(','),
+        TICKWARDEN_QUEUE_REDIS: queue.urls[0],
+        LOG_LEVEL: 'info',
+      },
     });
     const exit = await replica.exited;
     rmSync(bad, { recursive: true, force: true });
@@ -190,17 +248,31 @@ describe('scheduler replicas as OS processes', () => {
       name: 'aliased',
       command: process.execPath,
       args: ['--conditions=@tickwarden/source', MAIN],
-      env: { TICKWARDEN_CONFIG: dir, TICKWARDEN_LOCK_NODES: [...locks.urls, (await locks.link('aliased')).urls[2]].join(','), TICKWARDEN_LOCK_QUORUM: '4', TICKWARDEN_QUEUE_REDIS: queue.urls[0], LOG_LEVEL: 'info' },
+      env: {
+        TICKWARDEN_CONFIG: dir,
+        TICKWARDEN_LOCK_NODES: [...locks.urls, (await locks.link('aliased')).urls[2]].join(','),
+        TICKWARDEN_LOCK_QUORUM: '4',
+        TICKWARDEN_QUEUE_REDIS: queue.urls[0],
+        LOG_LEVEL: 'info',
+      },
     });
     expect((await aliased.exited).code).toBe(2);
-    expect(aliased.records.find((r) => r['level'] === 50)?.['msg']).toMatch(/^TICKWARDEN_LOCK_NODES entry 3 \(.+\) and TICKWARDEN_LOCK_NODES entry 6 \(.+\) are one Redis server/);
+    expect(aliased.records.find((r) => r['level'] === 50)?.['msg']).toMatch(
+      /^TICKWARDEN_LOCK_NODES entry 3 \(.+\) and TICKWARDEN_LOCK_NODES entry 6 \(.+\) are one Redis server/,
+    );
   });
 
   it('hot reload: an added schedule starts, a bad file is rejected and the last good config keeps firing', async () => {
     const replica = await startReplica('reload');
-    writeFileSync(path.join(dir, 'late.yaml'), 'team: late\nschedules:\n  - name: gamma\n    cron: "* * * * * *"\n    handler: { kind: command, argv: ["true"] }\n    overlap: allow\n    leaseTtl: 2s\n');
+    writeFileSync(
+      path.join(dir, 'late.yaml'),
+      'team: late\nschedules:\n  - name: gamma\n    cron: "* * * * * *"\n    handler: { kind: command, argv: ["true"] }\n    overlap: allow\n    leaseTtl: 2s\n',
+    );
     await replica.waitForLine((line) => line.includes('config reloaded'), 'reload');
-    await replica.waitForLine((line) => line.includes('"schedule":"late/gamma"') && line.includes('"outcome":"enqueued"'), 'gamma enqueued');
+    await replica.waitForLine(
+      (line) => line.includes('"schedule":"late/gamma"') && line.includes('"outcome":"enqueued"'),
+      'gamma enqueued',
+    );
     writeFileSync(path.join(dir, 'late.yaml'), 'team: late\nschedules:\n  - name: gamma\n    cron: "not a cron"\n');
     await replica.waitForLine((line) => line.includes('config reload rejected'), 'rejection');
     const rejectedAt = replica.lines.length;
@@ -209,7 +281,10 @@ describe('scheduler replicas as OS processes', () => {
     expect(after).toContain('"schedule":"late/gamma"');
     expect(replica.lines.some((line) => line.includes('late.yaml:4') && line.includes('cron'))).toBe(true);
     rmSync(path.join(dir, 'late.yaml'));
-    await replica.waitForLine((line) => line.split('config reloaded').length > 1 && line.includes('"schedules":2'), 'removal applied');
+    await replica.waitForLine(
+      (line) => line.split('config reloaded').length > 1 && line.includes('"schedules":2'),
+      'removal applied',
+    );
     expect((await replica.stop()).code).toBe(0);
   });
 });

@@ -18,35 +18,68 @@ describe('the queue Redis down for a while, or back empty', () => {
   let locks: RedisNodes;
   let queueRedis: RedisNodes;
   beforeAll(async () => {
-    [locks, queueRedis] = await Promise.all([startRedisNodes({ count: 3, aof: false }), startRedisNodes({ count: 1, aof: true })]);
+    [locks, queueRedis] = await Promise.all([
+      startRedisNodes({ count: 3, aof: false }),
+      startRedisNodes({ count: 1, aof: true }),
+    ]);
   });
   afterAll(async () => {
     await Promise.all([locks.close(), queueRedis.close()]);
   });
 
   it('restarted empty while a schedule is paused: the replica says so (error), writes the pause back, and the schedule stays paused', async () => {
-    const schedule = scheduleFixture({ id: 'team-q/paused', cron: '* * * * * *', overlap: 'allow', leaseTtlMs: 3000, payload: null });
+    const schedule = scheduleFixture({
+      id: 'team-q/paused',
+      cron: '* * * * * *',
+      overlap: 'allow',
+      leaseTtlMs: 3000,
+      payload: null,
+    });
     const outcomes: OutcomeEvent[] = [];
     const lines: Record<string, unknown>[] = [];
-    const logger = pino({ level: 'info' }, { write: (line: string) => void lines.push(JSON.parse(line) as Record<string, unknown>) });
+    const logger = pino(
+      { level: 'info' },
+      { write: (line: string) => void lines.push(JSON.parse(line) as Record<string, unknown>) },
+    );
     const admin = new Redis(queueRedis.urls[0] as string, { maxRetriesPerRequest: null });
     await new RedisReplicaStore(admin).pause(schedule.id, { by: 'ops', atMs: Date.now(), note: 'freeze' });
     const redlock = new Redlock(locks.urls, { nodeTimeoutMs: 250 });
     const queue = new Redis(queueRedis.urls[0] as string, { maxRetriesPerRequest: 1, enableOfflineQueue: false });
     queue.on('error', () => undefined);
-    const scheduler = new Scheduler({ replicaId: 'p0', redlock, queueConnection: queue, logger, onOutcome: (event) => outcomes.push(event) });
+    const scheduler = new Scheduler({
+      replicaId: 'p0',
+      redlock,
+      queueConnection: queue,
+      logger,
+      onOutcome: (event) => outcomes.push(event),
+    });
     scheduler.setSchedules([schedule]);
     scheduler.start();
     try {
       await waitUntil(() => outcomes.some((o) => o.outcome === 'skipped-paused'), 'a paused tick');
       await queueRedis.nodes[0]?.restart({ keepData: false });
       const wipedAt = Date.now();
-      await waitUntil(() => lines.some((line) => line['level'] === 50 && String(line['msg']).startsWith('the queue Redis lost its data')), 'the reset to be noticed', { timeoutMs: 10_000 });
-      expect(lines.find((line) => String(line['msg']).startsWith('the queue Redis lost its data'))).toMatchObject({ restoredPauses: [schedule.id] });
-      await waitUntil(async () => (await new RedisReplicaStore(admin).paused()).has(schedule.id), 'the pause written back');
-      expect((await new RedisReplicaStore(admin).paused()).get(schedule.id)).toMatchObject({ by: 'ops', note: 'freeze (restored after the queue Redis lost its data)' });
+      await waitUntil(
+        () =>
+          lines.some((line) => line['level'] === 50 && String(line['msg']).startsWith('the queue Redis lost its data')),
+        'the reset to be noticed',
+        { timeoutMs: 10_000 },
+      );
+      expect(lines.find((line) => String(line['msg']).startsWith('the queue Redis lost its data'))).toMatchObject({
+        restoredPauses: [schedule.id],
+      });
+      await waitUntil(
+        async () => (await new RedisReplicaStore(admin).paused()).has(schedule.id),
+        'the pause written back',
+      );
+      expect((await new RedisReplicaStore(admin).paused()).get(schedule.id)).toMatchObject({
+        by: 'ops',
+        note: 'freeze (restored after the queue Redis lost its data)',
+      });
       await sleep(2000);
-      expect(outcomes.filter((o) => o.tickMs > wipedAt && (o.outcome === 'enqueued' || o.outcome === 'recovered'))).toEqual([]);
+      expect(
+        outcomes.filter((o) => o.tickMs > wipedAt && (o.outcome === 'enqueued' || o.outcome === 'recovered')),
+      ).toEqual([]);
     } finally {
       await scheduler.stop();
       await redlock.close();
@@ -56,14 +89,26 @@ describe('the queue Redis down for a while, or back empty', () => {
   });
 
   it('killed for 4 s and restarted from its AOF: every tick of the outage is published once, none lost', async () => {
-    const schedule = scheduleFixture({ id: 'team-q/outage', cron: '* * * * * *', overlap: 'allow', leaseTtlMs: 3000, payload: null });
+    const schedule = scheduleFixture({
+      id: 'team-q/outage',
+      cron: '* * * * * *',
+      overlap: 'allow',
+      leaseTtlMs: 3000,
+      payload: null,
+    });
     const outcomes: (OutcomeEvent & { replica: string })[] = [];
     const replicas = ['q0', 'q1'].map((name) => {
       const redlock = new Redlock(locks.urls, { nodeTimeoutMs: 250 });
       // As the scheduler's main has it: fail fast while the queue Redis is down instead of queueing commands.
       const queue = new Redis(queueRedis.urls[0] as string, { maxRetriesPerRequest: 1, enableOfflineQueue: false });
       queue.on('error', () => undefined);
-      const scheduler = new Scheduler({ replicaId: name, redlock, queueConnection: queue, logger: pino({ level: process.env['TEST_LOG'] ?? 'silent' }), onOutcome: (event) => outcomes.push({ ...event, replica: name }) });
+      const scheduler = new Scheduler({
+        replicaId: name,
+        redlock,
+        queueConnection: queue,
+        logger: pino({ level: process.env['TEST_LOG'] ?? 'silent' }),
+        onOutcome: (event) => outcomes.push({ ...event, replica: name }),
+      });
       scheduler.setSchedules([schedule]);
       scheduler.start();
       return { scheduler, redlock, queue };
@@ -78,11 +123,13 @@ describe('the queue Redis down for a while, or back empty', () => {
     const downTo = Date.now();
     // The default start deadline (leaseTtl + 10 s) leaves the recoveries time to run.
     await sleep(8000);
-    await Promise.all(replicas.map(async ({ scheduler, redlock, queue }) => {
-      await scheduler.stop();
-      await redlock.close();
-      queue.disconnect();
-    }));
+    await Promise.all(
+      replicas.map(async ({ scheduler, redlock, queue }) => {
+        await scheduler.stop();
+        await redlock.close();
+        queue.disconnect();
+      }),
+    );
 
     const connection = new Redis(queueRedis.urls[0] as string, { maxRetriesPerRequest: null });
     const queue = new Queue(queueName(schedule.queue), { connection });
@@ -91,11 +138,16 @@ describe('the queue Redis down for a while, or back empty', () => {
       const to = Math.ceil(downTo / 1000) * 1000 + 1000;
       for (let tick = from; tick <= to; tick += 1000) {
         const seen = `tick ${new Date(tick).toISOString()}: ${JSON.stringify(outcomes.filter((o) => o.tickMs === tick))}`;
-        const publishing = outcomes.filter((o) => o.tickMs === tick && (o.outcome === 'enqueued' || o.outcome === 'recovered'));
+        const publishing = outcomes.filter(
+          (o) => o.tickMs === tick && (o.outcome === 'enqueued' || o.outcome === 'recovered'),
+        );
         // One publisher at most; an add the kill cut off after it landed is found by recovery (its publisher never learnt it worked).
         expect(publishing.filter((o) => !o.found).length, seen).toBeLessThanOrEqual(1);
         expect(publishing.filter((o) => o.recorded).length, seen).toBe(1);
-        expect(await queue.getJob(tickJobId(schedule.id, tick)), `the job of ${new Date(tick).toISOString()}`).toBeDefined();
+        expect(
+          await queue.getJob(tickJobId(schedule.id, tick)),
+          `the job of ${new Date(tick).toISOString()}`,
+        ).toBeDefined();
       }
     } finally {
       await queue.close();
@@ -105,42 +157,87 @@ describe('the queue Redis down for a while, or back empty', () => {
 
   it('restarted empty while jobs wait and after one started: each vanished tick is published again once, the started one never', async () => {
     // A 30 s lease: ticks are enqueued 9.5 s ahead, so several wait as delayed jobs when the data goes.
-    const schedule = scheduleFixture({ id: 'team-q/wiped', cron: '* * * * * *', overlap: 'allow', leaseTtlMs: 30_000, payload: null });
+    const schedule = scheduleFixture({
+      id: 'team-q/wiped',
+      cron: '* * * * * *',
+      overlap: 'allow',
+      leaseTtlMs: 30_000,
+      payload: null,
+    });
     // Its mark is only written at the gap check: after the loss, only the replica's memory has it.
-    const hourly = scheduleFixture({ id: 'team-q/hourly', cron: '0 0 * * * *', overlap: 'allow', leaseTtlMs: 30_000, payload: null });
+    const hourly = scheduleFixture({
+      id: 'team-q/hourly',
+      cron: '0 0 * * * *',
+      overlap: 'allow',
+      leaseTtlMs: 30_000,
+      payload: null,
+    });
     const outcomes: OutcomeEvent[] = [];
     const lines: Record<string, unknown>[] = [];
-    const logger = pino({ level: 'info' }, { write: (line: string) => void lines.push(JSON.parse(line) as Record<string, unknown>) });
+    const logger = pino(
+      { level: 'info' },
+      { write: (line: string) => void lines.push(JSON.parse(line) as Record<string, unknown>) },
+    );
     const redlock = new Redlock(locks.urls, { nodeTimeoutMs: 250 });
     const connection = new Redis(queueRedis.urls[0] as string, { maxRetriesPerRequest: 1, enableOfflineQueue: false });
     connection.on('error', () => undefined);
-    const scheduler = new Scheduler({ replicaId: 'w0', redlock, queueConnection: connection, logger, gapCheckDelayMs: 0, onOutcome: (event) => outcomes.push(event) });
+    const scheduler = new Scheduler({
+      replicaId: 'w0',
+      redlock,
+      queueConnection: connection,
+      logger,
+      gapCheckDelayMs: 0,
+      onOutcome: (event) => outcomes.push(event),
+    });
     const admin = new Redis(queueRedis.urls[0] as string, { maxRetriesPerRequest: null });
     const queue = new Queue(queueName(schedule.queue), { connection: admin });
-    const published = (tickMs: number) => outcomes.filter((o) => o.tickMs === tickMs && (o.outcome === 'enqueued' || o.outcome === 'recovered') && !o.found);
+    const published = (tickMs: number) =>
+      outcomes.filter(
+        (o) => o.tickMs === tickMs && (o.outcome === 'enqueued' || o.outcome === 'recovered') && !o.found,
+      );
     scheduler.setSchedules([schedule, hourly]);
     scheduler.start();
     const hourlyMark = () => admin.hget('tickwarden:control:marks', hourly.id);
     try {
       await waitUntil(() => outcomes.filter((o) => o.outcome === 'enqueued').length >= 4, 'ticks enqueued');
-      await waitUntil(async () => (await hourlyMark()) !== null, 'the gap check\'s marks written');
+      await waitUntil(async () => (await hourlyMark()) !== null, "the gap check's marks written");
       const mark = await hourlyMark();
       // A worker starts the earliest published tick's job, as its first start does (takeOverLease).
       const startedTick = Math.min(...outcomes.filter((o) => o.outcome === 'enqueued').map((o) => o.tickMs));
       const job = await queue.getJob(tickJobId(schedule.id, startedTick));
       const data = job?.data as TickJobData;
-      await redlock.startClaim({ resource: data.lease.resource, claim: tickClaim(startedTick), value: data.lease.value, start: String(data.lease.fence) });
+      await redlock.startClaim({
+        resource: data.lease.resource,
+        claim: tickClaim(startedTick),
+        value: data.lease.value,
+        start: String(data.lease.fence),
+      });
       const before = new Set(outcomes.filter((o) => o.outcome === 'enqueued').map((o) => o.tickMs));
       await queueRedis.nodes[0]?.restart({ keepData: false });
-      await waitUntil(() => lines.some((line) => String(line['msg']).startsWith('ticks in flight opened again')), 'the ticks in flight reopened', { timeoutMs: 10_000 });
-      await waitUntil(() => [...before].every((tickMs) => tickMs === startedTick || published(tickMs).length === 2), 'every vanished tick published again', { timeoutMs: 15_000 });
+      await waitUntil(
+        () => lines.some((line) => String(line['msg']).startsWith('ticks in flight opened again')),
+        'the ticks in flight reopened',
+        { timeoutMs: 10_000 },
+      );
+      await waitUntil(
+        () => [...before].every((tickMs) => tickMs === startedTick || published(tickMs).length === 2),
+        'every vanished tick published again',
+        { timeoutMs: 15_000 },
+      );
       for (const tickMs of before) {
         if (tickMs === startedTick) continue;
-        expect(published(tickMs).map((o) => o.outcome), `tick ${new Date(tickMs).toISOString()}`).toEqual(['enqueued', 'recovered']);
+        expect(
+          published(tickMs).map((o) => o.outcome),
+          `tick ${new Date(tickMs).toISOString()}`,
+        ).toEqual(['enqueued', 'recovered']);
         const again = (await queue.getJob(tickJobId(schedule.id, tickMs)))?.data as TickJobData | undefined;
         expect(again?.lease.fence, `the job of ${new Date(tickMs).toISOString()}`).toBeGreaterThan(0);
       }
-      await waitUntil(() => outcomes.some((o) => o.tickMs === startedTick && o.found), 'the started tick found on the lock nodes', { timeoutMs: 10_000 });
+      await waitUntil(
+        () => outcomes.some((o) => o.tickMs === startedTick && o.found),
+        'the started tick found on the lock nodes',
+        { timeoutMs: 10_000 },
+      );
       expect(published(startedTick).map((o) => o.outcome)).toEqual(['enqueued']);
       expect(await queue.getJob(tickJobId(schedule.id, startedTick))).toBeUndefined();
       expect(await hourlyMark()).toBe(mark);

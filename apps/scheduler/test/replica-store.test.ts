@@ -20,14 +20,30 @@ describe('the replica store (queue Redis)', () => {
     await redis.close();
   });
 
-  const record = (tickMs: number, outcome: TickRecord['outcome'], replica = 'r0'): TickRecord => ({ tickMs, outcome, lagMs: 1, fence: undefined, jobId: `team/a@${tickMs}`, replica });
+  const record = (tickMs: number, outcome: TickRecord['outcome'], replica = 'r0'): TickRecord => ({
+    tickMs,
+    outcome,
+    lagMs: 1,
+    fence: undefined,
+    jobId: `team/a@${tickMs}`,
+    replica,
+  });
 
   it('a tick has one record: the first, unless a run enqueued or recovered replaces a skip or a miss', async () => {
     const entry = (r: TickRecord) => ({ scheduleId: 'team/a', record: r, keepMs: 60_000, retention: RETENTION });
-    expect(await store.record([entry(record(1000, 'missed', 'r0')), entry(record(1000, 'skipped-overlap', 'r1'))])).toEqual([true, false]);
-    expect(await store.record([entry(record(1000, 'recovered', 'r2')), entry(record(1000, 'enqueued', 'r1'))])).toEqual([true, false]);
+    expect(
+      await store.record([entry(record(1000, 'missed', 'r0')), entry(record(1000, 'skipped-overlap', 'r1'))]),
+    ).toEqual([true, false]);
+    expect(await store.record([entry(record(1000, 'recovered', 'r2')), entry(record(1000, 'enqueued', 'r1'))])).toEqual(
+      [true, false],
+    );
     expect(await store.history('team/a')).toEqual([record(1000, 'recovered', 'r2')]);
-    expect(await store.recorded([{ scheduleId: 'team/a', tickMs: 1000 }, { scheduleId: 'team/a', tickMs: 2000 }])).toEqual([true, false]);
+    expect(
+      await store.recorded([
+        { scheduleId: 'team/a', tickMs: 1000 },
+        { scheduleId: 'team/a', tickMs: 2000 },
+      ]),
+    ).toEqual([true, false]);
   });
 
   it('whether 1,000 ticks are recorded (a recovery sweep) is asked in round trips of at most 500 reads, answers in order', async () => {
@@ -38,27 +54,42 @@ describe('the replica store (queue Redis)', () => {
       sizes.push(commands?.length ?? 0);
       return pipeline(commands as never);
     }) as typeof spied.pipeline;
-    const ticks = Array.from({ length: 1000 }, (_, i) => ({ scheduleId: 'team/a', tickMs: i === 999 ? 1000 : 100_000 + i }));
+    const ticks = Array.from({ length: 1000 }, (_, i) => ({
+      scheduleId: 'team/a',
+      tickMs: i === 999 ? 1000 : 100_000 + i,
+    }));
     expect(await new RedisReplicaStore(spied).recorded(ticks)).toEqual(ticks.map((_, i) => i === 999));
     expect(sizes).toEqual([500, 500]);
     spied.disconnect();
   });
 
   it('open ticks: opened unless recorded, handed out once per try, closed by their record', async () => {
-    const open = (tickMs: number, recoverAtMs: number) => ({ scheduleId: 'team/a', tickMs, jobId: `team/a@${tickMs}`, recoverAtMs });
+    const open = (tickMs: number, recoverAtMs: number) => ({
+      scheduleId: 'team/a',
+      tickMs,
+      jobId: `team/a@${tickMs}`,
+      recoverAtMs,
+    });
     // 1000 is recorded (above): not reopened by a replica slow to take it up.
     await store.open([open(1000, 0), open(3000, 50), open(4000, 10_000)]);
     await store.open([open(3000, 99)]); // already open: keeps its time
     expect(await store.takeDue(100, 10, 5000)).toEqual(['team/a@3000']);
     expect(await store.takeDue(100, 10, 5000)).toEqual([]);
     expect(await store.takeDue(5000, 10, 9000)).toEqual(['team/a@3000']);
-    await store.record([{ scheduleId: 'team/a', record: record(3000, 'enqueued'), keepMs: 60_000, retention: RETENTION }]);
+    await store.record([
+      { scheduleId: 'team/a', record: record(3000, 'enqueued'), keepMs: 60_000, retention: RETENTION },
+    ]);
     await store.close(['team/a@4000']);
     expect(await store.takeDue(Number.MAX_SAFE_INTEGER, 10, 0)).toEqual([]);
   });
 
-  it('history: 1,100 ticks of 2 schedules recorded in one call keep each schedule\'s newest ones within its window (at least `keep`), newest first', async () => {
-    const entries = Array.from({ length: 1100 }, (_, i) => ({ scheduleId: `team-h/h${i % 2}`, record: record(i * 1000, 'enqueued'), keepMs: i % 2 === 0 ? 0 : 100_000, retention: RETENTION }));
+  it("history: 1,100 ticks of 2 schedules recorded in one call keep each schedule's newest ones within its window (at least `keep`), newest first", async () => {
+    const entries = Array.from({ length: 1100 }, (_, i) => ({
+      scheduleId: `team-h/h${i % 2}`,
+      record: record(i * 1000, 'enqueued'),
+      keepMs: i % 2 === 0 ? 0 : 100_000,
+      retention: RETENTION,
+    }));
     await store.record(entries);
     const h0 = await store.history('team-h/h0', 1000);
     expect(h0).toEqual(Array.from({ length: RETENTION.keep }, (_, i) => record((1098 - 2 * i) * 1000, 'enqueued')));
@@ -69,16 +100,28 @@ describe('the replica store (queue Redis)', () => {
 
   it('history: entries older than maxAge go, however few are left, but never those within the tick window', async () => {
     const retention = { keep: 50, maxAgeMs: 10_000 };
-    const entries = Array.from({ length: 30 }, (_, i) => ({ scheduleId: 'team-h/age', record: record(i * 1000, 'enqueued'), keepMs: 5000, retention }));
+    const entries = Array.from({ length: 30 }, (_, i) => ({
+      scheduleId: 'team-h/age',
+      record: record(i * 1000, 'enqueued'),
+      keepMs: 5000,
+      retention,
+    }));
     await store.record(entries);
-    expect((await store.history('team-h/age', 100)).map((r) => r.tickMs / 1000)).toEqual(Array.from({ length: 11 }, (_, i) => 29 - i));
+    expect((await store.history('team-h/age', 100)).map((r) => r.tickMs / 1000)).toEqual(
+      Array.from({ length: 11 }, (_, i) => 29 - i),
+    );
     // A tick window longer than maxAge wins: whether a tick is recorded decides recovery.
     await store.record(entries.map((entry) => ({ ...entry, scheduleId: 'team-h/window', keepMs: 20_000 })));
     expect(await store.history('team-h/window', 100)).toHaveLength(21);
   });
 
-  it('the audit trail keeps who did what and when, newest first, within the schedule\'s retention', async () => {
-    for (let i = 1; i <= 4; i++) await store.audit('team/audited', { action: i % 2 === 1 ? 'pause' : 'resume', by: `ops-${i}`, atMs: i * 60_000, note: `step ${i}` }, { keep: 3, maxAgeMs: 86_400_000 });
+  it("the audit trail keeps who did what and when, newest first, within the schedule's retention", async () => {
+    for (let i = 1; i <= 4; i++)
+      await store.audit(
+        'team/audited',
+        { action: i % 2 === 1 ? 'pause' : 'resume', by: `ops-${i}`, atMs: i * 60_000, note: `step ${i}` },
+        { keep: 3, maxAgeMs: 86_400_000 },
+      );
     expect(await store.audits('team/audited', 10)).toEqual([
       { action: 'resume', by: 'ops-4', atMs: 240_000, note: 'step 4' },
       { action: 'pause', by: 'ops-3', atMs: 180_000, note: 'step 3' },

@@ -10,7 +10,14 @@ import { RedisReplicaStore } from '../src/replica-store.ts';
 import { scheduleFixture } from './support.ts';
 
 function everySecond(id: string, overrides: Partial<Schedule> = {}): Schedule {
-  return scheduleFixture({ id, cron: '* * * * * *', overlap: 'allow', leaseTtlMs: 5000, payload: { id }, ...overrides });
+  return scheduleFixture({
+    id,
+    cron: '* * * * * *',
+    overlap: 'allow',
+    leaseTtlMs: 5000,
+    payload: { id },
+    ...overrides,
+  });
 }
 
 /** A clock whose wall time is shifted by `offsetMs` (the replica's clock is skewed). */
@@ -36,7 +43,10 @@ describe('replicated schedulers', () => {
   const observations: { replica: string; observation: TickObservation; scheduleId: string; tickMs: number }[] = [];
 
   beforeAll(async () => {
-    [locks, queueRedis] = await Promise.all([startRedisNodes({ count: 5, aof: false }), startRedisNodes({ count: 1, aof: false })]);
+    [locks, queueRedis] = await Promise.all([
+      startRedisNodes({ count: 5, aof: false }),
+      startRedisNodes({ count: 1, aof: false }),
+    ]);
   });
   afterAll(async () => {
     await Promise.all([locks.close(), queueRedis.close()]);
@@ -44,7 +54,13 @@ describe('replicated schedulers', () => {
 
   const queueUrl = () => queueRedis.urls[0] ?? '';
 
-  function startReplica(name: string, schedules: Schedule[], clock: Clock = systemClock, lockClock: Clock = clock, extra: { contestLeadMs?: number; lockUrls?: string[] } = {}): Replica {
+  function startReplica(
+    name: string,
+    schedules: Schedule[],
+    clock: Clock = systemClock,
+    lockClock: Clock = clock,
+    extra: { contestLeadMs?: number; lockUrls?: string[] } = {},
+  ): Replica {
     const { lockUrls = locks.urls, ...options } = extra;
     const redlock = new Redlock(lockUrls, { clock: lockClock, nodeTimeoutMs: 250 });
     const queue = new Redis(queueUrl(), { maxRetriesPerRequest: null });
@@ -55,7 +71,8 @@ describe('replicated schedulers', () => {
       clock,
       logger: pino({ level: process.env['TEST_LOG'] ?? 'silent' }),
       onOutcome: (event) => outcomes.push({ ...event, replica: name }),
-      onObservation: (observation, scheduleId, tickMs) => observations.push({ replica: name, observation, scheduleId, tickMs }),
+      onObservation: (observation, scheduleId, tickMs) =>
+        observations.push({ replica: name, observation, scheduleId, tickMs }),
       ...options,
     });
     scheduler.setSchedules(schedules);
@@ -81,7 +98,15 @@ describe('replicated schedulers', () => {
 
   /** Replicas that enqueued or recovered each tick (their add made the job). */
   function publishers(schedule: string, tickMs: number): string[] {
-    return outcomes.filter((o) => o.scheduleId === schedule && o.tickMs === tickMs && (o.outcome === 'enqueued' || o.outcome === 'recovered') && !o.found).map((o) => o.replica);
+    return outcomes
+      .filter(
+        (o) =>
+          o.scheduleId === schedule &&
+          o.tickMs === tickMs &&
+          (o.outcome === 'enqueued' || o.outcome === 'recovered') &&
+          !o.found,
+      )
+      .map((o) => o.replica);
   }
 
   async function storedJob(queueName: string, jobId: string) {
@@ -89,7 +114,18 @@ describe('replicated schedulers', () => {
     const queue = new Queue(queueName, { connection });
     try {
       const job = await queue.getJob(jobId);
-      return job ? { data: job.data as { tickMs: number; dueMs: number; lease: { value: string; fence: number }; enqueuedBy: string }, state: await job.getState(), readyAtMs: job.timestamp + job.delay } : undefined;
+      return job
+        ? {
+            data: job.data as {
+              tickMs: number;
+              dueMs: number;
+              lease: { value: string; fence: number };
+              enqueuedBy: string;
+            },
+            state: await job.getState(),
+            readyAtMs: job.timestamp + job.delay,
+          }
+        : undefined;
     } finally {
       await queue.close();
       connection.disconnect();
@@ -98,7 +134,11 @@ describe('replicated schedulers', () => {
 
   it('three replicas, clocks skewed by +-500 ms: 200 per-second ticks, each enqueued exactly once and recorded once', async () => {
     const schedules = Array.from({ length: 20 }, (_, i) => everySecond(`team-${i % 4}/job-${i}`));
-    const replicas = [startReplica('r0', schedules, skewedClock(-500)), startReplica('r1', schedules), startReplica('r2', schedules, skewedClock(500))];
+    const replicas = [
+      startReplica('r0', schedules, skewedClock(-500)),
+      startReplica('r1', schedules),
+      startReplica('r2', schedules, skewedClock(500)),
+    ];
     const from = nextSecond(1500);
     await sleep(13_000);
     const to = Date.now() - 1500;
@@ -131,7 +171,11 @@ describe('replicated schedulers', () => {
     const from = Math.ceil((downFrom + 2500) / 1000) * 1000;
     const to = Math.floor((downTo - 1000) / 1000) * 1000;
     expect(to - from).toBeGreaterThanOrEqual(1000);
-    expect(observations.some((o) => o.scheduleId === schedule.id && o.observation === 'lock-unavailable' && o.tickMs >= from)).toBe(true);
+    expect(
+      observations.some(
+        (o) => o.scheduleId === schedule.id && o.observation === 'lock-unavailable' && o.tickMs >= from,
+      ),
+    ).toBe(true);
     for (let tick = from; tick <= to; tick += 1000) {
       expect(records(schedule.id, tick, tick + 1).get(tick), `tick ${tick}`).toEqual(['recovered']);
       expect(publishers(schedule.id, tick)).toHaveLength(1);
@@ -157,7 +201,10 @@ describe('replicated schedulers', () => {
       [from + 1000, ['missed']],
     ]);
     const history = await new RedisReplicaStore(new Redis(queueUrl())).history(schedule.id, 100);
-    expect(history.filter((r) => r.tickMs >= from && r.tickMs < from + 2000).map((r) => r.reason)).toEqual(['no-lock-quorum', 'no-lock-quorum']);
+    expect(history.filter((r) => r.tickMs >= from && r.tickMs < from + 2000).map((r) => r.reason)).toEqual([
+      'no-lock-quorum',
+      'no-lock-quorum',
+    ]);
   });
 
   it('a winner whose lease lapsed before its enqueue (paused between claim and enqueue) does not enqueue under it: the tick is recovered once', async () => {
@@ -176,8 +223,11 @@ describe('replicated schedulers', () => {
     await sleep(5000);
     await stopReplica(replica);
     const to = Date.now() - 2500;
-    expect(observations.filter((o) => o.scheduleId === schedule.id && o.observation === 'lease-lapsed').length).toBeGreaterThan(0);
-    for (let tick = from; tick < to; tick += 1000) expect(records(schedule.id, tick, tick + 1).get(tick), `tick ${tick}`).toEqual(['recovered']);
+    expect(
+      observations.filter((o) => o.scheduleId === schedule.id && o.observation === 'lease-lapsed').length,
+    ).toBeGreaterThan(0);
+    for (let tick = from; tick < to; tick += 1000)
+      expect(records(schedule.id, tick, tick + 1).get(tick), `tick ${tick}`).toEqual(['recovered']);
   });
 
   it('a publisher whose add finds another job of the tick stored (paused in its add) records lost-race and releases its lease', async () => {
@@ -185,22 +235,30 @@ describe('replicated schedulers', () => {
     const tick = nextSecond(1500);
     const connection = new Redis(queueUrl(), { maxRetriesPerRequest: null });
     const queue = new Queue('tickwarden-default', { connection });
-    await queue.add(schedule.id, { lease: { value: 'another-replicas-lease', fence: 1 }, enqueuedBy: 'q9' }, { jobId: tickJobId(schedule.id, tick), delay: 60_000 });
+    await queue.add(
+      schedule.id,
+      { lease: { value: 'another-replicas-lease', fence: 1 }, enqueuedBy: 'q9' },
+      { jobId: tickJobId(schedule.id, tick), delay: 60_000 },
+    );
     const replica = startReplica('q0', [schedule]);
     await sleep(tick + 1500 - Date.now());
     await stopReplica(replica);
     await queue.close();
     connection.disconnect();
     expect(publishers(schedule.id, tick)).toEqual([]);
-    expect(observations.filter((o) => o.scheduleId === schedule.id && o.tickMs === tick).map((o) => o.observation)).toContain('lost-race');
+    expect(
+      observations.filter((o) => o.scheduleId === schedule.id && o.tickMs === tick).map((o) => o.observation),
+    ).toContain('lost-race');
     // Released: the stored job's worker can take the resource.
     const worker = new Redlock(locks.urls, { retryCount: 0 });
-    await expect(worker.acquire(leaseResource(schedule.id, 'allow', tick), 1000, { value: 'f'.repeat(40) })).resolves.toMatchObject({ fence: expect.any(Number) });
+    await expect(
+      worker.acquire(leaseResource(schedule.id, 'allow', tick), 1000, { value: 'f'.repeat(40) }),
+    ).resolves.toMatchObject({ fence: expect.any(Number) });
     await worker.close();
     expect(publishers(schedule.id, tick - 1000)).toEqual(['q0']);
   });
 
-  it('a previous run\'s lease held on two nodes while a third is down: the tick is skipped for overlap, not lost as lock-unavailable', async () => {
+  it("a previous run's lease held on two nodes while a third is down: the tick is skipped for overlap, not lost as lock-unavailable", async () => {
     const schedule = everySecond('team-h/held', { overlap: 'skip' });
     // The holder holds the schedule's lease on nodes 0-2 only (4 and 5 reset: nothing lands there); then
     // node 2 goes down: the scheduler sees "taken" twice, one node unreachable, two nodes free.
@@ -215,7 +273,10 @@ describe('replicated schedulers', () => {
     await stopReplica(replica);
     const seen = [...records(schedule.id, from, Date.now() - 500).values()];
     expect(seen.length).toBeGreaterThan(0);
-    expect(seen.every((recorded) => recorded.join() === 'skipped-overlap'), JSON.stringify(seen)).toBe(true);
+    expect(
+      seen.every((recorded) => recorded.join() === 'skipped-overlap'),
+      JSON.stringify(seen),
+    ).toBe(true);
     await locks.node(2).restart({ keepData: false });
     await holder.release(lease);
     await holder.close();
@@ -223,7 +284,9 @@ describe('replicated schedulers', () => {
 
   it('a starting replica contests its whole lead one due second after the other, the soonest first', async () => {
     // A 30 s lease: the lead is the default 9.5 s, so the start finds about ten due seconds at once.
-    const schedules = Array.from({ length: 6 }, (_, i) => scheduleFixture({ id: `team-lead/job-${i}`, cron: '* * * * * *', overlap: 'allow', leaseTtlMs: 30_000 }));
+    const schedules = Array.from({ length: 6 }, (_, i) =>
+      scheduleFixture({ id: `team-lead/job-${i}`, cron: '* * * * * *', overlap: 'allow', leaseTtlMs: 30_000 }),
+    );
     const redlock = new Redlock(locks.urls, { nodeTimeoutMs: 250 });
     const contests: number[][] = [];
     const acquireBatch = redlock.acquireBatch.bind(redlock);
@@ -232,7 +295,12 @@ describe('replicated schedulers', () => {
       return acquireBatch(requests, ttlMs, options);
     };
     const queue = new Redis(queueUrl(), { maxRetriesPerRequest: null });
-    const scheduler = new Scheduler({ replicaId: 'lead', redlock, queueConnection: queue, logger: pino({ level: 'silent' }) });
+    const scheduler = new Scheduler({
+      replicaId: 'lead',
+      redlock,
+      queueConnection: queue,
+      logger: pino({ level: 'silent' }),
+    });
     scheduler.setSchedules(schedules);
     scheduler.start();
     await sleep(500);
@@ -246,8 +314,19 @@ describe('replicated schedulers', () => {
   });
 
   it('catch-up after every replica was down: the missed tick inside the window fires once, late; without catch-up it is not fired', async () => {
-    const withCatchUp = scheduleFixture({ id: 'team-d/catch-up', cron: '*/5 * * * * *', overlap: 'allow', leaseTtlMs: 5000, catchUpMs: 10_000 });
-    const without = scheduleFixture({ id: 'team-d/no-catch-up', cron: '*/5 * * * * *', overlap: 'allow', leaseTtlMs: 5000 });
+    const withCatchUp = scheduleFixture({
+      id: 'team-d/catch-up',
+      cron: '*/5 * * * * *',
+      overlap: 'allow',
+      leaseTtlMs: 5000,
+      catchUpMs: 10_000,
+    });
+    const without = scheduleFixture({
+      id: 'team-d/no-catch-up',
+      cron: '*/5 * * * * *',
+      overlap: 'allow',
+      leaseTtlMs: 5000,
+    });
     // Stop the only replica before it contests a tick (the lead: a third of the 5 s lease TTL), and start again 1.5 s after it.
     const missedTick = Math.ceil((Date.now() + 4000) / 5000) * 5000;
     const first = startReplica('c0', [withCatchUp, without]);
@@ -260,14 +339,24 @@ describe('replicated schedulers', () => {
     await sleep(1000);
     await Promise.all([stopReplica(second), stopReplica(third)]);
     expect(publishers('team-d/catch-up', missedTick)).toEqual(['c1']);
-    expect(observations.filter((o) => o.scheduleId === 'team-d/catch-up' && o.tickMs === missedTick && o.replica === 'c2').map((o) => o.observation)).toEqual(['lost-race']);
+    expect(
+      observations
+        .filter((o) => o.scheduleId === 'team-d/catch-up' && o.tickMs === missedTick && o.replica === 'c2')
+        .map((o) => o.observation),
+    ).toEqual(['lost-race']);
     expect(publishers('team-d/no-catch-up', missedTick)).toEqual([]);
   });
 
   it('a completed tick is not run again when a replica restarts with catchUp after its job was removed: its publish marker says it ran', async () => {
     const tick = nextSecond(2000);
     // Once a minute, at the tick's second; catch-up reaches back over it.
-    const schedule = scheduleFixture({ id: 'team-k/nightly', cron: `${new Date(tick).getUTCSeconds()} * * * * *`, overlap: 'skip', leaseTtlMs: 2000, catchUpMs: 50_000 });
+    const schedule = scheduleFixture({
+      id: 'team-k/nightly',
+      cron: `${new Date(tick).getUTCSeconds()} * * * * *`,
+      overlap: 'skip',
+      leaseTtlMs: 2000,
+      catchUpMs: 50_000,
+    });
     const first = startReplica('k0', [schedule]);
     await sleep(tick + 1000 - Date.now());
     await stopReplica(first);
@@ -289,15 +378,21 @@ describe('replicated schedulers', () => {
     connection.disconnect();
     expect(publishers(schedule.id, tick)).toEqual(['k0']);
     // k1 caught the tick up, found it published, and recorded that (not a run).
-    expect(outcomes.filter((o) => o.scheduleId === schedule.id && o.tickMs === tick && o.replica === 'k1').map((o) => [o.outcome, o.found])).toEqual([['enqueued', true]]);
+    expect(
+      outcomes
+        .filter((o) => o.scheduleId === schedule.id && o.tickMs === tick && o.replica === 'k1')
+        .map((o) => [o.outcome, o.found]),
+    ).toEqual([['enqueued', true]]);
   });
 
-  it('a winner that dies between claim and enqueue: another replica recovers the tick within the lease TTL plus a second, under the claim\'s lease', async () => {
+  it("a winner that dies between claim and enqueue: another replica recovers the tick within the lease TTL plus a second, under the claim's lease", async () => {
     const schedule = everySecond('team-e/orphan', { leaseTtlMs: 2000 });
     // Play the dead winner: claim the next tick (lease and claim granted) and never enqueue.
     const tick = nextSecond(1500);
     const deadWinner = new Redlock(locks.urls);
-    const claimed = await deadWinner.acquire(leaseResource(schedule.id, 'allow', tick), 2000, { claim: tickClaim(tick) });
+    const claimed = await deadWinner.acquire(leaseResource(schedule.id, 'allow', tick), 2000, {
+      claim: tickClaim(tick),
+    });
     await deadWinner.close();
     const replicas = [startReplica('o0', [schedule]), startReplica('o1', [schedule])];
     await waitUntil(() => publishers(schedule.id, tick).length > 0, 'the tick recovered', { timeoutMs: 10_000 });
@@ -305,19 +400,24 @@ describe('replicated schedulers', () => {
     await sleep(1500);
     await Promise.all(replicas.map(stopReplica));
     expect(recoveredAt - tick).toBeLessThanOrEqual(schedule.leaseTtlMs + 1000);
-    expect(observations.filter((o) => o.scheduleId === schedule.id && o.tickMs === tick && o.observation === 'lost-race').length).toBeGreaterThanOrEqual(2);
+    expect(
+      observations.filter((o) => o.scheduleId === schedule.id && o.tickMs === tick && o.observation === 'lost-race')
+        .length,
+    ).toBeGreaterThanOrEqual(2);
     expect(records(schedule.id, tick, tick + 1).get(tick)).toEqual(['recovered']);
     expect(publishers(schedule.id, tick)).toHaveLength(1);
     // The claim is honoured: the job carries the claim's lease value (a worker takes that lease over).
     expect((await storedJob('tickwarden-default', tickJobId(schedule.id, tick)))?.data.lease.value).toBe(claimed.value);
   });
 
-  it('a contender that died mid-contest left the tick\'s claim on two of five nodes, and a third node hangs: recovery takes that claim over and the tick is recovered', async () => {
+  it("a contender that died mid-contest left the tick's claim on two of five nodes, and a third node hangs: recovery takes that claim over and the tick is recovered", async () => {
     const schedule = everySecond('team-k/split', { leaseTtlMs: 2000 });
     const tick = nextSecond(1500);
     // The dead contender got two nodes only (a split it never released).
     const deadContender = new Redlock(locks.urls.slice(0, 2));
-    const partial = await deadContender.acquire(leaseResource(schedule.id, 'allow', tick), 2000, { claim: tickClaim(tick) });
+    const partial = await deadContender.acquire(leaseResource(schedule.id, 'allow', tick), 2000, {
+      claim: tickClaim(tick),
+    });
     await deadContender.close();
     await locks.node(4).pause();
     let recoveredAt: number;
@@ -325,7 +425,9 @@ describe('replicated schedulers', () => {
       const replicas = [startReplica('k0', [schedule]), startReplica('k1', [schedule])];
       // Only nodes 2 and 3 are free: no fresh value can win until node 4 answers again.
       // Before the tick's start deadline (leaseTtl + 10 s by default); recoverers retry about every second.
-      await waitUntil(() => publishers(schedule.id, tick).length > 0, 'the tick recovered while node 4 hangs', { timeoutMs: tick + schedule.leaseTtlMs + 10_000 - Date.now() });
+      await waitUntil(() => publishers(schedule.id, tick).length > 0, 'the tick recovered while node 4 hangs', {
+        timeoutMs: tick + schedule.leaseTtlMs + 10_000 - Date.now(),
+      });
       recoveredAt = Date.now();
       await sleep(1500);
       await Promise.all(replicas.map(stopReplica));
@@ -343,32 +445,51 @@ describe('replicated schedulers', () => {
     const schedule = everySecond('team-g/orphan', { leaseTtlMs: 2000 });
     const tick = nextSecond(1500);
     const deadWinner = new Redlock(locks.urls);
-    const claimed = await deadWinner.acquire(leaseResource(schedule.id, 'allow', tick), 2000, { claim: tickClaim(tick) });
+    const claimed = await deadWinner.acquire(leaseResource(schedule.id, 'allow', tick), 2000, {
+      claim: tickClaim(tick),
+    });
     await deadWinner.close();
     // The only replica takes the tick up (loses its claim to the dead winner) and stops before recovery looks at it.
     const first = startReplica('g0', [schedule]);
-    await waitUntil(() => observations.some((o) => o.replica === 'g0' && o.tickMs === tick && o.observation === 'lost-race'), 'the tick taken up', { timeoutMs: 5000 });
+    await waitUntil(
+      () => observations.some((o) => o.replica === 'g0' && o.tickMs === tick && o.observation === 'lost-race'),
+      'the tick taken up',
+      { timeoutMs: 5000 },
+    );
     await stopReplica(first);
     expect(records(schedule.id, tick, tick + 1).get(tick)).toBeUndefined();
     await sleep(tick + 2500 - Date.now());
     const second = startReplica('g1', [schedule]);
-    await waitUntil(() => publishers(schedule.id, tick).length > 0, 'the tick recovered by the new replica', { timeoutMs: 5000 });
+    await waitUntil(() => publishers(schedule.id, tick).length > 0, 'the tick recovered by the new replica', {
+      timeoutMs: 5000,
+    });
     await stopReplica(second);
     expect(publishers(schedule.id, tick)).toEqual(['g1']);
     expect(records(schedule.id, tick, tick + 1).get(tick)).toEqual(['recovered']);
     expect((await storedJob('tickwarden-default', tickJobId(schedule.id, tick)))?.data.lease.value).toBe(claimed.value);
   });
 
-  it('overlap skip: the lease taken on a minority of nodes at the due time while another node is silent (a moment\'s contender) is not a skip: recovery runs the tick once it is free', async () => {
+  it("overlap skip: the lease taken on a minority of nodes at the due time while another node is silent (a moment's contender) is not a skip: recovery runs the tick once it is free", async () => {
     const tick = nextSecond(2000);
-    const schedule = scheduleFixture({ id: 'team-m/minority', cron: `${new Date(tick).getUTCSeconds()} * * * * *`, overlap: 'skip', leaseTtlMs: 1000 });
+    const schedule = scheduleFixture({
+      id: 'team-m/minority',
+      cron: `${new Date(tick).getUTCSeconds()} * * * * *`,
+      overlap: 'skip',
+      leaseTtlMs: 1000,
+    });
     // A replica cut off from the rest, recovering an older tick: its value on two nodes while the due-time contest runs.
     const contender = new Redlock(locks.urls.slice(0, 2));
     const held = await contender.acquire(leaseResource(schedule.id, 'skip', 0), 10_000);
     await locks.node(4).pause();
     const replica = startReplica('m0', [schedule]);
     try {
-      await waitUntil(() => observations.some((o) => o.replica === 'm0' && o.tickMs === tick && o.observation === 'lock-unavailable') || records(schedule.id, tick, tick + 1).has(tick), 'the due-time contest to end', { timeoutMs: 5000 });
+      await waitUntil(
+        () =>
+          observations.some((o) => o.replica === 'm0' && o.tickMs === tick && o.observation === 'lock-unavailable') ||
+          records(schedule.id, tick, tick + 1).has(tick),
+        'the due-time contest to end',
+        { timeoutMs: 5000 },
+      );
       await contender.release(held);
       await waitUntil(() => records(schedule.id, tick, tick + 1).has(tick), 'the tick decided', { timeoutMs: 5000 });
     } finally {
@@ -380,13 +501,19 @@ describe('replicated schedulers', () => {
   });
 
   it('two replicas cut from different lock majorities, a third healthy: they stop contesting (no split claims), and every tick is published once by the healthy one', async () => {
-    const schedules = [everySecond('team-x/allow', { leaseTtlMs: 3000 }), scheduleFixture({ id: 'team-x/cancel', cron: '*/2 * * * * *', overlap: 'cancel-previous', leaseTtlMs: 3000 })];
+    const schedules = [
+      everySecond('team-x/allow', { leaseTtlMs: 3000 }),
+      scheduleFixture({ id: 'team-x/cancel', cron: '*/2 * * * * *', overlap: 'cancel-previous', leaseTtlMs: 3000 }),
+    ];
     const [cutA, cutB] = await Promise.all([locks.link('cut-a'), locks.link('cut-b')]);
     cutA.partition([0, 1, 2]);
     cutB.partition([2, 3, 4]);
     const healthy = startReplica('x-healthy', schedules);
     const from = nextSecond(1000);
-    const cut = [startReplica('x-cut-a', schedules, systemClock, systemClock, { lockUrls: cutA.urls }), startReplica('x-cut-b', schedules, systemClock, systemClock, { lockUrls: cutB.urls })];
+    const cut = [
+      startReplica('x-cut-a', schedules, systemClock, systemClock, { lockUrls: cutA.urls }),
+      startReplica('x-cut-b', schedules, systemClock, systemClock, { lockUrls: cutB.urls }),
+    ];
     try {
       await sleep(9000);
     } finally {
@@ -403,9 +530,14 @@ describe('replicated schedulers', () => {
     }
   });
 
-  it('a contest won late (this replica\'s links slow) for a tick another replica already recorded skipped: the skip stands, nothing is enqueued, the lease is released', async () => {
+  it("a contest won late (this replica's links slow) for a tick another replica already recorded skipped: the skip stands, nothing is enqueued, the lease is released", async () => {
     const tick = nextSecond(2000);
-    const schedule = scheduleFixture({ id: 'team-w/late-win', cron: `${new Date(tick).getUTCSeconds()} * * * * *`, overlap: 'skip', leaseTtlMs: 10_000 });
+    const schedule = scheduleFixture({
+      id: 'team-w/late-win',
+      cron: `${new Date(tick).getUTCSeconds()} * * * * *`,
+      overlap: 'skip',
+      leaseTtlMs: 10_000,
+    });
     const resource = leaseResource(schedule.id, 'skip', 0);
     // A previous run holds the lease on two nodes until 2.5 s after the tick; node 4 hangs, so each of
     // this replica's tries waits a node timeout (1 s with this TTL) and its contest is won only seconds late.
@@ -418,7 +550,20 @@ describe('replicated schedulers', () => {
       await sleep(tick + 300 - Date.now());
       const other = new Redis(queueUrl());
       await new RedisReplicaStore(other).record([
-        { scheduleId: schedule.id, keepMs: 600_000, retention: schedule.history, record: { tickMs: tick, outcome: 'skipped-overlap', reason: 'another run holds the schedule\'s lease', lagMs: 300, fence: undefined, jobId: undefined, replica: 'w1' } },
+        {
+          scheduleId: schedule.id,
+          keepMs: 600_000,
+          retention: schedule.history,
+          record: {
+            tickMs: tick,
+            outcome: 'skipped-overlap',
+            reason: "another run holds the schedule's lease",
+            lagMs: 300,
+            fence: undefined,
+            jobId: undefined,
+            replica: 'w1',
+          },
+        },
       ]);
       other.disconnect();
       await sleep(tick + 7000 - Date.now());
@@ -435,9 +580,14 @@ describe('replicated schedulers', () => {
     await check.close();
   });
 
-  it('recovery that finds a later run holding the schedule\'s lease (overlap skip) records skipped-overlap, not missed', async () => {
+  it("recovery that finds a later run holding the schedule's lease (overlap skip) records skipped-overlap, not missed", async () => {
     const tick = nextSecond(2000);
-    const schedule = scheduleFixture({ id: 'team-s/busy', cron: `${new Date(tick).getUTCSeconds()} * * * * *`, overlap: 'skip', leaseTtlMs: 2000 });
+    const schedule = scheduleFixture({
+      id: 'team-s/busy',
+      cron: `${new Date(tick).getUTCSeconds()} * * * * *`,
+      overlap: 'skip',
+      leaseTtlMs: 2000,
+    });
     const resource = leaseResource(schedule.id, 'skip', 0);
     // The dead winner claims the tick and never enqueues; a later run then holds the schedule's lease.
     const deadWinner = new Redlock(locks.urls);
@@ -453,7 +603,7 @@ describe('replicated schedulers', () => {
     expect(records(schedule.id, tick, tick + 1).get(tick)).toEqual(['skipped-overlap']);
   });
 
-  it('a recoverer whose add finds the paused winner\'s job stored since its look records lost-race and leaves the shared lease to the job', async () => {
+  it("a recoverer whose add finds the paused winner's job stored since its look records lost-race and leaves the shared lease to the job", async () => {
     const schedule = everySecond('team-r/late-winner', { leaseTtlMs: 1000 });
     const tick = nextSecond(2000);
     const resource = leaseResource(schedule.id, 'allow', tick);
@@ -469,7 +619,8 @@ describe('replicated schedulers', () => {
       queueConnection: connection,
       logger: pino({ level: 'silent' }),
       onOutcome: (event) => outcomes.push({ ...event, replica: 'r0' }),
-      onObservation: (observation, scheduleId, tickMs) => observations.push({ replica: 'r0', observation, scheduleId, tickMs }),
+      onObservation: (observation, scheduleId, tickMs) =>
+        observations.push({ replica: 'r0', observation, scheduleId, tickMs }),
     });
     // The winner's add lands right after recovery found the tick unpublished: the test hooks recovery's
     // pipelined read of the job.
@@ -484,7 +635,11 @@ describe('replicated schedulers', () => {
         const replies = await exec();
         const readsJob = started.length === 2 && !winnerAdded && replies?.[0]?.[1] === null && Date.now() > tick;
         if (readsJob) {
-          winnerAdded = queue.add(schedule.id, { lease: { value: winnerLease.value, fence: winnerLease.fence }, enqueuedBy: 'the-winner' }, { jobId, delay: 60_000 });
+          winnerAdded = queue.add(
+            schedule.id,
+            { lease: { value: winnerLease.value, fence: winnerLease.fence }, enqueuedBy: 'the-winner' },
+            { jobId, delay: 60_000 },
+          );
           await winnerAdded;
         }
         return replies;
@@ -497,7 +652,10 @@ describe('replicated schedulers', () => {
     await scheduler.stop();
     expect(winnerAdded).toBeDefined();
     expect(publishers(schedule.id, tick)).toEqual([]);
-    expect(observations.filter((o) => o.replica === 'r0' && o.tickMs === tick).map((o) => o.observation)).toEqual(['lost-race', 'lost-race']);
+    expect(observations.filter((o) => o.replica === 'r0' && o.tickMs === tick).map((o) => o.observation)).toEqual([
+      'lost-race',
+      'lost-race',
+    ]);
     expect((await queue.getJob(jobId))?.data.lease.value).toBe(winnerLease.value);
     // Not released by the recoverer: the job's lease value holds the resource until it expires; then the worker takes it.
     await sleep(schedule.leaseTtlMs);
@@ -509,14 +667,21 @@ describe('replicated schedulers', () => {
   });
 
   it('overlap cancel-previous: the contest at the tick revokes the running run (its watchdog aborts it) and the new run is due at its tick', async () => {
-    const schedule = scheduleFixture({ id: 'team-f/cancel', cron: '* * * * * *', overlap: 'cancel-previous', leaseTtlMs: 1500 });
+    const schedule = scheduleFixture({
+      id: 'team-f/cancel',
+      cron: '* * * * * *',
+      overlap: 'cancel-previous',
+      leaseTtlMs: 1500,
+    });
     const running = new Redlock(locks.urls, { abortMarginMs: 100 });
     const runStarted = Date.now();
     let held: () => void = () => undefined;
     const acquired = new Promise<void>((resolve) => (held = resolve));
     const abort = running.using(leaseResource(schedule.id, 'cancel-previous', 0), 1500, (signal) => {
       held();
-      return new Promise<unknown>((resolve) => signal.addEventListener('abort', () => resolve(signal.reason), { once: true }));
+      return new Promise<unknown>((resolve) =>
+        signal.addEventListener('abort', () => resolve(signal.reason), { once: true }),
+      );
     });
     await acquired;
     const replicas = [startReplica('x0', [schedule]), startReplica('x1', [schedule])];
@@ -527,31 +692,46 @@ describe('replicated schedulers', () => {
     await running.close();
     expect(reason).toBeInstanceOf(LeaseLostError);
     expect(abortedAt - runStarted).toBeLessThan(3000);
-    const enqueued = outcomes.filter((o) => o.scheduleId === schedule.id && o.outcome === 'enqueued' && o.tickMs >= runStarted);
+    const enqueued = outcomes.filter(
+      (o) => o.scheduleId === schedule.id && o.outcome === 'enqueued' && o.tickMs >= runStarted,
+    );
     expect(enqueued.length).toBeGreaterThan(0);
     expect(new Set(enqueued.map((o) => o.tickMs)).size).toBe(enqueued.length);
     // Contested when due (never ahead), and due at its tick: the worker waits for the revoked run to stop.
     expect(enqueued.every((o) => o.lagMs >= 0)).toBe(true);
-    for (const o of enqueued) expect((await storedJob('tickwarden-default', tickJobId(schedule.id, o.tickMs)))?.data.dueMs).toBe(o.tickMs);
+    for (const o of enqueued)
+      expect((await storedJob('tickwarden-default', tickJobId(schedule.id, o.tickMs)))?.data.dueMs).toBe(o.tickMs);
   });
 
-  it('overlap cancel-previous, a replica\'s clock 3 s ahead (more than the period): it cannot revoke early, the replica on time publishes every tick', async () => {
-    const schedule = scheduleFixture({ id: 'team-f/cancel-skewed', cron: '*/2 * * * * *', overlap: 'cancel-previous', leaseTtlMs: 3000 });
+  it("overlap cancel-previous, a replica's clock 3 s ahead (more than the period): it cannot revoke early, the replica on time publishes every tick", async () => {
+    const schedule = scheduleFixture({
+      id: 'team-f/cancel-skewed',
+      cron: '*/2 * * * * *',
+      overlap: 'cancel-previous',
+      leaseTtlMs: 3000,
+    });
     const replicas = [startReplica('k0', [schedule], skewedClock(3000)), startReplica('k1', [schedule])];
     const from = nextSecond(1000);
     await sleep(7000);
     await Promise.all(replicas.map(stopReplica));
     const to = Date.now() - 2000;
-    const published = outcomes.filter((o) => o.scheduleId === schedule.id && o.recorded && o.outcome === 'enqueued' && o.tickMs >= from && o.tickMs < to);
+    const published = outcomes.filter(
+      (o) =>
+        o.scheduleId === schedule.id && o.recorded && o.outcome === 'enqueued' && o.tickMs >= from && o.tickMs < to,
+    );
     // Without the lock nodes' clocks deciding, k0 revokes each tick 3 s early: every tick would be superseded by the next before it is due.
-    const due = Array.from({ length: 5 }, (_, i) => Math.ceil(from / 2000) * 2000 + i * 2000).filter((tick) => tick < to);
+    const due = Array.from({ length: 5 }, (_, i) => Math.ceil(from / 2000) * 2000 + i * 2000).filter(
+      (tick) => tick < to,
+    );
     expect(due.length).toBeGreaterThanOrEqual(2);
     expect(published.map((o) => o.tickMs).sort((a, b) => a - b)).toEqual(due);
     expect(published.every((o) => o.replica === 'k1')).toBe(true);
-    expect(observations.some((o) => o.replica === 'k0' && o.scheduleId === schedule.id && o.observation === 'clock-ahead')).toBe(true);
+    expect(
+      observations.some((o) => o.replica === 'k0' && o.scheduleId === schedule.id && o.observation === 'clock-ahead'),
+    ).toBe(true);
   });
 
-  it('three replicas: a paused schedule\'s ticks are each recorded skipped-paused once for the cluster', async () => {
+  it("three replicas: a paused schedule's ticks are each recorded skipped-paused once for the cluster", async () => {
     const schedule = everySecond('team-z/paused', { paused: true });
     const replicas = ['z0', 'z1', 'z2'].map((name) => startReplica(name, [schedule]));
     const from = nextSecond(1000);
@@ -567,7 +747,15 @@ describe('replicated schedulers', () => {
   });
 
   it('1,201 schedules due at the same instant: every job is added once, in round trips of at most 500 commands', async () => {
-    const schedules = Array.from({ length: 1201 }, (_, i) => scheduleFixture({ id: `team-s/s${i}`, cron: '*/5 * * * * *', overlap: 'allow', leaseTtlMs: 6000, queue: 'slices' }));
+    const schedules = Array.from({ length: 1201 }, (_, i) =>
+      scheduleFixture({
+        id: `team-s/s${i}`,
+        cron: '*/5 * * * * *',
+        overlap: 'allow',
+        leaseTtlMs: 6000,
+        queue: 'slices',
+      }),
+    );
     const replica = startReplica('s0', schedules);
     const sizes: number[] = [];
     const pipeline = replica.queue.pipeline.bind(replica.queue);
@@ -595,7 +783,12 @@ describe('replicated schedulers', () => {
   describe('contest lead: ticks are contested and enqueued ahead of their due time', () => {
     it('overlap allow: the job is enqueued before its tick, as a delayed job that becomes ready at the due time', async () => {
       // Lease TTL 6 s: the lead is min(9.5 s default, a third of the TTL) = 2 s.
-      const schedule = scheduleFixture({ id: 'team-i/ahead', cron: '*/3 * * * * *', overlap: 'allow', leaseTtlMs: 6000 });
+      const schedule = scheduleFixture({
+        id: 'team-i/ahead',
+        cron: '*/3 * * * * *',
+        overlap: 'allow',
+        leaseTtlMs: 6000,
+      });
       const replica = startReplica('i0', [schedule]);
       const tick = Math.ceil((Date.now() + 3000) / 3000) * 3000;
       await sleep(tick - 500 - Date.now());
@@ -609,10 +802,22 @@ describe('replicated schedulers', () => {
     });
 
     it('contestLeadMs 0 contests when due; a negative lead is refused naming the setting', async () => {
-      const schedule = scheduleFixture({ id: 'team-i/no-lead', cron: '* * * * * *', overlap: 'allow', leaseTtlMs: 6000 });
-      expect(() => new Scheduler({ replicaId: 'i3', redlock: new Redlock(locks.urls), queueConnection: new Redis(queueUrl(), { lazyConnect: true }), logger: pino({ level: 'silent' }), contestLeadMs: -1 })).toThrow(
-        /^contestLeadMs: expected a number of milliseconds >= 0, got -1$/,
-      );
+      const schedule = scheduleFixture({
+        id: 'team-i/no-lead',
+        cron: '* * * * * *',
+        overlap: 'allow',
+        leaseTtlMs: 6000,
+      });
+      expect(
+        () =>
+          new Scheduler({
+            replicaId: 'i3',
+            redlock: new Redlock(locks.urls),
+            queueConnection: new Redis(queueUrl(), { lazyConnect: true }),
+            logger: pino({ level: 'silent' }),
+            contestLeadMs: -1,
+          }),
+      ).toThrow(/^contestLeadMs: expected a number of milliseconds >= 0, got -1$/);
       const replica = startReplica('i3', [schedule], systemClock, systemClock, { contestLeadMs: 0 });
       await sleep(2500);
       await stopReplica(replica);

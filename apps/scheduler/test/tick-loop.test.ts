@@ -10,11 +10,18 @@ function loopOn(clock: ManualClock, contestLeadMs = 0) {
   const logs: Record<string, unknown>[] = [];
   const stream = new Writable({
     write(chunk: Buffer, _encoding, callback) {
-      for (const line of chunk.toString('utf8').split('\n')) if (line !== '') logs.push(JSON.parse(line) as Record<string, unknown>);
+      for (const line of chunk.toString('utf8').split('\n'))
+        if (line !== '') logs.push(JSON.parse(line) as Record<string, unknown>);
       callback();
     },
   });
-  const loop = new TickLoop({ clock, logger: pino({ level: 'info' }, stream), maxWaitMs: 30_000, contestLeadMs, onWake: (wake) => wakes.push(wake) });
+  const loop = new TickLoop({
+    clock,
+    logger: pino({ level: 'info' }, stream),
+    maxWaitMs: 30_000,
+    contestLeadMs,
+    onWake: (wake) => wakes.push(wake),
+  });
   const contested = () => wakes.flatMap((wake) => wake.due.map((tick) => tick.tickMs));
   const late = () => wakes.flatMap((wake) => wake.late.map((tick) => tick.tickMs));
   return { loop, wakes, logs, contested, late };

@@ -7,10 +7,12 @@ import { Scheduler, type Schedule, type TickOutcome } from '../src/index.ts';
 import { RedisReplicaStore } from '../src/replica-store.ts';
 import { scheduleFixture } from './support.ts';
 
-const everySecond = (id: string, catchUpMs = 0): Schedule => scheduleFixture({ id, cron: '* * * * * *', overlap: 'allow', leaseTtlMs: 5000, catchUpMs });
+const everySecond = (id: string, catchUpMs = 0): Schedule =>
+  scheduleFixture({ id, cron: '* * * * * *', overlap: 'allow', leaseTtlMs: 5000, catchUpMs });
 
 /** The whole seconds strictly between two ticks. */
-const secondsBetween = (after: number, before: number): number[] => Array.from({ length: Math.max(0, (before - after) / 1000 - 1) }, (_, i) => after + (i + 1) * 1000);
+const secondsBetween = (after: number, before: number): number[] =>
+  Array.from({ length: Math.max(0, (before - after) / 1000 - 1) }, (_, i) => after + (i + 1) * 1000);
 
 interface Outcome {
   replica: string;
@@ -26,7 +28,10 @@ describe('high-water marks: ticks missed while no replica ran', () => {
   const logs: Record<string, unknown>[] = [];
 
   beforeAll(async () => {
-    [locks, queueRedis] = await Promise.all([startRedisNodes({ count: 3, aof: false }), startRedisNodes({ count: 1, aof: false })]);
+    [locks, queueRedis] = await Promise.all([
+      startRedisNodes({ count: 3, aof: false }),
+      startRedisNodes({ count: 1, aof: false }),
+    ]);
   });
   afterAll(async () => {
     await Promise.all([locks.close(), queueRedis.close()]);
@@ -40,14 +45,18 @@ describe('high-water marks: ticks missed while no replica ran', () => {
   function startReplica(name: string, schedules: Schedule[], gapCheckDelayMs = 1500): Replica {
     const redlock = new Redlock(locks.urls, { nodeTimeoutMs: 250 });
     const queue = new Redis(queueRedis.urls[0] ?? '', { maxRetriesPerRequest: null });
-    const logger = pino({ level: 'warn' }, { write: (line: string) => void logs.push({ ...(JSON.parse(line) as Record<string, unknown>), replica: name }) });
+    const logger = pino(
+      { level: 'warn' },
+      { write: (line: string) => void logs.push({ ...(JSON.parse(line) as Record<string, unknown>), replica: name }) },
+    );
     const scheduler = new Scheduler({
       replicaId: name,
       redlock,
       queueConnection: queue,
       logger,
       gapCheckDelayMs,
-      onOutcome: ({ outcome, scheduleId, tickMs }) => outcomes.push({ replica: name, outcome, schedule: scheduleId, tickMs }),
+      onOutcome: ({ outcome, scheduleId, tickMs }) =>
+        outcomes.push({ replica: name, outcome, schedule: scheduleId, tickMs }),
     });
     scheduler.setSchedules(schedules);
     scheduler.start();
@@ -59,8 +68,10 @@ describe('high-water marks: ticks missed while no replica ran', () => {
     return { scheduler, stop };
   }
 
-  const of = (schedule: string, replicas: string[]) => outcomes.filter((o) => o.schedule === schedule && replicas.includes(o.replica));
-  const gapLines = (schedule: string) => logs.filter((line) => line['schedule'] === schedule && line['msg'] === 'ticks missed while no replica ran');
+  const of = (schedule: string, replicas: string[]) =>
+    outcomes.filter((o) => o.schedule === schedule && replicas.includes(o.replica));
+  const gapLines = (schedule: string) =>
+    logs.filter((line) => line['schedule'] === schedule && line['msg'] === 'ticks missed while no replica ran');
 
   it('all replicas down for N ticks: the next start records the N ticks as missed (N-1 with catchUp, whose latest fires), once for all replicas, in one log line', async () => {
     const plain = everySecond('gap/plain');
@@ -82,13 +93,23 @@ describe('high-water marks: ticks missed while no replica ran', () => {
       expect(missed.map((o) => o.tickMs).sort(), schedule.id).toEqual(expected);
       expect(new Set(missed.map((o) => o.replica)).size, `${schedule.id}: one replica records the gap`).toBe(1);
       expect(gapLines(schedule.id).map((line) => [line['missed'], line['firstTick'], line['lastTick']])).toEqual([
-        [expected.length, new Date(expected[0] as number).toISOString(), new Date(expected.at(-1) as number).toISOString()],
+        [
+          expected.length,
+          new Date(expected[0] as number).toISOString(),
+          new Date(expected.at(-1) as number).toISOString(),
+        ],
       ]);
       // The history `tickwarden status` shows: one entry for the gap.
       const connection = new Redis(queueRedis.urls[0] ?? '', { maxRetriesPerRequest: null });
       const gaps = (await new RedisReplicaStore(connection).history(schedule.id)).filter((run) => run.gap);
       connection.disconnect();
-      expect(gaps).toEqual([expect.objectContaining({ outcome: 'missed', tickMs: expected.at(-1), gap: { firstTickMs: expected[0], count: expected.length, atLeast: false } })]);
+      expect(gaps).toEqual([
+        expect.objectContaining({
+          outcome: 'missed',
+          tickMs: expected.at(-1),
+          gap: { firstTickMs: expected[0], count: expected.length, atLeast: false },
+        }),
+      ]);
     }
     const missedPlain = of(plain.id, ['b0', 'b1']).filter((o) => o.outcome === 'missed').length;
     const missedCatchUp = of(withCatchUp.id, ['b0', 'b1']).filter((o) => o.outcome === 'missed');
@@ -96,7 +117,9 @@ describe('high-water marks: ticks missed while no replica ran', () => {
     expect(missedCatchUp).toHaveLength(missedPlain - 1);
     // The tick catch-up fired is the one left out: the latest of the gap, enqueued once.
     const caughtUp = (missedCatchUp.at(-1)?.tickMs ?? 0) + 1000;
-    expect(of(withCatchUp.id, ['b0', 'b1']).filter((o) => o.tickMs === caughtUp && o.outcome === 'enqueued')).toHaveLength(1);
+    expect(
+      of(withCatchUp.id, ['b0', 'b1']).filter((o) => o.tickMs === caughtUp && o.outcome === 'enqueued'),
+    ).toHaveLength(1);
   });
 
   it('replicas up: a rolling restart records no missed tick, and neither does a schedule removed and added again', async () => {
@@ -132,12 +155,16 @@ describe('high-water marks: ticks missed while no replica ran', () => {
     await replica.stop();
 
     const missed = of(schedule.id, ['h0']).filter((o) => o.outcome === 'missed');
-    const firstTaken = Math.min(...of(schedule.id, ['h0']).filter((o) => o.outcome !== 'missed').map((o) => o.tickMs));
+    const firstTaken = Math.min(
+      ...of(schedule.id, ['h0'])
+        .filter((o) => o.outcome !== 'missed')
+        .map((o) => o.tickMs),
+    );
     expect(missed).toHaveLength(10_000);
     expect(missed[0]?.tickMs).toBe(markedAt + 1000);
-    expect(gapLines(schedule.id).map((line) => [line['missed'], line['missedAtLeast'], line['firstTick'], line['lastTick']])).toEqual([
-      [10_000, true, new Date(markedAt + 1000).toISOString(), new Date(firstTaken - 1000).toISOString()],
-    ]);
+    expect(
+      gapLines(schedule.id).map((line) => [line['missed'], line['missedAtLeast'], line['firstTick'], line['lastTick']]),
+    ).toEqual([[10_000, true, new Date(markedAt + 1000).toISOString(), new Date(firstTaken - 1000).toISOString()]]);
   });
 
   it('prunes the parsed patterns no schedule uses after a reload', async () => {
@@ -147,7 +174,10 @@ describe('high-water marks: ticks missed while no replica ran', () => {
       scheduleFixture({ id: 'prune/c', cron: '0 12 * * *', timezone: 'Europe/Berlin' }),
     ]);
     expect(replica.scheduler.parsedPatterns).toBe(2);
-    replica.scheduler.setSchedules([scheduleFixture({ id: 'prune/a', cron: '0 0 * * *' }), scheduleFixture({ id: 'prune/d', cron: '0 6 * * *' })]);
+    replica.scheduler.setSchedules([
+      scheduleFixture({ id: 'prune/a', cron: '0 0 * * *' }),
+      scheduleFixture({ id: 'prune/d', cron: '0 6 * * *' }),
+    ]);
     expect(replica.scheduler.parsedPatterns).toBe(2);
     replica.scheduler.setSchedules([scheduleFixture({ id: 'prune/a', cron: '0 0 * * *' })]);
     expect(replica.scheduler.parsedPatterns).toBe(1);

@@ -4,14 +4,16 @@ import { TickPlanner, type Schedule } from '../src/index.ts';
 import { CronCache, sharesYearTable } from '../src/tick-planner.ts';
 import { scheduleFixture } from './support.ts';
 
-const schedule = (cron: string, timezone: string, jitterMs = 0): Schedule => scheduleFixture({ id: 'team/job', cron, timezone, jitterMs });
+const schedule = (cron: string, timezone: string, jitterMs = 0): Schedule =>
+  scheduleFixture({ id: 'team/job', cron, timezone, jitterMs });
 
 const iso = (ms: number | undefined) => (ms === undefined ? undefined : new Date(ms).toISOString());
 
 /** `latestWithin` the slow way: every tick of the window. */
 function latestByWalking(planner: TickPlanner, atMs: number, windowMs: number): number | undefined {
   let latest: number | undefined;
-  for (let tick = planner.next(atMs - windowMs - 1); tick !== undefined && tick <= atMs; tick = planner.next(tick)) latest = tick;
+  for (let tick = planner.next(atMs - windowMs - 1); tick !== undefined && tick <= atMs; tick = planner.next(tick))
+    latest = tick;
   return latest;
 }
 
@@ -34,13 +36,22 @@ describe('TickPlanner (croner as a calculator)', () => {
     const planner = new TickPlanner(schedule('30 2 * * *', 'Europe/Berlin'));
     const ticks = [Date.parse('2026-03-27T12:00:00Z')];
     for (let i = 0; i < 3; i++) ticks.push(planner.next(ticks.at(-1) as number) as number);
-    expect(ticks.slice(1).map(iso)).toEqual(['2026-03-28T01:30:00.000Z', '2026-03-29T01:00:00.000Z', '2026-03-30T00:30:00.000Z']);
+    expect(ticks.slice(1).map(iso)).toEqual([
+      '2026-03-28T01:30:00.000Z',
+      '2026-03-29T01:00:00.000Z',
+      '2026-03-30T00:30:00.000Z',
+    ]);
   });
 
   it('Europe/Berlin autumn overlap: 02:30 happens twice on 2026-10-25 and runs once', () => {
     const planner = new TickPlanner(schedule('30 2 * * *', 'Europe/Berlin'));
     const ticks: number[] = [];
-    for (let t = planner.next(Date.parse('2026-10-24T12:00:00Z')); t !== undefined && t < Date.parse('2026-10-26T00:00:00Z'); t = planner.next(t)) ticks.push(t);
+    for (
+      let t = planner.next(Date.parse('2026-10-24T12:00:00Z'));
+      t !== undefined && t < Date.parse('2026-10-26T00:00:00Z');
+      t = planner.next(t)
+    )
+      ticks.push(t);
     expect(ticks.map(iso)).toEqual(['2026-10-25T00:30:00.000Z']);
   });
 
@@ -48,7 +59,9 @@ describe('TickPlanner (croner as a calculator)', () => {
     const planner = new TickPlanner(schedule('* * * * * *', 'UTC'));
     expect(iso(planner.next(Date.parse('2026-01-01T00:00:00.500Z')))).toBe('2026-01-01T00:00:01.000Z');
     expect(iso(planner.latestWithin(Date.parse('2026-01-01T00:00:09.700Z'), 5000))).toBe('2026-01-01T00:00:09.000Z');
-    expect(new TickPlanner(schedule('0 0 1 1 *', 'UTC')).latestWithin(Date.parse('2026-06-01T00:00:00Z'), 60_000)).toBeUndefined();
+    expect(
+      new TickPlanner(schedule('0 0 1 1 *', 'UTC')).latestWithin(Date.parse('2026-06-01T00:00:00Z'), 60_000),
+    ).toBeUndefined();
   });
 
   it('jitter is deterministic per schedule and tick, within [0, jitter]', () => {
@@ -87,7 +100,11 @@ describe('TickPlanner (croner as a calculator)', () => {
     expect(inThePast).toBeGreaterThan(20);
     const planner = new TickPlanner(schedule('* * * * * *', 'UTC'));
     const after = start;
-    expect(planner.ticksBetween(after, after + 4000, 100).map(iso)).toEqual(['2026-01-01T00:00:01.000Z', '2026-01-01T00:00:02.000Z', '2026-01-01T00:00:03.000Z']);
+    expect(planner.ticksBetween(after, after + 4000, 100).map(iso)).toEqual([
+      '2026-01-01T00:00:01.000Z',
+      '2026-01-01T00:00:02.000Z',
+      '2026-01-01T00:00:03.000Z',
+    ]);
     expect(planner.ticksBetween(after, after + 4000, 2)).toHaveLength(2);
     expect(iso(planner.previous(after + 4000))).toBe('2026-01-01T00:00:03.000Z');
   });
@@ -102,7 +119,10 @@ describe('TickPlanner (croner as a calculator)', () => {
     for (const [cron, timezone] of patterns) {
       const planner = new TickPlanner(schedule(cron, timezone));
       for (let at = Date.parse('2026-03-27T00:00:00Z'); at < Date.parse('2026-04-02T00:00:00Z'); at += 7_199_993) {
-        for (const windowMs of [0, 7000, 3_600_000, 86_400_000]) expect(planner.latestWithin(at, windowMs), `${cron} ${timezone} at ${iso(at)} within ${windowMs}`).toBe(latestByWalking(planner, at, windowMs));
+        for (const windowMs of [0, 7000, 3_600_000, 86_400_000])
+          expect(planner.latestWithin(at, windowMs), `${cron} ${timezone} at ${iso(at)} within ${windowMs}`).toBe(
+            latestByWalking(planner, at, windowMs),
+          );
       }
     }
     const exact = new TickPlanner(schedule('* * * * * *', 'UTC'));
@@ -118,7 +138,9 @@ describe('TickPlanner (croner as a calculator)', () => {
     expect(timed(() => (latest = catchUp.latestWithin(now, 86_400_000)))).toBeLessThan(50);
     expect(timed(() => (first = jittered.firstDue(now)))).toBeLessThan(50);
     expect(iso(latest)).toBe('2026-01-01T12:00:00.000Z');
-    expect(first === Date.parse('2026-01-01T12:00:00.000Z') || first === Date.parse('2026-01-01T12:00:01.000Z')).toBe(true);
+    expect(first === Date.parse('2026-01-01T12:00:00.000Z') || first === Date.parse('2026-01-01T12:00:01.000Z')).toBe(
+      true,
+    );
   });
 });
 

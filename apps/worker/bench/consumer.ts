@@ -27,8 +27,15 @@ const url = process.env['BENCH_QUEUE_REDIS'];
 const queue = process.env['BENCH_QUEUE'];
 const kind = process.env['BENCH_KIND'];
 const lockNodes = process.env['BENCH_LOCK_NODES']?.split(',').filter(Boolean) ?? [];
-if (!url || !queue || (kind !== 'tickwarden' && kind !== 'bullmq') || (kind === 'tickwarden' && lockNodes.length === 0)) {
-  process.stderr.write('consumer: BENCH_QUEUE_REDIS, BENCH_QUEUE, BENCH_KIND (tickwarden|bullmq) and, for tickwarden, BENCH_LOCK_NODES are required\n');
+if (
+  !url ||
+  !queue ||
+  (kind !== 'tickwarden' && kind !== 'bullmq') ||
+  (kind === 'tickwarden' && lockNodes.length === 0)
+) {
+  process.stderr.write(
+    'consumer: BENCH_QUEUE_REDIS, BENCH_QUEUE, BENCH_KIND (tickwarden|bullmq) and, for tickwarden, BENCH_LOCK_NODES are required\n',
+  );
   process.exit(2);
 }
 const redlock = kind === 'tickwarden' ? new Redlock(lockNodes) : undefined;
@@ -67,7 +74,11 @@ async function takeOver(job: Job): Promise<(() => Promise<unknown>) | undefined>
   if (!redlock) return () => Promise.resolve();
   try {
     const data = parseTickJob(job.data);
-    const lease = await takeOverLease(redlock, data, { claim: jobClaim(job.id ?? '', data.tickMs), now: Date.now, signal: stopping.signal });
+    const lease = await takeOverLease(redlock, data, {
+      claim: jobClaim(job.id ?? '', data.tickMs),
+      now: Date.now,
+      signal: stopping.signal,
+    });
     return () => redlock.release(lease);
   } catch {
     takeoverFailures++;

@@ -31,12 +31,19 @@ export function peersToMarkRevoked(self: { tickMs: number }, peers: readonly Act
   return peers.filter((peer) => peer.started && peer.revokedByMs === undefined && peer.tickMs < self.tickMs);
 }
 
-export function predecessorsWaitUntil(self: { enqueuedAtMs: number; ttlMs: number }, peers: readonly ActivePeer[], slackMs: number): number | undefined {
+export function predecessorsWaitUntil(
+  self: { enqueuedAtMs: number; ttlMs: number },
+  peers: readonly ActivePeer[],
+  slackMs: number,
+): number | undefined {
   let until: number | undefined;
   for (const peer of peers) {
     // Any tick: a later one may have started first, enqueued by a replica whose clock runs ahead.
     if (!peer.started) continue;
-    until = Math.max(until ?? -Infinity, Math.min(peer.revokedByMs ?? self.enqueuedAtMs, self.enqueuedAtMs) + self.ttlMs + slackMs);
+    until = Math.max(
+      until ?? -Infinity,
+      Math.min(peer.revokedByMs ?? self.enqueuedAtMs, self.enqueuedAtMs) + self.ttlMs + slackMs,
+    );
   }
   return until;
 }

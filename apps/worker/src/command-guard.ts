@@ -8,7 +8,9 @@ import { HandlerError } from './handlers/types.ts';
 import type { WorkerMetrics } from './metrics.ts';
 
 // The guard process sits next to this file, as .ts in the sources and .js once built.
-const GUARD_PROCESS = fileURLToPath(new URL(`./command-guard-process${path.extname(fileURLToPath(import.meta.url))}`, import.meta.url));
+const GUARD_PROCESS = fileURLToPath(
+  new URL(`./command-guard-process${path.extname(fileURLToPath(import.meta.url))}`, import.meta.url),
+);
 
 /** A command or module run waits at most this long for a running guard, then fails (COMMAND_GUARD_UNAVAILABLE), ms. */
 export const GUARD_READY_TIMEOUT_MS = 5_000;
@@ -93,7 +95,15 @@ export class CommandGuard {
       };
       const onReady = (): void => settle();
       const onAbort = (): void => settle(signal.reason);
-      const timer = setTimeout(() => settle(new HandlerError(`no command guard is running after ${timeoutMs} ms: nothing is started`, { code: COMMAND_GUARD_UNAVAILABLE })), timeoutMs);
+      const timer = setTimeout(
+        () =>
+          settle(
+            new HandlerError(`no command guard is running after ${timeoutMs} ms: nothing is started`, {
+              code: COMMAND_GUARD_UNAVAILABLE,
+            }),
+          ),
+        timeoutMs,
+      );
       signal.addEventListener('abort', onAbort, { once: true });
       this.#readyListeners.add(onReady);
     });
@@ -191,7 +201,7 @@ export class CommandGuard {
     this.#options.metrics?.commandGuardKills.inc();
     this.#options.logger.error(
       { code: 'COMMAND_GUARD_KILLED', pgid, lateMs },
-      'command guard SIGKILLed a run\'s process group (a command or a module process): its lease deadline passed without an extension reaching the guard (this worker was paused or stuck)',
+      "command guard SIGKILLed a run's process group (a command or a module process): its lease deadline passed without an extension reaching the guard (this worker was paused or stuck)",
     );
   }
 

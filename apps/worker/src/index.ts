@@ -1,7 +1,33 @@
 export { peersToMarkRevoked, predecessorsWaitUntil, type ActivePeer } from './cancel-previous.ts';
-export { COMMAND_GUARD_UNAVAILABLE, CommandGuard, GUARD_READY_TIMEOUT_MS, GUARD_RESPAWN_DELAY_MS, hostMonotonicMs, type CommandGuardOptions } from './command-guard.ts';
-export { deferralsOf, handlerStarted, lostAttemptsOf, lostFinish, lostStart, markDeferred, markFinished, markHandlerStarted, type DeferralMarks, type FinishedMark, type HandlerStartedMark, type LastDeferral, type RunProgress } from './run-progress.ts';
-export { LEASE_KILL_MARGIN_MS, runCommand, type CommandHandlerConfig, type CommandRunOptions } from './handlers/command.ts';
+export {
+  COMMAND_GUARD_UNAVAILABLE,
+  CommandGuard,
+  GUARD_READY_TIMEOUT_MS,
+  GUARD_RESPAWN_DELAY_MS,
+  hostMonotonicMs,
+  type CommandGuardOptions,
+} from './command-guard.ts';
+export {
+  deferralsOf,
+  handlerStarted,
+  lostAttemptsOf,
+  lostFinish,
+  lostStart,
+  markDeferred,
+  markFinished,
+  markHandlerStarted,
+  type DeferralMarks,
+  type FinishedMark,
+  type HandlerStartedMark,
+  type LastDeferral,
+  type RunProgress,
+} from './run-progress.ts';
+export {
+  LEASE_KILL_MARGIN_MS,
+  runCommand,
+  type CommandHandlerConfig,
+  type CommandRunOptions,
+} from './handlers/command.ts';
 export { HTTP_DESTINATION_REFUSED, HTTP_ERROR_BODY_LIMIT, runHttp, type HttpHandlerConfig } from './handlers/http.ts';
 export { runHandler, type HandlerOptions } from './handlers/index.ts';
 export { resolveModulePath, runModule, type ModuleHandlerConfig } from './handlers/module.ts';
@@ -19,12 +45,32 @@ export {
   type JobRunnerOptions,
   type RunResult,
 } from './job-runner.ts';
-export { leaseNodeTimeoutMs, MAX_LEASE_NODE_TIMEOUT_MS, MIN_TAKEOVER_WINDOW_MS, TAKEOVER_RETRY_MS, takeOverLease, type TakeOverOptions } from './lease-takeover.ts';
+export {
+  leaseNodeTimeoutMs,
+  MAX_LEASE_NODE_TIMEOUT_MS,
+  MIN_TAKEOVER_WINDOW_MS,
+  TAKEOVER_RETRY_MS,
+  takeOverLease,
+  type TakeOverOptions,
+} from './lease-takeover.ts';
 export { LeaseValidityTracker } from './lease-validity-tracker.ts';
 export { WorkerMetrics } from './metrics.ts';
 export { RunLeaseValidity } from './run-lease-validity.ts';
-export { lockDurationFor, MAX_STALLED_COUNT, MIN_LOCK_DURATION_MS, QUORUM_POLL_MS, WorkerService, type WorkerServiceOptions } from './worker-service.ts';
+export {
+  lockDurationFor,
+  MAX_STALLED_COUNT,
+  MIN_LOCK_DURATION_MS,
+  QUORUM_POLL_MS,
+  WorkerService,
+  type WorkerServiceOptions,
+} from './worker-service.ts';
 export { RemoteLauncher } from './launcher-client.ts';
 export { LAUNCHER_UNAVAILABLE } from './launcher-protocol.ts';
 export { LauncherServer, type LauncherServerOptions } from './launcher-server.ts';
-export { GuardLauncher, type LaunchedProgram, type ProgramExit, type ProgramLauncher, type ProgramSpec } from './handlers/program.ts';
+export {
+  GuardLauncher,
+  type LaunchedProgram,
+  type ProgramExit,
+  type ProgramLauncher,
+  type ProgramSpec,
+} from './handlers/program.ts';

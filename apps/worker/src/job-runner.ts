@@ -1,12 +1,35 @@
 import { DEFAULT_HISTORY, nextTickAfter, type HttpDestinations, type ScheduleConfig } from '@tickwarden/config';
 import { jobClaim, parseTickJob, type RunOutcome, type TickJobData } from '@tickwarden/contracts';
-import { AcquireAbortedError, ClaimStartedError, LeaseLostError, LockTakenError, QuorumUnavailableError, RedlockError, type Lease, type Redlock } from '@tickwarden/redlock';
+import {
+  AcquireAbortedError,
+  ClaimStartedError,
+  LeaseLostError,
+  LockTakenError,
+  QuorumUnavailableError,
+  RedlockError,
+  type Lease,
+  type Redlock,
+} from '@tickwarden/redlock';
 import { DelayedError, UnrecoverableError, type Job } from 'bullmq';
 import type { RunHistory, RunRecord } from '@tickwarden/runtime';
 import type { Logger } from 'pino';
 import { COMMAND_GUARD_UNAVAILABLE, type CommandGuard } from './command-guard.ts';
 import type { ProgramLauncher } from './handlers/program.ts';
-import { deferralsOf, handlerStarted, lostAttemptsOf, lostFinish, lostStart, markDeferred, markFinished, markHandlerStarted, markWorkerLost, unmarkHandlerStarted, type FinishedMark, type HandlerStartedMark, type LastDeferral } from './run-progress.ts';
+import {
+  deferralsOf,
+  handlerStarted,
+  lostAttemptsOf,
+  lostFinish,
+  lostStart,
+  markDeferred,
+  markFinished,
+  markHandlerStarted,
+  markWorkerLost,
+  unmarkHandlerStarted,
+  type FinishedMark,
+  type HandlerStartedMark,
+  type LastDeferral,
+} from './run-progress.ts';
 import { LEASE_ENDING_BEFORE_START, runHandler } from './handlers/index.ts';
 import { LAUNCHER_UNAVAILABLE } from './launcher-protocol.ts';
 import type { OutputLimits } from './handlers/output.ts';
@@ -83,7 +106,7 @@ export interface JobRunnerOptions {
 /** A later start waits for the previous attempt's lease at most its TTL plus this, ms; a cancel-previous run waits for its predecessors at most until its scheduler lease's TTL plus this. */
 export const TAKEOVER_SLACK_MS = 1000;
 /** Why a job is deferred while its schedule is not in this worker's configuration. */
-const UNKNOWN_SCHEDULE = 'schedule not in this worker\'s configuration';
+const UNKNOWN_SCHEDULE = "schedule not in this worker's configuration";
 /** How long after its due time a job of an unknown schedule waits for the worker's config, when it has no start deadline, ms. */
 const UNKNOWN_SCHEDULE_WAIT_MS = 120_000;
 
@@ -105,7 +128,6 @@ const LEASE_CHECK_MARGIN_MS = 200;
 /** How often a cancel-previous run reads the queue's active jobs while it waits for its predecessors, ms. */
 export const PREDECESSOR_POLL_MS = 100;
 
-
 function tryParseTickJob(data: unknown): TickJobData | undefined {
   try {
     return parseTickJob(data);
@@ -118,12 +140,18 @@ function tryParseTickJob(data: unknown): TickJobData | undefined {
  * HandlerError codes of a program that never started: its lease could lapse first (this worker was
  * paused), or no guard or launcher could start it. The job goes back for any worker.
  */
-const NOT_STARTED_CODES: readonly string[] = [LEASE_ENDING_BEFORE_START, COMMAND_GUARD_UNAVAILABLE, LAUNCHER_UNAVAILABLE];
+const NOT_STARTED_CODES: readonly string[] = [
+  LEASE_ENDING_BEFORE_START,
+  COMMAND_GUARD_UNAVAILABLE,
+  LAUNCHER_UNAVAILABLE,
+];
 
 /** Whether an abort is a cancel-previous revocation: the watchdog found another value holding the lease. */
 function revoked(aborted: RunAbortedError): boolean {
   const { cause } = aborted;
-  return aborted.kind === 'lease-lost' && cause instanceof LeaseLostError && [...cause.nodeCauses.values()].includes('taken');
+  return (
+    aborted.kind === 'lease-lost' && cause instanceof LeaseLostError && [...cause.nodeCauses.values()].includes('taken')
+  );
 }
 
 /** One attempt of one tick's job, as the runner follows it. */
@@ -195,7 +223,8 @@ export class JobRunner {
 
   /** The worker is stopping: lease waits end and jobs not yet running go back to the queue (deferred); running handlers go on. */
   stopStarting(): void {
-    if (!this.#stopping.signal.aborted) this.#stopping.abort(new RunAbortedError('shutdown', 'the worker is shutting down'));
+    if (!this.#stopping.signal.aborted)
+      this.#stopping.abort(new RunAbortedError('shutdown', 'the worker is shutting down'));
   }
 
   /** Aborts every run (its handler's signal fires with a `shutdown` RunAbortedError) and every lease wait; no new run starts. */
@@ -214,11 +243,30 @@ export class JobRunner {
     const lost = lostStart(job);
     if (lost) return this.#workerLost(run, lost);
     const earlyMs = run.data.dueMs - this.#now();
-    if (earlyMs > EARLY_TOLERANCE_MS) return this.#defer(run, `due in ${earlyMs} ms by this worker's clock`, {}, { delayMs: earlyMs, message: 'job ready before its due time (the clock of the scheduler that enqueued it is ahead): delayed until then (no attempt consumed)' });
+    if (earlyMs > EARLY_TOLERANCE_MS)
+      return this.#defer(
+        run,
+        `due in ${earlyMs} ms by this worker's clock`,
+        {},
+        {
+          delayMs: earlyMs,
+          message:
+            'job ready before its due time (the clock of the scheduler that enqueued it is ahead): delayed until then (no attempt consumed)',
+        },
+      );
     const lateMs = this.#lateMs(run);
     if (lateMs !== undefined) return this.#missDeadline(run, lateMs, run.lastDeferral?.reason);
     const schedule = await this.#scheduleOf(run);
-    if (schedule === undefined) return this.#defer(run, UNKNOWN_SCHEDULE, {}, { message: 'schedule not in this worker\'s configuration yet (its reload may lag the scheduler\'s): job deferred (no attempt consumed)' });
+    if (schedule === undefined)
+      return this.#defer(
+        run,
+        UNKNOWN_SCHEDULE,
+        {},
+        {
+          message:
+            "schedule not in this worker's configuration yet (its reload may lag the scheduler's): job deferred (no attempt consumed)",
+        },
+      );
     const successorDueMs = this.#successorDue(run, schedule);
     if (successorDueMs !== undefined) return this.#supersededLate(run, successorDueMs);
     if (this.#stopping.signal.aborted) return this.#defer(run, 'the worker is shutting down: the run did not start');
@@ -234,8 +282,20 @@ export class JobRunner {
     const started = performance.now();
     const data = tryParseTickJob(job.data);
     const jobId = job.id ?? '(no id)';
-    const log = this.#options.logger.child({ ...(data ? { schedule: data.schedule, tick: new Date(data.tickMs).toISOString() } : {}), jobId, attempt: job.attemptsStarted });
-    this.#record('failed', data, job, log, started, { reason, stalls: job.stalledCounter }, 'the job stalled too often (its worker died or paused past the job lock each time): failed by BullMQ, not retried');
+    const log = this.#options.logger.child({
+      ...(data ? { schedule: data.schedule, tick: new Date(data.tickMs).toISOString() } : {}),
+      jobId,
+      attempt: job.attemptsStarted,
+    });
+    this.#record(
+      'failed',
+      data,
+      job,
+      log,
+      started,
+      { reason, stalls: job.stalledCounter },
+      'the job stalled too often (its worker died or paused past the job lock each time): failed by BullMQ, not retried',
+    );
   }
 
   #now(): number {
@@ -254,17 +314,42 @@ export class JobRunner {
     try {
       data = parseTickJob(job.data);
     } catch (error) {
-      this.#record('failed', undefined, job, this.#options.logger.child({ jobId, attempt }), started, { err: error }, 'invalid tick job data: not retried');
+      this.#record(
+        'failed',
+        undefined,
+        job,
+        this.#options.logger.child({ jobId, attempt }),
+        started,
+        { err: error },
+        'invalid tick job data: not retried',
+      );
       throw new UnrecoverableError(`invalid tick job data: ${(error as Error).message}`);
     }
     const log = this.#runLog(data, jobId, attempt);
     // Deferrals leave attemptsMade as it was (BullMQ's moveToDelayed skips the attempt); a stall counts.
     const firstStart = job.attemptsMade === 0 && job.stalledCounter === 0;
-    return { job, token, data, jobId, attempt, progressAtBegin: job.progress, firstStart, deferrals, lastDeferral, log, started };
+    return {
+      job,
+      token,
+      data,
+      jobId,
+      attempt,
+      progressAtBegin: job.progress,
+      firstStart,
+      deferrals,
+      lastDeferral,
+      log,
+      started,
+    };
   }
 
   #runLog(data: TickJobData, jobId: string, attempt: number): Logger {
-    return this.#options.logger.child({ schedule: data.schedule, tick: new Date(data.tickMs).toISOString(), jobId, attempt });
+    return this.#options.logger.child({
+      schedule: data.schedule,
+      tick: new Date(data.tickMs).toISOString(),
+      jobId,
+      attempt,
+    });
   }
 
   /**
@@ -275,10 +360,26 @@ export class JobRunner {
   #finishedEarlier(run: Attempt, finished: FinishedMark): RunResult {
     const fields = { fence: finished.fence, finishedAttempt: finished.attempt, finishedOutcome: finished.outcome };
     if (finished.outcome === 'failed') {
-      this.#record('finished-earlier', run.data, run.job, run.log, run.started, { ...fields, error: finished.error }, 'an earlier attempt failed but BullMQ lost its end: recorded as failed, not run again (retried if attempts remain)');
+      this.#record(
+        'finished-earlier',
+        run.data,
+        run.job,
+        run.log,
+        run.started,
+        { ...fields, error: finished.error },
+        'an earlier attempt failed but BullMQ lost its end: recorded as failed, not run again (retried if attempts remain)',
+      );
       throw new Error(finished.error ?? 'failed');
     }
-    this.#record('finished-earlier', run.data, run.job, run.log, run.started, fields, 'an earlier attempt succeeded but BullMQ lost its completion: completed, not run again');
+    this.#record(
+      'finished-earlier',
+      run.data,
+      run.job,
+      run.log,
+      run.started,
+      fields,
+      'an earlier attempt succeeded but BullMQ lost its completion: completed, not run again',
+    );
     return { outcome: 'succeeded', fence: finished.fence, details: finished.details ?? {} };
   }
 
@@ -294,10 +395,23 @@ export class JobRunner {
     try {
       await markWorkerLost(run.job);
     } catch (error) {
-      run.log.warn({ err: error }, 'could not count the worker-lost attempt in its job: later attempts are numbered one higher');
+      run.log.warn(
+        { err: error },
+        'could not count the worker-lost attempt in its job: later attempts are numbered one higher',
+      );
     }
-    this.#record('worker-lost', run.data, run.job, this.#runLog(run.data, run.jobId, lost.attempt), run.started, fields, 'the worker of a started run died or paused past its job lock, and the run\'s end is unknown: failed, not run again (retried if attempts remain)');
-    throw new Error(`worker lost: attempt ${lost.attempt} (fence ${lost.fence}) started its handler and its worker stopped before recording the end`);
+    this.#record(
+      'worker-lost',
+      run.data,
+      run.job,
+      this.#runLog(run.data, run.jobId, lost.attempt),
+      run.started,
+      fields,
+      "the worker of a started run died or paused past its job lock, and the run's end is unknown: failed, not run again (retried if attempts remain)",
+    );
+    throw new Error(
+      `worker lost: attempt ${lost.attempt} (fence ${lost.fence}) started its handler and its worker stopped before recording the end`,
+    );
   }
 
   /**
@@ -316,8 +430,20 @@ export class JobRunner {
     const { data } = run;
     // Only a first start surely holds the scheduler's lease (if the next tick has not revoked it yet).
     if (run.firstStart) await this.#options.redlock.release(data.lease);
-    const fields = { fence: data.lease.fence, firstStart: run.firstStart, successorTick: new Date(successorDueMs).toISOString() };
-    this.#record('superseded', data, run.job, run.log, run.started, fields, 'the schedule\'s next tick is due (cancel-previous): superseded, not run');
+    const fields = {
+      fence: data.lease.fence,
+      firstStart: run.firstStart,
+      successorTick: new Date(successorDueMs).toISOString(),
+    };
+    this.#record(
+      'superseded',
+      data,
+      run.job,
+      run.log,
+      run.started,
+      fields,
+      "the schedule's next tick is due (cancel-previous): superseded, not run",
+    );
     return { outcome: 'superseded' };
   }
 
@@ -353,7 +479,15 @@ export class JobRunner {
       ...(reason === undefined ? {} : { reason }),
       ...(run.deferrals > 0 ? { deferrals: run.deferrals } : {}),
     };
-    this.#record('missed-deadline', data, run.job, run.log, run.started, fields, 'run missed its start deadline: not run');
+    this.#record(
+      'missed-deadline',
+      data,
+      run.job,
+      run.log,
+      run.started,
+      fields,
+      'run missed its start deadline: not run',
+    );
     return { outcome: 'missed-deadline' };
   }
 
@@ -369,7 +503,15 @@ export class JobRunner {
     if (schedule) return schedule;
     if (this.#now() < (this.#deadlineMs(run) ?? data.dueMs + UNKNOWN_SCHEDULE_WAIT_MS)) return undefined;
     if (run.firstStart) await this.#options.redlock.release(data.lease);
-    this.#record('failed', data, run.job, run.log, run.started, { fence: data.lease.fence }, 'schedule not in this worker\'s configuration: not retried');
+    this.#record(
+      'failed',
+      data,
+      run.job,
+      run.log,
+      run.started,
+      { fence: data.lease.fence },
+      "schedule not in this worker's configuration: not retried",
+    );
     throw new UnrecoverableError(`schedule "${data.schedule}" is not in this worker's configuration`);
   }
 
@@ -379,7 +521,12 @@ export class JobRunner {
    * has passed: then the tick is missed (recorded with `reason`) and the job
    * completes. Throws BullMQ's DelayedError once the job is back.
    */
-  async #defer(run: Attempt, reason: string, fields: Record<string, unknown> = {}, how: { delayMs?: number; message?: string; unstarted?: boolean } = {}): Promise<RunResult> {
+  async #defer(
+    run: Attempt,
+    reason: string,
+    fields: Record<string, unknown> = {},
+    how: { delayMs?: number; message?: string; unstarted?: boolean } = {},
+  ): Promise<RunResult> {
     const { data, job, log, started } = run;
     // This attempt marked the handler started, but it never did: the start deadline still holds, and the mark goes.
     if (how.unstarted) unmarkHandlerStarted(job, run.progressAtBegin);
@@ -391,14 +538,34 @@ export class JobRunner {
     const delayMs = deadlineMs === undefined ? backoffMs : Math.min(backoffMs, Math.max(100, deadlineMs - now - 100));
     let deferrals: number;
     try {
-      deferrals = await markDeferred(job, { reason, atMs: now, ...(this.#options.workerId === undefined ? {} : { worker: this.#options.workerId }) });
+      deferrals = await markDeferred(job, {
+        reason,
+        atMs: now,
+        ...(this.#options.workerId === undefined ? {} : { worker: this.#options.workerId }),
+      });
       await job.moveToDelayed(Date.now() + delayMs, run.token);
     } catch (error) {
-      this.#record('failed', data, job, log, started, { fence: data.lease.fence, reason, err: error }, 'could not take the lease, and could not put the job back: the job fails (retried if attempts remain)');
+      this.#record(
+        'failed',
+        data,
+        job,
+        log,
+        started,
+        { fence: data.lease.fence, reason, err: error },
+        'could not take the lease, and could not put the job back: the job fails (retried if attempts remain)',
+      );
       throw error;
     }
     const startDeadline = deadlineMs === undefined ? null : new Date(deadlineMs).toISOString();
-    this.#record('deferred', data, job, log, started, { fence: data.lease.fence, reason, deferrals, delayMs, startDeadline, ...fields }, how.message ?? 'could not take the lease: job deferred (no attempt consumed)');
+    this.#record(
+      'deferred',
+      data,
+      job,
+      log,
+      started,
+      { fence: data.lease.fence, reason, deferrals, delayMs, startDeadline, ...fields },
+      how.message ?? 'could not take the lease: job deferred (no attempt consumed)',
+    );
     throw new DelayedError(`deferred: ${reason}`);
   }
 
@@ -414,21 +581,50 @@ export class JobRunner {
       return run.firstStart ? await this.#takeOver(data, run.jobId) : await this.#acquireAfterPrevious(data, run.jobId);
     } catch (error) {
       if (error instanceof ClaimStartedError) {
-        this.#record('already-started', data, job, log, started, { fence: data.lease.fence, startedBy: error.holder }, 'another start of this tick came first (a job of it enqueued again after the queue Redis lost its data, or this job handed on while this worker was paused): not run');
+        this.#record(
+          'already-started',
+          data,
+          job,
+          log,
+          started,
+          { fence: data.lease.fence, startedBy: error.holder },
+          'another start of this tick came first (a job of it enqueued again after the queue Redis lost its data, or this job handed on while this worker was paused): not run',
+        );
         return { outcome: 'already-started' };
       }
       if (error instanceof LockTakenError) {
         // A backfill runs each tick asked for: it waits for the run in its way (a deferral) instead of skipping.
-        if (data.backfill) return this.#defer(run, 'another run holds the schedule\'s lease: the backfilled tick waits for it', { takenOn: error.takenOn });
+        if (data.backfill)
+          return this.#defer(run, "another run holds the schedule's lease: the backfilled tick waits for it", {
+            takenOn: error.takenOn,
+          });
         if (data.overlap === 'cancel-previous') {
-          this.#record('superseded', data, job, log, started, { fence: data.lease.fence, takenOn: error.takenOn }, 'a later run of the schedule holds its lease (cancel-previous): superseded, not run');
+          this.#record(
+            'superseded',
+            data,
+            job,
+            log,
+            started,
+            { fence: data.lease.fence, takenOn: error.takenOn },
+            'a later run of the schedule holds its lease (cancel-previous): superseded, not run',
+          );
           return { outcome: 'superseded' };
         }
-        this.#record('skipped-overlap', data, job, log, started, { fence: data.lease.fence, takenOn: error.takenOn }, 'another run holds the schedule\'s lease: skipped');
+        this.#record(
+          'skipped-overlap',
+          data,
+          job,
+          log,
+          started,
+          { fence: data.lease.fence, takenOn: error.takenOn },
+          "another run holds the schedule's lease: skipped",
+        );
         return { outcome: 'skipped-overlap' };
       }
-      if (error instanceof AcquireAbortedError) return this.#defer(run, 'the worker is shutting down while the run waited for its lease');
-      if (error instanceof QuorumUnavailableError) this.#options.onQuorumUnavailable?.(error, leaseNodeTimeoutMs(data.lease.ttlMs));
+      if (error instanceof AcquireAbortedError)
+        return this.#defer(run, 'the worker is shutting down while the run waited for its lease');
+      if (error instanceof QuorumUnavailableError)
+        this.#options.onQuorumUnavailable?.(error, leaseNodeTimeoutMs(data.lease.ttlMs));
       const message = error instanceof Error ? error.message : String(error);
       return this.#defer(run, message, error instanceof RedlockError ? {} : { err: error });
     }
@@ -438,7 +634,14 @@ export class JobRunner {
   #takeOver(data: TickJobData, jobId: string): Promise<Lease> {
     const { redlock, notTakingJobs, onQuorumUnavailable } = this.#options;
     const waitForLockMs = data.backfill ? BACKFILL_WAIT_MS : 0;
-    return takeOverLease(redlock, data, { claim: jobClaim(jobId, data.tickMs), now: () => this.#now(), signal: this.#stopping.signal, stopRetrying: () => notTakingJobs?.() !== undefined, onQuorumUnavailable, waitForLockMs });
+    return takeOverLease(redlock, data, {
+      claim: jobClaim(jobId, data.tickMs),
+      now: () => this.#now(),
+      signal: this.#stopping.signal,
+      stopRetrying: () => notTakingJobs?.() !== undefined,
+      onQuorumUnavailable,
+      waitForLockMs,
+    });
   }
 
   /**
@@ -453,7 +656,16 @@ export class JobRunner {
   async #acquireAfterPrevious(data: TickJobData, jobId: string): Promise<Lease> {
     const ttlMs = data.lease.ttlMs;
     const first = firstStartId(data);
-    await this.#options.redlock.startClaim({ resource: data.lease.resource, claim: jobClaim(jobId, data.tickMs), value: data.lease.value, start: `${first}:later`, prior: first }, { nodeTimeoutMs: leaseNodeTimeoutMs(ttlMs) });
+    await this.#options.redlock.startClaim(
+      {
+        resource: data.lease.resource,
+        claim: jobClaim(jobId, data.tickMs),
+        value: data.lease.value,
+        start: `${first}:later`,
+        prior: first,
+      },
+      { nodeTimeoutMs: leaseNodeTimeoutMs(ttlMs) },
+    );
     const retryDelayMs = Math.min(250, Math.max(50, Math.round(ttlMs / 10)));
     const retryCount = Math.ceil((ttlMs + TAKEOVER_SLACK_MS) / retryDelayMs);
     return this.#options.redlock.acquire(data.lease.resource, ttlMs, {
@@ -465,24 +677,45 @@ export class JobRunner {
     });
   }
 
-  async #runUnderLease(run: Attempt, schedule: ScheduleConfig, lease: Lease, signal: AbortSignal | undefined): Promise<RunResult> {
+  async #runUnderLease(
+    run: Attempt,
+    schedule: ScheduleConfig,
+    lease: Lease,
+    signal: AbortSignal | undefined,
+  ): Promise<RunResult> {
     const log = run.log.child({ fence: lease.fence });
     const controller = new AbortController();
-    const onCancel = (): void => abortOnce(controller, new RunAbortedError('cancelled', `the job was cancelled: ${String(signal?.reason)}`));
+    const onCancel = (): void =>
+      abortOnce(controller, new RunAbortedError('cancelled', `the job was cancelled: ${String(signal?.reason)}`));
     signal?.addEventListener('abort', onCancel, { once: true });
     if (this.#shutdown.signal.aborted) abortOnce(controller, this.#shutdown.signal.reason as RunAbortedError);
     this.#active.add(controller);
     this.#options.metrics?.activeRuns.inc();
-    log.info({ firstStart: run.firstStart, leaseTtlMs: lease.ttlMs, handler: schedule.handler.kind, ...(run.deferrals > 0 ? { deferrals: run.deferrals } : {}) }, 'run started');
+    log.info(
+      {
+        firstStart: run.firstStart,
+        leaseTtlMs: lease.ttlMs,
+        handler: schedule.handler.kind,
+        ...(run.deferrals > 0 ? { deferrals: run.deferrals } : {}),
+      },
+      'run started',
+    );
     log.debug({ payload: run.data.payload }, 'run payload');
     // cancel-previous: the next tick revokes this lease; extending often, the watchdog learns it within CANCEL_PREVIOUS_EXTEND_MS.
-    const holdSettings = run.data.overlap === 'cancel-previous' ? { extendRatio: Math.min(1 / 3, CANCEL_PREVIOUS_EXTEND_MS / lease.ttlMs) } : {};
+    const holdSettings =
+      run.data.overlap === 'cancel-previous'
+        ? { extendRatio: Math.min(1 / 3, CANCEL_PREVIOUS_EXTEND_MS / lease.ttlMs) }
+        : {};
     const state = { handlerStarted: false };
     let details: RunDetails | undefined;
     let failure: unknown;
     try {
       details = await this.#validities.follow(lease, (validity) =>
-        this.#options.redlock.hold(lease, (leaseSignal) => this.#handle(run, schedule, { lease, controller, leaseSignal, validity, log, state }), holdSettings),
+        this.#options.redlock.hold(
+          lease,
+          (leaseSignal) => this.#handle(run, schedule, { lease, controller, leaseSignal, validity, log, state }),
+          holdSettings,
+        ),
       );
     } catch (error) {
       failure = error;
@@ -496,11 +729,17 @@ export class JobRunner {
       const aborted = controller.signal.reason as RunAbortedError;
       // Stopped before its handler started (a shutdown, or a lease lost while waiting for predecessors or while this worker
       // was paused): nothing ran, the lease is released; the job goes back.
-      if (!state.handlerStarted && !revoked(aborted) && (aborted.kind === 'shutdown' || aborted.kind === 'lease-lost')) return this.#defer(run, `${aborted.message} (before the handler started)`, {}, { unstarted: true });
+      if (!state.handlerStarted && !revoked(aborted) && (aborted.kind === 'shutdown' || aborted.kind === 'lease-lost'))
+        return this.#defer(run, `${aborted.message} (before the handler started)`, {}, { unstarted: true });
       throw this.#abortFailure(run, log, aborted);
     }
     // A program not started because its lease could lapse first (this worker was paused): nothing ran either.
-    if (!state.handlerStarted && failure instanceof HandlerError && NOT_STARTED_CODES.includes(failure.details['code'] as string)) return this.#defer(run, `${failure.message} (before the handler started)`, {}, { unstarted: true });
+    if (
+      !state.handlerStarted &&
+      failure instanceof HandlerError &&
+      NOT_STARTED_CODES.includes(failure.details['code'] as string)
+    )
+      return this.#defer(run, `${failure.message} (before the handler started)`, {}, { unstarted: true });
     if (failure !== undefined) throw this.#handlerFailure(run, log, failure);
     this.#record('succeeded', run.data, run.job, log, run.started, { ...details }, 'run succeeded');
     return { outcome: 'succeeded', fence: lease.fence, details: details ?? {} };
@@ -531,17 +770,43 @@ export class JobRunner {
         state.handlerStarted = true;
       };
       const { maxRuntimeMs } = run.data;
-      if (maxRuntimeMs !== null) runtimeTimer = setTimeout(() => abortOnce(controller, new RunAbortedError('timeout', `timed out after ${maxRuntimeMs} ms (maxRuntime)`)), maxRuntimeMs);
+      if (maxRuntimeMs !== null)
+        runtimeTimer = setTimeout(
+          () =>
+            abortOnce(controller, new RunAbortedError('timeout', `timed out after ${maxRuntimeMs} ms (maxRuntime)`)),
+          maxRuntimeMs,
+        );
       const { data, jobId, attempt } = run;
       let details: RunDetails;
       try {
         details = await runHandler(
           schedule,
-          { schedule: data.schedule, tickMs: data.tickMs, fence: lease.fence, jobId, attempt, payload: data.payload, signal: controller.signal, lease: validity, logger: log, started },
-          { guard: this.#options.guard, launcher: this.#options.launcher, limits: this.#options.outputLimits, secretsDir: this.#options.secretsDir, httpDestinations: this.#options.httpDestinations },
+          {
+            schedule: data.schedule,
+            tickMs: data.tickMs,
+            fence: lease.fence,
+            jobId,
+            attempt,
+            payload: data.payload,
+            signal: controller.signal,
+            lease: validity,
+            logger: log,
+            started,
+          },
+          {
+            guard: this.#options.guard,
+            launcher: this.#options.launcher,
+            limits: this.#options.outputLimits,
+            secretsDir: this.#options.secretsDir,
+            httpDestinations: this.#options.httpDestinations,
+          },
         );
       } catch (error) {
-        if (state.handlerStarted && !controller.signal.aborted) await this.#markFinished(run, lease, log, { outcome: 'failed', error: error instanceof Error ? error.message : String(error) });
+        if (state.handlerStarted && !controller.signal.aborted)
+          await this.#markFinished(run, lease, log, {
+            outcome: 'failed',
+            error: error instanceof Error ? error.message : String(error),
+          });
         throw error;
       }
       if (!controller.signal.aborted) await this.#markFinished(run, lease, log, { outcome: 'succeeded', details });
@@ -553,11 +818,24 @@ export class JobRunner {
   }
 
   /** Writes the finished mark, still under the lease; a failure to write it is logged, not the run's failure. */
-  async #markFinished(run: Attempt, lease: Lease, log: Logger, end: Pick<FinishedMark, 'outcome' | 'details' | 'error'>): Promise<void> {
+  async #markFinished(
+    run: Attempt,
+    lease: Lease,
+    log: Logger,
+    end: Pick<FinishedMark, 'outcome' | 'details' | 'error'>,
+  ): Promise<void> {
     try {
-      await markFinished(run.job, { attemptsMade: run.job.attemptsMade, attempt: run.attempt, fence: lease.fence, ...end });
+      await markFinished(run.job, {
+        attemptsMade: run.job.attemptsMade,
+        attempt: run.attempt,
+        fence: lease.fence,
+        ...end,
+      });
     } catch (error) {
-      log.warn({ err: error }, 'could not mark the run finished in its job: if BullMQ loses its end too, the run is tried again');
+      log.warn(
+        { err: error },
+        'could not mark the run finished in its job: if BullMQ loses its end too, the run is tried again',
+      );
     }
   }
 
@@ -573,7 +851,8 @@ export class JobRunner {
     if (!activePeers) return;
     const { data, job, jobId } = run;
     const self = { enqueuedAtMs: data.enqueuedAtMs, ttlMs: data.lease.ttlMs };
-    const onStopping = (): void => abortOnce(controller, new RunAbortedError('shutdown', 'the worker is shutting down'));
+    const onStopping = (): void =>
+      abortOnce(controller, new RunAbortedError('shutdown', 'the worker is shutting down'));
     this.#stopping.signal.addEventListener('abort', onStopping, { once: true });
     if (this.#stopping.signal.aborted) onStopping();
     const from = performance.now();
@@ -589,18 +868,27 @@ export class JobRunner {
           untilMs = predecessorsWaitUntil(self, peers, TAKEOVER_SLACK_MS);
           const startedPeers = peers.filter((peer) => peer.started);
           started = startedPeers.map((peer) => peer.jobId);
-          for (const peer of peersToMarkRevoked(data, peers)) await this.#options.notePeerRevoked?.(job, peer.jobId, self.enqueuedAtMs);
+          for (const peer of peersToMarkRevoked(data, peers))
+            await this.#options.notePeerRevoked?.(job, peer.jobId, self.enqueuedAtMs);
         } catch (error) {
-          if (!readFailed) log.warn({ err: error }, 'cannot read the queue\'s active jobs: waiting for the previous run\'s lease to be surely over');
+          if (!readFailed)
+            log.warn(
+              { err: error },
+              "cannot read the queue's active jobs: waiting for the previous run's lease to be surely over",
+            );
           readFailed = true;
           untilMs = self.enqueuedAtMs + self.ttlMs + TAKEOVER_SLACK_MS;
         }
         controller.signal.throwIfAborted();
         if (untilMs === undefined) break;
-        if (waitingFor === undefined) log.info({ waitingFor: started, untilMs }, 'waiting for the schedule\'s other runs to stop (cancel-previous)');
+        if (waitingFor === undefined)
+          log.info({ waitingFor: started, untilMs }, "waiting for the schedule's other runs to stop (cancel-previous)");
         waitingFor = started;
         if (this.#now() >= untilMs) {
-          log.warn({ stillActive: waitingFor }, 'the schedule\'s other runs are still active, but their revoked lease cannot be valid any more: starting');
+          log.warn(
+            { stillActive: waitingFor },
+            "the schedule's other runs are still active, but their revoked lease cannot be valid any more: starting",
+          );
           return;
         }
         await pause(PREDECESSOR_POLL_MS, controller.signal);
@@ -608,7 +896,8 @@ export class JobRunner {
     } finally {
       this.#stopping.signal.removeEventListener('abort', onStopping);
     }
-    if (waitingFor !== undefined) log.info({ waitedMs: Math.round(performance.now() - from) }, 'the schedule\'s other runs have stopped: starting');
+    if (waitingFor !== undefined)
+      log.info({ waitedMs: Math.round(performance.now() - from) }, "the schedule's other runs have stopped: starting");
   }
 
   /**
@@ -625,7 +914,10 @@ export class JobRunner {
       } catch (error) {
         const waitMs = TAKEOVER_RETRY_MS + Math.random() * TAKEOVER_RETRY_MS;
         if (error instanceof LeaseLostError || validity.msLeft() <= waitMs + LEASE_CHECK_MARGIN_MS) {
-          abortOnce(controller, new RunAbortedError('lease-lost', `lease lost: ${(error as Error).message}`, { cause: error }));
+          abortOnce(
+            controller,
+            new RunAbortedError('lease-lost', `lease lost: ${(error as Error).message}`, { cause: error }),
+          );
           controller.signal.throwIfAborted();
         }
         await pause(waitMs, controller.signal);
@@ -640,7 +932,10 @@ export class JobRunner {
     switch (aborted.kind) {
       case 'lease-lost':
         if (run.data.overlap === 'cancel-previous' && revoked(aborted)) {
-          record('superseded', 'run superseded: a later tick of the schedule took its lease (cancel-previous); not retried');
+          record(
+            'superseded',
+            'run superseded: a later tick of the schedule took its lease (cancel-previous); not retried',
+          );
           return new UnrecoverableError(`superseded: ${aborted.message}`);
         }
         record('aborted-lease-lost', 'run aborted: lease lost; not retried (another holder may be running)');
@@ -661,23 +956,47 @@ export class JobRunner {
   #handlerFailure(run: Attempt, log: Logger, failure: unknown): Error {
     const error = failure instanceof Error ? failure : new Error(String(failure));
     const handlerDetails = 'details' in error && typeof error.details === 'object' ? (error.details as RunDetails) : {};
-    this.#record('failed', run.data, run.job, log, run.started, { ...handlerDetails, err: error }, 'run failed; retried if attempts remain');
+    this.#record(
+      'failed',
+      run.data,
+      run.job,
+      log,
+      run.started,
+      { ...handlerDetails, err: error },
+      'run failed; retried if attempts remain',
+    );
     return error;
   }
 
-  #record(outcome: RunOutcome, data: TickJobData | undefined, job: Job, log: Logger, started: number, fields: Record<string, unknown>, message: string): void {
+  #record(
+    outcome: RunOutcome,
+    data: TickJobData | undefined,
+    job: Job,
+    log: Logger,
+    started: number,
+    fields: Record<string, unknown>,
+    message: string,
+  ): void {
     const durationMs = Math.round(performance.now() - started);
     this.#options.metrics?.recordRun(outcome, durationMs, data?.schedule);
     this.#options.onOutcome?.(outcome, data, job);
     if (data && outcome !== 'deferred') this.#remember(outcome, data, job, log, fields, durationMs);
     const record = { ...fields, outcome, durationMs };
     if (outcome === 'succeeded' || outcome === 'skipped-overlap' || outcome === 'superseded') log.info(record, message);
-    else if (outcome === 'failed' || outcome === 'aborted-lease-lost' || outcome === 'worker-lost') log.error(record, message);
+    else if (outcome === 'failed' || outcome === 'aborted-lease-lost' || outcome === 'worker-lost')
+      log.error(record, message);
     else log.warn(record, message);
   }
 
   /** Adds an attempt's end to its schedule's run history, as its log line has it; a failed write is logged, never fails the run. */
-  #remember(outcome: RunOutcome, data: TickJobData, job: Job, log: Logger, fields: Record<string, unknown>, durationMs: number): void {
+  #remember(
+    outcome: RunOutcome,
+    data: TickJobData,
+    job: Job,
+    log: Logger,
+    fields: Record<string, unknown>,
+    durationMs: number,
+  ): void {
     const history = this.#options.history?.();
     if (!history) return;
     const bound = log.bindings();
@@ -697,7 +1016,11 @@ export class JobRunner {
       status: number(fields['status']),
       error: cause instanceof Error ? cause.message : typeof cause === 'string' ? cause : undefined,
     };
-    const { history: retention } = this.#options.schedule(data.schedule) ?? { history: { keep: DEFAULT_HISTORY.keep, maxAgeMs: DEFAULT_HISTORY.maxAge } };
-    history.append(data.schedule, record, retention).catch((error: unknown) => log.warn({ err: error }, 'could not write the run history'));
+    const { history: retention } = this.#options.schedule(data.schedule) ?? {
+      history: { keep: DEFAULT_HISTORY.keep, maxAgeMs: DEFAULT_HISTORY.maxAge },
+    };
+    history
+      .append(data.schedule, record, retention)
+      .catch((error: unknown) => log.warn({ err: error }, 'could not write the run history'));
   }
 }

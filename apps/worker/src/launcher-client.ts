@@ -67,7 +67,11 @@ export class RemoteLauncher implements ProgramLauncher {
       if (this.#reachable) return;
       this.#reachable = await this.check();
       if (this.#reachable) return;
-      if (performance.now() >= deadline) throw new HandlerError(`the launcher (${this.#socketPath}) does not answer after ${this.#readyTimeoutMs} ms: nothing is started`, { code: LAUNCHER_UNAVAILABLE });
+      if (performance.now() >= deadline)
+        throw new HandlerError(
+          `the launcher (${this.#socketPath}) does not answer after ${this.#readyTimeoutMs} ms: nothing is started`,
+          { code: LAUNCHER_UNAVAILABLE },
+        );
       await new Promise((resolve) => setTimeout(resolve, RETRY_MS));
     }
   }
@@ -78,7 +82,11 @@ export class RemoteLauncher implements ProgramLauncher {
       socket = await connect(this.#socketPath);
     } catch (error) {
       this.#reachable = false;
-      throw new HandlerError(`cannot reach the launcher (${this.#socketPath}): ${(error as Error).message}`, { code: LAUNCHER_UNAVAILABLE }, { cause: error });
+      throw new HandlerError(
+        `cannot reach the launcher (${this.#socketPath}): ${(error as Error).message}`,
+        { code: LAUNCHER_UNAVAILABLE },
+        { cause: error },
+      );
     }
     const streams = { 1: new PassThrough(), 2: new PassThrough(), 4: spec.reports ? new PassThrough() : undefined };
     let gone = false;

@@ -60,6 +60,7 @@ export function onMessages<T>(socket: Socket, onMessage: (message: T) => void): 
       }
       onMessage(message);
     }
-    if (pending.length > MAX_LINE_BYTES) socket.destroy(new Error(`launcher protocol: a line longer than ${MAX_LINE_BYTES} bytes`));
+    if (pending.length > MAX_LINE_BYTES)
+      socket.destroy(new Error(`launcher protocol: a line longer than ${MAX_LINE_BYTES} bytes`));
   });
 }

@@ -86,7 +86,10 @@ export class LauncherServer {
     /** Once no process of the group is left (see groupGone), tells the worker and lets the guard forget it. */
     const awaitGone = (pgid: number): Promise<void> =>
       (gone ??= (async () => {
-        await groupGone(() => signalGroup(pgid, 0), () => killedAt);
+        await groupGone(
+          () => signalGroup(pgid, 0),
+          () => killedAt,
+        );
         guard.unwatch(pgid);
         reply({ ev: 'gone' });
         this.#ended();

@@ -63,7 +63,11 @@ export interface TakeOverOptions {
  * job goes back to a healthy worker. Another value holding the lease (LockTakenError) is final. A
  * lease that lapsed meanwhile is simply acquired, free as it is.
  */
-export async function takeOverLease(redlock: Pick<Redlock, 'acquire' | 'startClaim'>, data: Pick<TickJobData, 'lease' | 'enqueuedAtMs'>, options: TakeOverOptions): Promise<Lease> {
+export async function takeOverLease(
+  redlock: Pick<Redlock, 'acquire' | 'startClaim'>,
+  data: Pick<TickJobData, 'lease' | 'enqueuedAtMs'>,
+  options: TakeOverOptions,
+): Promise<Lease> {
   const { resource, value, ttlMs } = data.lease;
   const windowMs = Math.min(ttlMs, Math.max(MIN_TAKEOVER_WINDOW_MS, data.enqueuedAtMs + ttlMs - options.now()));
   const started = performance.now();
@@ -76,7 +80,14 @@ export async function takeOverLease(redlock: Pick<Redlock, 'acquire' | 'startCla
     try {
       await redlock.startClaim({ resource, claim: options.claim, value, start: firstStartId(data) }, { nodeTimeoutMs });
       const retryCount = Math.ceil((options.waitForLockMs ?? 0) / (1.5 * TAKEOVER_RETRY_MS));
-      return await redlock.acquire(resource, ttlMs, { value, retryCount, retryDelayMs: TAKEOVER_RETRY_MS, retryJitterMs: TAKEOVER_RETRY_MS, nodeTimeoutMs, signal });
+      return await redlock.acquire(resource, ttlMs, {
+        value,
+        retryCount,
+        retryDelayMs: TAKEOVER_RETRY_MS,
+        retryJitterMs: TAKEOVER_RETRY_MS,
+        nodeTimeoutMs,
+        signal,
+      });
     } catch (error) {
       if (!(error instanceof QuorumUnavailableError)) throw error;
       failure = error;
@@ -84,7 +95,8 @@ export async function takeOverLease(redlock: Pick<Redlock, 'acquire' | 'startCla
     }
     const waitMs = TAKEOVER_RETRY_MS + Math.random() * TAKEOVER_RETRY_MS;
     const now = performance.now();
-    if (now + waitMs >= until || (now >= started + MIN_TAKEOVER_WINDOW_MS && options.stopRetrying?.() === true)) throw failure;
+    if (now + waitMs >= until || (now >= started + MIN_TAKEOVER_WINDOW_MS && options.stopRetrying?.() === true))
+      throw failure;
     await pause(waitMs, signal);
   }
 }

@@ -2,7 +2,17 @@
 import { hostname } from 'node:os';
 import { formatDuration, parseWorkerEnv, redactUrl } from '@tickwarden/config';
 import { IoredisLockNode, Redlock } from '@tickwarden/redlock';
-import { boundPort, loadRedisTls, packageVersion, redisOptionsFor, runMain, startHttpServer, startLiveConfig, untilStopSignal, verifyServers } from '@tickwarden/runtime';
+import {
+  boundPort,
+  loadRedisTls,
+  packageVersion,
+  redisOptionsFor,
+  runMain,
+  startHttpServer,
+  startLiveConfig,
+  untilStopSignal,
+  verifyServers,
+} from '@tickwarden/runtime';
 import { pino } from 'pino';
 import { WorkerMetrics } from './metrics.ts';
 import { WorkerService } from './worker-service.ts';
@@ -21,7 +31,21 @@ async function main(): Promise<number> {
     for (const error of tls.errors) process.stderr.write(`${error.variable}: ${error.message}\n`);
     return 2;
   }
-  const { configPath, lockNodes, lockQuorum, queueRedis, httpPort, logLevel, concurrency, queues, shutdownGraceMs: graceMs, stalledIntervalMs, secretsDir, httpDestinations, launcherSocket } = env.value;
+  const {
+    configPath,
+    lockNodes,
+    lockQuorum,
+    queueRedis,
+    httpPort,
+    logLevel,
+    concurrency,
+    queues,
+    shutdownGraceMs: graceMs,
+    stalledIntervalMs,
+    secretsDir,
+    httpDestinations,
+    launcherSocket,
+  } = env.value;
   const workerId = `${hostname()}-${process.pid}`;
   const logger = pino({ level: logLevel, base: { worker: workerId } });
   // Two names of one server would count one vote twice, or share a queue's memory with the locks.
@@ -45,16 +69,45 @@ async function main(): Promise<number> {
   if (!live) return 2;
   metrics.configApplied(live.config);
 
-  const redlock = new Redlock(lockNodes.map((url) => IoredisLockNode.fromUrl(url, redisOptionsFor(url, tls.value))), { quorum: lockQuorum });
+  const redlock = new Redlock(
+    lockNodes.map((url) => IoredisLockNode.fromUrl(url, redisOptionsFor(url, tls.value))),
+    { quorum: lockQuorum },
+  );
   metrics.observe(redlock);
-  redlock.on('nodeError', ({ node, operation, error }) => logger.debug({ node, operation, err: error }, 'lock node error'));
-  redlock.on('aborted', ({ resource, reason, validityLeftMs }) => logger.warn({ resource, code: reason.code, validityLeftMs: Math.round(validityLeftMs) }, 'lease watchdog aborted a run'));
-  service = new WorkerService({ workerId, queueRedis, queueTls: tls.value, redlock, logger, config: live.config, queues, concurrency, metrics, stalledIntervalMs, secretsDir, httpDestinations, launcherSocket });
+  redlock.on('nodeError', ({ node, operation, error }) =>
+    logger.debug({ node, operation, err: error }, 'lock node error'),
+  );
+  redlock.on('aborted', ({ resource, reason, validityLeftMs }) =>
+    logger.warn(
+      { resource, code: reason.code, validityLeftMs: Math.round(validityLeftMs) },
+      'lease watchdog aborted a run',
+    ),
+  );
+  service = new WorkerService({
+    workerId,
+    queueRedis,
+    queueTls: tls.value,
+    redlock,
+    logger,
+    config: live.config,
+    queues,
+    concurrency,
+    metrics,
+    stalledIntervalMs,
+    secretsDir,
+    httpDestinations,
+    launcherSocket,
+  });
   try {
     await service.start();
   } catch (error) {
     // Without a command guard no command may start: fail the start so the orchestrator retries it.
-    logger.error({ err: error }, launcherSocket === undefined ? 'cannot start: the command guard is not running' : 'cannot start: the launcher does not answer');
+    logger.error(
+      { err: error },
+      launcherSocket === undefined
+        ? 'cannot start: the command guard is not running'
+        : 'cannot start: the launcher does not answer',
+    );
     live.stop();
     await service.stop(0);
     await redlock.close();
@@ -62,7 +115,17 @@ async function main(): Promise<number> {
   }
   metrics.runSlots.set(concurrency * service.queues.length);
   logger.info(
-    { schedules: live.config.schedules.length, files: live.config.files, queues: service.queues, concurrency, lockNodes: lockNodes.map(redactUrl), quorum: redlock.quorum, queueRedis: redactUrl(queueRedis), shutdownGrace: formatDuration(graceMs), stalledInterval: formatDuration(stalledIntervalMs) },
+    {
+      schedules: live.config.schedules.length,
+      files: live.config.files,
+      queues: service.queues,
+      concurrency,
+      lockNodes: lockNodes.map(redactUrl),
+      quorum: redlock.quorum,
+      queueRedis: redactUrl(queueRedis),
+      shutdownGrace: formatDuration(graceMs),
+      stalledInterval: formatDuration(stalledIntervalMs),
+    },
     'worker started',
   );
 
@@ -72,11 +135,19 @@ async function main(): Promise<number> {
   logger.info({ port: boundPort(server) }, 'http listening');
 
   await untilStopSignal();
-  const killGraceMs = Math.max(0, ...running.config.schedules.map((schedule) => ('killGraceMs' in schedule.handler ? schedule.handler.killGraceMs : 0)));
-  const forced = setTimeout(() => {
-    logger.error('shutdown timed out: exiting');
-    process.exit(1);
-  }, graceMs + killGraceMs + EXIT_SLACK_MS).unref();
+  const killGraceMs = Math.max(
+    0,
+    ...running.config.schedules.map((schedule) =>
+      'killGraceMs' in schedule.handler ? schedule.handler.killGraceMs : 0,
+    ),
+  );
+  const forced = setTimeout(
+    () => {
+      logger.error('shutdown timed out: exiting');
+      process.exit(1);
+    },
+    graceMs + killGraceMs + EXIT_SLACK_MS,
+  ).unref();
   live.stop();
   await running.stop(graceMs);
   server.close();

@@ -4,14 +4,25 @@ import { ProcessMetrics } from '@tickwarden/runtime';
 import { Counter, Gauge, Histogram } from 'prom-client';
 
 /** Outcomes of attempts whose handler ran: the ones `tickwarden_schedule_run_duration_seconds` observes. */
-const HANDLER_RAN: ReadonlySet<RunOutcome> = new Set(['succeeded', 'failed', 'aborted-lease-lost', 'aborted-timeout', 'aborted-shutdown']);
+const HANDLER_RAN: ReadonlySet<RunOutcome> = new Set([
+  'succeeded',
+  'failed',
+  'aborted-lease-lost',
+  'aborted-timeout',
+  'aborted-shutdown',
+]);
 
 /** The team of a schedule id: the part before its `/`. */
 const teamOf = (scheduleId: string): string => scheduleId.split('/', 1)[0] ?? '';
 
 /** The worker's Prometheus metrics, on their own registry. */
 export class WorkerMetrics extends ProcessMetrics {
-  readonly runs = new Counter({ name: 'tickwarden_worker_runs_total', help: 'Job attempts by outcome', labelNames: ['outcome'] as const, registers: [this.registry] });
+  readonly runs = new Counter({
+    name: 'tickwarden_worker_runs_total',
+    help: 'Job attempts by outcome',
+    labelNames: ['outcome'] as const,
+    registers: [this.registry],
+  });
   readonly runDuration = new Histogram({
     name: 'tickwarden_worker_run_duration_seconds',
     help: 'Duration of job attempts that ran a handler, from the job start to its end, by outcome',
@@ -24,14 +35,22 @@ export class WorkerMetrics extends ProcessMetrics {
     help: '1 while the worker takes jobs; 0 while it does not (a lock quorum unreachable from it, stopping, not started)',
     registers: [this.registry],
   });
-  readonly activeRuns = new Gauge({ name: 'tickwarden_worker_active_runs', help: 'Job attempts running now (lease held)', registers: [this.registry] });
+  readonly activeRuns = new Gauge({
+    name: 'tickwarden_worker_active_runs',
+    help: 'Job attempts running now (lease held)',
+    registers: [this.registry],
+  });
   readonly leaseExtension = new Histogram({
     name: 'tickwarden_worker_lease_extension_seconds',
     help: 'Latency of successful lease extensions by the watchdog',
     buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5],
     registers: [this.registry],
   });
-  readonly leaseExtensionFailures = new Counter({ name: 'tickwarden_worker_lease_extension_failures_total', help: 'Lease extensions that failed', registers: [this.registry] });
+  readonly leaseExtensionFailures = new Counter({
+    name: 'tickwarden_worker_lease_extension_failures_total',
+    help: 'Lease extensions that failed',
+    registers: [this.registry],
+  });
   readonly abortValidityLeft = new Histogram({
     name: 'tickwarden_worker_lease_abort_validity_left_seconds',
     help: 'Lease validity left when the watchdog aborted a run (must stay above 0)',
@@ -95,7 +114,8 @@ export class WorkerMetrics extends ProcessMetrics {
     if (!outcomes) this.#scheduleOutcomes.set(scheduleId, (outcomes = new Set()));
     outcomes.add(outcome);
     this.scheduleRuns.inc({ ...labels, outcome });
-    if (durationMs !== undefined && HANDLER_RAN.has(outcome)) this.scheduleRunDuration.observe(labels, durationMs / 1000);
+    if (durationMs !== undefined && HANDLER_RAN.has(outcome))
+      this.scheduleRunDuration.observe(labels, durationMs / 1000);
     if (outcome === 'succeeded') this.scheduleLastSuccess.set(labels, nowMs / 1000);
   }
 

@@ -59,7 +59,8 @@ export interface FinishedMark {
  * started, then the finished mark; `lostAttempts` counts the attempts recorded `worker-lost` (each
  * counted by BullMQ twice: as a stall, then as the failure that records it).
  */
-export type RunProgress = Partial<DeferralMarks> & Partial<HandlerStartedMark> & { finished?: FinishedMark; lostAttempts?: number };
+export type RunProgress = Partial<DeferralMarks> &
+  Partial<HandlerStartedMark> & { finished?: FinishedMark; lostAttempts?: number };
 
 function progressObject(job: Pick<Job, 'progress'>): RunProgress {
   const { progress } = job;
@@ -68,7 +69,13 @@ function progressObject(job: Pick<Job, 'progress'>): RunProgress {
 
 /** Sets the mark for this attempt, before its handler starts (the other marks kept). */
 export async function markHandlerStarted(job: Job, attempt: number, fence: number): Promise<void> {
-  await job.updateProgress({ ...progressObject(job), handlerStarted: true, attempt, fence, attemptsMade: job.attemptsMade } satisfies RunProgress);
+  await job.updateProgress({
+    ...progressObject(job),
+    handlerStarted: true,
+    attempt,
+    fence,
+    attemptsMade: job.attemptsMade,
+  } satisfies RunProgress);
 }
 
 /** Puts back, in the job as read here, the progress the attempt began with, when its handler never started after all; markDeferred then writes it. */
@@ -99,7 +106,8 @@ export function lostFinish(job: Pick<Job, 'progress' | 'attemptsMade'>): Finishe
  */
 export function lostStart(job: Pick<Job, 'progress' | 'attemptsMade'>): HandlerStartedMark | undefined {
   const progress = progressObject(job);
-  if (progress.handlerStarted !== true || progress.attemptsMade !== job.attemptsMade || lostFinish(job)) return undefined;
+  if (progress.handlerStarted !== true || progress.attemptsMade !== job.attemptsMade || lostFinish(job))
+    return undefined;
   return progress as HandlerStartedMark;
 }
 
@@ -117,7 +125,10 @@ export async function markWorkerLost(job: Job): Promise<void> {
 /** How often the job was deferred, and the last deferral (as read when this attempt began). */
 export function deferralsOf(job: Pick<Job, 'progress'>): { deferrals: number; lastDeferral: LastDeferral | undefined } {
   const { deferrals, lastDeferral } = progressObject(job);
-  return { deferrals: typeof deferrals === 'number' && deferrals > 0 ? deferrals : 0, lastDeferral: typeof lastDeferral?.reason === 'string' ? lastDeferral : undefined };
+  return {
+    deferrals: typeof deferrals === 'number' && deferrals > 0 ? deferrals : 0,
+    lastDeferral: typeof lastDeferral?.reason === 'string' ? lastDeferral : undefined,
+  };
 }
 
 /** Counts one more deferral in the job's progress (any handler mark is kept); returns the new count. */

@@ -151,7 +151,8 @@ export class WorkerService {
       httpDestinations: options.httpDestinations,
       workerId: options.workerId,
       history: () => this.#history,
-      notTakingJobs: () => (this.#takingJobs ? undefined : `lock quorum unreachable from this worker${this.#probeText()}: not taking jobs`),
+      notTakingJobs: () =>
+        this.#takingJobs ? undefined : `lock quorum unreachable from this worker${this.#probeText()}: not taking jobs`,
       onQuorumUnavailable: (error, nodeTimeoutMs) => this.#quorumUnavailable(error, nodeTimeoutMs),
       activePeers: (job) => this.#activePeers(job),
       notePeerRevoked: (job, peerJobId, atMs) => this.#notePeerRevoked(job, peerJobId, atMs),
@@ -197,12 +198,18 @@ export class WorkerService {
       await this.guard.ready();
     }
     this.#consuming = true;
-    this.#reader = new Redis(this.#options.queueRedis, { maxRetriesPerRequest: 1, ...redisOptionsFor(this.#options.queueRedis, this.#options.queueTls) });
+    this.#reader = new Redis(this.#options.queueRedis, {
+      maxRetriesPerRequest: 1,
+      ...redisOptionsFor(this.#options.queueRedis, this.#options.queueTls),
+    });
     this.#reader.on('error', (error) => this.#options.logger.debug({ err: error }, 'queue redis error (reader)'));
     this.#history = new RunHistory(this.#reader);
     this.#options.metrics?.takingJobs.set(this.#takingJobs ? 1 : 0);
     for (const queue of this.#wantedQueues()) this.#startQueue(queue);
-    if (this.#workers.size === 0) this.#options.logger.warn('no queue to consume: the configuration has no schedules and TICKWARDEN_QUEUES is unset');
+    if (this.#workers.size === 0)
+      this.#options.logger.warn(
+        'no queue to consume: the configuration has no schedules and TICKWARDEN_QUEUES is unset',
+      );
   }
 
   #startQueue(queue: string): void {
@@ -231,10 +238,25 @@ export class WorkerService {
     });
     worker.on('error', (error) => logger.warn({ err: error, queue }, 'queue worker error'));
     // Failed by BullMQ itself, without the processor: it would be silent otherwise.
-    worker.on('failed', (job, error) => job && error.message === STALL_LIMIT_REASON && this.runner.stalledTooOften(job, error.message));
+    worker.on(
+      'failed',
+      (job, error) => job && error.message === STALL_LIMIT_REASON && this.runner.stalledTooOften(job, error.message),
+    );
     if (this.#takingJobs) worker.run().catch((error: unknown) => worker.emit('error', error as Error));
-    else worker.pause(true).catch((error: unknown) => logger.warn({ err: error, queue }, 'could not pause the queue worker'));
-    logger.info({ queue, bullQueue: queueName(queue), concurrency, lockDurationMs: this.#lockDurationMs, paused: !this.#takingJobs }, 'consuming queue');
+    else
+      worker
+        .pause(true)
+        .catch((error: unknown) => logger.warn({ err: error, queue }, 'could not pause the queue worker'));
+    logger.info(
+      {
+        queue,
+        bullQueue: queueName(queue),
+        concurrency,
+        lockDurationMs: this.#lockDurationMs,
+        paused: !this.#takingJobs,
+      },
+      'consuming queue',
+    );
     return { worker, connection };
   }
 
@@ -261,7 +283,10 @@ export class WorkerService {
     this.#schedules = new Map(config.schedules.map((schedule) => [schedule.id, schedule]));
     const needed = lockDurationFor(config.schedules);
     if (this.#options.lockDurationMs === undefined && needed > this.#lockDurationMs && !this.#stopping) {
-      this.#options.logger.info({ lockDurationMs: needed, previousMs: this.#lockDurationMs }, 'a lease TTL is now longer than the job lock duration: replacing the queue workers');
+      this.#options.logger.info(
+        { lockDurationMs: needed, previousMs: this.#lockDurationMs },
+        'a lease TTL is now longer than the job lock duration: replacing the queue workers',
+      );
       this.#lockDurationMs = needed;
       for (const queue of this.queues) this.#replaceQueue(queue);
     }
@@ -276,16 +301,23 @@ export class WorkerService {
   async readiness(): Promise<string[]> {
     if (this.#stopping) return ['shutting down'];
     const reasons: string[] = [];
-    if (this.launcher ? !(await this.launcher.check()) : !this.guard.running) reasons.push(this.launcher ? 'launcher not answering' : 'command guard not running');
+    if (this.launcher ? !(await this.launcher.check()) : !this.guard.running)
+      reasons.push(this.launcher ? 'launcher not answering' : 'command guard not running');
     if (!this.#takingJobs) reasons.push(`not taking jobs: lock quorum unreachable${this.#probeText()}`);
     const { redlock } = this.#options;
     const probing = redlock.probe({ nodeTimeoutMs: MAX_LEASE_NODE_TIMEOUT_MS });
     for (const [queue, { connection }] of this.#workers) {
-      const pong = await Promise.race([connection.ping().catch(() => 'down'), new Promise<string>((resolve) => setTimeout(() => resolve('timeout'), 1000).unref())]);
+      const pong = await Promise.race([
+        connection.ping().catch(() => 'down'),
+        new Promise<string>((resolve) => setTimeout(() => resolve('timeout'), 1000).unref()),
+      ]);
       if (pong !== 'PONG') reasons.push(`queue redis unreachable for queue ${queue}`);
     }
     const probe = await probing;
-    if (!probe.quorum) reasons.push(`lock quorum unreachable (${probe.reachable.length} of ${redlock.nodes.length} answer, ${redlock.quorum} needed)`);
+    if (!probe.quorum)
+      reasons.push(
+        `lock quorum unreachable (${probe.reachable.length} of ${redlock.nodes.length} answer, ${redlock.quorum} needed)`,
+      );
     return reasons;
   }
 
@@ -304,15 +336,24 @@ export class WorkerService {
     const reader = this.#reader;
     if (!reader) throw new Error('the worker is not started');
     const prefix = `${String((job.data as { schedule?: unknown }).schedule)}@`;
-    const ids = (await reader.lrange(`${job.queueQualifiedName}:active`, 0, -1)).filter((id) => id.startsWith(prefix) && id !== job.id);
+    const ids = (await reader.lrange(`${job.queueQualifiedName}:active`, 0, -1)).filter(
+      (id) => id.startsWith(prefix) && id !== job.id,
+    );
     if (ids.length === 0) return [];
-    const pipeline = reader.pipeline(ids.map((id) => ['hmget', `${job.queueQualifiedName}:${id}`, 'progress', REVOKED_BY_FIELD]));
+    const pipeline = reader.pipeline(
+      ids.map((id) => ['hmget', `${job.queueQualifiedName}:${id}`, 'progress', REVOKED_BY_FIELD]),
+    );
     const replies = (await pipeline.exec()) ?? [];
     return ids.map((jobId, i) => {
       const [error, fields] = replies[i] ?? [];
       if (error) throw error;
       const [progress, revokedBy] = (fields ?? []) as (string | null)[];
-      return { jobId, tickMs: Number(jobId.slice(prefix.length)), started: handlerStarted({ progress: parseJson(progress) as Job['progress'] }), revokedByMs: revokedBy ? Number(revokedBy) : undefined };
+      return {
+        jobId,
+        tickMs: Number(jobId.slice(prefix.length)),
+        started: handlerStarted({ progress: parseJson(progress) as Job['progress'] }),
+        revokedByMs: revokedBy ? Number(revokedBy) : undefined,
+      };
     });
   }
 
@@ -335,7 +376,11 @@ export class WorkerService {
     const { redlock } = this.#options;
     const probe = await redlock.probe({ nodeTimeoutMs: this.#probeTimeoutMs });
     if (this.#stopping) return;
-    const found: QuorumProbe = { reachable: probe.reachable.length, nodes: redlock.nodes.length, needed: redlock.quorum };
+    const found: QuorumProbe = {
+      reachable: probe.reachable.length,
+      nodes: redlock.nodes.length,
+      needed: redlock.quorum,
+    };
     if (probe.quorum) {
       if (!this.#takingJobs) this.#openGate(found);
       return;
@@ -344,7 +389,10 @@ export class WorkerService {
     this.#lastProbe = found;
     this.#pollTimer = setTimeout(() => {
       this.#pollTimer = undefined;
-      if (!this.#stopping) this.#probing ??= this.#probe().catch((error: unknown) => this.#options.logger.warn({ err: error }, 'lock quorum probe failed')).finally(() => (this.#probing = undefined));
+      if (!this.#stopping)
+        this.#probing ??= this.#probe()
+          .catch((error: unknown) => this.#options.logger.warn({ err: error }, 'lock quorum probe failed'))
+          .finally(() => (this.#probing = undefined));
     }, QUORUM_POLL_MS);
   }
 
@@ -354,7 +402,12 @@ export class WorkerService {
     this.#lastProbe = probe;
     this.#options.metrics?.takingJobs.set(0);
     this.#options.logger.warn({ ...probe, unreachable }, 'lock quorum unreachable: not taking jobs until it returns');
-    for (const [queue, { worker }] of this.#workers) worker.pause(true).catch((error: unknown) => this.#options.logger.warn({ err: error, queue }, 'could not pause the queue worker'));
+    for (const [queue, { worker }] of this.#workers)
+      worker
+        .pause(true)
+        .catch((error: unknown) =>
+          this.#options.logger.warn({ err: error, queue }, 'could not pause the queue worker'),
+        );
   }
 
   #openGate(probe: QuorumProbe): void {
@@ -416,4 +469,3 @@ function parseJson(text: string | null | undefined): unknown {
     return undefined;
   }
 }
-

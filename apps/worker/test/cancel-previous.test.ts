@@ -34,7 +34,12 @@ describe('worker: overlap cancel-previous with a real worker', () => {
     const byFence = new Map<number, Run>();
     for (const line of cluster.lines(name)) {
       const [kind, fence, ms] = line.split(' ');
-      const run = byFence.get(Number(fence)) ?? { fence: Number(fence), start: Number(ms), last: Number(ms), ended: false };
+      const run = byFence.get(Number(fence)) ?? {
+        fence: Number(fence),
+        start: Number(ms),
+        last: Number(ms),
+        ended: false,
+      };
       run.last = Math.max(run.last, Number(ms));
       if (kind === 'end') run.ended = true;
       byFence.set(run.fence, run);
@@ -46,7 +51,13 @@ describe('worker: overlap cancel-previous with a real worker', () => {
     const { connection, scheduler } = cluster;
     const ttl = 4000;
     const period = 2000;
-    const schedule = scheduleFixture('team-a/cancel', beating('cancel.txt', 2400), { cron: '*/2 * * * * *', queue: 'q-cancel', overlap: 'cancel-previous', leaseTtlMs: ttl, startDeadlineMs: 30_000 });
+    const schedule = scheduleFixture('team-a/cancel', beating('cancel.txt', 2400), {
+      cron: '*/2 * * * * *',
+      queue: 'q-cancel',
+      overlap: 'cancel-previous',
+      leaseTtlMs: ttl,
+      startDeadlineMs: 30_000,
+    });
     const worker = await cluster.startWorker([schedule], { concurrency: 2 });
     const t0 = nextTick(period);
     // The scheduler: each tick contested when due, with revoke (cancel-previous), and enqueued due now.
@@ -54,7 +65,10 @@ describe('worker: overlap cancel-previous with a real worker', () => {
     for (let k = 0; k < 3; k++) {
       await waitUntil(() => Date.now() >= t0 + k * period, `tick ${k} to be due`, { intervalMs: 5 });
       const revokedAt = Date.now();
-      ticks.push({ ...(await enqueueTick(scheduler, connection, schedule, { tickMs: t0 + k * period, revoke: true })), revokedAt });
+      ticks.push({
+        ...(await enqueueTick(scheduler, connection, schedule, { tickMs: t0 + k * period, revoke: true })),
+        revokedAt,
+      });
     }
     const jobs = await Promise.all(ticks.map((tick) => settledJob(connection, 'q-cancel', tick.jobId)));
     const ledger = runs('cancel.txt');
@@ -85,7 +99,9 @@ describe('worker: overlap cancel-previous with a real worker', () => {
     expect(ledger[0]?.fence).toBeGreaterThan(ticks[0]?.lease.fence as number);
     // Successors logged their wait for the revoked run (one may find it gone already: its watchdog
     // can abort it between the revocation and the successor's look).
-    const waits = worker.records.filter((r) => r['msg'] === 'waiting for the schedule\'s other runs to stop (cancel-previous)').map((r) => r['jobId']);
+    const waits = worker.records
+      .filter((r) => r['msg'] === "waiting for the schedule's other runs to stop (cancel-previous)")
+      .map((r) => r['jobId']);
     expect(waits.length).toBeGreaterThan(0);
     expect(waits.every((id) => id === ticks[1]?.jobId || id === ticks[2]?.jobId)).toBe(true);
     expect(await worker.metrics.registry.metrics()).toMatch(/tickwarden_worker_runs_total\{outcome="superseded"\} 2/);
@@ -94,7 +110,12 @@ describe('worker: overlap cancel-previous with a real worker', () => {
   it('a queued predecessor whose lease a later tick revoked is superseded without running, and does not delay its successor', async () => {
     const { connection, scheduler } = cluster;
     const ttl = 5000;
-    const schedule = scheduleFixture('team-a/cancel-queued', beating('cancel-queued.txt', 300), { queue: 'q-cancel-queued', overlap: 'cancel-previous', leaseTtlMs: ttl, startDeadlineMs: 30_000 });
+    const schedule = scheduleFixture('team-a/cancel-queued', beating('cancel-queued.txt', 300), {
+      queue: 'q-cancel-queued',
+      overlap: 'cancel-previous',
+      leaseTtlMs: ttl,
+      startDeadlineMs: 30_000,
+    });
     // Both ticks are enqueued before any worker runs: the second revoked the first's lease while it was queued.
     const t0 = nextTick(1000);
     await waitUntil(() => Date.now() >= t0, 'the first tick to be due', { intervalMs: 5 });
@@ -103,10 +124,15 @@ describe('worker: overlap cancel-previous with a real worker', () => {
     expect(second.lease.fence).toBeGreaterThan(first.lease.fence);
     const from = Date.now();
     const worker = await cluster.startWorker([schedule], { concurrency: 2 });
-    const [superseded, ran] = await Promise.all([settledJob(connection, 'q-cancel-queued', first.jobId), settledJob(connection, 'q-cancel-queued', second.jobId)]);
+    const [superseded, ran] = await Promise.all([
+      settledJob(connection, 'q-cancel-queued', first.jobId),
+      settledJob(connection, 'q-cancel-queued', second.jobId),
+    ]);
     expect(superseded.returnvalue).toEqual({ outcome: 'superseded' });
     expect(await superseded.getState()).toBe('completed');
-    expect(outcomes(worker.records, first.jobId)).toMatchObject([{ outcome: 'superseded', level: 30, fence: first.lease.fence }]);
+    expect(outcomes(worker.records, first.jobId)).toMatchObject([
+      { outcome: 'superseded', level: 30, fence: first.lease.fence },
+    ]);
     expect(superseded.progress).not.toHaveProperty('handlerStarted');
     expect(ran.returnvalue).toMatchObject({ outcome: 'succeeded' });
     const ledger = runs('cancel-queued.txt');
@@ -118,14 +144,29 @@ describe('worker: overlap cancel-previous with a real worker', () => {
 
   it('the lease confirmed after the handler-started mark: a moment without a quorum there is tried again while the lease is valid, and the run goes on', async () => {
     const { connection, scheduler } = cluster;
-    const schedule = scheduleFixture('team-a/cancel-confirm', beating('cancel-confirm.txt', 300), { cron: '0 0 * * * *', queue: 'q-cancel-confirm', overlap: 'cancel-previous', leaseTtlMs: 4000, startDeadlineMs: 30_000 });
+    const schedule = scheduleFixture('team-a/cancel-confirm', beating('cancel-confirm.txt', 300), {
+      cron: '0 0 * * * *',
+      queue: 'q-cancel-confirm',
+      overlap: 'cancel-previous',
+      leaseTtlMs: 4000,
+      startDeadlineMs: 30_000,
+    });
     const worker = await cluster.startWorker([schedule]);
     // The run's first extension is that confirmation (its watchdog's first comes 500 ms later): it misses its quorum once.
     const extend = worker.redlock.extend.bind(worker.redlock);
     let extensions = 0;
     worker.redlock.extend = (lease, ttlMs, options) => {
       extensions += 1;
-      return extensions === 1 ? Promise.reject(new QuorumUnavailableError(lease.resource, 'extend', new Map<string, NodeCause>([['node-0:1', new Error('timed out')]]), 3)) : extend(lease, ttlMs, options);
+      return extensions === 1
+        ? Promise.reject(
+            new QuorumUnavailableError(
+              lease.resource,
+              'extend',
+              new Map<string, NodeCause>([['node-0:1', new Error('timed out')]]),
+              3,
+            ),
+          )
+        : extend(lease, ttlMs, options);
     };
     const tickMs = Math.floor(Date.now() / 3_600_000) * 3_600_000;
     const { jobId } = await enqueueTick(scheduler, connection, schedule, { tickMs, dueMs: Date.now(), revoke: true });
@@ -137,37 +178,59 @@ describe('worker: overlap cancel-previous with a real worker', () => {
     expect(runs('cancel-confirm.txt')).toHaveLength(1);
   });
 
-  it('a job that starts only after its schedule\'s next tick is due (deferred, retried or re-run after a stall) is superseded, not run after the newer tick', async () => {
+  it("a job that starts only after its schedule's next tick is due (deferred, retried or re-run after a stall) is superseded, not run after the newer tick", async () => {
     const { connection, scheduler } = cluster;
-    const schedule = scheduleFixture('team-a/cancel-late', beating('cancel-late.txt', 300), { queue: 'q-cancel-late', overlap: 'cancel-previous', leaseTtlMs: 5000, startDeadlineMs: 30_000 });
+    const schedule = scheduleFixture('team-a/cancel-late', beating('cancel-late.txt', 300), {
+      queue: 'q-cancel-late',
+      overlap: 'cancel-previous',
+      leaseTtlMs: 5000,
+      startDeadlineMs: 30_000,
+    });
     const worker = await cluster.startWorker([schedule]);
     const t0 = nextTick(1000);
     // Ready 1.5 s after its tick: the next tick (one second after it) is due by then.
-    const { jobId, lease } = await enqueueTick(scheduler, connection, schedule, { tickMs: t0, delayMs: t0 + 1500 - Date.now(), revoke: true });
+    const { jobId, lease } = await enqueueTick(scheduler, connection, schedule, {
+      tickMs: t0,
+      delayMs: t0 + 1500 - Date.now(),
+      revoke: true,
+    });
     const job = await settledJob(connection, 'q-cancel-late', jobId);
     expect(job.returnvalue).toEqual({ outcome: 'superseded' });
-    expect(outcomes(worker.records, jobId)).toMatchObject([{ outcome: 'superseded', successorTick: new Date(t0 + 1000).toISOString(), firstStart: true }]);
+    expect(outcomes(worker.records, jobId)).toMatchObject([
+      { outcome: 'superseded', successorTick: new Date(t0 + 1000).toISOString(), firstStart: true },
+    ]);
     expect(cluster.lines('cancel-late.txt')).toEqual([]);
     // The scheduler's lease went with it: the next run need not wait for it to lapse.
-    await expect(scheduler.acquire(lease.resource, 1000, { retryCount: 0 })).resolves.toMatchObject({ resource: lease.resource });
+    await expect(scheduler.acquire(lease.resource, 1000, { retryCount: 0 })).resolves.toMatchObject({
+      resource: lease.resource,
+    });
   });
 
-  it('a predecessor whose worker died mid-run (its job stays active until BullMQ\'s stalled check) holds up its successors only until its revoked lease surely ended, not each successor\'s own TTL', async () => {
+  it("a predecessor whose worker died mid-run (its job stays active until BullMQ's stalled check) holds up its successors only until its revoked lease surely ended, not each successor's own TTL", async () => {
     const { connection, scheduler } = cluster;
     const ttl = 2000;
     const period = 1000;
     const queue = 'q-cancel-dead';
-    const schedule = scheduleFixture('team-a/cancel-dead', beating('cancel-dead.txt', 300), { queue, overlap: 'cancel-previous', leaseTtlMs: ttl, startDeadlineMs: 30_000 });
+    const schedule = scheduleFixture('team-a/cancel-dead', beating('cancel-dead.txt', 300), {
+      queue,
+      overlap: 'cancel-previous',
+      leaseTtlMs: ttl,
+      startDeadlineMs: 30_000,
+    });
     // The dead worker: it took the first tick's job, marked its handler started, and never did anything again
     // (BullMQ keeps the job active for its 30 s job lock).
     const deadConnection = new Redis(cluster.connection.options);
     let taken!: () => void;
     const tookIt = new Promise<void>((resolve) => (taken = resolve));
-    const dead = new Worker(queueName(queue), async (job) => {
-      await markHandlerStarted(job, 1, (job.data as TickJobData).lease.fence);
-      taken();
-      await new Promise(() => undefined);
-    }, { connection: deadConnection, lockDuration: 30_000 });
+    const dead = new Worker(
+      queueName(queue),
+      async (job) => {
+        await markHandlerStarted(job, 1, (job.data as TickJobData).lease.fence);
+        taken();
+        await new Promise(() => undefined);
+      },
+      { connection: deadConnection, lockDuration: 30_000 },
+    );
     try {
       const t0 = nextTick(period);
       await waitUntil(() => Date.now() >= t0, 'the first tick to be due', { intervalMs: 5 });
@@ -189,7 +252,13 @@ describe('worker: overlap cancel-previous with a real worker', () => {
       expect((run as Run).start).toBeGreaterThanOrEqual(firstSeen + ttl + TAKEOVER_SLACK_MS);
       // Its own enqueue plus a TTL and slack would be a period or two later (and with faster ticks, never).
       expect((run as Run).start).toBeLessThan(last.data.enqueuedAtMs + ttl + TAKEOVER_SLACK_MS - 500);
-      expect(worker.records.some((r) => r['msg'] === 'the schedule\'s other runs are still active, but their revoked lease cannot be valid any more: starting')).toBe(true);
+      expect(
+        worker.records.some(
+          (r) =>
+            r['msg'] ===
+            "the schedule's other runs are still active, but their revoked lease cannot be valid any more: starting",
+        ),
+      ).toBe(true);
     } finally {
       await dead.close(true);
       deadConnection.disconnect();
@@ -199,7 +268,12 @@ describe('worker: overlap cancel-previous with a real worker', () => {
 
 describe('predecessorsWaitUntil: how long a cancel-previous run waits, from plain values', () => {
   const self = { tickMs: 10_000, enqueuedAtMs: 10_050, ttlMs: 3000 };
-  const peer = (tickMs: number, started: boolean, revokedByMs?: number) => ({ jobId: `t/s@${tickMs}`, tickMs, started, revokedByMs });
+  const peer = (tickMs: number, started: boolean, revokedByMs?: number) => ({
+    jobId: `t/s@${tickMs}`,
+    tickMs,
+    started,
+    revokedByMs,
+  });
 
   it('starts at once when no other run started; waits for a started one until its revoked lease surely ended', () => {
     expect(predecessorsWaitUntil(self, [], 1000)).toBeUndefined();
@@ -209,13 +283,15 @@ describe('predecessorsWaitUntil: how long a cancel-previous run waits, from plai
     expect(predecessorsWaitUntil(self, [peer(12_000, true)], 1000)).toBe(10_050 + 3000 + 1000);
   });
 
-  it('a run marks revoked only started runs of earlier ticks not marked yet: never a later tick\'s (granted after its own enqueue)', () => {
+  it("a run marks revoked only started runs of earlier ticks not marked yet: never a later tick's (granted after its own enqueue)", () => {
     const peers = [peer(6000, true), peer(7000, true, 8050), peer(8000, false), peer(12_000, true)];
     expect(peersToMarkRevoked(self, peers).map((p) => p.tickMs)).toEqual([6000]);
   });
 
   it('a started run first seen by an earlier successor was revoked before that one was enqueued: the earlier bound holds', () => {
     expect(predecessorsWaitUntil(self, [peer(6000, true, 8050), peer(8000, false)], 1000)).toBe(8050 + 3000 + 1000);
-    expect(predecessorsWaitUntil(self, [peer(6000, true, 8050), peer(8000, true, 10_040)], 1000)).toBe(10_040 + 3000 + 1000);
+    expect(predecessorsWaitUntil(self, [peer(6000, true, 8050), peer(8000, true, 10_040)], 1000)).toBe(
+      10_040 + 3000 + 1000,
+    );
   });
 });

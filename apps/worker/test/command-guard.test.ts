@@ -32,7 +32,11 @@ describe('command guard (a real sidecar process)', () => {
   it('reads the clock every process of the host shares: a child process reads CLOCK_MONOTONIC between our two readings', () => {
     const before = hostMonotonicMs();
     // stdout.write, not console.log: FORCE_COLOR (set by nx) would colour a logged number.
-    const child = spawnSync(process.execPath, ['-e', 'process.stdout.write(String(Number(process.hrtime.bigint()) / 1e6))'], { encoding: 'utf8' });
+    const child = spawnSync(
+      process.execPath,
+      ['-e', 'process.stdout.write(String(Number(process.hrtime.bigint()) / 1e6))'],
+      { encoding: 'utf8' },
+    );
     const after = hostMonotonicMs();
     const theirs = Number(child.stdout.trim());
     expect(theirs).toBeGreaterThan(before);
@@ -78,7 +82,11 @@ describe('command guard (a real sidecar process)', () => {
       guard.watch(watched, 1500);
       process.kill(first, 'SIGKILL');
       await waitUntil(() => guard.pid !== undefined && guard.pid !== first, 'a new guard', { timeoutMs: 5000 });
-      expect(records.find((r) => r['code'] === 'COMMAND_GUARD_EXITED')).toMatchObject({ signal: 'SIGKILL', unguardedGroups: 1, respawnInMs: 0 });
+      expect(records.find((r) => r['code'] === 'COMMAND_GUARD_EXITED')).toMatchObject({
+        signal: 'SIGKILL',
+        unguardedGroups: 1,
+        respawnInMs: 0,
+      });
       expect(await metrics.registry.metrics()).toMatch(/tickwarden_worker_command_guard_exits_total 1/);
       // A SIGKILLed guard could not kill anything: the group outlived it, and the new guard ends it.
       await waitUntil(() => !groupAlive(watched), 'the new guard to kill the group', { timeoutMs: 5000 });
@@ -103,13 +111,15 @@ describe('command guard (a real sidecar process)', () => {
       expect(guard.pid).toBeDefined();
       // It has it: it kills the group at its time.
       await waitUntil(() => !groupAlive(watched), 'the guard to kill the group', { timeoutMs: 5000 });
-      await expect(guard.watching(12345678, new AbortController().signal)).rejects.toThrow('process group 12345678 is not watched');
+      await expect(guard.watching(12345678, new AbortController().signal)).rejects.toThrow(
+        'process group 12345678 is not watched',
+      );
     } finally {
       await guard.close();
     }
   });
 
-  it('ready() waits for a guard: it rejects with the signal\'s reason on abort, and with COMMAND_GUARD_UNAVAILABLE after its timeout', async () => {
+  it("ready() waits for a guard: it rejects with the signal's reason on abort, and with COMMAND_GUARD_UNAVAILABLE after its timeout", async () => {
     const { logger } = captureLogger();
     const idle = new CommandGuard({ logger, readyTimeoutMs: 100 });
     const controller = new AbortController();

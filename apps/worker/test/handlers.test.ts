@@ -6,14 +6,28 @@ import path from 'node:path';
 import { sleep, waitUntil } from '@tickwarden/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEFAULT_HTTP_DESTINATIONS, parseHttpDestinations } from '@tickwarden/config';
-import { CommandGuard, HandlerError, HTTP_DESTINATION_REFUSED, runCommand, runHttp, runModule, type HttpHandlerConfig, type RunContext } from '../src/index.ts';
+import {
+  CommandGuard,
+  HandlerError,
+  HTTP_DESTINATION_REFUSED,
+  runCommand,
+  runHttp,
+  runModule,
+  type HttpHandlerConfig,
+  type RunContext,
+} from '../src/index.ts';
 import { captureLogger, groupAlive, runContext, testLease } from './support.ts';
 
 const abortReason = () => new Error('stop now');
 
 /** Gives this (worker) process credentials as a Deployment does; returns what takes them away again. */
 function withWorkerSecrets(): () => void {
-  const secrets = { TICKWARDEN_QUEUE_REDIS: 'redis://:queue-secret@queue:6379', LOCK_REDIS_PASSWORD: 'lock-secret', QUEUE_REDIS_PASSWORD: 'queue-secret', PLATFORM_API_TOKEN: 'token-secret' };
+  const secrets = {
+    TICKWARDEN_QUEUE_REDIS: 'redis://:queue-secret@queue:6379',
+    LOCK_REDIS_PASSWORD: 'lock-secret',
+    QUEUE_REDIS_PASSWORD: 'queue-secret',
+    PLATFORM_API_TOKEN: 'token-secret',
+  };
   Object.assign(process.env, secrets);
   return () => {
     for (const name of Object.keys(secrets)) delete process.env[name];
@@ -26,7 +40,14 @@ function expectOnlyJobEnv(names: readonly string[], extra: readonly string[] = [
   expect(names.filter((name) => name.startsWith('TICKWARDEN_')).sort()).toEqual(run);
   const others = names.filter((name) => !name.startsWith('TICKWARDEN_') && !extra.includes(name));
   // PWD, SHLVL and _ are the gate's (sh) own.
-  expect(others.every((name) => /^(PATH|HOME|USER|LOGNAME|SHELL|TMPDIR|TZ|LANG|LANGUAGE|LC_[A-Z]+|SSL_CERT_FILE|SSL_CERT_DIR|NODE_EXTRA_CA_CERTS|PWD|SHLVL|_)$/.test(name)), others.join(' ')).toBe(true);
+  expect(
+    others.every((name) =>
+      /^(PATH|HOME|USER|LOGNAME|SHELL|TMPDIR|TZ|LANG|LANGUAGE|LC_[A-Z]+|SSL_CERT_FILE|SSL_CERT_DIR|NODE_EXTRA_CA_CERTS|PWD|SHLVL|_)$/.test(
+        name,
+      ),
+    ),
+    others.join(' '),
+  ).toBe(true);
   expect(names).toContain('PATH');
 }
 
@@ -51,7 +72,8 @@ describe('http handler', () => {
         else if (request.url === '/see-other') response.writeHead(303, { location: `${base}/ok` }).end();
         else if (request.url === '/loop') response.writeHead(302, { location: '/loop' }).end();
         else if (request.url === '/elsewhere') response.writeHead(308, { location: `${otherBase}/steal` }).end();
-        else if (request.url === '/fail') response.writeHead(503, { 'content-type': 'text/plain' }).end(`${'x'.repeat(3000)}TAIL`);
+        else if (request.url === '/fail')
+          response.writeHead(503, { 'content-type': 'text/plain' }).end(`${'x'.repeat(3000)}TAIL`);
         else if (request.url === '/hang') {
           held = request;
           request.socket.once('close', () => (socketClosed = true));
@@ -75,7 +97,15 @@ describe('http handler', () => {
     }
   });
 
-  const config = (url: string, overrides: Partial<HttpHandlerConfig> = {}): HttpHandlerConfig => ({ kind: 'http', url, method: 'POST', headers: { 'X-Team': 'a', 'Idempotency-Key': 'user-set' }, timeoutMs: 5000, redirects: 'none', ...overrides });
+  const config = (url: string, overrides: Partial<HttpHandlerConfig> = {}): HttpHandlerConfig => ({
+    kind: 'http',
+    url,
+    method: 'POST',
+    headers: { 'X-Team': 'a', 'Idempotency-Key': 'user-set' },
+    timeoutMs: 5000,
+    redirects: 'none',
+    ...overrides,
+  });
 
   it('POSTs the payload as JSON with the idempotency key, tick, schedule and fence headers; 2xx succeeds', async () => {
     const { logger } = captureLogger();
@@ -96,16 +126,24 @@ describe('http handler', () => {
 
   it('credentials in the URL are sent as Basic auth, never in an error message', async () => {
     const { logger } = captureLogger();
-    await runHttp(config(`${base.replace('http://', 'http://svc:p%40ss@')}/ok`), runContext(new AbortController().signal, logger));
+    await runHttp(
+      config(`${base.replace('http://', 'http://svc:p%40ss@')}/ok`),
+      runContext(new AbortController().signal, logger),
+    );
     expect(seen.at(-1)?.headers['authorization']).toBe(`Basic ${Buffer.from('svc:p@ss').toString('base64')}`);
-    const refused = await runHttp(config('http://svc:secret@127.0.0.1:1/ok'), runContext(new AbortController().signal, logger)).catch((e: unknown) => e);
+    const refused = await runHttp(
+      config('http://svc:secret@127.0.0.1:1/ok'),
+      runContext(new AbortController().signal, logger),
+    ).catch((e: unknown) => e);
     expect((refused as Error).message).toMatch(/^http request failed: /);
     expect(JSON.stringify(refused, Object.getOwnPropertyNames(refused))).not.toContain('secret');
   });
 
   it('a non-2xx status fails with the status and at most 1 KiB of the body', async () => {
     const { logger } = captureLogger();
-    const error = await runHttp(config(`${base}/fail`), runContext(new AbortController().signal, logger)).catch((e: unknown) => e);
+    const error = await runHttp(config(`${base}/fail`), runContext(new AbortController().signal, logger)).catch(
+      (e: unknown) => e,
+    );
     expect(error).toBeInstanceOf(HandlerError);
     const { details, message } = error as HandlerError;
     expect(details['status']).toBe(503);
@@ -116,7 +154,10 @@ describe('http handler', () => {
 
   it('its own timeout fails the call', async () => {
     const { logger } = captureLogger();
-    const error = await runHttp(config(`${base}/hang`, { timeoutMs: 200 }), runContext(new AbortController().signal, logger)).catch((e: unknown) => e);
+    const error = await runHttp(
+      config(`${base}/hang`, { timeoutMs: 200 }),
+      runContext(new AbortController().signal, logger),
+    ).catch((e: unknown) => e);
     expect((error as Error).message).toBe('http request timed out after 200 ms');
     await waitUntil(() => socketClosed, 'the timed-out request socket to close');
   });
@@ -124,16 +165,26 @@ describe('http handler', () => {
   it('started() comes right before the request is sent; a run aborted before it sends nothing and is not started', async () => {
     const { logger } = captureLogger();
     let started = 0;
-    await runHttp(config(`${base}/ok`), runContext(new AbortController().signal, logger, { started: () => {
-        started += 1;
-      } }));
+    await runHttp(
+      config(`${base}/ok`),
+      runContext(new AbortController().signal, logger, {
+        started: () => {
+          started += 1;
+        },
+      }),
+    );
     expect(started).toBe(1);
     const sent = seen.length;
     const aborted = new AbortController();
     aborted.abort(new Error('lease lost'));
-    const error = await runHttp(config(`${base}/ok`), runContext(aborted.signal, logger, { started: () => {
-        started += 1;
-      } })).catch((e: unknown) => e);
+    const error = await runHttp(
+      config(`${base}/ok`),
+      runContext(aborted.signal, logger, {
+        started: () => {
+          started += 1;
+        },
+      }),
+    ).catch((e: unknown) => e);
     expect(error).toMatchObject({ message: 'lease lost' });
     expect(started).toBe(1);
     await sleep(100);
@@ -151,12 +202,24 @@ describe('http handler', () => {
     const sent = seen.length;
     let started = 0;
     const missing = config(`${base}/ok`, { headers: { 'X-Api-Token': { secret: 'team-a-api', key: 'other' } } });
-    const error = await runHttp(missing, runContext(new AbortController().signal, logger, { started: () => {
-        started += 1;
-      } }), { secretsDir: secrets }).catch((e: unknown) => e);
+    const error = await runHttp(
+      missing,
+      runContext(new AbortController().signal, logger, {
+        started: () => {
+          started += 1;
+        },
+      }),
+      { secretsDir: secrets },
+    ).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(HandlerError);
-    expect((error as HandlerError).message).toBe(`cannot read X-Api-Token from Secret team-a-api, key other (${path.join(secrets, 'team-a-api', 'other')}): ENOENT`);
-    expect((error as HandlerError).details).toMatchObject({ code: 'SECRET_UNAVAILABLE', secret: 'team-a-api', key: 'other' });
+    expect((error as HandlerError).message).toBe(
+      `cannot read X-Api-Token from Secret team-a-api, key other (${path.join(secrets, 'team-a-api', 'other')}): ENOENT`,
+    );
+    expect((error as HandlerError).details).toMatchObject({
+      code: 'SECRET_UNAVAILABLE',
+      secret: 'team-a-api',
+      key: 'other',
+    });
     expect(started).toBe(0);
     expect(seen).toHaveLength(sent);
     expect(JSON.stringify(records)).not.toContain('s3cret-token');
@@ -165,7 +228,9 @@ describe('http handler', () => {
 
   it('redirects are not followed by default: a 3xx fails the run naming where it pointed', async () => {
     const { logger } = captureLogger();
-    const error = await runHttp(config(`${base}/moved`), runContext(new AbortController().signal, logger)).catch((e: unknown) => e);
+    const error = await runHttp(config(`${base}/moved`), runContext(new AbortController().signal, logger)).catch(
+      (e: unknown) => e,
+    );
     expect(error).toBeInstanceOf(HandlerError);
     expect((error as HandlerError).message).toBe(`http 307: redirect to ${base}/ok not followed (redirects: none)`);
     expect((error as HandlerError).details).toMatchObject({ status: 307, location: `${base}/ok` });
@@ -175,16 +240,26 @@ describe('http handler', () => {
     const { logger } = captureLogger();
     const sameOrigin = { redirects: 'same-origin' as const };
     const before = seen.length;
-    expect(await runHttp(config(`${base}/moved`, sameOrigin), runContext(new AbortController().signal, logger))).toMatchObject({ status: 204, redirects: 1 });
+    expect(
+      await runHttp(config(`${base}/moved`, sameOrigin), runContext(new AbortController().signal, logger)),
+    ).toMatchObject({ status: 204, redirects: 1 });
     expect(seen.slice(before).map((r) => [r.method, r.url, r.body])).toEqual([
       ['POST', '/moved', '{"hello":"world"}'],
       ['POST', '/ok', '{"hello":"world"}'],
     ]);
     await runHttp(config(`${base}/see-other`, sameOrigin), runContext(new AbortController().signal, logger));
     expect(seen.at(-1)).toMatchObject({ method: 'GET', url: '/ok', body: '' });
-    const loop = await runHttp(config(`${base}/loop`, sameOrigin), runContext(new AbortController().signal, logger)).catch((e: unknown) => e);
-    expect((loop as HandlerError).message).toBe(`http 302: redirect to ${base}/loop not followed (more than 5 redirects)`);
-    const away = await runHttp(config(`${base}/elsewhere`, { ...sameOrigin, headers: { 'X-Api-Token': 'team-secret' } }), runContext(new AbortController().signal, logger)).catch((e: unknown) => e);
+    const loop = await runHttp(
+      config(`${base}/loop`, sameOrigin),
+      runContext(new AbortController().signal, logger),
+    ).catch((e: unknown) => e);
+    expect((loop as HandlerError).message).toBe(
+      `http 302: redirect to ${base}/loop not followed (more than 5 redirects)`,
+    );
+    const away = await runHttp(
+      config(`${base}/elsewhere`, { ...sameOrigin, headers: { 'X-Api-Token': 'team-secret' } }),
+      runContext(new AbortController().signal, logger),
+    ).catch((e: unknown) => e);
     expect((away as HandlerError).message).toBe(`http 308: redirect to ${otherBase}/steal not followed (not ${base})`);
     await sleep(100);
     expect(stolen).toEqual([]);
@@ -196,14 +271,25 @@ describe('http handler', () => {
     const refusal = async (url: string, httpDestinations = DEFAULT_HTTP_DESTINATIONS) => {
       let started = 0;
       const before = seen.length;
-      const error = await runHttp(config(url), runContext(new AbortController().signal, logger, { started: () => {
-        started += 1;
-      } }), { httpDestinations }).catch((e: unknown) => e);
+      const error = await runHttp(
+        config(url),
+        runContext(new AbortController().signal, logger, {
+          started: () => {
+            started += 1;
+          },
+        }),
+        { httpDestinations },
+      ).catch((e: unknown) => e);
       expect(seen.length - before).toBe(0);
       return { error: error as HandlerError, started };
     };
     // Every spelling of the metadata address is the same host to the URL parser.
-    for (const url of ['http://169.254.169.254/latest/meta-data/', 'http://2852039166/', 'http://[::ffff:169.254.169.254]/', 'http://[fe80::1]/']) {
+    for (const url of [
+      'http://169.254.169.254/latest/meta-data/',
+      'http://2852039166/',
+      'http://[::ffff:169.254.169.254]/',
+      'http://[fe80::1]/',
+    ]) {
       const { error, started } = await refusal(url);
       expect(error).toBeInstanceOf(HandlerError);
       expect(error.message).toMatch(/^http destination refused: address \S+ is link-local/);
@@ -213,14 +299,24 @@ describe('http handler', () => {
     // A name passes the check on the URL; the addresses it resolves to are checked as the connection is made.
     const denyLoopback = parseHttpDestinations(undefined, '127.0.0.0/8, ::1/128').value;
     const viaName = await refusal(`http://localhost:${port}/ok`, denyLoopback);
-    expect(viaName.error.message).toMatch(/^http destination refused: address (127\.0\.0\.1|::1) \(localhost\) is denied \(TICKWARDEN_HTTP_DENY\)$/);
+    expect(viaName.error.message).toMatch(
+      /^http destination refused: address (127\.0\.0\.1|::1) \(localhost\) is denied \(TICKWARDEN_HTTP_DENY\)$/,
+    );
     expect(viaName.started).toBe(1);
     // An allow list: what it names is reached (only through its allowed addresses), the rest refused.
     const onlyLoopbackV4 = parseHttpDestinations('127.0.0.1/32', undefined).value;
-    expect(await runHttp(config(`http://localhost:${port}/ok`), runContext(new AbortController().signal, logger), { httpDestinations: onlyLoopbackV4 })).toMatchObject({ status: 204 });
+    expect(
+      await runHttp(config(`http://localhost:${port}/ok`), runContext(new AbortController().signal, logger), {
+        httpDestinations: onlyLoopbackV4,
+      }),
+    ).toMatchObject({ status: 204 });
     const byName = parseHttpDestinations('*.example.com', undefined).value;
-    expect((await refusal(`${base}/ok`, byName)).error.message).toBe('http destination refused: address 127.0.0.1 is not in TICKWARDEN_HTTP_ALLOW');
-    expect((await refusal(`http://localhost:${port}/ok`, byName)).error.message).toBe('http destination refused: host localhost is not in TICKWARDEN_HTTP_ALLOW');
+    expect((await refusal(`${base}/ok`, byName)).error.message).toBe(
+      'http destination refused: address 127.0.0.1 is not in TICKWARDEN_HTTP_ALLOW',
+    );
+    expect((await refusal(`http://localhost:${port}/ok`, byName)).error.message).toBe(
+      'http destination refused: host localhost is not in TICKWARDEN_HTTP_ALLOW',
+    );
   });
 
   it('an abort cancels the request: the server sees the socket close', async () => {
@@ -249,9 +345,15 @@ describe('command handler', () => {
     rmSync(dir, { recursive: true, force: true });
   });
   const guarded = { guard };
-  const command = (script: string, killGraceMs = 300) => ({ kind: 'command' as const, argv: [process.execPath, '-e', script], cwd: dir, env: { EXTRA: 'yes' }, killGraceMs });
+  const command = (script: string, killGraceMs = 300) => ({
+    kind: 'command' as const,
+    argv: [process.execPath, '-e', script],
+    cwd: dir,
+    env: { EXTRA: 'yes' },
+    killGraceMs,
+  });
 
-  it('runs without a shell: payload on stdin, the tick in TICKWARDEN_* variables (not the worker\'s own), output logged line by line; exit 0 succeeds', async () => {
+  it("runs without a shell: payload on stdin, the tick in TICKWARDEN_* variables (not the worker's own), output logged line by line; exit 0 succeeds", async () => {
     const { logger, records } = captureLogger();
     const restore = withWorkerSecrets();
     const script = `
@@ -261,13 +363,26 @@ describe('command handler', () => {
         console.log(JSON.stringify({ input: JSON.parse(input), cwd: process.cwd(), vars: [e.TICKWARDEN_SCHEDULE, e.TICKWARDEN_TICK, e.TICKWARDEN_FENCE, e.TICKWARDEN_JOB_ID, e.TICKWARDEN_ATTEMPT, e.EXTRA, e.TICKWARDEN_QUEUE_REDIS ?? 'unset', typeof e.PATH], names: Object.keys(e).sort() }));
         console.error('to stderr');
       });`;
-    const details = await runCommand(command(script), runContext(new AbortController().signal, logger, { attempt: 2 }), guarded).finally(restore);
+    const details = await runCommand(
+      command(script),
+      runContext(new AbortController().signal, logger, { attempt: 2 }),
+      guarded,
+    ).finally(restore);
     expect(details['exitCode']).toBe(0);
     const stdout = records.find((r) => r['stream'] === 'stdout');
     expect(JSON.parse(String(stdout?.['msg']))).toEqual({
       input: { hello: 'world' },
       cwd: dir,
-      vars: ['team-a/job', '2030-01-01T12:00:00.000Z', '1700000000000001', 'team-a/job@1893499200000', '2', 'yes', 'unset', 'string'],
+      vars: [
+        'team-a/job',
+        '2030-01-01T12:00:00.000Z',
+        '1700000000000001',
+        'team-a/job@1893499200000',
+        '2',
+        'yes',
+        'unset',
+        'string',
+      ],
       names: expect.any(Array),
     });
     // Nothing of the worker's environment but the allowlist: no credential, whatever its name.
@@ -285,35 +400,60 @@ describe('command handler', () => {
     await runCommand(withSecret, runContext(new AbortController().signal, logger), { ...guarded, secretsDir: secrets });
     expect(records.find((r) => r['stream'] === 'stdout')?.['msg']).toBe('has it');
     writeFileSync(path.join(secrets, 'team-a-db', 'password'), 'rotated');
-    await runCommand({ ...command('console.log(process.env.DB_PASSWORD)'), env: withSecret.env }, runContext(new AbortController().signal, logger), { ...guarded, secretsDir: secrets });
+    await runCommand(
+      { ...command('console.log(process.env.DB_PASSWORD)'), env: withSecret.env },
+      runContext(new AbortController().signal, logger),
+      { ...guarded, secretsDir: secrets },
+    );
     expect(records.filter((r) => r['stream'] === 'stdout').at(-1)?.['msg']).toBe('rotated');
     rmSync(secrets, { recursive: true, force: true });
   });
 
   it('a non-zero exit fails; a missing program fails to start', async () => {
     const { logger } = captureLogger();
-    const failed = await runCommand(command('process.exit(3)'), runContext(new AbortController().signal, logger), guarded).catch((e: unknown) => e);
+    const failed = await runCommand(
+      command('process.exit(3)'),
+      runContext(new AbortController().signal, logger),
+      guarded,
+    ).catch((e: unknown) => e);
     expect((failed as HandlerError).message).toBe('command exited with code 3');
     expect((failed as HandlerError).details['exitCode']).toBe(3);
-    const missing = await runCommand({ ...command(''), argv: ['/nonexistent/tickwarden-nope'] }, runContext(new AbortController().signal, logger), guarded).catch((e: unknown) => e);
-    expect((missing as Error).message).toMatch(/^cannot start command "\/nonexistent\/tickwarden-nope": no executable file at \/nonexistent\/tickwarden-nope$/);
+    const missing = await runCommand(
+      { ...command(''), argv: ['/nonexistent/tickwarden-nope'] },
+      runContext(new AbortController().signal, logger),
+      guarded,
+    ).catch((e: unknown) => e);
+    expect((missing as Error).message).toMatch(
+      /^cannot start command "\/nonexistent\/tickwarden-nope": no executable file at \/nonexistent\/tickwarden-nope$/,
+    );
   });
 
-  it('finds the program as execvp would: a path with a slash from cwd, a bare name on the command\'s PATH; a file that is not executable is not run', async () => {
+  it("finds the program as execvp would: a path with a slash from cwd, a bare name on the command's PATH; a file that is not executable is not run", async () => {
     const { logger, records } = captureLogger();
     mkdirSync(path.join(dir, 'bin'), { recursive: true });
     writeFileSync(path.join(dir, 'bin', 'say-argv0'), '#!/bin/sh\necho "argv0 $0 $1"\n', { mode: 0o755 });
     writeFileSync(path.join(dir, 'bin', 'not-executable'), '#!/bin/sh\necho ran\n', { mode: 0o644 });
     const run = (argv: string[], env: Record<string, string> = {}) =>
-      runCommand({ kind: 'command', argv, cwd: dir, env, killGraceMs: 300 }, runContext(new AbortController().signal, logger), guarded);
+      runCommand(
+        { kind: 'command', argv, cwd: dir, env, killGraceMs: 300 },
+        runContext(new AbortController().signal, logger),
+        guarded,
+      );
     expect((await run(['./bin/say-argv0', 'relative']))['exitCode']).toBe(0);
     expect((await run(['say-argv0', 'bare'], { PATH: `/nonexistent:${path.join(dir, 'bin')}` }))['exitCode']).toBe(0);
-    expect(records.filter((r) => r['stream'] === 'stdout').map((r) => r['msg'])).toEqual([`argv0 ${path.join(dir, 'bin', 'say-argv0')} relative`, `argv0 ${path.join(dir, 'bin', 'say-argv0')} bare`]);
+    expect(records.filter((r) => r['stream'] === 'stdout').map((r) => r['msg'])).toEqual([
+      `argv0 ${path.join(dir, 'bin', 'say-argv0')} relative`,
+      `argv0 ${path.join(dir, 'bin', 'say-argv0')} bare`,
+    ]);
     const bare = await run(['say-argv0']).catch((e: unknown) => e);
-    expect((bare as HandlerError).message).toBe('cannot start command "say-argv0": no executable file named "say-argv0" on PATH');
+    expect((bare as HandlerError).message).toBe(
+      'cannot start command "say-argv0": no executable file named "say-argv0" on PATH',
+    );
     expect((bare as HandlerError).details['code']).toBe('COMMAND_NOT_FOUND');
     const plain = await run(['bin/not-executable']).catch((e: unknown) => e);
-    expect((plain as HandlerError).message).toBe(`cannot start command "bin/not-executable": no executable file at ${path.join(dir, 'bin', 'not-executable')}`);
+    expect((plain as HandlerError).message).toBe(
+      `cannot start command "bin/not-executable": no executable file at ${path.join(dir, 'bin', 'not-executable')}`,
+    );
   });
 
   it('caps output at 1,000 lines and 4 KiB per line, then one "truncated" line', async () => {
@@ -339,9 +479,13 @@ describe('command handler', () => {
       setInterval(() => {}, 1000);`;
     const controller = new AbortController();
     const started = performance.now();
-    const call = runCommand(command(script, 400), runContext(controller.signal, logger), guarded).catch((e: unknown) => e);
+    const call = runCommand(command(script, 400), runContext(controller.signal, logger), guarded).catch(
+      (e: unknown) => e,
+    );
     await waitUntil(() => records.some((r) => String(r['msg']).startsWith('pgid ')), 'the command to start');
-    const [, pgid, , grandchild] = String(records.find((r) => String(r['msg']).startsWith('pgid '))?.['msg']).split(' ');
+    const [, pgid, , grandchild] = String(records.find((r) => String(r['msg']).startsWith('pgid '))?.['msg']).split(
+      ' ',
+    );
     expect(groupAlive(Number(pgid))).toBe(true);
     const reason = abortReason();
     controller.abort(reason);
@@ -356,7 +500,11 @@ describe('command handler', () => {
   it('a command that honours SIGTERM stops at once on abort', async () => {
     const { logger, records } = captureLogger();
     const controller = new AbortController();
-    const call = runCommand(command("console.log('pid ' + process.pid); setInterval(() => {}, 1000)", 10_000), runContext(controller.signal, logger), guarded).catch((e: unknown) => e);
+    const call = runCommand(
+      command("console.log('pid ' + process.pid); setInterval(() => {}, 1000)", 10_000),
+      runContext(controller.signal, logger),
+      guarded,
+    ).catch((e: unknown) => e);
     await waitUntil(() => records.some((r) => String(r['msg']).startsWith('pid ')), 'the command to start');
     const pgid = Number(String(records.find((r) => String(r['msg']).startsWith('pid '))?.['msg']).slice(4));
     const at = performance.now();
@@ -386,7 +534,13 @@ describe('command handler: bound to the lease', () => {
     dir = mkdtempSync(path.join(tmpdir(), 'tickwarden-command-lease-'));
   });
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
-  const command = (script: string, killGraceMs: number) => ({ kind: 'command' as const, argv: [process.execPath, '-e', script], cwd: dir, env: {}, killGraceMs });
+  const command = (script: string, killGraceMs: number) => ({
+    kind: 'command' as const,
+    argv: [process.execPath, '-e', script],
+    cwd: dir,
+    env: {},
+    killGraceMs,
+  });
   const heartbeats = (name: string) => readFileSync(path.join(dir, name), 'utf8').trim().split('\n').map(Number);
   /** A command appending Date.now() to `name` every 20 ms and printing its pid; `ignoreTerm` makes it survive SIGTERM. */
   const beating = (name: string, ignoreTerm: boolean) =>
@@ -394,14 +548,24 @@ describe('command handler: bound to the lease', () => {
      const beat = () => require('node:fs').appendFileSync(${JSON.stringify(path.join(dir, name))}, Date.now() + '\\n');
      console.log('pid ' + process.pid); beat(); setInterval(beat, 20);`;
   // Never kills: these tests see the worker's own kills (command-guard.test.ts tests the guard's).
-  const passiveGuard = { ready: () => Promise.resolve(), watch: () => undefined, watching: () => Promise.resolve(), unwatch: () => undefined } as unknown as CommandGuard;
-  const pidOf = (records: Record<string, unknown>[]) => Number(String(records.find((r) => String(r['msg']).startsWith('pid '))?.['msg']).slice(4));
+  const passiveGuard = {
+    ready: () => Promise.resolve(),
+    watch: () => undefined,
+    watching: () => Promise.resolve(),
+    unwatch: () => undefined,
+  } as unknown as CommandGuard;
+  const pidOf = (records: Record<string, unknown>[]) =>
+    Number(String(records.find((r) => String(r['msg']).startsWith('pid '))?.['msg']).slice(4));
 
   it('an aborted command that ignores SIGTERM is SIGKILLed before its lease validity ends, although its kill grace is longer', async () => {
     const { logger, records } = captureLogger();
     const controller = new AbortController();
     const lease = testLease(1500);
-    const call = runCommand(command(beating('ignores-term.txt', true), 20_000), runContext(controller.signal, logger, { lease }), { guard: passiveGuard }).catch((e: unknown) => e);
+    const call = runCommand(
+      command(beating('ignores-term.txt', true), 20_000),
+      runContext(controller.signal, logger, { lease }),
+      { guard: passiveGuard },
+    ).catch((e: unknown) => e);
     await waitUntil(() => records.some((r) => String(r['msg']).startsWith('pid ')), 'the command to start');
     // The lease's validity end on the wall clock the command writes its heartbeats with.
     const validityEndsAt = Date.now() + lease.msLeft();
@@ -419,7 +583,11 @@ describe('command handler: bound to the lease', () => {
     const extended = testLease(400);
     const extender = setInterval(() => extended.extended(400), 150);
     try {
-      const details = await runCommand(command('setTimeout(() => {}, 1200)', 60_000), runContext(new AbortController().signal, logger, { lease: extended }), { guard: passiveGuard });
+      const details = await runCommand(
+        command('setTimeout(() => {}, 1200)', 60_000),
+        runContext(new AbortController().signal, logger, { lease: extended }),
+        { guard: passiveGuard },
+      );
       expect(details['exitCode']).toBe(0);
     } finally {
       clearInterval(extender);
@@ -427,7 +595,11 @@ describe('command handler: bound to the lease', () => {
     // Never extended: killed before the end of its validity, without an abort.
     const lease = testLease(600);
     const validityEndsAt = Date.now() + lease.msLeft();
-    const error = await runCommand(command(beating('not-extended.txt', true), 20_000), runContext(new AbortController().signal, logger, { lease }), { guard: passiveGuard }).catch((e: unknown) => e);
+    const error = await runCommand(
+      command(beating('not-extended.txt', true), 20_000),
+      runContext(new AbortController().signal, logger, { lease }),
+      { guard: passiveGuard },
+    ).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(HandlerError);
     expect((error as HandlerError).details['exitSignal']).toBe('SIGKILL');
     expect(records.some((r) => r['msg'] === 'got SIGTERM')).toBe(false);
@@ -441,23 +613,43 @@ describe('command handler: bound to the lease', () => {
     const writesMarker = command(`require('node:fs').writeFileSync(${JSON.stringify(marker)}, 'ran')`, 1000);
     // 50 ms of validity left: within the kill margin already.
     let started = 0;
-    const atSpawn = await runCommand(writesMarker, runContext(new AbortController().signal, logger, { lease: testLease(50), started: () => {
-        started += 1;
-      } }), { guard: passiveGuard }).catch((e: unknown) => e);
+    const atSpawn = await runCommand(
+      writesMarker,
+      runContext(new AbortController().signal, logger, {
+        lease: testLease(50),
+        started: () => {
+          started += 1;
+        },
+      }),
+      { guard: passiveGuard },
+    ).catch((e: unknown) => e);
     expect((atSpawn as HandlerError).details['code']).toBe('LEASE_ENDING_BEFORE_START');
     // Valid at spawn, but the guard is told only after the validity ended (as when the worker is SIGSTOPped there).
     const slowGuard = { ...passiveGuard, watching: () => sleep(400) } as unknown as CommandGuard;
-    const atGate = await runCommand(writesMarker, runContext(new AbortController().signal, logger, { lease: testLease(300), started: () => {
-        started += 1;
-      } }), { guard: slowGuard }).catch((e: unknown) => e);
+    const atGate = await runCommand(
+      writesMarker,
+      runContext(new AbortController().signal, logger, {
+        lease: testLease(300),
+        started: () => {
+          started += 1;
+        },
+      }),
+      { guard: slowGuard },
+    ).catch((e: unknown) => e);
     expect((atGate as HandlerError).details['code']).toBe('LEASE_ENDING_BEFORE_START');
     await sleep(200);
     expect(existsSync(marker)).toBe(false);
     // Not started: the worker puts such a run back instead of failing it.
     expect(started).toBe(0);
-    await runCommand(writesMarker, runContext(new AbortController().signal, logger, { started: () => {
-        started += 1;
-      } }), { guard: passiveGuard });
+    await runCommand(
+      writesMarker,
+      runContext(new AbortController().signal, logger, {
+        started: () => {
+          started += 1;
+        },
+      }),
+      { guard: passiveGuard },
+    );
     expect(existsSync(marker)).toBe(true);
     expect(started).toBe(1);
   });
@@ -466,7 +658,11 @@ describe('command handler: bound to the lease', () => {
     const { logger } = captureLogger();
     const idle = new CommandGuard({ logger, readyTimeoutMs: 200 });
     const marker = path.join(dir, 'never.txt');
-    const error = await runCommand(command(`require('node:fs').writeFileSync(${JSON.stringify(marker)}, 'ran')`, 1000), runContext(new AbortController().signal, logger), { guard: idle }).catch((e: unknown) => e);
+    const error = await runCommand(
+      command(`require('node:fs').writeFileSync(${JSON.stringify(marker)}, 'ran')`, 1000),
+      runContext(new AbortController().signal, logger),
+      { guard: idle },
+    ).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(HandlerError);
     expect((error as HandlerError).details['code']).toBe('COMMAND_GUARD_UNAVAILABLE');
     await sleep(300);
@@ -524,8 +720,18 @@ describe('module handler', () => {
 
   const guarded = { guard };
   // Never kills: the lease test sees the worker's own kill (process.test.ts has the guard's, with the worker paused).
-  const passiveGuard = { ready: () => Promise.resolve(), watch: () => undefined, watching: () => Promise.resolve(), unwatch: () => undefined } as unknown as CommandGuard;
-  const config = (exportName: string, killGraceMs = 300) => ({ kind: 'module' as const, path: './jobs/jobs.mjs', exportName, killGraceMs });
+  const passiveGuard = {
+    ready: () => Promise.resolve(),
+    watch: () => undefined,
+    watching: () => Promise.resolve(),
+    unwatch: () => undefined,
+  } as unknown as CommandGuard;
+  const config = (exportName: string, killGraceMs = 300) => ({
+    kind: 'module' as const,
+    path: './jobs/jobs.mjs',
+    exportName,
+    killGraceMs,
+  });
   const context = (signal: AbortSignal, overrides: Partial<RunContext> = {}) => {
     const { logger, records } = captureLogger();
     return { context: runContext(signal, logger, overrides), records };
@@ -552,7 +758,12 @@ describe('module handler', () => {
     expectOnlyJobEnv(JSON.parse(readFileSync(`${out}.env`, 'utf8')) as string[]);
     expect(records).toEqual(
       expect.arrayContaining([
-        expect.objectContaining({ stream: 'log', msg: 'hello from the module', fence: 1_700_000_000_000_001, level: 30 }),
+        expect.objectContaining({
+          stream: 'log',
+          msg: 'hello from the module',
+          fence: 1_700_000_000_000_001,
+          level: 30,
+        }),
         expect.objectContaining({ stream: 'log', msg: 'pino style', n: 2, level: 40 }),
         expect.objectContaining({ stream: 'stdout', msg: 'console line' }),
       ]),
@@ -560,14 +771,31 @@ describe('module handler', () => {
   });
 
   it('a throwing export fails the run; a missing export fails it too; a default export that leaves timers running still ends', async () => {
-    const failed = await runModule(config('fail'), context(new AbortController().signal).context, configFile, guarded).catch((e: unknown) => e);
+    const failed = await runModule(
+      config('fail'),
+      context(new AbortController().signal).context,
+      configFile,
+      guarded,
+    ).catch((e: unknown) => e);
     expect((failed as Error).message).toBe('module RangeError: boom');
     expect((failed as HandlerError).details).toEqual({ errorName: 'RangeError' });
     expect((failed as Error).stack).toContain('jobs.mjs');
-    const missing = await runModule(config('notAFunction'), context(new AbortController().signal).context, configFile, guarded).catch((e: unknown) => e);
+    const missing = await runModule(
+      config('notAFunction'),
+      context(new AbortController().signal).context,
+      configFile,
+      guarded,
+    ).catch((e: unknown) => e);
     expect((missing as Error).message).toMatch(/has no function export "notAFunction" \(found number\)/);
-    await expect(runModule(config('default'), context(new AbortController().signal).context, configFile, guarded)).resolves.toBeDefined();
-    const crashed = await runModule(config('crash'), context(new AbortController().signal).context, configFile, guarded).catch((e: unknown) => e);
+    await expect(
+      runModule(config('default'), context(new AbortController().signal).context, configFile, guarded),
+    ).resolves.toBeDefined();
+    const crashed = await runModule(
+      config('crash'),
+      context(new AbortController().signal).context,
+      configFile,
+      guarded,
+    ).catch((e: unknown) => e);
     expect((crashed as Error).message).toBe('module process crashed: SyntaxError: late');
   });
 
@@ -579,7 +807,9 @@ describe('module handler', () => {
     expect(groupAlive(pid)).toBe(false);
     expect(() => process.kill(child, 0)).toThrow(expect.objectContaining({ code: 'ESRCH' }));
     expect(records.some((r) => r['stream'] === 'stdout' && r['msg'] === 'last line')).toBe(true);
-    expect(records.some((r) => String(r['msg']).startsWith('module process exited leaving processes in its group'))).toBe(true);
+    expect(
+      records.some((r) => String(r['msg']).startsWith('module process exited leaving processes in its group')),
+    ).toBe(true);
   });
 
   it('a module still running when its lease validity ends is killed, abort or not; each extension moves that end', async () => {
@@ -587,13 +817,22 @@ describe('module handler', () => {
     const extender = setInterval(() => extended.extended(400), 150);
     try {
       // The default export ends at once (its timers end with the process): extensions never cut a finished call short.
-      await expect(runModule(config('default', 60_000), context(new AbortController().signal, { lease: extended }).context, configFile, { guard: passiveGuard })).resolves.toBeDefined();
+      await expect(
+        runModule(
+          config('default', 60_000),
+          context(new AbortController().signal, { lease: extended }).context,
+          configFile,
+          { guard: passiveGuard },
+        ),
+      ).resolves.toBeDefined();
     } finally {
       clearInterval(extender);
     }
     // Never extended, never aborted, a 60 s kill grace: only the lease's end can stop this busy loop.
     const { context: ctx, records } = context(new AbortController().signal, { lease: testLease(500) });
-    const error = await runModule(config('busy', 60_000), ctx, configFile, { guard: passiveGuard }).catch((e: unknown) => e);
+    const error = await runModule(config('busy', 60_000), ctx, configFile, { guard: passiveGuard }).catch(
+      (e: unknown) => e,
+    );
     expect((error as HandlerError).message).toMatch(/^module process killed: its lease validity was ending/);
     expect((error as HandlerError).details).toMatchObject({ exitSignal: 'SIGKILL', killed: 'lease-end' });
     expect(records.some((r) => r['msg'] === "lease validity ends: killing the module's process group")).toBe(true);

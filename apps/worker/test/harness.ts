@@ -63,7 +63,15 @@ export function useCluster(): Cluster {
       redlocks.push(redlock);
       const metrics = new WorkerMetrics();
       metrics.observe(redlock);
-      const service = new WorkerService({ workerId, queueRedis: queueUrl, redlock, logger, config: { schedules, files: [] }, concurrency: options.concurrency ?? 2, metrics });
+      const service = new WorkerService({
+        workerId,
+        queueRedis: queueUrl,
+        redlock,
+        logger,
+        config: { schedules, files: [] },
+        concurrency: options.concurrency ?? 2,
+        metrics,
+      });
       services.push(service);
       await service.start();
       return { service, records, metrics, redlock, logger };
@@ -79,7 +87,10 @@ export function useCluster(): Cluster {
   } as Cluster;
 
   beforeAll(async () => {
-    const [locks, queue] = await Promise.all([startRedisNodes({ count: 5, aof: false }), startRedisNodes({ count: 1, aof: false })]);
+    const [locks, queue] = await Promise.all([
+      startRedisNodes({ count: 5, aof: false }),
+      startRedisNodes({ count: 1, aof: false }),
+    ]);
     queueNodes = queue;
     queueUrl = queue.urls[0] as string;
     cluster.locks = locks;

@@ -11,12 +11,22 @@ describe('worker: a lease it cannot take defers the job instead of consuming its
   const cluster = useCluster();
   /** Appends "<fence> <attempt> <start ms> <worker pid>" to a file. */
   const recording = (name: string) =>
-    nodeCommand(`require('node:fs').appendFileSync(${JSON.stringify(cluster.file(name))}, [process.env.TICKWARDEN_FENCE, process.env.TICKWARDEN_ATTEMPT, Date.now(), process.ppid].join(' ') + '\\n');`);
+    nodeCommand(
+      `require('node:fs').appendFileSync(${JSON.stringify(cluster.file(name))}, [process.env.TICKWARDEN_FENCE, process.env.TICKWARDEN_ATTEMPT, Date.now(), process.ppid].join(' ') + '\\n');`,
+    );
 
   it('a worker cut from a lock majority defers the job (attemptsMade stays 0), stops taking jobs and says so; a healthy worker runs it once; healed, the first takes jobs again (also on a queue a reload added meanwhile)', async () => {
     const { connection, scheduler, lines } = cluster;
-    const schedule = scheduleFixture('team-a/cut', recording('cut.txt'), { queue: 'q-cut', leaseTtlMs: 2000, startDeadlineMs: 30_000 });
-    const added = scheduleFixture('team-a/added', recording('cut-added.txt'), { queue: 'q-cut-added', leaseTtlMs: 2000, startDeadlineMs: 30_000 });
+    const schedule = scheduleFixture('team-a/cut', recording('cut.txt'), {
+      queue: 'q-cut',
+      leaseTtlMs: 2000,
+      startDeadlineMs: 30_000,
+    });
+    const added = scheduleFixture('team-a/added', recording('cut-added.txt'), {
+      queue: 'q-cut-added',
+      leaseTtlMs: 2000,
+      startDeadlineMs: 30_000,
+    });
     const link = await cluster.locks.link('cut-worker');
     link.partition([0, 1, 2]);
     try {
@@ -24,14 +34,29 @@ describe('worker: a lease it cannot take defers the job instead of consuming its
       expect(cut.service.takingJobs).toBe(true);
       const first = await enqueueTick(scheduler, connection, schedule);
       // The takeover retries for the scheduler lease's validity (2 s here), then defers.
-      await waitUntil(() => outcomes(cut.records, first.jobId).length > 0, 'the cut worker to give the job up', { timeoutMs: 10_000 });
+      await waitUntil(() => outcomes(cut.records, first.jobId).length > 0, 'the cut worker to give the job up', {
+        timeoutMs: 10_000,
+      });
       const [deferral] = outcomes(cut.records, first.jobId);
-      expect(deferral).toMatchObject({ outcome: 'deferred', level: 40, deferrals: 1, attempt: 1, worker: 'cut-worker' });
+      expect(deferral).toMatchObject({
+        outcome: 'deferred',
+        level: 40,
+        deferrals: 1,
+        attempt: 1,
+        worker: 'cut-worker',
+      });
       expect(String(deferral?.['reason'])).toMatch(/could not reach a quorum of 3/);
       expect(Date.parse(String(deferral?.['startDeadline']))).toBe(first.data.dueMs + 30_000);
       await waitUntil(() => !cut.service.takingJobs, 'the cut worker to stop taking jobs');
-      expect(cut.records.filter((r) => r['msg'] === 'lock quorum unreachable: not taking jobs until it returns')).toMatchObject([{ level: 40, reachable: 2, nodes: 5, needed: 3 }]);
-      expect(await cut.service.readiness()).toEqual(expect.arrayContaining(['not taking jobs: lock quorum unreachable at the last probe (2 of 5 answer, 3 needed)', 'lock quorum unreachable (2 of 5 answer, 3 needed)']));
+      expect(
+        cut.records.filter((r) => r['msg'] === 'lock quorum unreachable: not taking jobs until it returns'),
+      ).toMatchObject([{ level: 40, reachable: 2, nodes: 5, needed: 3 }]);
+      expect(await cut.service.readiness()).toEqual(
+        expect.arrayContaining([
+          'not taking jobs: lock quorum unreachable at the last probe (2 of 5 answer, 3 needed)',
+          'lock quorum unreachable (2 of 5 answer, 3 needed)',
+        ]),
+      );
       const metrics = await cut.metrics.registry.metrics();
       expect(metrics).toMatch(/tickwarden_worker_taking_jobs 0/);
       expect(metrics).toMatch(/tickwarden_worker_runs_total\{outcome="deferred"\} [1-9]/);
@@ -41,7 +66,9 @@ describe('worker: a lease it cannot take defers the job instead of consuming its
       expect(['delayed', 'wait', 'active']).toContain(await deferred.getState());
       // A queue a reload adds while the gate is closed starts paused.
       cut.service.setConfig({ schedules: [schedule, added], files: [] });
-      expect(cut.records.find((r) => r['msg'] === 'consuming queue' && r['queue'] === 'q-cut-added')).toMatchObject({ paused: true });
+      expect(cut.records.find((r) => r['msg'] === 'consuming queue' && r['queue'] === 'q-cut-added')).toMatchObject({
+        paused: true,
+      });
 
       const healthy = await cluster.startWorker([schedule], { workerId: 'healthy-worker' });
       const ran = await settledJob(connection, 'q-cut', first.jobId);
@@ -50,13 +77,28 @@ describe('worker: a lease it cannot take defers the job instead of consuming its
       expect(lines('cut.txt')).toHaveLength(1);
       // Deferrals are not attempts: the handler ran as attempt 1, on the healthy worker.
       expect(lines('cut.txt')[0]?.split(' ')[1]).toBe('1');
-      expect(outcomes(healthy.records, first.jobId)).toMatchObject([{ outcome: 'succeeded', attempt: 1, worker: 'healthy-worker' }]);
+      expect(outcomes(healthy.records, first.jobId)).toMatchObject([
+        { outcome: 'succeeded', attempt: 1, worker: 'healthy-worker' },
+      ]);
       expect(outcomes(cut.records, first.jobId).every((r) => r['outcome'] === 'deferred')).toBe(true);
-      expect(ran.progress).toMatchObject({ handlerStarted: true, attempt: 1, deferrals: outcomes(cut.records, first.jobId).length, lastDeferral: { worker: 'cut-worker' } });
+      expect(ran.progress).toMatchObject({
+        handlerStarted: true,
+        attempt: 1,
+        deferrals: outcomes(cut.records, first.jobId).length,
+        lastDeferral: { worker: 'cut-worker' },
+      });
 
       link.heal();
-      await waitUntil(() => cut.records.some((r) => r['msg'] === 'lock quorum reachable again: taking jobs'), 'the cut worker to take jobs again', { timeoutMs: 5000 });
-      expect(cut.records.find((r) => r['msg'] === 'lock quorum reachable again: taking jobs')).toMatchObject({ level: 30, reachable: 5, needed: 3 });
+      await waitUntil(
+        () => cut.records.some((r) => r['msg'] === 'lock quorum reachable again: taking jobs'),
+        'the cut worker to take jobs again',
+        { timeoutMs: 5000 },
+      );
+      expect(cut.records.find((r) => r['msg'] === 'lock quorum reachable again: taking jobs')).toMatchObject({
+        level: 30,
+        reachable: 5,
+        needed: 3,
+      });
       expect(cut.service.takingJobs).toBe(true);
       expect(await cut.metrics.registry.metrics()).toMatch(/tickwarden_worker_taking_jobs 1/);
       expect(await cut.service.readiness()).toEqual([]);
@@ -64,7 +106,10 @@ describe('worker: a lease it cannot take defers the job instead of consuming its
       await healthy.service.stop(1000);
       const later = await enqueueTick(scheduler, connection, schedule, { tickMs: first.data.tickMs + 1000 });
       const other = await enqueueTick(scheduler, connection, added);
-      const [laterJob, otherJob] = await Promise.all([settledJob(connection, 'q-cut', later.jobId), settledJob(connection, 'q-cut-added', other.jobId)]);
+      const [laterJob, otherJob] = await Promise.all([
+        settledJob(connection, 'q-cut', later.jobId),
+        settledJob(connection, 'q-cut-added', other.jobId),
+      ]);
       expect(laterJob.returnvalue).toMatchObject({ outcome: 'succeeded' });
       expect(otherJob.returnvalue).toMatchObject({ outcome: 'succeeded' });
       expect(outcomes(cut.records, later.jobId)).toMatchObject([{ outcome: 'succeeded', worker: 'cut-worker' }]);
@@ -76,7 +121,11 @@ describe('worker: a lease it cannot take defers the job instead of consuming its
 
   it('a worker not taking jobs stops promptly, and its quorum polling stops with it', async () => {
     const { connection, scheduler } = cluster;
-    const schedule = scheduleFixture('team-a/cut-stop', recording('cut-stop.txt'), { queue: 'q-cut-stop', leaseTtlMs: 1000, startDeadlineMs: 30_000 });
+    const schedule = scheduleFixture('team-a/cut-stop', recording('cut-stop.txt'), {
+      queue: 'q-cut-stop',
+      leaseTtlMs: 1000,
+      startDeadlineMs: 30_000,
+    });
     const link = await cluster.locks.link('cut-stop-worker');
     link.partition([0, 1, 2]);
     try {
@@ -104,7 +153,11 @@ describe('worker: a lease it cannot take defers the job instead of consuming its
 
   it('one lock node slower than the node timeout, two down and one of them coming back: the takeover still succeeds (per-node timeout TTL/10, retried within the lease validity)', async () => {
     const { connection, scheduler, lines } = cluster;
-    const schedule = scheduleFixture('team-a/slow-nodes', recording('slow-nodes.txt'), { queue: 'q-slow-nodes', leaseTtlMs: 3000, startDeadlineMs: 30_000 });
+    const schedule = scheduleFixture('team-a/slow-nodes', recording('slow-nodes.txt'), {
+      queue: 'q-slow-nodes',
+      leaseTtlMs: 3000,
+      startDeadlineMs: 30_000,
+    });
     const link = await cluster.locks.link('slow-worker');
     // Node 2 answers in 150 ms: above the old 100 ms node timeout, inside 3000 / 10. Nodes 0 and 1 are down, node 3 restarts (back after 700 ms).
     link.setFault(2, { kind: 'latency', ms: 150 });
@@ -134,14 +187,20 @@ describe('worker: a lease it cannot take defers the job instead of consuming its
   it('a worker whose lock links are slower than its takeovers wait (but answer within a second) stops taking jobs too: a healthy worker runs them', async () => {
     const { connection, scheduler, lines } = cluster;
     // A 3 s lease TTL: takeovers wait 300 ms per node; 200 ms each way makes every node too slow for them.
-    const schedule = scheduleFixture('team-a/slow-links', recording('slow-links.txt'), { queue: 'q-slow-links', leaseTtlMs: 3000, startDeadlineMs: 30_000 });
+    const schedule = scheduleFixture('team-a/slow-links', recording('slow-links.txt'), {
+      queue: 'q-slow-links',
+      leaseTtlMs: 3000,
+      startDeadlineMs: 30_000,
+    });
     const link = await cluster.locks.link('slow-links-worker');
     const slow = await cluster.startWorker([schedule], { lockUrls: link.urls, workerId: 'slow-links-worker' });
     for (let node = 0; node < 5; node++) link.setFault(node, { kind: 'latency', ms: 200 });
     try {
       const first = await enqueueTick(scheduler, connection, schedule);
       await waitUntil(() => !slow.service.takingJobs, 'the slow worker to stop taking jobs', { timeoutMs: 10_000 });
-      expect(slow.records.find((r) => r['msg'] === 'lock quorum unreachable: not taking jobs until it returns')).toMatchObject({ reachable: 0, needed: 3 });
+      expect(
+        slow.records.find((r) => r['msg'] === 'lock quorum unreachable: not taking jobs until it returns'),
+      ).toMatchObject({ reachable: 0, needed: 3 });
       await cluster.startWorker([schedule], { workerId: 'fast-worker' });
       const ran = await settledJob(connection, 'q-slow-links', first.jobId);
       expect(ran.returnvalue).toMatchObject({ outcome: 'succeeded' });
@@ -152,9 +211,13 @@ describe('worker: a lease it cannot take defers the job instead of consuming its
     }
   });
 
-  it('a job ready before its due time by the worker\'s clock (its scheduler\'s clock is ahead) is put back and starts at its due time, no attempt consumed', async () => {
+  it("a job ready before its due time by the worker's clock (its scheduler's clock is ahead) is put back and starts at its due time, no attempt consumed", async () => {
     const { connection, scheduler, lines } = cluster;
-    const schedule = scheduleFixture('team-a/early', recording('early.txt'), { queue: 'q-early', leaseTtlMs: 5000, startDeadlineMs: 30_000 });
+    const schedule = scheduleFixture('team-a/early', recording('early.txt'), {
+      queue: 'q-early',
+      leaseTtlMs: 5000,
+      startDeadlineMs: 30_000,
+    });
     const worker = await cluster.startWorker([schedule]);
     // Ready now, due in 1.5 s: what a scheduler whose clock is 1.5 s ahead enqueues.
     const dueMs = Date.now() + 1500;
@@ -171,14 +234,21 @@ describe('worker: a lease it cannot take defers the job instead of consuming its
 
   it('no lock quorum for any worker past the start deadline: the job keeps being deferred, then ends as missed-deadline naming the lease failure; the handler never ran', async () => {
     const { connection, scheduler, lines } = cluster;
-    const schedule = scheduleFixture('team-a/no-quorum', recording('no-quorum.txt'), { queue: 'q-no-quorum', leaseTtlMs: 1000, startDeadlineMs: 2500 });
+    const schedule = scheduleFixture('team-a/no-quorum', recording('no-quorum.txt'), {
+      queue: 'q-no-quorum',
+      leaseTtlMs: 1000,
+      startDeadlineMs: 2500,
+    });
     const worker = await cluster.startWorker([schedule]);
     const { jobId, data } = await enqueueTick(scheduler, connection, schedule, { delayMs: 200 });
     const paused = [0, 1, 2].map((i) => cluster.locks.node(i));
     await Promise.all(paused.map((node) => node.pause()));
     try {
       await waitUntil(() => outcomes(worker.records, jobId).length > 0, 'a deferral', { timeoutMs: 10_000 });
-      await waitUntil(() => Date.now() > data.dueMs + 2500 + 200, 'the start deadline to pass', { timeoutMs: 10_000, intervalMs: 50 });
+      await waitUntil(() => Date.now() > data.dueMs + 2500 + 200, 'the start deadline to pass', {
+        timeoutMs: 10_000,
+        intervalMs: 50,
+      });
     } finally {
       await Promise.all(paused.map((node) => node.resume()));
     }
@@ -191,7 +261,9 @@ describe('worker: a lease it cannot take defers the job instead of consuming its
     const missed = ends.at(-1);
     expect(missed).toMatchObject({ startDeadlineMs: 2500, firstStart: true, deferrals: ends.length - 1, level: 40 });
     // Why it could not start: the last deferral's cause (the lease failure, or this worker not taking jobs for want of a quorum).
-    expect(String(missed?.['reason'])).toMatch(/could not reach a quorum of 3|^lock quorum unreachable from this worker at the last probe \(2 of 5 answer, 3 needed\): not taking jobs$/);
+    expect(String(missed?.['reason'])).toMatch(
+      /could not reach a quorum of 3|^lock quorum unreachable from this worker at the last probe \(2 of 5 answer, 3 needed\): not taking jobs$/,
+    );
     expect(String(ends[0]?.['reason'])).toMatch(/could not reach a quorum of 3/);
     expect(lines('no-quorum.txt')).toHaveLength(0);
     expect(job.progress).not.toHaveProperty('handlerStarted');
@@ -199,20 +271,29 @@ describe('worker: a lease it cannot take defers the job instead of consuming its
 
   it('shutdown while a job waits for its lease: the job is deferred at once (not failed, no attempt consumed) and another worker runs it', async () => {
     const { connection, scheduler, lines } = cluster;
-    const schedule = scheduleFixture('team-a/stop-wait', recording('stop-wait.txt'), { queue: 'q-stop-wait', leaseTtlMs: 10_000, startDeadlineMs: 30_000 });
+    const schedule = scheduleFixture('team-a/stop-wait', recording('stop-wait.txt'), {
+      queue: 'q-stop-wait',
+      leaseTtlMs: 10_000,
+      startDeadlineMs: 30_000,
+    });
     const link = await cluster.locks.link('stopping-worker');
     link.partition([0, 1, 2]);
     try {
       const stopping = await cluster.startWorker([schedule], { lockUrls: link.urls, workerId: 'stopping-worker' });
       const { jobId } = await enqueueTick(scheduler, connection, schedule);
       // The takeover retries for up to the lease's 10 s validity.
-      await waitUntil(async () => (await cluster.job('q-stop-wait', jobId)).processedOn !== undefined, 'the job to be taken');
+      await waitUntil(
+        async () => (await cluster.job('q-stop-wait', jobId)).processedOn !== undefined,
+        'the job to be taken',
+      );
       await sleep(300);
       expect(outcomes(stopping.records, jobId)).toEqual([]);
       const at = performance.now();
       await stopping.service.stop(10_000);
       expect(performance.now() - at).toBeLessThan(3000);
-      expect(outcomes(stopping.records, jobId)).toMatchObject([{ outcome: 'deferred', reason: 'the worker is shutting down while the run waited for its lease', deferrals: 1 }]);
+      expect(outcomes(stopping.records, jobId)).toMatchObject([
+        { outcome: 'deferred', reason: 'the worker is shutting down while the run waited for its lease', deferrals: 1 },
+      ]);
       const deferred = await cluster.job('q-stop-wait', jobId);
       expect(deferred.attemptsMade).toBe(0);
       expect(deferred.failedReason).toBeUndefined();
@@ -229,7 +310,11 @@ describe('worker: a lease it cannot take defers the job instead of consuming its
   it("a backfilled tick's job waits while another run holds the lease (no skip, no supersede; deferred after 10 s), then runs once", async () => {
     const { connection, scheduler, lines } = cluster;
     // cancel-previous: its next tick is long due, which supersedes a late start of any other job.
-    const schedule = scheduleFixture('team-a/backfilled', recording('backfilled.txt'), { queue: 'q-backfilled', overlap: 'cancel-previous', leaseTtlMs: 2000 });
+    const schedule = scheduleFixture('team-a/backfilled', recording('backfilled.txt'), {
+      queue: 'q-backfilled',
+      overlap: 'cancel-previous',
+      leaseTtlMs: 2000,
+    });
     const tickMs = Math.floor(Date.now() / 60_000) * 60_000 - 3_600_000;
     const resource = leaseResource(schedule.id, schedule.overlap, tickMs);
     // What `tickwarden backfill` does: the tick's claim started for the job's first start, no lease taken.
@@ -263,7 +348,9 @@ describe('worker: a lease it cannot take defers the job instead of consuming its
       await sleep(1000);
       held = await scheduler.extend(held, 2000);
     }
-    expect(outcomes(worker.records, jobId)).toMatchObject([{ outcome: 'deferred', reason: "another run holds the schedule's lease: the backfilled tick waits for it" }]);
+    expect(outcomes(worker.records, jobId)).toMatchObject([
+      { outcome: 'deferred', reason: "another run holds the schedule's lease: the backfilled tick waits for it" },
+    ]);
     expect(lines('backfilled.txt')).toEqual([]);
     await scheduler.release(held);
     const releasedAt = Date.now();

@@ -40,27 +40,41 @@ describe('WorkerMetrics per schedule', () => {
     // the success's time, not the later failure's
     expect(sample(text, `tickwarden_schedule_last_success_timestamp_seconds{${nightly}}`)).toBe(1_700_000_000);
     expect(text).not.toMatch(/tickwarden_schedule_last_success_timestamp_seconds\{team="reporting"/);
-    expect(sample(text, 'tickwarden_schedule_run_duration_seconds_bucket{le="3600",team="reporting",schedule="reporting/hourly"}')).toBe(1);
+    expect(
+      sample(
+        text,
+        'tickwarden_schedule_run_duration_seconds_bucket{le="3600",team="reporting",schedule="reporting/hourly"}',
+      ),
+    ).toBe(1);
     // the totals count every attempt, as before
     expect(sample(text, 'tickwarden_worker_runs_total{outcome="failed"}')).toBe(2);
 
     metrics.retainSchedules(['reporting/hourly']);
     text = await metrics.registry.metrics();
     expect(text).not.toContain('payments/nightly');
-    expect(sample(text, 'tickwarden_schedule_runs_total{team="reporting",schedule="reporting/hourly",outcome="aborted-timeout"}')).toBe(1);
+    expect(
+      sample(
+        text,
+        'tickwarden_schedule_runs_total{team="reporting",schedule="reporting/hourly",outcome="aborted-timeout"}',
+      ),
+    ).toBe(1);
   });
 });
 
 describe('worker against real Redis', () => {
   const cluster = useCluster();
-  const queueUrl = () => `redis://${cluster.connection.options.host ?? '127.0.0.1'}:${cluster.connection.options.port ?? 6379}`;
+  const queueUrl = () =>
+    `redis://${cluster.connection.options.host ?? '127.0.0.1'}:${cluster.connection.options.port ?? 6379}`;
 
   it('runs of a succeeding and a failing schedule: outcomes, duration and the last success, labelled with team and schedule', async () => {
     const ok = scheduleFixture('team-m/ok', nodeCommand(''), { queue: 'q-metrics' });
     const failing = scheduleFixture('team-m/failing', nodeCommand('process.exit(3)'), { queue: 'q-metrics' });
     const { metrics } = await cluster.startWorker([ok, failing]);
     const before = Date.now() / 1000;
-    const [a, b] = await Promise.all([enqueueTick(cluster.scheduler, cluster.connection, ok), enqueueTick(cluster.scheduler, cluster.connection, failing)]);
+    const [a, b] = await Promise.all([
+      enqueueTick(cluster.scheduler, cluster.connection, ok),
+      enqueueTick(cluster.scheduler, cluster.connection, failing),
+    ]);
     expect(await (await settledJob(cluster.connection, 'q-metrics', a.jobId)).getState()).toBe('completed');
     expect(await (await settledJob(cluster.connection, 'q-metrics', b.jobId)).getState()).toBe('failed');
     const text = await metrics.registry.metrics();
@@ -81,13 +95,29 @@ describe('worker against real Redis', () => {
     const configDir = path.join(dir, 'config');
     mkdirSync(configDir);
     const team = (queues: string[]) =>
-      JSON.stringify({ team: 'ops', schedules: queues.map((queue) => ({ name: `on-${queue}`, cron: '0 0 1 1 *', queue, handler: { kind: 'command', argv: ['true'] }, maxRuntime: '10s' })) });
+      JSON.stringify({
+        team: 'ops',
+        schedules: queues.map((queue) => ({
+          name: `on-${queue}`,
+          cron: '0 0 1 1 *',
+          queue,
+          handler: { kind: 'command', argv: ['true'] },
+          maxRuntime: '10s',
+        })),
+      });
     writeFileSync(path.join(configDir, 'ops.yaml'), team(['a']));
     const worker = ManagedProcess.start({
       name: 'metrics-worker',
       command: process.execPath,
       args: ['--conditions=@tickwarden/source', MAIN],
-      env: { TICKWARDEN_CONFIG: configDir, TICKWARDEN_LOCK_NODES: cluster.locks.urls.join(','), TICKWARDEN_QUEUE_REDIS: queueUrl(), TICKWARDEN_HTTP_PORT: '0', TICKWARDEN_WORKER_CONCURRENCY: '4', LOG_LEVEL: 'info' },
+      env: {
+        TICKWARDEN_CONFIG: configDir,
+        TICKWARDEN_LOCK_NODES: cluster.locks.urls.join(','),
+        TICKWARDEN_QUEUE_REDIS: queueUrl(),
+        TICKWARDEN_HTTP_PORT: '0',
+        TICKWARDEN_WORKER_CONCURRENCY: '4',
+        LOG_LEVEL: 'info',
+      },
     });
     try {
       await worker.waitForLine((line) => line.includes('"http listening"'), 'start');
@@ -114,7 +144,10 @@ describe('worker against real Redis', () => {
       await worker.waitForLine((line) => line.includes('"config reloaded"'), 'the reload applied');
       const second = await loadConfig(configDir);
       if (!second.ok) throw new Error('invalid test config');
-      await waitUntil(async () => sample(await scrape(), 'tickwarden_worker_run_slots') === 8, 'the slots of two queues');
+      await waitUntil(
+        async () => sample(await scrape(), 'tickwarden_worker_run_slots') === 8,
+        'the slots of two queues',
+      );
       text = await scrape();
       expect(sample(text, 'tickwarden_config_last_reload_successful')).toBe(1);
       expect(sample(text, `tickwarden_config_info{hash="${configHash(second.config)}"}`)).toBe(1);

@@ -8,7 +8,15 @@ import { Redlock, resourceKeys, type Lease } from '@tickwarden/redlock';
 import { freePort, ManagedProcess, sleep, startRedisNodes, waitUntil, type RedisNodes } from '@tickwarden/testkit';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { enqueueTick, groupAlive, nodeCommand, processRunning, runningMembers, scheduleFixture, settledJob } from './support.ts';
+import {
+  enqueueTick,
+  groupAlive,
+  nodeCommand,
+  processRunning,
+  runningMembers,
+  scheduleFixture,
+  settledJob,
+} from './support.ts';
 
 const MAIN = fileURLToPath(new URL('../src/main.ts', import.meta.url));
 const FIXTURE = fileURLToPath(new URL('./fixtures/worker-process.ts', import.meta.url));
@@ -24,7 +32,10 @@ describe('worker as an OS process', () => {
   const processes: ManagedProcess[] = [];
 
   beforeAll(async () => {
-    [locks, queueNodes] = await Promise.all([startRedisNodes({ count: 5, aof: false }), startRedisNodes({ count: 1, aof: false })]);
+    [locks, queueNodes] = await Promise.all([
+      startRedisNodes({ count: 5, aof: false }),
+      startRedisNodes({ count: 1, aof: false }),
+    ]);
     connection = new Redis(queueNodes.urls[0] as string, { maxRetriesPerRequest: null });
     scheduler = new Redlock(locks.urls, { nodeTimeoutMs: 500 });
   });
@@ -55,18 +66,28 @@ describe('worker as an OS process', () => {
       { killGraceMs: 1000 },
     );
   /** The pid of the command guard a worker process started. */
-  const guardPid = (worker: ManagedProcess) => Number(worker.records.find((r) => r['msg'] === 'command guard started')?.['guardPid']);
+  const guardPid = (worker: ManagedProcess) =>
+    Number(worker.records.find((r) => r['msg'] === 'command guard started')?.['guardPid']);
 
   /** Writes one team file (JSON is YAML): the schedules as the config file format spells them. */
-  function writeTeam(name: string, schedules: { name: string; handler: Record<string, unknown>; leaseTtl?: string; queue: string }[]): void {
-    writeFileSync(path.join(configDir, `${name}.yaml`), JSON.stringify({ team: name, schedules: schedules.map((s) => ({ cron: '0 0 1 1 *', leaseTtl: '2s', ...s })) }));
+  function writeTeam(
+    name: string,
+    schedules: { name: string; handler: Record<string, unknown>; leaseTtl?: string; queue: string }[],
+  ): void {
+    writeFileSync(
+      path.join(configDir, `${name}.yaml`),
+      JSON.stringify({ team: name, schedules: schedules.map((s) => ({ cron: '0 0 1 1 *', leaseTtl: '2s', ...s })) }),
+    );
   }
   const commandYaml = (schedule: ScheduleConfig) => {
     const handler = schedule.handler as Extract<ScheduleConfig['handler'], { kind: 'command' }>;
     return { kind: 'command', argv: handler.argv, killGrace: `${handler.killGraceMs}ms` };
   };
 
-  async function startWorker(name: string, env: Record<string, string> = {}): Promise<{ worker: ManagedProcess; port: number }> {
+  async function startWorker(
+    name: string,
+    env: Record<string, string> = {},
+  ): Promise<{ worker: ManagedProcess; port: number }> {
     const port = await freePort();
     const worker = ManagedProcess.start({
       name,
@@ -86,10 +107,17 @@ describe('worker as an OS process', () => {
     return { worker, port };
   }
 
-  const runStarted = (worker: ManagedProcess, jobId: string) => worker.waitForLine((line) => line.includes('"run started"') && line.includes(`"jobId":"${jobId}"`), `run of ${jobId} started`);
+  const runStarted = (worker: ManagedProcess, jobId: string) =>
+    worker.waitForLine(
+      (line) => line.includes('"run started"') && line.includes(`"jobId":"${jobId}"`),
+      `run of ${jobId} started`,
+    );
 
   it('SIGTERM: a running command job finishes within the grace, then the process exits 0; probes and metrics answer before', async () => {
-    const schedule = scheduleFixture('graceful/job', recordedSleep('graceful.txt', 1500), { queue: 'graceful', leaseTtlMs: 2000 });
+    const schedule = scheduleFixture('graceful/job', recordedSleep('graceful.txt', 1500), {
+      queue: 'graceful',
+      leaseTtlMs: 2000,
+    });
     writeTeam('graceful', [{ name: 'job', handler: commandYaml(schedule), queue: 'graceful' }]);
     const { worker, port } = await startWorker('graceful', { TICKWARDEN_SHUTDOWN_GRACE: '10s' });
     const base = `http://127.0.0.1:${port}`;
@@ -129,9 +157,15 @@ describe('worker as an OS process', () => {
   });
 
   it('SIGTERM past the grace: the run is aborted (its process group is gone), its lease released, the process exits 0', async () => {
-    const schedule = scheduleFixture('impatient/job', recordedSleep('impatient.txt', 30_000), { queue: 'impatient', leaseTtlMs: 2000 });
+    const schedule = scheduleFixture('impatient/job', recordedSleep('impatient.txt', 30_000), {
+      queue: 'impatient',
+      leaseTtlMs: 2000,
+    });
     writeTeam('impatient', [{ name: 'job', handler: commandYaml(schedule), queue: 'impatient' }]);
-    const { worker, port } = await startWorker('impatient', { TICKWARDEN_SHUTDOWN_GRACE: '500ms', TICKWARDEN_QUEUES: 'impatient' });
+    const { worker, port } = await startWorker('impatient', {
+      TICKWARDEN_SHUTDOWN_GRACE: '500ms',
+      TICKWARDEN_QUEUES: 'impatient',
+    });
     const { jobId, lease } = await enqueueTick(scheduler, connection, schedule);
     await runStarted(worker, jobId);
     await waitUntil(() => lines('impatient.txt').length > 0, 'the command to start');
@@ -146,7 +180,9 @@ describe('worker as an OS process', () => {
     const job = await settledJob(connection, 'impatient', jobId);
     expect(await job.getState()).toBe('failed');
     expect(job.failedReason).toBe('aborted: the worker is shutting down');
-    expect(worker.records.filter((r) => r['jobId'] === jobId && 'outcome' in r).map((r) => r['outcome'])).toEqual(['aborted-shutdown']);
+    expect(worker.records.filter((r) => r['jobId'] === jobId && 'outcome' in r).map((r) => r['outcome'])).toEqual([
+      'aborted-shutdown',
+    ]);
     await scheduler.release(await scheduler.acquire(lease.resource, 1000, { retryCount: 0 }));
   });
 
@@ -155,20 +191,38 @@ describe('worker as an OS process', () => {
       name: 'no-env',
       command: process.execPath,
       args: ['--conditions=@tickwarden/source', MAIN],
-      env: { TICKWARDEN_CONFIG: '', TICKWARDEN_LOCK_NODES: '', TICKWARDEN_QUEUE_REDIS: '', TICKWARDEN_SHUTDOWN_GRACE: 'soon' },
+      env: {
+        TICKWARDEN_CONFIG: '',
+        TICKWARDEN_LOCK_NODES: '',
+        TICKWARDEN_QUEUE_REDIS: '',
+        TICKWARDEN_SHUTDOWN_GRACE: 'soon',
+      },
     });
     expect((await noEnv.exited).code).toBe(2);
     const stderr = noEnv.lines.join('\n');
-    for (const variable of ['TICKWARDEN_CONFIG', 'TICKWARDEN_LOCK_NODES', 'TICKWARDEN_QUEUE_REDIS', 'TICKWARDEN_SHUTDOWN_GRACE']) expect(stderr).toContain(`${variable}:`);
+    for (const variable of [
+      'TICKWARDEN_CONFIG',
+      'TICKWARDEN_LOCK_NODES',
+      'TICKWARDEN_QUEUE_REDIS',
+      'TICKWARDEN_SHUTDOWN_GRACE',
+    ])
+      expect(stderr).toContain(`${variable}:`);
 
     const bad = path.join(dir, 'bad');
     mkdirSync(bad);
-    writeFileSync(path.join(bad, 'broken.yaml'), 'team: e2e\nschedules:\n  - name: x\n    cron: "61 * * * *"\n    handler: { kind: nope }\n');
+    writeFileSync(
+      path.join(bad, 'broken.yaml'),
+      'team: e2e\nschedules:\n  - name: x\n    cron: "61 * * * *"\n    handler: { kind: nope }\n',
+    );
     const badConfig = ManagedProcess.start({
       name: 'bad-config',
       command: process.execPath,
       args: ['--conditions=@tickwarden/source', MAIN],
-      env: { TICKWARDEN_CONFIG: bad, TICKWARDEN_LOCK_NODES: locks.urls.join(','), TICKWARDEN_QUEUE_REDIS: queueNodes.urls[0] },
+      env: {
+        TICKWARDEN_CONFIG: bad,
+        TICKWARDEN_LOCK_NODES: locks.urls.join(','),
+        TICKWARDEN_QUEUE_REDIS: queueNodes.urls[0],
+      },
     });
     expect((await badConfig.exited).code).toBe(2);
     const output = badConfig.lines.join('\n');
@@ -180,10 +234,16 @@ describe('worker as an OS process', () => {
       name: 'one-server',
       command: process.execPath,
       args: ['--conditions=@tickwarden/source', MAIN],
-      env: { TICKWARDEN_CONFIG: configDir, TICKWARDEN_LOCK_NODES: locks.urls.join(','), TICKWARDEN_QUEUE_REDIS: (await locks.link('one-server')).urls[1] },
+      env: {
+        TICKWARDEN_CONFIG: configDir,
+        TICKWARDEN_LOCK_NODES: locks.urls.join(','),
+        TICKWARDEN_QUEUE_REDIS: (await locks.link('one-server')).urls[1],
+      },
     });
     expect((await oneServer.exited).code).toBe(2);
-    expect(oneServer.records.find((r) => r['level'] === 50)?.['msg']).toMatch(/^TICKWARDEN_LOCK_NODES entry 2 \(.+\) and TICKWARDEN_QUEUE_REDIS \(.+\) are one Redis server/);
+    expect(oneServer.records.find((r) => r['level'] === 50)?.['msg']).toMatch(
+      /^TICKWARDEN_LOCK_NODES entry 2 \(.+\) and TICKWARDEN_QUEUE_REDIS \(.+\) are one Redis server/,
+    );
   });
 
   it('hot reload: an added schedule (a module handler, relative to its file) runs on a newly consumed queue; a bad reload is rejected and the last good config keeps running', async () => {
@@ -194,8 +254,15 @@ describe('worker as an OS process', () => {
     expect(worker.records.some((r) => r['msg'] === 'consuming queue' && r['queue'] === 'reload-new')).toBe(false);
     // The added schedule runs a module, found relative to its config file.
     mkdirSync(path.join(configDir, 'jobs'), { recursive: true });
-    writeFileSync(path.join(configDir, 'jobs', 'added.mjs'), "export async function run(ctx) { ctx.logger.info('module ran', { fence: ctx.fence, attempt: ctx.attempt }); }\n");
-    const added = scheduleFixture('reload/added', { kind: 'module', path: './jobs/added.mjs', exportName: 'run', killGraceMs: 1000 }, { queue: 'reload-new' });
+    writeFileSync(
+      path.join(configDir, 'jobs', 'added.mjs'),
+      "export async function run(ctx) { ctx.logger.info('module ran', { fence: ctx.fence, attempt: ctx.attempt }); }\n",
+    );
+    const added = scheduleFixture(
+      'reload/added',
+      { kind: 'module', path: './jobs/added.mjs', exportName: 'run', killGraceMs: 1000 },
+      { queue: 'reload-new' },
+    );
     writeTeam('reload', [
       { name: 'first', handler: commandYaml(first), queue: 'reload' },
       { name: 'added', handler: { kind: 'module', path: './jobs/added.mjs', export: 'run' }, queue: 'reload-new' },
@@ -205,8 +272,17 @@ describe('worker as an OS process', () => {
     const one = await enqueueTick(scheduler, connection, added);
     const ran = await settledJob(connection, 'reload-new', one.jobId);
     expect(ran.returnvalue).toMatchObject({ outcome: 'succeeded' });
-    expect(worker.records.find((r) => r['msg'] === 'module ran')).toMatchObject({ stream: 'log', jobId: one.jobId, fence: ran.returnvalue.fence, attempt: 1, schedule: 'reload/added' });
-    writeFileSync(path.join(configDir, 'reload.yaml'), 'team: reload\nschedules:\n  - name: added\n    cron: "not a cron"\n');
+    expect(worker.records.find((r) => r['msg'] === 'module ran')).toMatchObject({
+      stream: 'log',
+      jobId: one.jobId,
+      fence: ran.returnvalue.fence,
+      attempt: 1,
+      schedule: 'reload/added',
+    });
+    writeFileSync(
+      path.join(configDir, 'reload.yaml'),
+      'team: reload\nschedules:\n  - name: added\n    cron: "not a cron"\n',
+    );
     await worker.waitForLine((line) => line.includes('config reload rejected'), 'rejection');
     const two = await enqueueTick(scheduler, connection, added, { tickMs: one.data.tickMs + 1000 });
     expect((await settledJob(connection, 'reload-new', two.jobId)).returnvalue).toMatchObject({ outcome: 'succeeded' });
@@ -218,7 +294,11 @@ describe('worker as an OS process', () => {
    * A worker process running the fixture (apps/worker/test/fixtures/worker-process.ts): BullMQ
    * re-delivers a dead worker's job within ~1.6 s, before a 3 s lease (extended every 1 s) can have lapsed.
    */
-  async function startFixture(id: string, schedule: ScheduleConfig, env: Record<string, string> = {}): Promise<ManagedProcess> {
+  async function startFixture(
+    id: string,
+    schedule: ScheduleConfig,
+    env: Record<string, string> = {},
+  ): Promise<ManagedProcess> {
     const worker = ManagedProcess.start({
       name: id,
       command: process.execPath,
@@ -238,7 +318,7 @@ describe('worker as an OS process', () => {
     return worker;
   }
 
-  it('a worker SIGKILLed between a command\'s fork and telling its guard of it: the command never runs (it waits behind a gate the worker opens only once the guard has its group)', async () => {
+  it("a worker SIGKILLed between a command's fork and telling its guard of it: the command never runs (it waits behind a gate the worker opens only once the guard has its group)", async () => {
     const schedule = scheduleFixture('forked/job', heartbeat('forked.txt'), { queue: 'forked', leaseTtlMs: 2000 });
     const victim = await startFixture('forked-a', schedule, { FIXTURE_DIE_AFTER_SPAWN_OF: 'forked.txt' });
     const victimGuard = guardPid(victim);
@@ -255,10 +335,17 @@ describe('worker as an OS process', () => {
 
   it('a worker SIGKILLed mid-run: its guard kills the command at once; the attempt is recorded worker-lost and (attempts 2) retried on another worker only after the lease expired, with a greater fence, never overlapping', async () => {
     const ttl = 3000;
-    const schedule = scheduleFixture('crash/job', recordedSleep('crash.txt', 3000), { queue: 'crash', leaseTtlMs: ttl, attempts: 2 });
+    const schedule = scheduleFixture('crash/job', recordedSleep('crash.txt', 3000), {
+      queue: 'crash',
+      leaseTtlMs: ttl,
+      attempts: 2,
+    });
     const workers = await Promise.all([startFixture('crash-a', schedule), startFixture('crash-b', schedule)]);
     const { jobId, lease } = await enqueueTick(scheduler, connection, schedule);
-    await waitUntil(() => workers.some((w) => w.lines.some((line) => line.includes('"run started"'))), 'a run to start');
+    await waitUntil(
+      () => workers.some((w) => w.lines.some((line) => line.includes('"run started"'))),
+      'a run to start',
+    );
     const victim = workers.find((w) => w.lines.some((line) => line.includes('"run started"'))) as ManagedProcess;
     const survivor = workers.find((w) => w !== victim) as ManagedProcess;
     await waitUntil(() => lines('crash.txt').length > 0, 'the command to start');
@@ -280,7 +367,10 @@ describe('worker as an OS process', () => {
     const killedAt = Date.now();
     victim.signal('SIGKILL');
     // Orphaned, a killed command may linger as a zombie until adopted and reaped: count running members only.
-    await waitUntil(() => runningMembers(commandPgid).length === 0, 'the guard to kill the command', { timeoutMs: 10_000, intervalMs: 10 });
+    await waitUntil(() => runningMembers(commandPgid).length === 0, 'the guard to kill the command', {
+      timeoutMs: 10_000,
+      intervalMs: 10,
+    });
     expect(Date.now()).toBeLessThan(killedAt + ttl);
     await waitUntil(() => !processRunning(victimGuard), 'the guard to exit after the worker');
     const job = await settledJob(connection, 'crash', jobId, 20_000);
@@ -298,7 +388,10 @@ describe('worker as an OS process', () => {
     expect(Number(second[2])).toBeGreaterThanOrEqual(lapsedAt - 25);
     const rerun = survivor.records.find((r) => r['msg'] === 'run started');
     expect(rerun).toMatchObject({ firstStart: false, worker: survivor.name, attempt: 2 });
-    expect(survivor.records.find((r) => r['outcome'] === 'worker-lost')).toMatchObject({ attempt: 1, fence: Number(first[1]) });
+    expect(survivor.records.find((r) => r['outcome'] === 'worker-lost')).toMatchObject({
+      attempt: 1,
+      fence: Number(first[1]),
+    });
     // BullMQ handed the job over while the lease was still alive: the survivor waited for it.
     expect(job.processedOn).toBeLessThan(lapsedAt);
     expect((await survivor.stop()).code).toBe(0);
@@ -329,12 +422,15 @@ describe('worker as an OS process', () => {
       worker.signal('SIGCONT');
     }
     await scheduler.release(second);
-    await worker.waitForLine((line) => line.includes('"outcome":"aborted-lease-lost"'), 'the run to fail as lease lost');
+    await worker.waitForLine(
+      (line) => line.includes('"outcome":"aborted-lease-lost"'),
+      'the run to fail as lease lost',
+    );
     expect(worker.records.find((r) => r['code'] === 'COMMAND_GUARD_KILLED')).toMatchObject({ pgid });
     expect((await worker.stop()).code).toBe(0);
   });
 
-  it('a worker paused (SIGSTOP) past a module run\'s lease: the guard kills the module\'s process group at the lease deadline; resumed, nothing of the module writes again', async () => {
+  it("a worker paused (SIGSTOP) past a module run's lease: the guard kills the module's process group at the lease deadline; resumed, nothing of the module writes again", async () => {
     // A module that ignores its signal and beats every 50 ms: run in the worker's own memory (a thread), it was
     // paused with the worker and wrote again on resume, after the next run had started (issue #17's chaos run).
     mkdirSync(path.join(configDir, 'jobs'), { recursive: true });
@@ -348,8 +444,19 @@ describe('worker as an OS process', () => {
          await new Promise(() => {});
        }\n`,
     );
-    const schedule = scheduleFixture('paused-module/job', { kind: 'module', path: './jobs/beat.mjs', exportName: 'run', killGraceMs: 10_000 }, { queue: 'paused-module', leaseTtlMs: 2000 });
-    writeTeam('paused-module', [{ name: 'job', handler: { kind: 'module', path: './jobs/beat.mjs', export: 'run', killGrace: '10s' }, leaseTtl: '2s', queue: 'paused-module' }]);
+    const schedule = scheduleFixture(
+      'paused-module/job',
+      { kind: 'module', path: './jobs/beat.mjs', exportName: 'run', killGraceMs: 10_000 },
+      { queue: 'paused-module', leaseTtlMs: 2000 },
+    );
+    writeTeam('paused-module', [
+      {
+        name: 'job',
+        handler: { kind: 'module', path: './jobs/beat.mjs', export: 'run', killGrace: '10s' },
+        leaseTtl: '2s',
+        queue: 'paused-module',
+      },
+    ]);
     const { worker } = await startWorker('paused-module', { TICKWARDEN_QUEUES: 'paused-module' });
     const { jobId, lease } = await enqueueTick(scheduler, connection, schedule);
     await runStarted(worker, jobId);
@@ -358,7 +465,13 @@ describe('worker as an OS process', () => {
     // A process of its own (the gate's group), not the worker.
     expect(pgid).not.toBe(worker.pid);
     // The run's variables only: none of the worker's settings (TICKWARDEN_LOCK_NODES, TICKWARDEN_QUEUE_REDIS, ...).
-    expect(JSON.parse(readFileSync(file('paused-module.env'), 'utf8'))).toEqual(['TICKWARDEN_ATTEMPT', 'TICKWARDEN_FENCE', 'TICKWARDEN_JOB_ID', 'TICKWARDEN_SCHEDULE', 'TICKWARDEN_TICK']);
+    expect(JSON.parse(readFileSync(file('paused-module.env'), 'utf8'))).toEqual([
+      'TICKWARDEN_ATTEMPT',
+      'TICKWARDEN_FENCE',
+      'TICKWARDEN_JOB_ID',
+      'TICKWARDEN_SCHEDULE',
+      'TICKWARDEN_TICK',
+    ]);
     const beats = () => lines('paused-module.txt').slice(1).map(Number);
     worker.signal('SIGSTOP');
     let second: Lease | undefined;
@@ -375,7 +488,10 @@ describe('worker as an OS process', () => {
     } finally {
       worker.signal('SIGCONT');
     }
-    await worker.waitForLine((line) => line.includes('"outcome":"aborted-lease-lost"'), 'the run to fail as lease lost');
+    await worker.waitForLine(
+      (line) => line.includes('"outcome":"aborted-lease-lost"'),
+      'the run to fail as lease lost',
+    );
     await sleep(300);
     // Resumed, the worker's own timers fire late (the module's beat, in the thread of old, wrote on): nothing writes.
     expect(beats()).toHaveLength(count);

@@ -10,11 +10,15 @@ import { pino, type Logger } from 'pino';
 import { RunLeaseValidity, type RunContext } from '../src/index.ts';
 
 /** A pino logger whose records (parsed) are kept in memory. */
-export function captureLogger(base: Record<string, unknown> = { worker: 'test-worker' }): { logger: Logger; records: Record<string, unknown>[] } {
+export function captureLogger(base: Record<string, unknown> = { worker: 'test-worker' }): {
+  logger: Logger;
+  records: Record<string, unknown>[];
+} {
   const records: Record<string, unknown>[] = [];
   const stream = new Writable({
     write(chunk: Buffer, _encoding, callback) {
-      for (const line of chunk.toString('utf8').split('\n')) if (line.trim() !== '') records.push(JSON.parse(line) as Record<string, unknown>);
+      for (const line of chunk.toString('utf8').split('\n'))
+        if (line.trim() !== '') records.push(JSON.parse(line) as Record<string, unknown>);
       callback();
     },
   });
@@ -44,7 +48,11 @@ export function runContext(signal: AbortSignal, logger: Logger, overrides: Parti
 }
 
 /** A schedule with the config's defaults; tests override what they exercise. */
-export function scheduleFixture(id: string, handler: HandlerConfig, overrides: Partial<ScheduleConfig> = {}): ScheduleConfig {
+export function scheduleFixture(
+  id: string,
+  handler: HandlerConfig,
+  overrides: Partial<ScheduleConfig> = {},
+): ScheduleConfig {
   const [team = 'team', name = 'job'] = id.split('/');
   return {
     id,
@@ -71,8 +79,18 @@ export function scheduleFixture(id: string, handler: HandlerConfig, overrides: P
 }
 
 /** A command handler running `node -e script`. */
-export function nodeCommand(script: string, extra: Partial<Extract<HandlerConfig, { kind: 'command' }>> = {}): HandlerConfig {
-  return { kind: 'command', argv: [process.execPath, '-e', script], cwd: undefined, env: {}, killGraceMs: 500, ...extra };
+export function nodeCommand(
+  script: string,
+  extra: Partial<Extract<HandlerConfig, { kind: 'command' }>> = {},
+): HandlerConfig {
+  return {
+    kind: 'command',
+    argv: [process.execPath, '-e', script],
+    cwd: undefined,
+    env: {},
+    killGraceMs: 500,
+    ...extra,
+  };
 }
 
 /**
@@ -89,7 +107,11 @@ export async function enqueueTick(
   options: { tickMs?: number; dueMs?: number; delayMs?: number; revoke?: boolean; data?: Partial<TickJobData> } = {},
 ): Promise<{ jobId: string; lease: Lease; data: TickJobData }> {
   const tickMs = options.tickMs ?? Date.now();
-  const lease = await redlock.acquire(leaseResource(schedule.id, schedule.overlap, tickMs), schedule.leaseTtlMs, { claim: tickClaim(tickMs), retryCount: 0, revoke: options.revoke });
+  const lease = await redlock.acquire(leaseResource(schedule.id, schedule.overlap, tickMs), schedule.leaseTtlMs, {
+    claim: tickClaim(tickMs),
+    retryCount: 0,
+    revoke: options.revoke,
+  });
   const data: TickJobData = {
     version: 1,
     schedule: schedule.id,
@@ -187,5 +209,7 @@ export function processRunning(pid: number): boolean {
 
 /** Records of one run-end log line per outcome (the records that carry `outcome`). */
 export function outcomes(records: readonly Record<string, unknown>[], jobId?: string): Record<string, unknown>[] {
-  return records.filter((record) => typeof record['outcome'] === 'string' && (jobId === undefined || record['jobId'] === jobId));
+  return records.filter(
+    (record) => typeof record['outcome'] === 'string' && (jobId === undefined || record['jobId'] === jobId),
+  );
 }

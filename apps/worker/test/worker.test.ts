@@ -9,8 +9,26 @@ import { sleep, startRedisNodes, waitUntil, type RedisNodes } from '@tickwarden/
 import { Queue, Worker, type Job } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { CommandGuard, GuardLauncher, JobRunner, lockDurationFor, MAX_STALLED_COUNT, RemoteLauncher, WorkerMetrics, WorkerService, type ProgramLauncher } from '../src/index.ts';
-import { captureLogger, enqueueTick, groupAlive, nodeCommand, outcomes, scheduleFixture, settledJob } from './support.ts';
+import {
+  CommandGuard,
+  GuardLauncher,
+  JobRunner,
+  lockDurationFor,
+  MAX_STALLED_COUNT,
+  RemoteLauncher,
+  WorkerMetrics,
+  WorkerService,
+  type ProgramLauncher,
+} from '../src/index.ts';
+import {
+  captureLogger,
+  enqueueTick,
+  groupAlive,
+  nodeCommand,
+  outcomes,
+  scheduleFixture,
+  settledJob,
+} from './support.ts';
 
 describe('worker: jobs under the lease, against real Redis', () => {
   let locks: RedisNodes;
@@ -22,7 +40,10 @@ describe('worker: jobs under the lease, against real Redis', () => {
   const redlocks: Redlock[] = [];
 
   beforeAll(async () => {
-    [locks, queueNodes] = await Promise.all([startRedisNodes({ count: 5, aof: false }), startRedisNodes({ count: 1, aof: false })]);
+    [locks, queueNodes] = await Promise.all([
+      startRedisNodes({ count: 5, aof: false }),
+      startRedisNodes({ count: 1, aof: false }),
+    ]);
     connection = new Redis(queueNodes.urls[0] as string, { maxRetriesPerRequest: null });
     // The queue Redis is restarted by one test: its reconnects are expected.
     connection.on('error', () => undefined);
@@ -68,10 +89,19 @@ describe('worker: jobs under the lease, against real Redis', () => {
     const connection = new Redis(queueNodes.urls[0] as string, { maxRetriesPerRequest: null });
     let taken!: () => void;
     const tookIt = new Promise<void>((resolve) => (taken = resolve));
-    const worker = new Worker(queueName(queue), async () => {
-      taken();
-      await new Promise(() => undefined);
-    }, { connection, lockDuration: lockDurationFor([schedule]), stalledInterval: DEFAULT_STALLED_INTERVAL_MS, maxStalledCount: MAX_STALLED_COUNT });
+    const worker = new Worker(
+      queueName(queue),
+      async () => {
+        taken();
+        await new Promise(() => undefined);
+      },
+      {
+        connection,
+        lockDuration: lockDurationFor([schedule]),
+        stalledInterval: DEFAULT_STALLED_INTERVAL_MS,
+        maxStalledCount: MAX_STALLED_COUNT,
+      },
+    );
     worker.on('error', () => undefined);
     return { worker, connection, tookIt };
   }
@@ -80,11 +110,15 @@ describe('worker: jobs under the lease, against real Redis', () => {
   const lines = (name: string) => (existsSync(file(name)) ? readFileSync(file(name), 'utf8').trim().split('\n') : []);
   /** Appends "<fence> <attempt> <start ms>" to a file, then runs `rest`. */
   const recording = (name: string, rest: string) =>
-    nodeCommand(`require('node:fs').appendFileSync(${JSON.stringify(file(name))}, [process.env.TICKWARDEN_FENCE, process.env.TICKWARDEN_ATTEMPT, Date.now(), process.pid].join(' ') + '\\n'); ${rest}`);
+    nodeCommand(
+      `require('node:fs').appendFileSync(${JSON.stringify(file(name))}, [process.env.TICKWARDEN_FENCE, process.env.TICKWARDEN_ATTEMPT, Date.now(), process.pid].join(' ') + '\\n'); ${rest}`,
+    );
   /** A lease held by nobody now: a fresh acquire gets it at once (well inside the 1 s TTL an unreleased lease would still have). */
   async function leaseIsFree(resource: string): Promise<boolean> {
     try {
-      await scheduler.release(await scheduler.acquire(resource, 1000, { retryCount: 1, retryDelayMs: 50, retryJitterMs: 0 }));
+      await scheduler.release(
+        await scheduler.acquire(resource, 1000, { retryCount: 1, retryDelayMs: 50, retryJitterMs: 0 }),
+      );
       return true;
     } catch {
       return false;
@@ -104,9 +138,20 @@ describe('worker: jobs under the lease, against real Redis', () => {
     // Marked before the handler started: a later start reads it to know the start deadline no longer applies.
     expect(job.progress).toMatchObject({ handlerStarted: true, attempt: 1, fence: Number(fence) });
     // and its end, for a re-run after BullMQ lost the completion
-    expect(job.progress).toMatchObject({ finished: { outcome: 'succeeded', attemptsMade: 0, attempt: 1, fence: Number(fence), details: { exitCode: 0 } } });
+    expect(job.progress).toMatchObject({
+      finished: { outcome: 'succeeded', attemptsMade: 0, attempt: 1, fence: Number(fence), details: { exitCode: 0 } },
+    });
     const [done] = outcomes(records, jobId);
-    expect(done).toMatchObject({ worker: 'test-worker', schedule: 'team-a/ok', tick: new Date((job.data as TickJobData).tickMs).toISOString(), jobId, fence: Number(fence), attempt: 1, outcome: 'succeeded', exitCode: 0 });
+    expect(done).toMatchObject({
+      worker: 'test-worker',
+      schedule: 'team-a/ok',
+      tick: new Date((job.data as TickJobData).tickMs).toISOString(),
+      jobId,
+      fence: Number(fence),
+      attempt: 1,
+      outcome: 'succeeded',
+      exitCode: 0,
+    });
     expect(typeof done?.['durationMs']).toBe('number');
     // the payload only at debug
     expect(records.filter((r) => 'payload' in r).every((r) => r['level'] === 20)).toBe(true);
@@ -118,7 +163,11 @@ describe('worker: jobs under the lease, against real Redis', () => {
   });
 
   it('the majority of lock nodes paused during a run: the handler is aborted before the validity ends, the job fails as lease lost and is not retried', async () => {
-    const schedule = scheduleFixture('team-a/lost', recording('lost.txt', 'setInterval(() => {}, 1000)'), { queue: 'q-lost', attempts: 3, leaseTtlMs: 1000 });
+    const schedule = scheduleFixture('team-a/lost', recording('lost.txt', 'setInterval(() => {}, 1000)'), {
+      queue: 'q-lost',
+      attempts: 3,
+      leaseTtlMs: 1000,
+    });
     const { records, events, metrics } = await startWorker([schedule]);
     const { jobId } = await enqueueTick(scheduler, connection, schedule);
     await waitUntil(() => records.some((r) => r['msg'] === 'run started' && r['jobId'] === jobId), 'the run to start');
@@ -147,7 +196,11 @@ describe('worker: jobs under the lease, against real Redis', () => {
   });
 
   it('a worker paused after "run started" but before its command began, past the lease: the run is deferred (nothing ran; no attempt consumed) and runs once later', async () => {
-    const schedule = scheduleFixture('team-a/paused-before', recording('paused-before.txt', ''), { queue: 'q-paused-before', leaseTtlMs: 1000, startDeadlineMs: 30_000 });
+    const schedule = scheduleFixture('team-a/paused-before', recording('paused-before.txt', ''), {
+      queue: 'q-paused-before',
+      leaseTtlMs: 1000,
+      startDeadlineMs: 30_000,
+    });
     const { records, service } = await startWorker([schedule]);
     // As if SIGSTOPped while telling the guard of the program's group: the event loop stands still past the lease.
     const watching = service.guard.watching.bind(service.guard);
@@ -174,7 +227,10 @@ describe('worker: jobs under the lease, against real Redis', () => {
   });
 
   it('a worker that died after taking a job, before its handler started: the job comes back within the default start deadline and runs once', async () => {
-    const schedule = scheduleFixture('team-a/orphaned', recording('orphaned.txt', ''), { queue: 'q-orphaned', leaseTtlMs: 3000 });
+    const schedule = scheduleFixture('team-a/orphaned', recording('orphaned.txt', ''), {
+      queue: 'q-orphaned',
+      leaseTtlMs: 3000,
+    });
     // The start deadline the scheduler gives such a tick by default (leaseTtl + 10 s: apps/scheduler tick-window.ts).
     const startDeadlineMs = schedule.leaseTtlMs + 10_000;
     // The dead worker, with the job lock and stalled check a worker would use: it takes the job and is gone (no lock renewals).
@@ -197,97 +253,136 @@ describe('worker: jobs under the lease, against real Redis', () => {
   it.each([
     { end: 'succeeded', rest: '', state: 'completed' },
     { end: 'failed', rest: 'process.exit(3)', state: 'failed' },
-  ] as const)('a worker paused after its handler $end, past the job lock, before BullMQ recorded that end: the re-run records it without running the handler again', async ({ end, rest, state }) => {
-    const name = `lost-${end}`;
-    const schedule = scheduleFixture(`team-a/${name}`, recording(`${name}.txt`, rest), { queue: `q-${name}`, leaseTtlMs: 1000 });
-    const guard = new CommandGuard({ logger: captureLogger().logger });
-    await guard.start();
-    const redlock = new Redlock(locks.urls);
-    redlocks.push(redlock);
-    const runner = new JobRunner({ redlock, logger: captureLogger().logger, guard, schedule: (id) => (id === schedule.id ? schedule : undefined) });
-    // The paused worker: its handler ends, then it stands still (no lock renewals, no completion) until BullMQ's stalled check gives the job away.
-    const pausedConnection = new Redis(queueNodes.urls[0] as string, { maxRetriesPerRequest: null });
-    let ended!: () => void;
-    const handlerEnded = new Promise<void>((resolve) => (ended = resolve));
-    const paused = new Worker(
-      queueName(`q-${name}`),
-      async (job, token, signal) => {
-        await runner.processJob(job, token, signal).catch(() => undefined);
-        pausedConnection.disconnect();
-        ended();
-        await new Promise(() => undefined);
-      },
-      { connection: pausedConnection, lockDuration: lockDurationFor([schedule]), stalledInterval: DEFAULT_STALLED_INTERVAL_MS },
-    );
-    paused.on('error', () => undefined);
-    try {
-      const { jobId } = await enqueueTick(scheduler, connection, schedule);
-      await handlerEnded;
-      const { records } = await startWorker([schedule]);
-      const job = await settledJob(connection, `q-${name}`, jobId);
-      expect(await job.getState()).toBe(state);
-      const ran = lines(`${name}.txt`);
-      expect(ran).toHaveLength(1);
-      const fence = Number(ran[0]?.split(' ')[0]);
-      expect(outcomes(records, jobId)).toEqual([expect.objectContaining({ outcome: 'finished-earlier', finishedOutcome: end, fence, finishedAttempt: 1 })]);
-      if (end === 'succeeded') expect(job.returnvalue).toMatchObject({ outcome: 'succeeded', fence, details: { exitCode: 0 } });
-      else expect(job.failedReason).toBe('command exited with code 3');
-      expect(job.attemptsMade).toBe(1);
-    } finally {
-      await paused.close(true).catch(() => undefined);
-      await guard.close();
-    }
-  });
+  ] as const)(
+    'a worker paused after its handler $end, past the job lock, before BullMQ recorded that end: the re-run records it without running the handler again',
+    async ({ end, rest, state }) => {
+      const name = `lost-${end}`;
+      const schedule = scheduleFixture(`team-a/${name}`, recording(`${name}.txt`, rest), {
+        queue: `q-${name}`,
+        leaseTtlMs: 1000,
+      });
+      const guard = new CommandGuard({ logger: captureLogger().logger });
+      await guard.start();
+      const redlock = new Redlock(locks.urls);
+      redlocks.push(redlock);
+      const runner = new JobRunner({
+        redlock,
+        logger: captureLogger().logger,
+        guard,
+        schedule: (id) => (id === schedule.id ? schedule : undefined),
+      });
+      // The paused worker: its handler ends, then it stands still (no lock renewals, no completion) until BullMQ's stalled check gives the job away.
+      const pausedConnection = new Redis(queueNodes.urls[0] as string, { maxRetriesPerRequest: null });
+      let ended!: () => void;
+      const handlerEnded = new Promise<void>((resolve) => (ended = resolve));
+      const paused = new Worker(
+        queueName(`q-${name}`),
+        async (job, token, signal) => {
+          await runner.processJob(job, token, signal).catch(() => undefined);
+          pausedConnection.disconnect();
+          ended();
+          await new Promise(() => undefined);
+        },
+        {
+          connection: pausedConnection,
+          lockDuration: lockDurationFor([schedule]),
+          stalledInterval: DEFAULT_STALLED_INTERVAL_MS,
+        },
+      );
+      paused.on('error', () => undefined);
+      try {
+        const { jobId } = await enqueueTick(scheduler, connection, schedule);
+        await handlerEnded;
+        const { records } = await startWorker([schedule]);
+        const job = await settledJob(connection, `q-${name}`, jobId);
+        expect(await job.getState()).toBe(state);
+        const ran = lines(`${name}.txt`);
+        expect(ran).toHaveLength(1);
+        const fence = Number(ran[0]?.split(' ')[0]);
+        expect(outcomes(records, jobId)).toEqual([
+          expect.objectContaining({ outcome: 'finished-earlier', finishedOutcome: end, fence, finishedAttempt: 1 }),
+        ]);
+        if (end === 'succeeded')
+          expect(job.returnvalue).toMatchObject({ outcome: 'succeeded', fence, details: { exitCode: 0 } });
+        else expect(job.failedReason).toBe('command exited with code 3');
+        expect(job.attemptsMade).toBe(1);
+      } finally {
+        await paused.close(true).catch(() => undefined);
+        await guard.close();
+      }
+    },
+  );
 
   it.each([
     { attempts: 1, runs: 1, state: 'failed' },
     { attempts: 2, runs: 2, state: 'completed' },
-  ] as const)('attempts $attempts: a worker that stopped while its handler ran (its end recorded nowhere) fails the attempt as worker-lost; the handler starts $runs time(s) in all', async ({ attempts, runs, state }) => {
-    const name = `worker-lost-${attempts}`;
-    const schedule = scheduleFixture(`team-a/${name}`, recording(`${name}.txt`, 'setTimeout(() => {}, 300)'), { queue: `q-${name}`, leaseTtlMs: 1000, attempts });
-    const guard = new CommandGuard({ logger: captureLogger().logger });
-    await guard.start();
-    const redlock = new Redlock(locks.urls);
-    redlocks.push(redlock);
-    const runner = new JobRunner({ redlock, logger: captureLogger().logger, guard, schedule: (id) => (id === schedule.id ? schedule : undefined) });
-    // The stopped worker: its queue connection goes once the handler started, so neither BullMQ nor the finished mark learns the end.
-    const stoppedConnection = new Redis(queueNodes.urls[0] as string, { maxRetriesPerRequest: null });
-    const stopped = new Worker(
-      queueName(`q-${name}`),
-      async (job, token, signal) => {
-        void runner.processJob(job, token, signal).catch(() => undefined);
-        await waitUntil(() => lines(`${name}.txt`).length === 1, 'the handler to start');
-        stoppedConnection.disconnect();
-        await new Promise(() => undefined);
-      },
-      { connection: stoppedConnection, lockDuration: lockDurationFor([schedule]), stalledInterval: DEFAULT_STALLED_INTERVAL_MS, maxStalledCount: MAX_STALLED_COUNT },
-    );
-    stopped.on('error', () => undefined);
-    try {
-      const { jobId } = await enqueueTick(scheduler, connection, schedule);
-      await waitUntil(() => stoppedConnection.status === 'end', 'the worker to stop');
-      const { records } = await startWorker([schedule]);
-      const job = await settledJob(connection, `q-${name}`, jobId);
-      expect(await job.getState()).toBe(state);
-      const ran = lines(`${name}.txt`).map((line) => line.split(' '));
-      expect(ran).toHaveLength(runs);
-      expect(ran.map(([, attempt]) => Number(attempt))).toEqual(attempts === 1 ? [1] : [1, 2]);
-      const [lost, ...rest] = outcomes(records, jobId);
-      expect(lost).toMatchObject({ outcome: 'worker-lost', attempt: 1, fence: Number(ran[0]?.[0]), level: 50 });
-      if (attempts === 1) {
-        expect(rest).toEqual([]);
-        expect(job.failedReason).toMatch(/^worker lost: attempt 1/);
-      } else {
-        expect(rest).toEqual([expect.objectContaining({ outcome: 'succeeded', attempt: 2 })]);
+  ] as const)(
+    'attempts $attempts: a worker that stopped while its handler ran (its end recorded nowhere) fails the attempt as worker-lost; the handler starts $runs time(s) in all',
+    async ({ attempts, runs, state }) => {
+      const name = `worker-lost-${attempts}`;
+      const schedule = scheduleFixture(`team-a/${name}`, recording(`${name}.txt`, 'setTimeout(() => {}, 300)'), {
+        queue: `q-${name}`,
+        leaseTtlMs: 1000,
+        attempts,
+      });
+      const guard = new CommandGuard({ logger: captureLogger().logger });
+      await guard.start();
+      const redlock = new Redlock(locks.urls);
+      redlocks.push(redlock);
+      const runner = new JobRunner({
+        redlock,
+        logger: captureLogger().logger,
+        guard,
+        schedule: (id) => (id === schedule.id ? schedule : undefined),
+      });
+      // The stopped worker: its queue connection goes once the handler started, so neither BullMQ nor the finished mark learns the end.
+      const stoppedConnection = new Redis(queueNodes.urls[0] as string, { maxRetriesPerRequest: null });
+      const stopped = new Worker(
+        queueName(`q-${name}`),
+        async (job, token, signal) => {
+          void runner.processJob(job, token, signal).catch(() => undefined);
+          await waitUntil(() => lines(`${name}.txt`).length === 1, 'the handler to start');
+          stoppedConnection.disconnect();
+          await new Promise(() => undefined);
+        },
+        {
+          connection: stoppedConnection,
+          lockDuration: lockDurationFor([schedule]),
+          stalledInterval: DEFAULT_STALLED_INTERVAL_MS,
+          maxStalledCount: MAX_STALLED_COUNT,
+        },
+      );
+      stopped.on('error', () => undefined);
+      try {
+        const { jobId } = await enqueueTick(scheduler, connection, schedule);
+        await waitUntil(() => stoppedConnection.status === 'end', 'the worker to stop');
+        const { records } = await startWorker([schedule]);
+        const job = await settledJob(connection, `q-${name}`, jobId);
+        expect(await job.getState()).toBe(state);
+        const ran = lines(`${name}.txt`).map((line) => line.split(' '));
+        expect(ran).toHaveLength(runs);
+        expect(ran.map(([, attempt]) => Number(attempt))).toEqual(attempts === 1 ? [1] : [1, 2]);
+        const [lost, ...rest] = outcomes(records, jobId);
+        expect(lost).toMatchObject({ outcome: 'worker-lost', attempt: 1, fence: Number(ran[0]?.[0]), level: 50 });
+        if (attempts === 1) {
+          expect(rest).toEqual([]);
+          expect(job.failedReason).toMatch(/^worker lost: attempt 1/);
+        } else {
+          expect(rest).toEqual([expect.objectContaining({ outcome: 'succeeded', attempt: 2 })]);
+        }
+      } finally {
+        await stopped.close(true).catch(() => undefined);
+        await guard.close();
       }
-    } finally {
-      await stopped.close(true).catch(() => undefined);
-      await guard.close();
-    }
-  });
+    },
+  );
 
   it('a job that stalls twice (two workers die holding it, before its handler started) comes back each time and runs once', async () => {
-    const schedule = scheduleFixture('team-a/stalled-twice', recording('stalled-twice.txt', ''), { queue: 'q-stalled-twice', leaseTtlMs: 1000, startDeadlineMs: 60_000 });
+    const schedule = scheduleFixture('team-a/stalled-twice', recording('stalled-twice.txt', ''), {
+      queue: 'q-stalled-twice',
+      leaseTtlMs: 1000,
+      startDeadlineMs: 60_000,
+    });
     const { jobId } = await enqueueTick(scheduler, connection, schedule);
     const dead: Worker[] = [];
     try {
@@ -319,13 +414,23 @@ describe('worker: jobs under the lease, against real Redis', () => {
     expect(await job.getState()).toBe('failed');
     expect(job.failedReason).toBe('job stalled more than allowable limit');
     await waitUntil(() => outcomes(records, jobId).length > 0, 'the failure recorded');
-    expect(outcomes(records, jobId)).toEqual([expect.objectContaining({ outcome: 'failed', schedule: schedule.id, level: 50, reason: 'job stalled more than allowable limit' })]);
+    expect(outcomes(records, jobId)).toEqual([
+      expect.objectContaining({
+        outcome: 'failed',
+        schedule: schedule.id,
+        level: 50,
+        reason: 'job stalled more than allowable limit',
+      }),
+    ]);
     expect(lines('stalls.txt')).toEqual([]);
     expect(await metrics.registry.metrics()).toMatch(/tickwarden_worker_runs_total\{outcome="failed"\} 1/);
   });
 
   it('a lock node restarted empty during a long run: the run continues (the key is re-established) and succeeds', async () => {
-    const schedule = scheduleFixture('team-a/restart', nodeCommand('setTimeout(() => {}, 2500)'), { queue: 'q-restart', leaseTtlMs: 1000 });
+    const schedule = scheduleFixture('team-a/restart', nodeCommand('setTimeout(() => {}, 2500)'), {
+      queue: 'q-restart',
+      leaseTtlMs: 1000,
+    });
     const { records, events } = await startWorker([schedule]);
     const { jobId } = await enqueueTick(scheduler, connection, schedule);
     await waitUntil(() => records.some((r) => r['msg'] === 'run started' && r['jobId'] === jobId), 'the run to start');
@@ -365,7 +470,11 @@ describe('worker: jobs under the lease, against real Redis', () => {
     expect(await job.getState()).toBe('failed');
     expect(job.attemptsMade).toBe(3);
     expect(job.failedReason).toBe('timed out after 1500 ms (maxRuntime)');
-    expect(outcomes(records, jobId).map((r) => r['outcome'])).toEqual(['aborted-timeout', 'aborted-timeout', 'aborted-timeout']);
+    expect(outcomes(records, jobId).map((r) => r['outcome'])).toEqual([
+      'aborted-timeout',
+      'aborted-timeout',
+      'aborted-timeout',
+    ]);
     const runs = lines('slow.txt').map((line) => line.split(' ').map(Number));
     expect(runs.map(([, attempt]) => attempt)).toEqual([1, 2, 3]);
     const fences = [lease.fence, ...runs.map(([fence]) => fence as number)];
@@ -375,11 +484,15 @@ describe('worker: jobs under the lease, against real Redis', () => {
   });
 
   it('a failed attempt is retried after its backoff and the retry can succeed', async () => {
-    const schedule = scheduleFixture('team-a/flaky', recording('flaky.txt', 'process.exit(process.env.TICKWARDEN_ATTEMPT === "1" ? 1 : 0)'), {
-      queue: 'q-flaky',
-      attempts: 2,
-      backoff: { type: 'fixed', delayMs: 200 },
-    });
+    const schedule = scheduleFixture(
+      'team-a/flaky',
+      recording('flaky.txt', 'process.exit(process.env.TICKWARDEN_ATTEMPT === "1" ? 1 : 0)'),
+      {
+        queue: 'q-flaky',
+        attempts: 2,
+        backoff: { type: 'fixed', delayMs: 200 },
+      },
+    );
     const { records } = await startWorker([schedule]);
     const { jobId } = await enqueueTick(scheduler, connection, schedule);
     const job = await settledJob(connection, 'q-flaky', jobId);
@@ -394,14 +507,23 @@ describe('worker: jobs under the lease, against real Redis', () => {
   });
 
   it('overlap skip seen from the worker: a second job of the schedule starting while the first runs is skipped', async () => {
-    const schedule = scheduleFixture('team-a/overlap', recording('overlap.txt', 'setTimeout(() => {}, 2000)'), { queue: 'q-overlap', leaseTtlMs: 1000 });
+    const schedule = scheduleFixture('team-a/overlap', recording('overlap.txt', 'setTimeout(() => {}, 2000)'), {
+      queue: 'q-overlap',
+      leaseTtlMs: 1000,
+    });
     // Both ticks were won while the schedule was free; their jobs waited in the queue past the lease TTL (no worker yet).
     const first = await enqueueTick(scheduler, connection, schedule);
     await sleep(1100);
-    const second = await enqueueTick(scheduler, connection, schedule, { tickMs: first.data.tickMs + 1000, delayMs: 2500 });
+    const second = await enqueueTick(scheduler, connection, schedule, {
+      tickMs: first.data.tickMs + 1000,
+      delayMs: 2500,
+    });
     await sleep(1100);
     const { records } = await startWorker([schedule], { concurrency: 2 });
-    const [a, b] = await Promise.all([settledJob(connection, 'q-overlap', first.jobId), settledJob(connection, 'q-overlap', second.jobId)]);
+    const [a, b] = await Promise.all([
+      settledJob(connection, 'q-overlap', first.jobId),
+      settledJob(connection, 'q-overlap', second.jobId),
+    ]);
     expect(a.returnvalue).toMatchObject({ outcome: 'succeeded' });
     expect(b.returnvalue).toEqual({ outcome: 'skipped-overlap' });
     expect(await b.getState()).toBe('completed');
@@ -421,7 +543,11 @@ describe('worker: jobs under the lease, against real Redis', () => {
     const queue = new Queue(queueName('q-wiped'), { connection });
     try {
       await (await queue.getJob(first.jobId))?.remove();
-      await queue.add(schedule.id, { ...first.data, lease: { ...first.data.lease, fence: first.data.lease.fence + 1 } }, { jobId: first.jobId, attempts: schedule.attempts });
+      await queue.add(
+        schedule.id,
+        { ...first.data, lease: { ...first.data.lease, fence: first.data.lease.fence + 1 } },
+        { jobId: first.jobId, attempts: schedule.attempts },
+      );
     } finally {
       await queue.close();
     }
@@ -434,14 +560,24 @@ describe('worker: jobs under the lease, against real Redis', () => {
     const history = new RunHistory(connection);
     await waitUntil(async () => (await history.read(schedule.id, 10)).length === 2, 'both runs in the history');
     const [second, firstRun] = await history.read(schedule.id, 10);
-    expect(firstRun).toMatchObject({ tickMs: first.data.tickMs, jobId: first.jobId, outcome: 'succeeded', attempt: 1, worker: 'test-worker', exitCode: 0 });
+    expect(firstRun).toMatchObject({
+      tickMs: first.data.tickMs,
+      jobId: first.jobId,
+      outcome: 'succeeded',
+      attempt: 1,
+      worker: 'test-worker',
+      exitCode: 0,
+    });
     expect(firstRun?.fence).toBeGreaterThan(first.data.lease.fence);
     expect(second).toMatchObject({ outcome: 'already-started', fence: first.data.lease.fence + 1 });
     expect(second?.error).toBeUndefined();
   });
 
   it('a job started after its start deadline does not run (missed-deadline) and frees the schedule', async () => {
-    const schedule = scheduleFixture('team-a/late', recording('late.txt', ''), { queue: 'q-late', startDeadlineMs: 1000 });
+    const schedule = scheduleFixture('team-a/late', recording('late.txt', ''), {
+      queue: 'q-late',
+      startDeadlineMs: 1000,
+    });
     const { records } = await startWorker([schedule]);
     const tickMs = Date.now() - 5000;
     const { jobId, lease } = await enqueueTick(scheduler, connection, schedule, { tickMs, dueMs: tickMs });
@@ -453,19 +589,37 @@ describe('worker: jobs under the lease, against real Redis', () => {
   });
 
   it('a run whose program cannot start for want of a launcher is deferred (no attempt consumed), then runs once one answers', async () => {
-    const schedule = scheduleFixture('team-a/no-launcher', recording('no-launcher.txt', ''), { queue: 'q-no-launcher', startDeadlineMs: 60_000 });
+    const schedule = scheduleFixture('team-a/no-launcher', recording('no-launcher.txt', ''), {
+      queue: 'q-no-launcher',
+      startDeadlineMs: 60_000,
+    });
     const guard = new CommandGuard({ logger: captureLogger().logger });
     await guard.start();
     const redlock = new Redlock(locks.urls);
     redlocks.push(redlock);
     const { logger, records } = captureLogger();
     let launcher: ProgramLauncher = new RemoteLauncher(path.join(dir, 'no-launcher.sock'), { readyTimeoutMs: 200 });
-    const runner = new JobRunner({ redlock, logger, guard, schedule: (id) => (id === schedule.id ? schedule : undefined), get launcher() { return launcher; } });
-    const consumer = new Worker(queueName('q-no-launcher'), (job, token, signal) => runner.processJob(job, token, signal), { connection: new Redis(queueNodes.urls[0] as string, { maxRetriesPerRequest: null }) });
+    const runner = new JobRunner({
+      redlock,
+      logger,
+      guard,
+      schedule: (id) => (id === schedule.id ? schedule : undefined),
+      get launcher() {
+        return launcher;
+      },
+    });
+    const consumer = new Worker(
+      queueName('q-no-launcher'),
+      (job, token, signal) => runner.processJob(job, token, signal),
+      { connection: new Redis(queueNodes.urls[0] as string, { maxRetriesPerRequest: null }) },
+    );
     try {
       const { jobId } = await enqueueTick(scheduler, connection, schedule);
       await waitUntil(() => outcomes(records, jobId).length > 0, 'the first attempt');
-      expect(outcomes(records, jobId)[0]).toMatchObject({ outcome: 'deferred', reason: expect.stringContaining('does not answer') });
+      expect(outcomes(records, jobId)[0]).toMatchObject({
+        outcome: 'deferred',
+        reason: expect.stringContaining('does not answer'),
+      });
       expect(lines('no-launcher.txt')).toEqual([]);
       // The worker's own guard starts it, once the launcher is gone from its options.
       launcher = new GuardLauncher(guard);
@@ -483,18 +637,27 @@ describe('worker: jobs under the lease, against real Redis', () => {
   it('a job of a schedule this worker does not know yet waits for its reload within the start deadline, and runs once it knows it; past the deadline it is missed', async () => {
     const known = scheduleFixture('team-a/known', nodeCommand(''), { queue: 'q-late' });
     const { service, records } = await startWorker([known]);
-    const added = scheduleFixture('team-a/added', recording('added.txt', ''), { queue: 'q-late', startDeadlineMs: 20_000 });
+    const added = scheduleFixture('team-a/added', recording('added.txt', ''), {
+      queue: 'q-late',
+      startDeadlineMs: 20_000,
+    });
     const waited = await enqueueTick(scheduler, connection, added);
     await waitUntil(() => outcomes(records, waited.jobId).some((r) => r['outcome'] === 'deferred'), 'the job deferred');
     service.setConfig({ schedules: [known, added], files: [] });
     expect((await settledJob(connection, 'q-late', waited.jobId)).returnvalue).toMatchObject({ outcome: 'succeeded' });
     expect(lines('added.txt')).toHaveLength(1);
-    expect(outcomes(records, waited.jobId)[0]).toMatchObject({ outcome: 'deferred', reason: 'schedule not in this worker\'s configuration' });
+    expect(outcomes(records, waited.jobId)[0]).toMatchObject({
+      outcome: 'deferred',
+      reason: "schedule not in this worker's configuration",
+    });
 
     const never = scheduleFixture('team-a/never', nodeCommand(''), { queue: 'q-late', startDeadlineMs: 1500 });
     const missed = await enqueueTick(scheduler, connection, never);
     expect((await settledJob(connection, 'q-late', missed.jobId)).returnvalue).toEqual({ outcome: 'missed-deadline' });
-    expect(outcomes(records, missed.jobId).at(-1)).toMatchObject({ outcome: 'missed-deadline', reason: 'schedule not in this worker\'s configuration' });
+    expect(outcomes(records, missed.jobId).at(-1)).toMatchObject({
+      outcome: 'missed-deadline',
+      reason: "schedule not in this worker's configuration",
+    });
   });
 
   it('a job of a schedule missing from the config past its wait, or with invalid data, fails without retry', async () => {
@@ -520,14 +683,20 @@ describe('worker: jobs under the lease, against real Redis', () => {
   });
 
   it('shutdown past the grace: the run is aborted as aborted-shutdown, its lease released, and the retry runs on another worker', async () => {
-    const schedule = scheduleFixture('team-a/shutdown', recording('shutdown.txt', 'if (process.env.TICKWARDEN_ATTEMPT === "1") setInterval(() => {}, 1000)'), { queue: 'q-shutdown', attempts: 2 });
+    const schedule = scheduleFixture(
+      'team-a/shutdown',
+      recording('shutdown.txt', 'if (process.env.TICKWARDEN_ATTEMPT === "1") setInterval(() => {}, 1000)'),
+      { queue: 'q-shutdown', attempts: 2 },
+    );
     const first = await startWorker([schedule]);
     const { jobId } = await enqueueTick(scheduler, connection, schedule);
-    await waitUntil(() => lines('shutdown.txt').length === 1, 'the first attempt\'s command');
+    await waitUntil(() => lines('shutdown.txt').length === 1, "the first attempt's command");
     await first.service.stop(100);
     const [aborted] = outcomes(first.records, jobId);
     expect(aborted).toMatchObject({ outcome: 'aborted-shutdown', reason: 'the worker is shutting down', attempt: 1 });
-    expect(await first.metrics.registry.metrics()).toMatch(/tickwarden_worker_runs_total\{outcome="aborted-shutdown"\} 1/);
+    expect(await first.metrics.registry.metrics()).toMatch(
+      /tickwarden_worker_runs_total\{outcome="aborted-shutdown"\} 1/,
+    );
     expect(groupAlive(Number((lines('shutdown.txt')[0] ?? '').split(' ')[3]))).toBe(false);
     const second = await startWorker([schedule]);
     const job = await settledJob(connection, 'q-shutdown', jobId);
@@ -540,15 +709,24 @@ describe('worker: jobs under the lease, against real Redis', () => {
   it('start deadline through BullMQ: a retry after a failed handler runs although late; a job whose lease could not be taken is deferred (no attempt consumed) and, back past its deadline, dropped', async () => {
     const backoff = { type: 'fixed' as const, delayMs: 1500 };
     // Attempt 1's handler fails; attempt 2 starts 1.5 s later, past the 1 s deadline, and still runs.
-    const failing = scheduleFixture('team-a/late-retry', recording('late-retry.txt', 'process.exit(process.env.TICKWARDEN_ATTEMPT === "1" ? 1 : 0)'), { queue: 'q-deadline', attempts: 2, backoff, startDeadlineMs: 1000 });
+    const failing = scheduleFixture(
+      'team-a/late-retry',
+      recording('late-retry.txt', 'process.exit(process.env.TICKWARDEN_ATTEMPT === "1" ? 1 : 0)'),
+      { queue: 'q-deadline', attempts: 2, backoff, startDeadlineMs: 1000 },
+    );
     // Its first start cannot take its lease (the lock majority is paused; the takeover tries for 1 s): deferred, it comes back past the deadline and never runs.
-    const blocked = scheduleFixture('team-a/late-blocked', recording('late-blocked.txt', ''), { queue: 'q-deadline', attempts: 2, backoff, startDeadlineMs: 2000 });
+    const blocked = scheduleFixture('team-a/late-blocked', recording('late-blocked.txt', ''), {
+      queue: 'q-deadline',
+      attempts: 2,
+      backoff,
+      startDeadlineMs: 2000,
+    });
     const { records, service } = await startWorker([failing, blocked]);
     const dropped = await enqueueTick(scheduler, connection, blocked, { delayMs: 300 });
     const paused = [0, 1, 2].map((i) => locks.node(i));
     await Promise.all(paused.map((node) => node.pause()));
     try {
-      await waitUntil(() => outcomes(records, dropped.jobId).length === 1, 'the blocked job\'s first start to give up');
+      await waitUntil(() => outcomes(records, dropped.jobId).length === 1, "the blocked job's first start to give up");
       await waitUntil(() => Date.now() > dropped.data.dueMs + 2000, 'its start deadline to pass', { intervalMs: 20 });
     } finally {
       await Promise.all(paused.map((node) => node.resume()));
@@ -556,7 +734,10 @@ describe('worker: jobs under the lease, against real Redis', () => {
     // The worker stopped taking jobs while no quorum answered it; it takes them again once one does.
     await waitUntil(() => service.takingJobs, 'the worker to take jobs again', { timeoutMs: 5000 });
     const retried = await enqueueTick(scheduler, connection, failing);
-    const [ran, notRun] = await Promise.all([settledJob(connection, 'q-deadline', retried.jobId), settledJob(connection, 'q-deadline', dropped.jobId)]);
+    const [ran, notRun] = await Promise.all([
+      settledJob(connection, 'q-deadline', retried.jobId),
+      settledJob(connection, 'q-deadline', dropped.jobId),
+    ]);
     expect(outcomes(records, retried.jobId).map((r) => r['outcome'])).toEqual(['failed', 'succeeded']);
     expect(ran.returnvalue).toMatchObject({ outcome: 'succeeded' });
     expect(ran.progress).toMatchObject({ handlerStarted: true, attempt: 2, attemptsMade: 1 });
@@ -571,23 +752,39 @@ describe('worker: jobs under the lease, against real Redis', () => {
   });
 
   it('a reload that raises the largest lease TTL replaces the queue worker: a running job finishes on the old one, new jobs get the longer BullMQ lock', async () => {
-    const short = scheduleFixture('team-a/short', recording('reload-short.txt', 'setTimeout(() => {}, 1500)'), { queue: 'q-reload', leaseTtlMs: 1000 });
-    const long = scheduleFixture('team-a/long', recording('reload-long.txt', 'setTimeout(() => {}, 1500)'), { queue: 'q-reload', leaseTtlMs: 45_000 });
+    const short = scheduleFixture('team-a/short', recording('reload-short.txt', 'setTimeout(() => {}, 1500)'), {
+      queue: 'q-reload',
+      leaseTtlMs: 1000,
+    });
+    const long = scheduleFixture('team-a/long', recording('reload-long.txt', 'setTimeout(() => {}, 1500)'), {
+      queue: 'q-reload',
+      leaseTtlMs: 45_000,
+    });
     const { service, records } = await startWorker([short]);
     expect(service.lockDurationMs).toBe(5000);
     const running = await enqueueTick(scheduler, connection, short);
-    await waitUntil(() => lines('reload-short.txt').length === 1, 'the running job\'s command');
+    await waitUntil(() => lines('reload-short.txt').length === 1, "the running job's command");
     service.setConfig({ schedules: [short, long], files: [] });
     expect(service.lockDurationMs).toBe(45_000);
-    expect(records.filter((r) => r['msg'] === 'consuming queue' && r['queue'] === 'q-reload').map((r) => r['lockDurationMs'])).toEqual([5000, 45_000]);
+    expect(
+      records
+        .filter((r) => r['msg'] === 'consuming queue' && r['queue'] === 'q-reload')
+        .map((r) => r['lockDurationMs']),
+    ).toEqual([5000, 45_000]);
     const next = await enqueueTick(scheduler, connection, long);
-    await waitUntil(() => lines('reload-long.txt').length === 1, 'the new job\'s command');
+    await waitUntil(() => lines('reload-long.txt').length === 1, "the new job's command");
     const lockPttl = await connection.pttl(`bull:${queueName('q-reload')}:${next.jobId}:lock`);
     expect(lockPttl).toBeGreaterThan(30_000);
-    const [old, fresh] = await Promise.all([settledJob(connection, 'q-reload', running.jobId), settledJob(connection, 'q-reload', next.jobId)]);
+    const [old, fresh] = await Promise.all([
+      settledJob(connection, 'q-reload', running.jobId),
+      settledJob(connection, 'q-reload', next.jobId),
+    ]);
     expect(old.returnvalue).toMatchObject({ outcome: 'succeeded' });
     expect(fresh.returnvalue).toMatchObject({ outcome: 'succeeded' });
-    await waitUntil(() => records.some((r) => r['msg'] === 'replaced queue worker closed' && r['queue'] === 'q-reload'), 'the old queue worker to close');
+    await waitUntil(
+      () => records.some((r) => r['msg'] === 'replaced queue worker closed' && r['queue'] === 'q-reload'),
+      'the old queue worker to close',
+    );
   });
 
   it('the queue Redis killed and back empty: a job enqueued then runs within seconds', async () => {
@@ -607,7 +804,10 @@ describe('worker: jobs under the lease, against real Redis', () => {
   });
 
   describe('a later start (retry or stalled re-run) never takes over a possibly-alive previous attempt', () => {
-    const schedule = scheduleFixture('team-a/rerun', recording('rerun.txt', ''), { queue: 'q-rerun', leaseTtlMs: 1000 });
+    const schedule = scheduleFixture('team-a/rerun', recording('rerun.txt', ''), {
+      queue: 'q-rerun',
+      leaseTtlMs: 1000,
+    });
     const guard = new CommandGuard({ logger: captureLogger().logger });
     beforeAll(() => guard.start());
     afterAll(() => guard.close());
@@ -615,12 +815,31 @@ describe('worker: jobs under the lease, against real Redis', () => {
       const { logger, records } = captureLogger();
       const redlock = new Redlock(locks.urls);
       redlocks.push(redlock);
-      return { runner: new JobRunner({ redlock, logger, guard, schedule: (id) => (id === schedule.id ? schedule : undefined) }), records };
+      return {
+        runner: new JobRunner({
+          redlock,
+          logger,
+          guard,
+          schedule: (id) => (id === schedule.id ? schedule : undefined),
+        }),
+        records,
+      };
     }
     /** A stalled re-run as BullMQ hands it over (`progress` as the earlier attempt left it). */
     const laterStart = (data: TickJobData, progress: unknown = 0) =>
-      ({ id: `${data.schedule}@${data.tickMs}`, data, attemptsStarted: 2, attemptsMade: 0, stalledCounter: 1, progress, updateProgress: () => Promise.resolve() }) as unknown as Job;
-    const jobData = (tickMs: number, lease: { resource: string; value: string; fence: number; ttlMs: number }): TickJobData => ({
+      ({
+        id: `${data.schedule}@${data.tickMs}`,
+        data,
+        attemptsStarted: 2,
+        attemptsMade: 0,
+        stalledCounter: 1,
+        progress,
+        updateProgress: () => Promise.resolve(),
+      }) as unknown as Job;
+    const jobData = (
+      tickMs: number,
+      lease: { resource: string; value: string; fence: number; ttlMs: number },
+    ): TickJobData => ({
       version: 1,
       schedule: schedule.id,
       tickMs,
@@ -640,7 +859,11 @@ describe('worker: jobs under the lease, against real Redis', () => {
       // The previous attempt's worker died holding the lease (never extended, never released).
       const previous = await scheduler.acquire(resource, 1000, { retryCount: 0 });
       const from = Date.now();
-      const result = await r.processJob(laterStart(jobData(Date.now(), { resource, value: previous.value, fence: previous.fence, ttlMs: 1000 })), undefined, undefined);
+      const result = await r.processJob(
+        laterStart(jobData(Date.now(), { resource, value: previous.value, fence: previous.fence, ttlMs: 1000 })),
+        undefined,
+        undefined,
+      );
       expect(result.outcome).toBe('succeeded');
       expect(result.fence).toBeGreaterThan(previous.fence);
       const [, , startedAt] = (lines('rerun.txt').at(-1) ?? '').split(' ').map(Number);
@@ -655,10 +878,21 @@ describe('worker: jobs under the lease, against real Redis', () => {
       const granted = await scheduler.acquire(resource, 1000, { claim: tickClaim(tickMs), retryCount: 0 });
       const data = jobData(tickMs, { resource, value: granted.value, fence: granted.fence, ttlMs: 1000 });
       expect((await r.processJob(laterStart(data), undefined, undefined)).outcome).toBe('succeeded');
-      const firstStart = { id: `${data.schedule}@${data.tickMs}`, data, attemptsStarted: 1, attemptsMade: 0, stalledCounter: 0, progress: 0, updateProgress: () => Promise.resolve() } as unknown as Job;
+      const firstStart = {
+        id: `${data.schedule}@${data.tickMs}`,
+        data,
+        attemptsStarted: 1,
+        attemptsMade: 0,
+        stalledCounter: 0,
+        progress: 0,
+        updateProgress: () => Promise.resolve(),
+      } as unknown as Job;
       expect(await r.processJob(firstStart, undefined, undefined)).toEqual({ outcome: 'already-started' });
       expect(lines('rerun.txt')).toHaveLength(before + 1);
-      expect(outcomes(records).at(-1)).toMatchObject({ outcome: 'already-started', startedBy: `${granted.value}|${granted.fence}:later` });
+      expect(outcomes(records).at(-1)).toMatchObject({
+        outcome: 'already-started',
+        startedBy: `${granted.value}|${granted.fence}:later`,
+      });
     });
 
     it('skips when the previous holder is still alive (it keeps extending) after the TTL plus a second', async () => {
@@ -667,14 +901,23 @@ describe('worker: jobs under the lease, against real Redis', () => {
       const before = lines('rerun.txt').length;
       let value = '';
       let fence = 0;
-      const alive = scheduler.using(resource, 1000, async (_signal, lease) => {
-        value = lease.value;
-        fence = lease.fence;
-        await sleep(3500);
-      }, { nodeTimeoutMs: 100 });
+      const alive = scheduler.using(
+        resource,
+        1000,
+        async (_signal, lease) => {
+          value = lease.value;
+          fence = lease.fence;
+          await sleep(3500);
+        },
+        { nodeTimeoutMs: 100 },
+      );
       await waitUntil(() => value !== '', 'the holder');
       const from = performance.now();
-      const result = await r.processJob(laterStart(jobData(Date.now(), { resource, value, fence, ttlMs: 1000 })), undefined, undefined);
+      const result = await r.processJob(
+        laterStart(jobData(Date.now(), { resource, value, fence, ttlMs: 1000 })),
+        undefined,
+        undefined,
+      );
       expect(result.outcome).toBe('skipped-overlap');
       expect(performance.now() - from).toBeGreaterThanOrEqual(2000);
       expect(lines('rerun.txt')).toHaveLength(before);
@@ -686,7 +929,13 @@ describe('worker: jobs under the lease, against real Redis', () => {
       const resource = leaseResource(schedule.id, 'skip', 3);
       // Call 1 ran; its worker, paused, marked a deferral on resuming and the job stalled; call 2 was
       // deferred. Counting deferral marks against calls would number call 3 as 1 again.
-      const job = { ...laterStart(jobData(Date.now(), { resource, value: 'a'.repeat(40), fence: 1, ttlMs: 1000 }), { deferrals: 2, lastDeferral: { reason: 'no quorum', atMs: Date.now() } }), attemptsStarted: 3 } as unknown as Job;
+      const job = {
+        ...laterStart(jobData(Date.now(), { resource, value: 'a'.repeat(40), fence: 1, ttlMs: 1000 }), {
+          deferrals: 2,
+          lastDeferral: { reason: 'no quorum', atMs: Date.now() },
+        }),
+        attemptsStarted: 3,
+      } as unknown as Job;
       const result = await r.processJob(job, undefined, undefined);
       expect(result.outcome).toBe('succeeded');
       expect(outcomes(records).at(-1)).toMatchObject({ outcome: 'succeeded', attempt: 2 });
@@ -696,18 +945,38 @@ describe('worker: jobs under the lease, against real Redis', () => {
       const { runner: r, records } = runner();
       const before = lines('rerun.txt').length;
       const dueMs = Date.now() - 5000;
-      const late = (resource: string, value: string, fence: number): TickJobData => ({ ...jobData(dueMs, { resource, value, fence, ttlMs: 1000 }), startDeadlineMs: 1000 });
+      const late = (resource: string, value: string, fence: number): TickJobData => ({
+        ...jobData(dueMs, { resource, value, fence, ttlMs: 1000 }),
+        startDeadlineMs: 1000,
+      });
       // The previous attempt died holding the lease (or is stalled but alive): its lease must stay.
       const resource = leaseResource(schedule.id, 'skip', dueMs);
       const previous = await scheduler.acquire(resource, 1000, { retryCount: 0 });
-      const dropped = await r.processJob(laterStart(late(resource, previous.value, previous.fence)), undefined, undefined);
+      const dropped = await r.processJob(
+        laterStart(late(resource, previous.value, previous.fence)),
+        undefined,
+        undefined,
+      );
       expect(dropped).toEqual({ outcome: 'missed-deadline' });
-      expect(outcomes(records).at(-1)).toMatchObject({ outcome: 'missed-deadline', firstStart: false, startDeadlineMs: 1000 });
+      expect(outcomes(records).at(-1)).toMatchObject({
+        outcome: 'missed-deadline',
+        firstStart: false,
+        startDeadlineMs: 1000,
+      });
       expect(lines('rerun.txt')).toHaveLength(before);
       expect(await leaseIsFree(resource)).toBe(false);
       // The earlier attempt's handler had started: the run started in time; this attempt continues it once that lease lapsed.
       // A retry after attempt 1's handler failed (its end recorded: attemptsMade 1).
-      const retry = { ...laterStart(late(resource, previous.value, previous.fence), { handlerStarted: true, attempt: 1, fence: previous.fence, attemptsMade: 0 }), attemptsMade: 1, stalledCounter: 0 } as unknown as Job;
+      const retry = {
+        ...laterStart(late(resource, previous.value, previous.fence), {
+          handlerStarted: true,
+          attempt: 1,
+          fence: previous.fence,
+          attemptsMade: 0,
+        }),
+        attemptsMade: 1,
+        stalledCounter: 0,
+      } as unknown as Job;
       const continued = await r.processJob(retry, undefined, undefined);
       expect(continued.outcome).toBe('succeeded');
       expect(continued.fence).toBeGreaterThan(previous.fence);

@@ -41,27 +41,45 @@ describe('Redis ACL users (deploy/k8s/acl): each role does its job and nothing m
   const made = spawnSync('bash', [MAKE_SECRETS, secrets, '3'], { encoding: 'utf8' });
   if (made.status !== 0) throw new Error(`make-secrets.sh: ${made.stderr}`);
   const secret = (name: string): string => readFileSync(path.join(secrets, name), 'utf8');
-  const lockPasswords = [0, 1, 2].map((node) => Object.fromEntries(LOCK_ROLES.map((role) => [role, secret(role === 'probe' ? 'probe-password' : `${role}-lock-${node}-password`)])) as Record<(typeof LOCK_ROLES)[number], string>);
-  const queuePasswords = Object.fromEntries(QUEUE_ROLES.map((role) => [role, secret(role === 'probe' ? 'probe-password' : `${role}-queue-password`)])) as Record<Role, string>;
+  const lockPasswords = [0, 1, 2].map(
+    (node) =>
+      Object.fromEntries(
+        LOCK_ROLES.map((role) => [role, secret(role === 'probe' ? 'probe-password' : `${role}-lock-${node}-password`)]),
+      ) as Record<(typeof LOCK_ROLES)[number], string>,
+  );
+  const queuePasswords = Object.fromEntries(
+    QUEUE_ROLES.map((role) => [role, secret(role === 'probe' ? 'probe-password' : `${role}-queue-password`)]),
+  ) as Record<Role, string>;
   const servers: ProcessRedisNode[] = [];
   const apps: ManagedProcess[] = [];
   let locks: ProcessRedisNode[] = [];
   let queue: ProcessRedisNode;
   const configDir = path.join(dir, 'config');
 
-  const url = (node: ProcessRedisNode, role: string, secret: string): string => `redis://tickwarden-${role}:${encodeURIComponent(secret)}@127.0.0.1:${node.port}`;
-  const lockUrls = (role: (typeof LOCK_ROLES)[number]): string => locks.map((node, i) => url(node, role, lockPasswords[i]?.[role] ?? '')).join(',');
+  const url = (node: ProcessRedisNode, role: string, secret: string): string =>
+    `redis://tickwarden-${role}:${encodeURIComponent(secret)}@127.0.0.1:${node.port}`;
+  const lockUrls = (role: (typeof LOCK_ROLES)[number]): string =>
+    locks.map((node, i) => url(node, role, lockPasswords[i]?.[role] ?? '')).join(',');
   const queueUrl = (role: Role): string => url(queue, role, queuePasswords[role]);
   /** redis-cli as `user` (password through REDISCLI_AUTH, never argv); stdout and stderr. */
   const cli = (node: ProcessRedisNode, user: string, secret: string, ...command: string[]): string => {
-    const result = spawnSync('redis-cli', ['-p', String(node.port), '--user', user, ...command], { encoding: 'utf8', env: { ...process.env, REDISCLI_AUTH: secret } });
+    const result = spawnSync('redis-cli', ['-p', String(node.port), '--user', user, ...command], {
+      encoding: 'utf8',
+      env: { ...process.env, REDISCLI_AUTH: secret },
+    });
     return `${result.stdout}${result.stderr}`.trim();
   };
-  const asRole = (node: ProcessRedisNode, role: Role, secret: string, ...command: string[]): string => cli(node, `tickwarden-${role}`, secret, ...command);
+  const asRole = (node: ProcessRedisNode, role: Role, secret: string, ...command: string[]): string =>
+    cli(node, `tickwarden-${role}`, secret, ...command);
   const aclLog = (node: ProcessRedisNode): string => cli(node, HARNESS.user, HARNESS.password, 'ACL', 'LOG', '20');
 
   async function startServer(file: string): Promise<ProcessRedisNode> {
-    const node = await ProcessRedisNode.start({ aof: false, password: undefined, tls: false, extraArgs: ['--aclfile', file] });
+    const node = await ProcessRedisNode.start({
+      aof: false,
+      password: undefined,
+      tls: false,
+      extraArgs: ['--aclfile', file],
+    });
     servers.push(node);
     return node;
   }
@@ -81,11 +99,17 @@ describe('Redis ACL users (deploy/k8s/acl): each role does its job and nothing m
     rmSync(dir, { recursive: true, force: true });
   });
 
-  it('make-secrets.sh: 64 hex characters per password, owner-only files; a render without a role\'s password fails naming the variable', () => {
+  it("make-secrets.sh: 64 hex characters per password, owner-only files; a render without a role's password fails naming the variable", () => {
     expect(queuePasswords.status).toMatch(/^[0-9a-f]{64}$/);
-    expect(new Set([...Object.values(queuePasswords), ...lockPasswords.flatMap((passwords) => Object.values(passwords))]).size).toBe(1 + 4 + 3 * 3);
+    expect(
+      new Set([...Object.values(queuePasswords), ...lockPasswords.flatMap((passwords) => Object.values(passwords))])
+        .size,
+    ).toBe(1 + 4 + 3 * 3);
     expect(statSync(path.join(secrets, 'worker-queue-password')).mode & 0o077).toBe(0);
-    const result = spawnSync('bash', [RENDER, 'queue-redis'], { encoding: 'utf8', env: { PATH: process.env['PATH'] ?? '', TICKWARDEN_ACL_SCHEDULER: 'x' } });
+    const result = spawnSync('bash', [RENDER, 'queue-redis'], {
+      encoding: 'utf8',
+      env: { PATH: process.env['PATH'] ?? '', TICKWARDEN_ACL_SCHEDULER: 'x' },
+    });
     expect(result.status).toBe(2);
     expect(result.stderr).toMatch(/TICKWARDEN_ACL_\w+ is not set/);
     expect(spawnSync('bash', [RENDER, 'nope'], { encoding: 'utf8' }).stderr).toContain('no template');
@@ -93,20 +117,48 @@ describe('Redis ACL users (deploy/k8s/acl): each role does its job and nothing m
 
   it('the scheduler and the worker run ticks, the CLI pauses, resumes, triggers and reads status: no denial anywhere', async () => {
     const start = async (name: string, main: string, env: Record<string, string>): Promise<ManagedProcess> => {
-      const app = ManagedProcess.start({ name, command: process.execPath, args: ['--conditions=@tickwarden/source', main], env: { TICKWARDEN_CONFIG: configDir, TICKWARDEN_HTTP_PORT: String(await freePort()), LOG_LEVEL: 'info', ...env } });
+      const app = ManagedProcess.start({
+        name,
+        command: process.execPath,
+        args: ['--conditions=@tickwarden/source', main],
+        env: {
+          TICKWARDEN_CONFIG: configDir,
+          TICKWARDEN_HTTP_PORT: String(await freePort()),
+          LOG_LEVEL: 'info',
+          ...env,
+        },
+      });
       apps.push(app);
       return app;
     };
-    await start('scheduler', SCHEDULER_MAIN, { TICKWARDEN_LOCK_NODES: lockUrls('scheduler'), TICKWARDEN_QUEUE_REDIS: queueUrl('scheduler'), TICKWARDEN_REPLICA_ID: 'acl-scheduler' });
-    const worker = await start('worker', WORKER_MAIN, { TICKWARDEN_LOCK_NODES: lockUrls('worker'), TICKWARDEN_QUEUE_REDIS: queueUrl('worker') });
+    await start('scheduler', SCHEDULER_MAIN, {
+      TICKWARDEN_LOCK_NODES: lockUrls('scheduler'),
+      TICKWARDEN_QUEUE_REDIS: queueUrl('scheduler'),
+      TICKWARDEN_REPLICA_ID: 'acl-scheduler',
+    });
+    const worker = await start('worker', WORKER_MAIN, {
+      TICKWARDEN_LOCK_NODES: lockUrls('worker'),
+      TICKWARDEN_QUEUE_REDIS: queueUrl('worker'),
+    });
     const succeeded = (): number => worker.records.filter((record) => record['outcome'] === 'succeeded').length;
     await waitUntil(() => succeeded() >= 3, 'three runs as the worker user', { timeoutMs: 20_000 });
 
     const run = async (role: Role, ...args: string[]): Promise<{ code: number; output: string }> => {
-      const env = { ...process.env, TICKWARDEN_CONFIG: configDir, TICKWARDEN_QUEUE_REDIS: queueUrl(role), TICKWARDEN_LOCK_NODES: lockUrls('control') };
-      const result = await promisify(execFile)(process.execPath, ['--conditions=@tickwarden/source', CLI, ...args], { env, timeout: 30_000 }).then(
+      const env = {
+        ...process.env,
+        TICKWARDEN_CONFIG: configDir,
+        TICKWARDEN_QUEUE_REDIS: queueUrl(role),
+        TICKWARDEN_LOCK_NODES: lockUrls('control'),
+      };
+      const result = await promisify(execFile)(process.execPath, ['--conditions=@tickwarden/source', CLI, ...args], {
+        env,
+        timeout: 30_000,
+      }).then(
         (done) => ({ code: 0, output: `${done.stdout}${done.stderr}` }),
-        (error: { code?: number; stdout?: string; stderr?: string }) => ({ code: error.code ?? -1, output: `${error.stdout ?? ''}${error.stderr ?? ''}` }),
+        (error: { code?: number; stdout?: string; stderr?: string }) => ({
+          code: error.code ?? -1,
+          output: `${error.stdout ?? ''}${error.stderr ?? ''}`,
+        }),
       );
       return result;
     };
@@ -116,7 +168,15 @@ describe('Redis ACL users (deploy/k8s/acl): each role does its job and nothing m
     expect(await run('control', 'resume', 'acl/every-second')).toMatchObject({ code: 0 });
     expect(await run('control', 'trigger', 'acl/every-second')).toMatchObject({ code: 0 });
     // Backfill reads the run history and starts claims on the lock nodes.
-    const backfill = await run('control', 'backfill', 'acl/every-second', '--from', pausedAt, '--to', new Date(Date.now() - 1000).toISOString());
+    const backfill = await run(
+      'control',
+      'backfill',
+      'acl/every-second',
+      '--from',
+      pausedAt,
+      '--to',
+      new Date(Date.now() - 1000).toISOString(),
+    );
     expect(backfill.code, backfill.output).toBe(0);
     expect(backfill.output).toMatch(/acl\/every-second: [1-9]\d* fired/);
     const status = await run('status', 'status', 'acl/every-second');
@@ -129,26 +189,35 @@ describe('Redis ACL users (deploy/k8s/acl): each role does its job and nothing m
 
     const denials = [queue, ...locks].map((node) => aclLog(node));
     // Only the status user's refused pause is logged.
-    expect(denials[0]?.split('\n').filter((line) => line.startsWith('tickwarden-') && line !== 'tickwarden-status')).toEqual([]);
+    expect(
+      denials[0]?.split('\n').filter((line) => line.startsWith('tickwarden-') && line !== 'tickwarden-status'),
+    ).toEqual([]);
     expect(denials.slice(1)).toEqual(['', '', '']);
   });
 
-  it('each user is refused dangerous commands, other roles\' keys and other nodes\' passwords', () => {
+  it("each user is refused dangerous commands, other roles' keys and other nodes' passwords", () => {
     for (const role of QUEUE_ROLES) {
       const secret = queuePasswords[role];
       expect(asRole(queue, role, secret, 'PING')).toBe('PONG');
-      for (const command of [['FLUSHALL'], ['CONFIG', 'GET', 'requirepass'], ['KEYS', '*'], ['ACL', 'LIST']]) expect(asRole(queue, role, secret, ...command), `${role} ${command[0]}`).toMatch(/NOPERM/);
+      for (const command of [['FLUSHALL'], ['CONFIG', 'GET', 'requirepass'], ['KEYS', '*'], ['ACL', 'LIST']])
+        expect(asRole(queue, role, secret, ...command), `${role} ${command[0]}`).toMatch(/NOPERM/);
     }
     expect(asRole(queue, 'worker', queuePasswords.worker, 'SET', 'tickwarden:control:paused', 'x')).toMatch(/NOPERM/);
     // The run history is the workers' to write, and the status user's to read.
     expect(asRole(queue, 'worker', queuePasswords.worker, 'ZADD', 'tickwarden:runs:{acl/x}', '1', 'r')).toBe('1');
     expect(asRole(queue, 'status', queuePasswords.status, 'ZCARD', 'tickwarden:runs:{acl/x}')).toBe('1');
-    expect(asRole(queue, 'status', queuePasswords.status, 'ZADD', 'tickwarden:runs:{acl/x}', '2', 's')).toMatch(/NOPERM/);
+    expect(asRole(queue, 'status', queuePasswords.status, 'ZADD', 'tickwarden:runs:{acl/x}', '2', 's')).toMatch(
+      /NOPERM/,
+    );
     expect(asRole(queue, 'scheduler', queuePasswords.scheduler, 'ZCARD', 'tickwarden:runs:{acl/x}')).toBe('1');
-    expect(asRole(queue, 'scheduler', queuePasswords.scheduler, 'ZADD', 'tickwarden:runs:{acl/x}', '2', 's')).toMatch(/NOPERM/);
+    expect(asRole(queue, 'scheduler', queuePasswords.scheduler, 'ZADD', 'tickwarden:runs:{acl/x}', '2', 's')).toMatch(
+      /NOPERM/,
+    );
     expect(asRole(queue, 'status', queuePasswords.status, 'SET', 'bull:x', 'x')).toMatch(/NOPERM/);
     // Scripts run with their caller's permissions: the status user's cannot write either.
-    expect(asRole(queue, 'status', queuePasswords.status, 'EVAL', "return redis.call('SET', KEYS[1], 'x')", '1', 'bull:x')).toMatch(/can't run this command/);
+    expect(
+      asRole(queue, 'status', queuePasswords.status, 'EVAL', "return redis.call('SET', KEYS[1], 'x')", '1', 'bull:x'),
+    ).toMatch(/can't run this command/);
     expect(asRole(queue, 'control', queuePasswords.control, 'SET', 'other:key', 'x')).toMatch(/NOPERM/);
     expect(asRole(queue, 'probe', queuePasswords.probe, 'GET', 'bull:x')).toMatch(/NOPERM/);
     const [first, second] = locks as [ProcessRedisNode, ProcessRedisNode];

@@ -13,7 +13,11 @@ const PROMTOOL = process.env['PROMTOOL'] ?? 'promtool';
 const FIXTURE = path.join(K8S_DIR, 'test/alerts/tickwarden.promtool.yaml');
 
 /** The metric sources: every `tickwarden_*` series an alert may read is declared in one of them. */
-const METRIC_SOURCES = ['apps/scheduler/src/metrics.ts', 'apps/worker/src/metrics.ts', 'libs/runtime/src/process-metrics.ts'];
+const METRIC_SOURCES = [
+  'apps/scheduler/src/metrics.ts',
+  'apps/worker/src/metrics.ts',
+  'libs/runtime/src/process-metrics.ts',
+];
 
 interface Rule {
   record?: string;
@@ -43,9 +47,14 @@ function exportedSeries(): Set<string> {
 }
 
 /** Metric names in PromQL text (label values and strings left out). */
-const namesIn = (text: string): string[] => [...text.replace(/"[^"]*"/g, '""').matchAll(/\b(?:tickwarden|kube)[a-z_:]*/g)].map(([name]) => name);
+const namesIn = (text: string): string[] =>
+  [...text.replace(/"[^"]*"/g, '""').matchAll(/\b(?:tickwarden|kube)[a-z_:]*/g)].map(([name]) => name);
 
-const rendered: KubeObject[] = renderComposition({ namespace: 'tickwarden', resources: [overlayDir('prod')], components: [path.join(COMPONENTS_DIR, 'prometheus-rules')] });
+const rendered: KubeObject[] = renderComposition({
+  namespace: 'tickwarden',
+  resources: [overlayDir('prod')],
+  components: [path.join(COMPONENTS_DIR, 'prometheus-rules')],
+});
 const ruleObject = rendered.find((object) => object.kind === 'PrometheusRule');
 const groups: RuleGroup[] = (ruleObject?.['spec'] as { groups: RuleGroup[] } | undefined)?.groups ?? [];
 const rules = groups.flatMap((group) => group.rules);
@@ -72,16 +81,24 @@ describe('components/prometheus-rules', () => {
         'TickwardenQueueRedisDataLost',
       ]),
     );
-    for (const rule of rules.filter((candidate) => candidate.alert !== undefined)) expect([rule.alert, rule.labels?.['severity']]).toEqual([rule.alert, expect.stringMatching(/^(warning|critical)$/)]);
+    for (const rule of rules.filter((candidate) => candidate.alert !== undefined))
+      expect([rule.alert, rule.labels?.['severity']]).toEqual([
+        rule.alert,
+        expect.stringMatching(/^(warning|critical)$/),
+      ]);
   });
 
   it('reads only series the apps export (names from their metrics.ts), the rule it records, and kube-state-metrics', () => {
     const exported = exportedSeries();
     expect(exported.size).toBeGreaterThan(20);
-    const unknown = rules.flatMap((rule) => namesIn(rule.expr)).filter((name) => !exported.has(name) && !recorded.has(name) && !name.startsWith('kube_'));
+    const unknown = rules
+      .flatMap((rule) => namesIn(rule.expr))
+      .filter((name) => !exported.has(name) && !recorded.has(name) && !name.startsWith('kube_'));
     expect(unknown).toEqual([]);
     // the fixture's recorded series too: a renamed metric cannot leave a test passing on a name nobody exports
-    const fixtureSeries = [...readFileSync(FIXTURE, 'utf8').matchAll(/series: '([a-z_:]+)\{/g)].map(([, name]) => name ?? '');
+    const fixtureSeries = [...readFileSync(FIXTURE, 'utf8').matchAll(/series: '([a-z_:]+)\{/g)].map(
+      ([, name]) => name ?? '',
+    );
     expect(fixtureSeries.filter((name) => !exported.has(name) && !name.startsWith('kube_'))).toEqual([]);
   });
 
@@ -102,11 +119,15 @@ describe('components/prometheus-rules', () => {
     copyFileSync(FIXTURE, path.join(dir, 'tickwarden.promtool.yaml'));
     const check = await runCommand(PROMTOOL, ['check', 'rules', path.join(dir, 'rules.json')], { timeoutMs: 60_000 });
     if (check.code === null && /ENOENT/.test(check.stderr)) {
-      throw new Error(`promtool not found ("${PROMTOOL}"): install Debian's prometheus package (apt-get install --no-install-recommends prometheus), or set PROMTOOL to a promtool binary`);
+      throw new Error(
+        `promtool not found ("${PROMTOOL}"): install Debian's prometheus package (apt-get install --no-install-recommends prometheus), or set PROMTOOL to a promtool binary`,
+      );
     }
     expect(check.code, check.stdout + check.stderr).toBe(0);
     expect(check.stdout).toContain(`SUCCESS: ${rules.length} rules found`);
-    const test = await runCommand(PROMTOOL, ['test', 'rules', path.join(dir, 'tickwarden.promtool.yaml')], { timeoutMs: 60_000 });
+    const test = await runCommand(PROMTOOL, ['test', 'rules', path.join(dir, 'tickwarden.promtool.yaml')], {
+      timeoutMs: 60_000,
+    });
     expect(test.code, test.stdout + test.stderr).toBe(0);
     expect(test.stdout).toContain('SUCCESS');
   });

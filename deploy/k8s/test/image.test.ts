@@ -42,15 +42,21 @@ describe('the image build context (no Docker needed)', () => {
     .map((line) => line.slice(1));
   const workspaces = ['apps', 'libs', 'deploy'].flatMap((parent) =>
     readdirSync(path.join(REPO_ROOT, parent), { withFileTypes: true })
-      .filter((entry) => entry.isDirectory() && readdirSync(path.join(REPO_ROOT, parent, entry.name)).includes('package.json'))
+      .filter(
+        (entry) =>
+          entry.isDirectory() && readdirSync(path.join(REPO_ROOT, parent, entry.name)).includes('package.json'),
+      )
       .map((entry) => {
         const dir = `${parent}/${entry.name}`;
-        const manifest = JSON.parse(readFileSync(path.join(REPO_ROOT, dir, 'package.json'), 'utf8')) as { name: string; dependencies?: Record<string, string> };
+        const manifest = JSON.parse(readFileSync(path.join(REPO_ROOT, dir, 'package.json'), 'utf8')) as {
+          name: string;
+          dependencies?: Record<string, string>;
+        };
         return { dir, name: manifest.name, dependencies: Object.keys(manifest.dependencies ?? {}) };
       }),
   );
 
-  it('lets in every workspace\'s package.json (npm ci checks the lockfile against all of them)', () => {
+  it("lets in every workspace's package.json (npm ci checks the lockfile against all of them)", () => {
     expect(workspaces.length).toBeGreaterThan(5);
     for (const { dir } of workspaces) expect(allowed).toContain(`${dir}/package.json`);
   });
@@ -65,7 +71,14 @@ describe('the image build context (no Docker needed)', () => {
       workspace.dependencies.forEach(visit);
     };
     ['@tickwarden/scheduler', '@tickwarden/worker'].forEach(visit);
-    expect([...needed].sort()).toEqual(['apps/scheduler', 'apps/worker', 'libs/config', 'libs/contracts', 'libs/redlock', 'libs/runtime']);
+    expect([...needed].sort()).toEqual([
+      'apps/scheduler',
+      'apps/worker',
+      'libs/config',
+      'libs/contracts',
+      'libs/redlock',
+      'libs/runtime',
+    ]);
     for (const dir of needed) expect(allowed).toContain(`${dir}/src`);
   });
 
@@ -74,8 +87,11 @@ describe('the image build context (no Docker needed)', () => {
     const visit = (config: string): void => {
       if (reached.has(config)) return;
       reached.add(config);
-      const { references = [] } = JSON.parse(readFileSync(path.join(REPO_ROOT, config), 'utf8')) as { references?: { path: string }[] };
-      for (const reference of references) visit(path.posix.normalize(path.posix.join(path.posix.dirname(config), reference.path)));
+      const { references = [] } = JSON.parse(readFileSync(path.join(REPO_ROOT, config), 'utf8')) as {
+        references?: { path: string }[];
+      };
+      for (const reference of references)
+        visit(path.posix.normalize(path.posix.join(path.posix.dirname(config), reference.path)));
     };
     ['apps/scheduler/tsconfig.lib.json', 'apps/worker/tsconfig.lib.json'].forEach(visit);
     expect(reached.size).toBeGreaterThan(5);
@@ -121,28 +137,54 @@ describe('the image, built and run (Docker)', () => {
         TICKWARDEN_HTTP_PORT: String(port),
         TICKWARDEN_REPLICA_ID: 'image-check',
       };
-      const run = ['--network', 'host', '--read-only', '--tmpfs', '/tmp', '--user', IMAGE_USER, '--cap-drop', 'ALL', '--security-opt', 'no-new-privileges', '-v', `${configDir}:${CONFIG_MOUNT}:ro`];
+      const run = [
+        '--network',
+        'host',
+        '--read-only',
+        '--tmpfs',
+        '/tmp',
+        '--user',
+        IMAGE_USER,
+        '--cap-drop',
+        'ALL',
+        '--security-opt',
+        'no-new-privileges',
+        '-v',
+        `${configDir}:${CONFIG_MOUNT}:ro`,
+      ];
       const envArgs = Object.entries(env).flatMap(([key, value]) => ['-e', `${key}=${value}`]);
 
       const id = (await mustRun('docker', ['run', '-d', '--name', name, ...run, ...envArgs, tag])).trim();
       reaper.watchContainer(id);
       cleanups.push(() => mustRun('docker', ['rm', '-f', name]));
       await waitReady(name, port);
-      expect(await (await fetch(`http://127.0.0.1:${port}/metrics`)).text()).toContain('# TYPE tickwarden_ticks_total counter');
+      expect(await (await fetch(`http://127.0.0.1:${port}/metrics`)).text()).toContain(
+        '# TYPE tickwarden_ticks_total counter',
+      );
 
       // The CLI of the README's `kubectl exec` commands, in the same image and sandbox.
-      const cli = (...args: string[]): Promise<string> => mustRun('docker', ['run', '--rm', ...run, ...envArgs, '--entrypoint', 'tickwarden', tag, ...args]);
+      const cli = (...args: string[]): Promise<string> =>
+        mustRun('docker', ['run', '--rm', ...run, ...envArgs, '--entrypoint', 'tickwarden', tag, ...args]);
       expect(await cli('validate', CONFIG_MOUNT)).toContain('ok: 5 schedule(s) in 3 file(s)');
       expect(await cli('status', 'payments/nightly-settlement')).toMatch(/payments\/nightly-settlement .*active/);
 
       await mustRun('docker', ['stop', '-t', '30', name], { timeoutMs: 60_000 });
-      const state = JSON.parse(await mustRun('docker', ['inspect', '--format', '{{json .State}}', name])) as { ExitCode: number; OOMKilled: boolean };
+      const state = JSON.parse(await mustRun('docker', ['inspect', '--format', '{{json .State}}', name])) as {
+        ExitCode: number;
+        OOMKilled: boolean;
+      };
       const { stdout, stderr } = await runCommand('docker', ['logs', name]);
       const records = jsonLines(stdout, stderr);
       const messages = records.map((record) => record['msg']);
-      expect(records.find((record) => record['msg'] === 'scheduler started')).toMatchObject({ replica: 'image-check', schedules: 5, quorum: 3 });
+      expect(records.find((record) => record['msg'] === 'scheduler started')).toMatchObject({
+        replica: 'image-check',
+        schedules: 5,
+        quorum: 3,
+      });
       // SIGTERM reached node (PID 1): it drained and exited 0, well before docker's SIGKILL at 30 s (exit 137).
-      expect(messages).toEqual(expect.arrayContaining(['stopping: no new ticks; finishing in-flight enqueues', 'stopped']));
+      expect(messages).toEqual(
+        expect.arrayContaining(['stopping: no new ticks; finishing in-flight enqueues', 'stopped']),
+      );
       expect(state).toMatchObject({ ExitCode: 0, OOMKilled: false });
 
       // The worker, as its Deployment runs it: compiled, its programs started by the launcher
@@ -151,17 +193,53 @@ describe('the image, built and run (Docker)', () => {
       const socketDir = mkdtempSync(path.join(tmpdir(), 'tickwarden-image-launcher-'));
       chmodSync(socketDir, 0o777);
       cleanups.push(async () => rmSync(socketDir, { recursive: true, force: true }));
-      const socket = ['-v', `${socketDir}:/run/tickwarden-launcher`, '-e', 'TICKWARDEN_LAUNCHER_SOCKET=/run/tickwarden-launcher/launcher.sock'];
+      const socket = [
+        '-v',
+        `${socketDir}:/run/tickwarden-launcher`,
+        '-e',
+        'TICKWARDEN_LAUNCHER_SOCKET=/run/tickwarden-launcher/launcher.sock',
+      ];
       const launcherName = `${name}-launcher`;
       const launcherRun = run.map((arg) => (arg === IMAGE_USER ? LAUNCHER_USER : arg));
-      const launcherId = (await mustRun('docker', ['run', '-d', '--name', launcherName, ...launcherRun, ...socket, tag, 'apps/worker/dist/launcher-main.js'])).trim();
+      const launcherId = (
+        await mustRun('docker', [
+          'run',
+          '-d',
+          '--name',
+          launcherName,
+          ...launcherRun,
+          ...socket,
+          tag,
+          'apps/worker/dist/launcher-main.js',
+        ])
+      ).trim();
       reaper.watchContainer(launcherId);
       cleanups.push(() => mustRun('docker', ['rm', '-f', launcherName]));
-      await waitUntil(async () => (await runCommand('docker', ['exec', launcherName, 'node', 'apps/worker/dist/launcher-main.js', '--check'])).code === 0, 'the launcher to answer its --check probe', { timeoutMs: 30_000, intervalMs: 250 });
+      await waitUntil(
+        async () =>
+          (await runCommand('docker', ['exec', launcherName, 'node', 'apps/worker/dist/launcher-main.js', '--check']))
+            .code === 0,
+        'the launcher to answer its --check probe',
+        { timeoutMs: 30_000, intervalMs: 250 },
+      );
       const workerName = `${name}-worker`;
       const workerPort = await freePort();
-      const workerEnv = envArgs.map((arg) => (arg === `TICKWARDEN_HTTP_PORT=${port}` ? `TICKWARDEN_HTTP_PORT=${workerPort}` : arg));
-      const workerId = (await mustRun('docker', ['run', '-d', '--name', workerName, ...run, ...socket, ...workerEnv, tag, 'apps/worker/dist/main.js'])).trim();
+      const workerEnv = envArgs.map((arg) =>
+        arg === `TICKWARDEN_HTTP_PORT=${port}` ? `TICKWARDEN_HTTP_PORT=${workerPort}` : arg,
+      );
+      const workerId = (
+        await mustRun('docker', [
+          'run',
+          '-d',
+          '--name',
+          workerName,
+          ...run,
+          ...socket,
+          ...workerEnv,
+          tag,
+          'apps/worker/dist/main.js',
+        ])
+      ).trim();
       reaper.watchContainer(workerId);
       cleanups.push(() => mustRun('docker', ['rm', '-f', workerName]));
       await waitReady(workerName, workerPort);
@@ -170,17 +248,32 @@ describe('the image, built and run (Docker)', () => {
         const { stdout } = await runCommand('docker', ['logs', workerName]);
         return stdout.includes('"msg":"run succeeded"');
       };
-      await waitUntil(succeeded, 'the worker in the image to run the triggered command', { timeoutMs: 30_000, intervalMs: 250 });
+      await waitUntil(succeeded, 'the worker in the image to run the triggered command', {
+        timeoutMs: 30_000,
+        intervalMs: 250,
+      });
       await mustRun('docker', ['stop', '-t', '30', workerName], { timeoutMs: 60_000 });
       const workerLogs = await runCommand('docker', ['logs', workerName]);
       const workerRecords = jsonLines(workerLogs.stdout, workerLogs.stderr);
-      expect(workerRecords.find((record) => record['stream'] === 'stdout')).toMatchObject({ schedule: 'image-check/command', msg: 'command ran as uid 10002' });
-      expect(workerRecords.find((record) => record['msg'] === 'run succeeded')).toMatchObject({ schedule: 'image-check/command', exitCode: 0 });
-      expect(JSON.parse(await mustRun('docker', ['inspect', '--format', '{{json .State}}', workerName]))).toMatchObject({ ExitCode: 0, OOMKilled: false });
+      expect(workerRecords.find((record) => record['stream'] === 'stdout')).toMatchObject({
+        schedule: 'image-check/command',
+        msg: 'command ran as uid 10002',
+      });
+      expect(workerRecords.find((record) => record['msg'] === 'run succeeded')).toMatchObject({
+        schedule: 'image-check/command',
+        exitCode: 0,
+      });
+      expect(JSON.parse(await mustRun('docker', ['inspect', '--format', '{{json .State}}', workerName]))).toMatchObject(
+        { ExitCode: 0, OOMKilled: false },
+      );
       await mustRun('docker', ['stop', '-t', '30', launcherName], { timeoutMs: 60_000 });
       const launcherLogs = await runCommand('docker', ['logs', launcherName]);
-      expect(jsonLines(launcherLogs.stdout, launcherLogs.stderr).map((record) => record['msg'])).toEqual(expect.arrayContaining(['command guard started', 'launcher listening', 'stopped']));
-      expect(JSON.parse(await mustRun('docker', ['inspect', '--format', '{{json .State}}', launcherName]))).toMatchObject({ ExitCode: 0, OOMKilled: false });
+      expect(jsonLines(launcherLogs.stdout, launcherLogs.stderr).map((record) => record['msg'])).toEqual(
+        expect.arrayContaining(['command guard started', 'launcher listening', 'stopped']),
+      );
+      expect(
+        JSON.parse(await mustRun('docker', ['inspect', '--format', '{{json .State}}', launcherName])),
+      ).toMatchObject({ ExitCode: 0, OOMKilled: false });
     },
     300_000,
   );
@@ -189,7 +282,17 @@ describe('the image, built and run (Docker)', () => {
 /** Builds the image on the local Node base (CI's, or one made now), both stages tagged so that both are removed. */
 async function buildImage(tag: string, cleanups: (() => Promise<unknown>)[]): Promise<void> {
   const base = process.env['TICKWARDEN_NODE_BASE_IMAGE'] || (await buildBaseImage());
-  const build = ['build', '--network', 'host', '--force-rm', '--quiet', '--build-arg', `NODE_IMAGE=${base}`, '--file', DOCKERFILE];
+  const build = [
+    'build',
+    '--network',
+    'host',
+    '--force-rm',
+    '--quiet',
+    '--build-arg',
+    `NODE_IMAGE=${base}`,
+    '--file',
+    DOCKERFILE,
+  ];
   cleanups.push(() => runCommand('docker', ['rmi', '--force', tag, `${tag}-deps`]));
   await mustRun('docker', [...build, '--target', 'deps', '--tag', `${tag}-deps`, REPO_ROOT], { timeoutMs: 240_000 });
   await mustRun('docker', [...build, '--tag', tag, REPO_ROOT], { timeoutMs: 240_000 });
@@ -197,13 +300,19 @@ async function buildImage(tag: string, cleanups: (() => Promise<unknown>)[]): Pr
 
 /** scripts/build-node-base-image.sh with this Node 24 first on PATH (it packs the `node` on PATH). */
 async function buildBaseImage(): Promise<string> {
-  const env = { ...process.env, PATH: `${path.dirname(process.execPath)}${path.delimiter}${process.env['PATH'] ?? ''}` };
+  const env = {
+    ...process.env,
+    PATH: `${path.dirname(process.execPath)}${path.delimiter}${process.env['PATH'] ?? ''}`,
+  };
   return (await mustRun('bash', [path.join(REPO_ROOT, 'scripts/build-node-base-image.sh')], { env })).trim();
 }
 
 /** Five lock nodes and a queue Redis on loopback, with passwords, as in the cluster. */
 async function startRedis(cleanups: (() => Promise<unknown>)[]): Promise<[RedisNodes, RedisNodes]> {
-  const nodes = await Promise.all([startRedisNodes({ count: 5, aof: false, password: 'lock-pw' }), startRedisNodes({ count: 1, aof: false, password: 'queue-pw' })]);
+  const nodes = await Promise.all([
+    startRedisNodes({ count: 5, aof: false, password: 'lock-pw' }),
+    startRedisNodes({ count: 1, aof: false, password: 'queue-pw' }),
+  ]);
   cleanups.push(() => Promise.all(nodes.map((set) => set.close())));
   return nodes;
 }
@@ -243,7 +352,11 @@ function jsonLines(stdout: string, stderr: string): Record<string, unknown>[] {
   expect(lines.length, `no stdout; stderr: ${stderr}`).toBeGreaterThan(2);
   return lines.map((line) => {
     const record = JSON.parse(line) as Record<string, unknown>;
-    expect(record, line).toMatchObject({ level: expect.any(Number), time: expect.any(Number), msg: expect.any(String) });
+    expect(record, line).toMatchObject({
+      level: expect.any(Number),
+      time: expect.any(Number),
+      msg: expect.any(String),
+    });
     return record;
   });
 }

@@ -5,7 +5,15 @@ import { PROCESS_NODE_FLAGS } from '@tickwarden/runtime';
 import type { IContainer } from 'kubernetes-models/v1/Container';
 import type { IEnvVar } from 'kubernetes-models/v1/EnvVar';
 import { describe, expect, it } from 'vitest';
-import { clone, component, containerNamed, mainContainer, workloads, type KubeObject, type Workload } from './support/objects.ts';
+import {
+  clone,
+  component,
+  containerNamed,
+  mainContainer,
+  workloads,
+  type KubeObject,
+  type Workload,
+} from './support/objects.ts';
 import { BASE_DIR, DOCKERFILE, OVERLAYS, overlayDir } from './support/paths.ts';
 import * as policies from './support/policies.ts';
 import { render } from './support/render.ts';
@@ -48,13 +56,15 @@ function only(objects: readonly KubeObject[], componentName: string): Workload {
   return workload;
 }
 
-const container = (objects: readonly KubeObject[], componentName: string): IContainer => mainContainer(only(objects, componentName));
+const container = (objects: readonly KubeObject[], componentName: string): IContainer =>
+  mainContainer(only(objects, componentName));
 const launcher = (objects: readonly KubeObject[]): IContainer => {
   const found = containerNamed(only(objects, 'worker'), policies.LAUNCHER);
   if (!found) throw new Error('no launcher container in the render');
   return found;
 };
-const envOf = (objects: readonly KubeObject[], componentName: string): IEnvVar[] => (container(objects, componentName).env ??= []);
+const envOf = (objects: readonly KubeObject[], componentName: string): IEnvVar[] =>
+  (container(objects, componentName).env ??= []);
 const setEnv = (objects: readonly KubeObject[], componentName: string, name: string, value: string): void => {
   const variable = envOf(objects, componentName).find((candidate) => candidate.name === name);
   if (variable) variable.value = value;
@@ -89,12 +99,16 @@ describe('each policy catches what it is for (fed a mutated prod render)', () =>
       delete container(o, 'queue').securityContext?.runAsNonRoot;
       delete only(o, 'queue').pod.securityContext?.runAsNonRoot;
     });
-    expect(policies.securityContext(objects)).toEqual(['StatefulSet/tickwarden-queue-redis container redis: runAsNonRoot is not true']);
+    expect(policies.securityContext(objects)).toEqual([
+      'StatefulSet/tickwarden-queue-redis container redis: runAsNonRoot is not true',
+    ]);
   });
 
   it('pinnedImages: an image on latest', () => {
     const objects = mutated((o) => (container(o, 'queue').image = 'redis:latest'));
-    expect(policies.pinnedImages(objects)).toEqual(['StatefulSet/tickwarden-queue-redis container redis: image "redis:latest" is not pinned to a tag']);
+    expect(policies.pinnedImages(objects)).toEqual([
+      'StatefulSet/tickwarden-queue-redis container redis: image "redis:latest" is not pinned to a tag',
+    ]);
   });
 
   it('podHygiene: service links left on, and a worker pod without a reaper', () => {
@@ -104,13 +118,17 @@ describe('each policy catches what it is for (fed a mutated prod render)', () =>
     });
     expect(policies.podHygiene(objects)).toEqual([
       'Deployment/tickwarden-worker: enableServiceLinks is not false',
-      'Deployment/tickwarden-worker: shareProcessNamespace is not true (node would be PID 1 and leave job programs\' leftovers unreaped)',
+      "Deployment/tickwarden-worker: shareProcessNamespace is not true (node would be PID 1 and leave job programs' leftovers unreaped)",
     ]);
   });
 
   it('appEnvironment: a variable the app does not read (the scheduler-only replica id on the worker)', () => {
     const objects = mutated((o) => setEnv(o, 'worker', 'TICKWARDEN_REPLICA_ID', 'w-1'));
-    expect(policies.appEnvironment(objects)).toEqual([expect.stringMatching(/^worker: sets TICKWARDEN_REPLICA_ID, which the worker does not read \(it reads .*TICKWARDEN_SHUTDOWN_GRACE/)]);
+    expect(policies.appEnvironment(objects)).toEqual([
+      expect.stringMatching(
+        /^worker: sets TICKWARDEN_REPLICA_ID, which the worker does not read \(it reads .*TICKWARDEN_SHUTDOWN_GRACE/,
+      ),
+    ]);
   });
 
   it('appEnvironment: a password variable defined after the URL that references it stays unexpanded', () => {
@@ -121,12 +139,16 @@ describe('each policy catches what it is for (fed a mutated prod render)', () =>
       if (password) env.push(password);
     });
     const problems = policies.appEnvironment(objects);
-    expect(problems[0]).toBe('container scheduler: TICKWARDEN_LOCK_NODES references $(LOCK_REDIS_PASSWORD_0), which is not defined before it: Kubernetes leaves it unexpanded');
+    expect(problems[0]).toBe(
+      'container scheduler: TICKWARDEN_LOCK_NODES references $(LOCK_REDIS_PASSWORD_0), which is not defined before it: Kubernetes leaves it unexpanded',
+    );
   });
 
   it('appEnvironment: a value the app rejects, reported by its own parser', () => {
     const objects = mutated((o) => setEnv(o, 'worker', 'TICKWARDEN_WORKER_CONCURRENCY', '0'));
-    expect(policies.appEnvironment(objects)).toEqual(['worker: TICKWARDEN_WORKER_CONCURRENCY: expected an integer of at least 1, got "0"']);
+    expect(policies.appEnvironment(objects)).toEqual([
+      'worker: TICKWARDEN_WORKER_CONCURRENCY: expected an integer of at least 1, got "0"',
+    ]);
   });
 
   it('appEnvironment: a Secret that is neither rendered nor documented', () => {
@@ -134,7 +156,9 @@ describe('each policy catches what it is for (fed a mutated prod render)', () =>
       const variable = envOf(o, 'scheduler').find((candidate) => candidate.name === 'QUEUE_REDIS_PASSWORD');
       if (variable?.valueFrom?.secretKeyRef) variable.valueFrom.secretKeyRef.name = 'tickwarden-queue';
     });
-    expect(policies.appEnvironment(objects)[0]).toBe('container scheduler: QUEUE_REDIS_PASSWORD reads Secret tickwarden-queue/scheduler-queue-password, which is neither rendered nor a documented external Secret');
+    expect(policies.appEnvironment(objects)[0]).toBe(
+      'container scheduler: QUEUE_REDIS_PASSWORD reads Secret tickwarden-queue/scheduler-queue-password, which is neither rendered nor a documented external Secret',
+    );
   });
 
   it('appEnvironment: the launcher given a variable it does not read, and a socket path it rejects', () => {
@@ -152,8 +176,14 @@ describe('each policy catches what it is for (fed a mutated prod render)', () =>
   it('appEnvironment: a Redis password on the launcher is a variable it does not read, even as a $(NAME) helper', () => {
     const objects = mutated((o) => {
       const env = (launcher(o).env ??= []);
-      env.push({ name: 'QUEUE_REDIS_PASSWORD', valueFrom: { secretKeyRef: { name: 'tickwarden-redis', key: 'worker-queue-password' } } });
-      env.push({ name: 'QUEUE_URL', value: 'redis://tickwarden-worker:$(QUEUE_REDIS_PASSWORD)@tickwarden-queue-redis:6379' });
+      env.push({
+        name: 'QUEUE_REDIS_PASSWORD',
+        valueFrom: { secretKeyRef: { name: 'tickwarden-redis', key: 'worker-queue-password' } },
+      });
+      env.push({
+        name: 'QUEUE_URL',
+        value: 'redis://tickwarden-worker:$(QUEUE_REDIS_PASSWORD)@tickwarden-queue-redis:6379',
+      });
     });
     expect(policies.appEnvironment(objects)).toEqual([
       expect.stringMatching(/^launcher: sets QUEUE_REDIS_PASSWORD, which the launcher does not read/),
@@ -184,8 +214,12 @@ describe('each policy catches what it is for (fed a mutated prod render)', () =>
 
   it('schedulerAvailability: one replica, and no PodDisruptionBudget', () => {
     const oneReplica = mutated((o) => ((only(o, 'scheduler').object['spec'] as { replicas: number }).replicas = 1));
-    expect(policies.schedulerAvailability(oneReplica)[0]).toBe('scheduler: 1 replica(s); at least 2, so a tick never depends on one pod');
-    const noBudget = prod.filter((object) => !(object.kind === 'PodDisruptionBudget' && object.metadata.name === 'tickwarden-scheduler'));
+    expect(policies.schedulerAvailability(oneReplica)[0]).toBe(
+      'scheduler: 1 replica(s); at least 2, so a tick never depends on one pod',
+    );
+    const noBudget = prod.filter(
+      (object) => !(object.kind === 'PodDisruptionBudget' && object.metadata.name === 'tickwarden-scheduler'),
+    );
     expect(policies.schedulerAvailability(noBudget)).toEqual(['scheduler: no PodDisruptionBudget selects its pods']);
   });
 
@@ -201,7 +235,9 @@ describe('each policy catches what it is for (fed a mutated prod render)', () =>
       'lock nodes: 4; an odd count of at least 3 (a majority survives the most failures per node)',
       'StatefulSet/tickwarden-lock: no required pod anti-affinity on kubernetes.io/hostname against its own pods',
       'StatefulSet/tickwarden-lock: not --appendonly yes --appendfsync always',
-      expect.stringMatching(/^scheduler: TICKWARDEN_LOCK_NODES names .*; the lock nodes are tickwarden-lock-0.tickwarden-lock, .*tickwarden-lock-3.tickwarden-lock$/),
+      expect.stringMatching(
+        /^scheduler: TICKWARDEN_LOCK_NODES names .*; the lock nodes are tickwarden-lock-0.tickwarden-lock, .*tickwarden-lock-3.tickwarden-lock$/,
+      ),
       expect.stringMatching(/^worker: TICKWARDEN_LOCK_NODES names/),
     ]);
   });
@@ -237,16 +273,28 @@ describe('each policy catches what it is for (fed a mutated prod render)', () =>
     only(accepted, 'lock-node').object.metadata.annotations = { [policies.ZONE_SPREAD_ANNOTATION]: 'preferred' };
     expect(policies.lockNodes(accepted)).toEqual([]);
     const twoZones = mutated((o) => (zoneSpread(o).minDomains = 2));
-    expect(policies.lockNodes(twoZones)).toEqual(['StatefulSet/tickwarden-lock: maxSkew 1 over minDomains 2 lets one zone hold 3 of 5 lock nodes, a majority (3): losing that zone loses the quorum']);
+    expect(policies.lockNodes(twoZones)).toEqual([
+      'StatefulSet/tickwarden-lock: maxSkew 1 over minDomains 2 lets one zone hold 3 of 5 lock nodes, a majority (3): losing that zone loses the quorum',
+    ]);
     const none = mutated((o) => delete only(o, 'lock-node').pod.topologySpreadConstraints);
-    expect(policies.lockNodes(none)).toEqual(['StatefulSet/tickwarden-lock: no topologySpreadConstraint on topology.kubernetes.io/zone against its own pods']);
+    expect(policies.lockNodes(none)).toEqual([
+      'StatefulSet/tickwarden-lock: no topologySpreadConstraint on topology.kubernetes.io/zone against its own pods',
+    ]);
     // 5 nodes: 3 zones at skew 1 hold 2/2/1; skew 2 over 3 zones allows 3/1/1.
-    expect([policies.mostPerZone(5, 1, 3), policies.mostPerZone(5, 1, 2), policies.mostPerZone(5, 2, 3), policies.mostPerZone(5, 1, 5), policies.mostPerZone(3, 1, 3)]).toEqual([2, 3, 3, 1, 1]);
+    expect([
+      policies.mostPerZone(5, 1, 3),
+      policies.mostPerZone(5, 1, 2),
+      policies.mostPerZone(5, 2, 3),
+      policies.mostPerZone(5, 1, 5),
+      policies.mostPerZone(3, 1, 3),
+    ]).toEqual([2, 3, 3, 1, 1]);
   });
 
   it('lockRestartDelay: no init container holding an emptied node back', () => {
     const objects = mutated((o) => delete only(o, 'lock-node').pod.initContainers);
-    expect(policies.lockRestartDelay(objects)).toEqual(['StatefulSet/tickwarden-lock: no init container with RESTART_DELAY_SECONDS: a node that lost its data would vote at once, forgetting the leases it granted']);
+    expect(policies.lockRestartDelay(objects)).toEqual([
+      'StatefulSet/tickwarden-lock: no init container with RESTART_DELAY_SECONDS: a node that lost its data would vote at once, forgetting the leases it granted',
+    ]);
   });
 
   it('lockRestartDelay: a delay not above the longest leaseTtl plus the late-tick window, another image, another directory', () => {
@@ -262,18 +310,23 @@ describe('each policy catches what it is for (fed a mutated prod render)', () =>
     });
     expect(policies.lockRestartDelay(objects)).toEqual([
       'StatefulSet/tickwarden-lock container restart-delay: RESTART_DELAY_SECONDS "55" must be whole seconds above the longest leaseTtl (45 s) plus the late-tick window (10 s)',
-      'StatefulSet/tickwarden-lock container restart-delay: image busybox:1.36 is not the Redis container\'s redis:7.4',
+      "StatefulSet/tickwarden-lock container restart-delay: image busybox:1.36 is not the Redis container's redis:7.4",
       'StatefulSet/tickwarden-lock container restart-delay: its last argument "/var/lib/redis" is not the data directory /data (the Redis container\'s --dir)',
-      'StatefulSet/tickwarden-lock container restart-delay: does not mount the Redis container\'s data volume at /data',
+      "StatefulSet/tickwarden-lock container restart-delay: does not mount the Redis container's data volume at /data",
     ]);
   });
 
   it('lockRestartDelay: a team raising its leaseTtl past the delay', () => {
     const objects = mutated((o) => {
-      const data = o.find((object) => object.metadata.name === 'tickwarden-schedules-payments')?.['data'] as Record<string, string>;
+      const data = o.find((object) => object.metadata.name === 'tickwarden-schedules-payments')?.['data'] as Record<
+        string,
+        string
+      >;
       data['payments.yaml'] = (data['payments.yaml'] ?? '').replace('leaseTtl: 45s', 'leaseTtl: 2m');
     });
-    expect(policies.lockRestartDelay(objects)).toEqual(['StatefulSet/tickwarden-lock container restart-delay: RESTART_DELAY_SECONDS "120" must be whole seconds above the longest leaseTtl (120 s) plus the late-tick window (10 s)']);
+    expect(policies.lockRestartDelay(objects)).toEqual([
+      'StatefulSet/tickwarden-lock container restart-delay: RESTART_DELAY_SECONDS "120" must be whole seconds above the longest leaseTtl (120 s) plus the late-tick window (10 s)',
+    ]);
   });
 
   it('queueRedis: an evicting queue Redis', () => {
@@ -281,10 +334,12 @@ describe('each policy catches what it is for (fed a mutated prod render)', () =>
       const args = container(o, 'queue').args ?? [];
       args[args.indexOf('--maxmemory-policy') + 1] = 'allkeys-lru';
     });
-    expect(policies.queueRedis(objects)).toEqual(['StatefulSet/tickwarden-queue-redis: not --maxmemory-policy noeviction (BullMQ requires it)']);
+    expect(policies.queueRedis(objects)).toEqual([
+      'StatefulSet/tickwarden-queue-redis: not --maxmemory-policy noeviction (BullMQ requires it)',
+    ]);
   });
 
-  it('queueRedis: Burstable QoS, and a memory limit without room for the AOF rewrite\'s fork', () => {
+  it("queueRedis: Burstable QoS, and a memory limit without room for the AOF rewrite's fork", () => {
     const objects = mutated((o) => {
       const resources = container(o, 'queue').resources;
       if (resources?.requests) resources.requests['memory'] = '512Mi';
@@ -299,15 +354,27 @@ describe('each policy catches what it is for (fed a mutated prod render)', () =>
       'StatefulSet/tickwarden-queue-redis: the memory limit must be at least 2 x --maxmemory (an AOF rewrite forks; its copy-on-write pages come on top of the data)',
     ]);
     expect(policies.redisMemory(objects)).toEqual([]);
-    expect([policies.cpuCores('250m'), policies.cpuCores('1'), policies.cpuCores('1.5'), policies.cpuCores('1Gi')]).toEqual([0.25, 1, 1.5, Number.NaN]);
+    expect([
+      policies.cpuCores('250m'),
+      policies.cpuCores('1'),
+      policies.cpuCores('1.5'),
+      policies.cpuCores('1Gi'),
+    ]).toEqual([0.25, 1, 1.5, Number.NaN]);
   });
 
   it('queueRedis: no PodDisruptionBudget, or one that lets a drain evict it', () => {
-    const budget = (o: KubeObject[]) => o.find((object) => object.kind === 'PodDisruptionBudget' && object.metadata.name === 'tickwarden-queue-redis') as KubeObject;
+    const budget = (o: KubeObject[]) =>
+      o.find(
+        (object) => object.kind === 'PodDisruptionBudget' && object.metadata.name === 'tickwarden-queue-redis',
+      ) as KubeObject;
     const none = prod.filter((object) => object !== budget(prod));
-    expect(policies.queueRedis(none)).toEqual(['StatefulSet/tickwarden-queue-redis: no PodDisruptionBudget selects its pods (a drain would evict the only queue Redis)']);
+    expect(policies.queueRedis(none)).toEqual([
+      'StatefulSet/tickwarden-queue-redis: no PodDisruptionBudget selects its pods (a drain would evict the only queue Redis)',
+    ]);
     const evictable = mutated((o) => ((budget(o)['spec'] as { maxUnavailable: number }).maxUnavailable = 1));
-    expect(policies.queueRedis(evictable)).toEqual(['StatefulSet/tickwarden-queue-redis: its PodDisruptionBudget allows an eviction ({"maxUnavailable":1}); maxUnavailable 0 or minAvailable 1']);
+    expect(policies.queueRedis(evictable)).toEqual([
+      'StatefulSet/tickwarden-queue-redis: its PodDisruptionBudget allows an eviction ({"maxUnavailable":1}); maxUnavailable 0 or minAvailable 1',
+    ]);
   });
 
   it('redisMemory: a data cap above the memory limit (OOM kill before noeviction)', () => {
@@ -315,24 +382,35 @@ describe('each policy catches what it is for (fed a mutated prod render)', () =>
       const args = container(o, 'lock-node').args ?? [];
       args[args.indexOf('--maxmemory') + 1] = '2gb';
     });
-    expect(policies.redisMemory(objects)).toEqual(['StatefulSet/tickwarden-lock: --maxmemory must be set and at most 80% of the memory limit']);
-    expect([policies.byteSize('768mb'), policies.byteSize('1Gi'), policies.byteSize('10x')]).toEqual([768e6, 2 ** 30, Number.NaN]);
+    expect(policies.redisMemory(objects)).toEqual([
+      'StatefulSet/tickwarden-lock: --maxmemory must be set and at most 80% of the memory limit',
+    ]);
+    expect([policies.byteSize('768mb'), policies.byteSize('1Gi'), policies.byteSize('10x')]).toEqual([
+      768e6,
+      2 ** 30,
+      Number.NaN,
+    ]);
   });
 
   it('appNetworkPolicy: an open ingress or egress rule, and apps no policy denies by default', () => {
-    const apps = (objects: KubeObject[]) => objects.find((object) => object.kind === 'NetworkPolicy' && object.metadata.name === 'tickwarden-apps') as KubeObject;
+    const apps = (objects: KubeObject[]) =>
+      objects.find(
+        (object) => object.kind === 'NetworkPolicy' && object.metadata.name === 'tickwarden-apps',
+      ) as KubeObject;
     const open = mutated((o) => {
       const spec = apps(o)['spec'] as { ingress: { from?: unknown[] }[]; egress: { ports?: unknown[] }[] };
       delete spec.ingress[0]?.from;
       delete spec.egress[1]?.ports;
     });
     expect(policies.appNetworkPolicy(open)).toEqual([
-      'NetworkPolicy/tickwarden-apps ingress rule 0: admits more than the metrics scraper\'s namespace on named ports',
+      "NetworkPolicy/tickwarden-apps ingress rule 0: admits more than the metrics scraper's namespace on named ports",
       'NetworkPolicy/tickwarden-apps egress rule 1: admits every destination or every port',
-      'NetworkPolicy/tickwarden-apps ingress rule 0: admits more than the metrics scraper\'s namespace on named ports',
+      "NetworkPolicy/tickwarden-apps ingress rule 0: admits more than the metrics scraper's namespace on named ports",
       'NetworkPolicy/tickwarden-apps egress rule 1: admits every destination or every port',
     ]);
-    const none = prod.filter((object) => !(object.kind === 'NetworkPolicy' && object.metadata.name.startsWith('tickwarden-apps')));
+    const none = prod.filter(
+      (object) => !(object.kind === 'NetworkPolicy' && object.metadata.name.startsWith('tickwarden-apps')),
+    );
     expect(policies.appNetworkPolicy(none)).toEqual([
       'Deployment/tickwarden-scheduler: no ingress NetworkPolicy selects its pods',
       'Deployment/tickwarden-scheduler: no egress NetworkPolicy selects its pods',
@@ -346,7 +424,9 @@ describe('each policy catches what it is for (fed a mutated prod render)', () =>
       const [rule] = (policy?.['spec'] as { ingress: { from: unknown[] }[] }).ingress;
       if (rule) rule.from = [{ podSelector: {} }];
     });
-    expect(policies.redisNetworkPolicy(openRule)).toContain('NetworkPolicy/tickwarden-redis rule 0: admits StatefulSet/tickwarden-lock');
+    expect(policies.redisNetworkPolicy(openRule)).toContain(
+      'NetworkPolicy/tickwarden-redis rule 0: admits StatefulSet/tickwarden-lock',
+    );
     const none = prod.filter((object) => object.kind !== 'NetworkPolicy');
     expect(policies.redisNetworkPolicy(none)).toEqual([
       'StatefulSet/tickwarden-lock: no ingress NetworkPolicy selects its pods',
@@ -360,7 +440,11 @@ describe('each policy catches what it is for (fed a mutated prod render)', () =>
       const data = configMap?.['data'] as Record<string, string>;
       data['reporting.yaml'] = (data['reporting.yaml'] ?? '').replace('cron: "0 * * * *"', 'cron: "61 * * * *"');
     });
-    expect(policies.schedules(objects)).toEqual([expect.stringMatching(/^\/etc\/tickwarden\/schedules\/reporting\.yaml:\d+:\d+: schedules\[0\]\.cron: invalid cron expression "61 \* \* \* \*"/)]);
+    expect(policies.schedules(objects)).toEqual([
+      expect.stringMatching(
+        /^\/etc\/tickwarden\/schedules\/reporting\.yaml:\d+:\d+: schedules\[0\]\.cron: invalid cron expression "61 \* \* \* \*"/,
+      ),
+    ]);
   });
 
   it('schedules: a subPath mount, which would never see an update', () => {
@@ -368,7 +452,9 @@ describe('each policy catches what it is for (fed a mutated prod render)', () =>
       const mount = container(o, 'worker').volumeMounts?.find((candidate) => candidate.name === 'schedules');
       if (mount) mount.subPath = 'payments.yaml';
     });
-    expect(policies.schedules(objects)).toEqual(['worker: the schedules are mounted with a subPath, which never sees ConfigMap updates']);
+    expect(policies.schedules(objects)).toEqual([
+      'worker: the schedules are mounted with a subPath, which never sees ConfigMap updates',
+    ]);
   });
 
   it('gracePeriods: a grace below the longest leaseTtl, and one below the worker drain', () => {
@@ -385,7 +471,10 @@ describe('each policy catches what it is for (fed a mutated prod render)', () =>
 
   it('gracePeriods: a run longer than the shutdown grace, and a command schedule with no maxRuntime', () => {
     const objects = mutated((o) => {
-      const data = o.find((object) => object.metadata.name === 'tickwarden-schedules-reporting')?.['data'] as Record<string, string>;
+      const data = o.find((object) => object.metadata.name === 'tickwarden-schedules-reporting')?.['data'] as Record<
+        string,
+        string
+      >;
       data['reporting.yaml'] = `${(data['reporting.yaml'] ?? '').replace('maxRuntime: 15m', 'maxRuntime: 20m')}
   - name: vacuum
     cron: "30 3 * * *"
@@ -400,17 +489,31 @@ describe('each policy catches what it is for (fed a mutated prod render)', () =>
     ]);
     // An http schedule without maxRuntime is bounded by its timeout (30 s by default: weekly-digest).
     const longTimeout = mutated((o) => {
-      const data = o.find((object) => object.metadata.name === 'tickwarden-schedules-reporting')?.['data'] as Record<string, string>;
-      data['reporting.yaml'] = (data['reporting.yaml'] ?? '').replace('url: https://digest.reporting.svc.cluster.local/send', 'url: https://digest.reporting.svc.cluster.local/send\n      timeout: 1h');
+      const data = o.find((object) => object.metadata.name === 'tickwarden-schedules-reporting')?.['data'] as Record<
+        string,
+        string
+      >;
+      data['reporting.yaml'] = (data['reporting.yaml'] ?? '').replace(
+        'url: https://digest.reporting.svc.cluster.local/send',
+        'url: https://digest.reporting.svc.cluster.local/send\n      timeout: 1h',
+      );
     });
-    expect(policies.gracePeriods(longTimeout)).toEqual(['worker: reporting/weekly-digest may run 1h, longer than TICKWARDEN_SHUTDOWN_GRACE (15m): a rollout or scale-down would abort it']);
+    expect(policies.gracePeriods(longTimeout)).toEqual([
+      'worker: reporting/weekly-digest may run 1h, longer than TICKWARDEN_SHUTDOWN_GRACE (15m): a rollout or scale-down would abort it',
+    ]);
   });
 
   it('workerAutoscaling: a CPU-only HPA, an active-runs target at the concurrency, a fast scale-down, replicas set beside it', () => {
     const hpa = (o: KubeObject[]) => o.find((object) => object.kind === 'HorizontalPodAutoscaler') as KubeObject;
-    const spec = (o: KubeObject[]) => hpa(o)['spec'] as { metrics: { type: string; pods?: { target: { averageValue: string } } }[]; behavior: { scaleDown: { stabilizationWindowSeconds: number } } };
+    const spec = (o: KubeObject[]) =>
+      hpa(o)['spec'] as {
+        metrics: { type: string; pods?: { target: { averageValue: string } } }[];
+        behavior: { scaleDown: { stabilizationWindowSeconds: number } };
+      };
     const cpuOnly = mutated((o) => (spec(o).metrics = spec(o).metrics.filter((metric) => metric.type === 'Resource')));
-    expect(policies.workerAutoscaling(cpuOnly)).toEqual(['HorizontalPodAutoscaler/tickwarden-worker: no Pods metric tickwarden_worker_active_runs: HTTP-bound jobs fill a worker without using CPU']);
+    expect(policies.workerAutoscaling(cpuOnly)).toEqual([
+      'HorizontalPodAutoscaler/tickwarden-worker: no Pods metric tickwarden_worker_active_runs: HTTP-bound jobs fill a worker without using CPU',
+    ]);
     const saturated = mutated((o) => {
       const [pods] = spec(o).metrics;
       if (pods?.pods) pods.pods.target.averageValue = '10';
@@ -435,7 +538,6 @@ describe('each policy catches what it is for (fed a mutated prod render)', () =>
     ]);
   });
 
-
   it('nodeFlags: a launcher that runs the worker instead', () => {
     const objects = mutated((o) => (launcher(o).args = ['apps/worker/dist/main.js']));
     expect(policies.nodeFlags(objects)).toEqual([
@@ -447,53 +549,74 @@ describe('each policy catches what it is for (fed a mutated prod render)', () =>
     const objects = mutated((o) => {
       const pod = only(o, 'worker').pod;
       pod.containers = pod.containers.filter((candidate) => candidate.name !== policies.LAUNCHER);
-      envOf(o, 'worker').splice(envOf(o, 'worker').findIndex((variable) => variable.name === 'TICKWARDEN_LAUNCHER_SOCKET'), 1);
+      envOf(o, 'worker').splice(
+        envOf(o, 'worker').findIndex((variable) => variable.name === 'TICKWARDEN_LAUNCHER_SOCKET'),
+        1,
+      );
     });
     expect(policies.launcher(objects)).toEqual([
       'Deployment/tickwarden-worker container worker: no TICKWARDEN_LAUNCHER_SOCKET (the worker would start job programs itself, as its own user)',
-      'Deployment/tickwarden-worker: no launcher container (job programs would run as the worker\'s user)',
+      "Deployment/tickwarden-worker: no launcher container (job programs would run as the worker's user)",
     ]);
     // The other policies leave the missing launcher to this one.
-    for (const [name, policy] of Object.entries(policies.POLICIES)) if (name !== 'launcher') expect(policy(objects), name).toEqual([]);
+    for (const [name, policy] of Object.entries(policies.POLICIES))
+      if (name !== 'launcher') expect(policy(objects), name).toEqual([]);
   });
 
-  it('launcher: the socket\'s directory not on one volume of both containers, and two socket paths', () => {
+  it("launcher: the socket's directory not on one volume of both containers, and two socket paths", () => {
     const unshared = mutated((o) => {
       const mounts = container(o, 'worker').volumeMounts ?? [];
-      mounts.splice(mounts.findIndex((mount) => mount.name === 'launcher'), 1);
+      mounts.splice(
+        mounts.findIndex((mount) => mount.name === 'launcher'),
+        1,
+      );
     });
-    expect(policies.launcher(unshared)).toEqual(['Deployment/tickwarden-worker: the worker and the launcher do not mount one volume at /run/tickwarden-launcher, the socket\'s directory']);
+    expect(policies.launcher(unshared)).toEqual([
+      "Deployment/tickwarden-worker: the worker and the launcher do not mount one volume at /run/tickwarden-launcher, the socket's directory",
+    ]);
     const elsewhere = mutated((o) => setEnv(o, 'worker', 'TICKWARDEN_LAUNCHER_SOCKET', '/tmp/launcher.sock'));
-    expect(policies.launcher(elsewhere)).toEqual(['Deployment/tickwarden-worker: the worker\'s TICKWARDEN_LAUNCHER_SOCKET /tmp/launcher.sock is not the launcher\'s /run/tickwarden-launcher/launcher.sock']);
+    expect(policies.launcher(elsewhere)).toEqual([
+      "Deployment/tickwarden-worker: the worker's TICKWARDEN_LAUNCHER_SOCKET /tmp/launcher.sock is not the launcher's /run/tickwarden-launcher/launcher.sock",
+    ]);
     const readOnly = mutated((o) => {
       const mount = launcher(o).volumeMounts?.find((candidate) => candidate.name === 'launcher');
       if (mount) mount.readOnly = true;
     });
-    expect(policies.launcher(readOnly)).toEqual(['Deployment/tickwarden-worker container launcher: mounts /run/tickwarden-launcher read-only, so it cannot create its socket']);
+    expect(policies.launcher(readOnly)).toEqual([
+      'Deployment/tickwarden-worker container launcher: mounts /run/tickwarden-launcher read-only, so it cannot create its socket',
+    ]);
   });
 
-  it('launcher: running as the worker\'s user, or as whatever the pod says', () => {
+  it("launcher: running as the worker's user, or as whatever the pod says", () => {
     const sameUser = mutated((o) => {
       const context = (launcher(o).securityContext ??= {});
       context.runAsUser = 10001;
       context.runAsGroup = 10001;
     });
     expect(policies.launcher(sameUser)).toEqual([
-      'Deployment/tickwarden-worker container launcher: runs with the worker\'s UID 10001',
-      'Deployment/tickwarden-worker container launcher: runs with the worker\'s GID 10001',
+      "Deployment/tickwarden-worker container launcher: runs with the worker's UID 10001",
+      "Deployment/tickwarden-worker container launcher: runs with the worker's GID 10001",
     ]);
     const podDefault = mutated((o) => delete launcher(o).securityContext?.runAsUser);
-    expect(policies.launcher(podDefault)).toEqual(['Deployment/tickwarden-worker container launcher: no runAsUser of its own (it would run as the pod\'s or the image\'s user, the worker\'s)']);
+    expect(policies.launcher(podDefault)).toEqual([
+      "Deployment/tickwarden-worker container launcher: no runAsUser of its own (it would run as the pod's or the image's user, the worker's)",
+    ]);
   });
 
-  it('launcher: a Secret in its environment or volumes, an API token, the worker\'s /tmp, the schedules missing', () => {
+  it("launcher: a Secret in its environment or volumes, an API token, the worker's /tmp, the schedules missing", () => {
     const objects = mutated((o) => {
       const sidecar = launcher(o);
-      (sidecar.env ??= []).push({ name: 'PAYMENTS_TOKEN', valueFrom: { secretKeyRef: { name: 'payments-api', key: 'token' } } });
+      (sidecar.env ??= []).push({
+        name: 'PAYMENTS_TOKEN',
+        valueFrom: { secretKeyRef: { name: 'payments-api', key: 'token' } },
+      });
       sidecar.envFrom = [{ secretRef: { name: 'tickwarden-redis' } }];
       const pod = only(o, 'worker').pod;
       pod.automountServiceAccountToken = true;
-      (pod.volumes ??= []).push({ name: 'secret-payments-api', secret: { secretName: 'payments-api' } }, { name: 'token', projected: { sources: [{ serviceAccountToken: { path: 'token' } }] } });
+      (pod.volumes ??= []).push(
+        { name: 'secret-payments-api', secret: { secretName: 'payments-api' } },
+        { name: 'token', projected: { sources: [{ serviceAccountToken: { path: 'token' } }] } },
+      );
       sidecar.volumeMounts = [
         ...(sidecar.volumeMounts ?? []).filter((mount) => mount.name !== 'schedules'),
         { name: 'secret-payments-api', mountPath: '/var/run/tickwarden/secrets/payments-api', readOnly: true },
@@ -536,12 +659,29 @@ describe('per overlay', () => {
   it('managed-redis: no Redis pods or their policy; both apps read the URLs from the managed Secret, and reach Redis ports outside', () => {
     const managed = rendered.get('managed-redis') ?? [];
     expect(workloads(managed).map((workload) => workload.name)).toEqual(['tickwarden-scheduler', 'tickwarden-worker']);
-    expect(managed.filter((object) => object.kind === 'NetworkPolicy').map((object) => object.metadata.name)).toEqual(['tickwarden-apps', 'tickwarden-worker-egress']);
-    const egress = (managed.find((object) => object.metadata.name === 'tickwarden-apps')?.['spec'] as { egress: { ports: { port: number }[] }[] }).egress;
-    expect(egress.map((rule) => rule.ports.map((port) => port.port))).toEqual([[53, 53], [6379, 6380]]);
+    expect(managed.filter((object) => object.kind === 'NetworkPolicy').map((object) => object.metadata.name)).toEqual([
+      'tickwarden-apps',
+      'tickwarden-worker-egress',
+    ]);
+    const egress = (
+      managed.find((object) => object.metadata.name === 'tickwarden-apps')?.['spec'] as {
+        egress: { ports: { port: number }[] }[];
+      }
+    ).egress;
+    expect(egress.map((rule) => rule.ports.map((port) => port.port))).toEqual([
+      [53, 53],
+      [6379, 6380],
+    ]);
     for (const app of policies.APP_COMPONENTS) {
-      const secretKeys = envOf(managed, app).flatMap((variable) => (variable.valueFrom?.secretKeyRef ? [`${variable.name}<-${variable.valueFrom.secretKeyRef.name}/${variable.valueFrom.secretKeyRef.key}`] : []));
-      expect(secretKeys.sort()).toEqual(['TICKWARDEN_LOCK_NODES<-tickwarden-managed-redis/lock-nodes', 'TICKWARDEN_QUEUE_REDIS<-tickwarden-managed-redis/queue-redis']);
+      const secretKeys = envOf(managed, app).flatMap((variable) =>
+        variable.valueFrom?.secretKeyRef
+          ? [`${variable.name}<-${variable.valueFrom.secretKeyRef.name}/${variable.valueFrom.secretKeyRef.key}`]
+          : [],
+      );
+      expect(secretKeys.sort()).toEqual([
+        'TICKWARDEN_LOCK_NODES<-tickwarden-managed-redis/lock-nodes',
+        'TICKWARDEN_QUEUE_REDIS<-tickwarden-managed-redis/queue-redis',
+      ]);
     }
   });
 });
@@ -554,32 +694,40 @@ describe('schedules', () => {
     const projected = configMaps.flatMap((configMap) =>
       Object.entries(configMap['data'] as Record<string, string>).map(([file, text]) => {
         const result = validateConfigText(text, file);
-        const teams = result.ok ? [...new Set(result.config.schedules.map((schedule) => schedule.id.split('/')[0]))] : ['(invalid)'];
+        const teams = result.ok
+          ? [...new Set(result.config.schedules.map((schedule) => schedule.id.split('/')[0]))]
+          : ['(invalid)'];
         return { file, configMap: configMap.metadata.name, teams };
       }),
     );
     expect(projected.map((entry) => entry.file).sort()).toEqual(scheduleFiles.sort());
-    for (const entry of projected) expect(entry.teams.map((team) => `tickwarden-schedules-${team}`)).toEqual([entry.configMap]);
+    for (const entry of projected)
+      expect(entry.teams.map((team) => `tickwarden-schedules-${team}`)).toEqual([entry.configMap]);
   });
 
   it('the projected files are the files on disk, byte for byte', () => {
     const { files } = policies.mountedSchedules(prod, 'scheduler');
     for (const file of scheduleFiles) {
-      expect(files.find((candidate) => candidate.file.endsWith(`/${file}`))?.text).toBe(readFileSync(path.join(BASE_DIR, 'schedules', file), 'utf8'));
+      expect(files.find((candidate) => candidate.file.endsWith(`/${file}`))?.text).toBe(
+        readFileSync(path.join(BASE_DIR, 'schedules', file), 'utf8'),
+      );
     }
   });
 });
 
-it('the image\'s default command is the compiled scheduler with its node flags', () => {
+it("the image's default command is the compiled scheduler with its node flags", () => {
   const cmd = /^CMD (\[.*\])$/m.exec(readFileSync(DOCKERFILE, 'utf8'));
   expect(JSON.parse(cmd?.[1] ?? 'null')).toEqual([...PROCESS_NODE_FLAGS.scheduler, 'apps/scheduler/dist/main.js']);
 });
 
-it('the app pods run as the image\'s user, the launcher as another', () => {
+it("the app pods run as the image's user, the launcher as another", () => {
   const user = /^USER (\d+):(\d+)$/m.exec(readFileSync(DOCKERFILE, 'utf8'));
   expect(user?.[1]).toBeDefined();
   for (const app of policies.APP_COMPONENTS) {
-    expect(only(prod, app).pod.securityContext).toMatchObject({ runAsUser: Number(user?.[1]), runAsGroup: Number(user?.[2]) });
+    expect(only(prod, app).pod.securityContext).toMatchObject({
+      runAsUser: Number(user?.[1]),
+      runAsGroup: Number(user?.[2]),
+    });
   }
   const launcherContext = launcher(prod).securityContext;
   expect([launcherContext?.runAsUser, launcherContext?.runAsGroup]).not.toContain(Number(user?.[1]));

@@ -14,18 +14,26 @@ describe('kubectl kustomize', () => {
     expect(objects.length).toBeGreaterThan(5);
     const ids = objects.map((object) => `${id(object)} in ${object.metadata.namespace ?? ''}`);
     expect(new Set(ids).size).toBe(ids.length);
-    const namespaces = new Set(objects.filter((object) => object.kind !== 'Namespace').map((object) => object.metadata.namespace));
+    const namespaces = new Set(
+      objects.filter((object) => object.kind !== 'Namespace').map((object) => object.metadata.namespace),
+    );
     expect(namespaces.size).toBe(1);
     expect(objects.find((object) => object.kind === 'Namespace')?.metadata.name).toBe([...namespaces][0]);
   });
 
   it('renders the service-monitor component on top of prod, replacing the scrape annotations', () => {
-    const objects = renderComposition({ namespace: 'tickwarden', resources: [overlayDir('prod')], components: [path.join(COMPONENTS_DIR, 'service-monitor')] });
+    const objects = renderComposition({
+      namespace: 'tickwarden',
+      resources: [overlayDir('prod')],
+      components: [path.join(COMPONENTS_DIR, 'service-monitor')],
+    });
     const monitor = objects.find((object) => object.kind === 'ServiceMonitor');
     expect(monitor?.metadata.namespace).toBe('tickwarden');
     const deployments = objects.filter((object) => object.kind === 'Deployment');
     for (const deployment of deployments) {
-      const annotations = (deployment['spec'] as { template: { metadata: { annotations?: Record<string, string> } } }).template.metadata.annotations ?? {};
+      const annotations =
+        (deployment['spec'] as { template: { metadata: { annotations?: Record<string, string> } } }).template.metadata
+          .annotations ?? {};
       expect(Object.keys(annotations).filter((key) => key.startsWith('prometheus.io/'))).toEqual([]);
     }
   });
@@ -34,11 +42,13 @@ describe('kubectl kustomize', () => {
     expect(() => render(BASE_DIR, { kubectl: '/nonexistent/kubectl' })).toThrow(/kubectl not found .*install kubectl/);
   });
 
-  it('fails with kubectl\'s error for a broken kustomization', () => {
-    expect(() => renderComposition({ resources: [path.join(BASE_DIR, 'no-such-dir')] })).toThrow(/kubectl kustomize .* exited with 1/);
+  it("fails with kubectl's error for a broken kustomization", () => {
+    expect(() => renderComposition({ resources: [path.join(BASE_DIR, 'no-such-dir')] })).toThrow(
+      /kubectl kustomize .* exited with 1/,
+    );
   });
 
-  it('splits kubectl\'s concatenated JSON documents, braces inside strings included', () => {
+  it("splits kubectl's concatenated JSON documents, braces inside strings included", () => {
     expect(parseJsonStream('{"a":"}{"}\n{"b":[1,{"c":"\\"}"}]}\n')).toEqual([{ a: '}{' }, { b: [1, { c: '"}' }] }]);
   });
 });

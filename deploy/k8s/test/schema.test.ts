@@ -19,19 +19,28 @@ describe('every rendered object validates against the Kubernetes schemas (kubern
   });
 
   it('prod with the service-monitor component (the ServiceMonitor against the Prometheus Operator schema)', () => {
-    const objects = renderComposition({ namespace: 'tickwarden', resources: [overlayDir('prod')], components: [path.join(COMPONENTS_DIR, 'service-monitor')] });
+    const objects = renderComposition({
+      namespace: 'tickwarden',
+      resources: [overlayDir('prod')],
+      components: [path.join(COMPONENTS_DIR, 'service-monitor')],
+    });
     expect(objects.some((object) => object.kind === 'ServiceMonitor')).toBe(true);
     expect(objects.flatMap(schemaProblems)).toEqual([]);
   });
 
   it('prod with the redis-tls component', () => {
-    const objects = renderComposition({ namespace: 'tickwarden', resources: [overlayDir('prod')], components: [path.join(COMPONENTS_DIR, 'redis-tls')] });
+    const objects = renderComposition({
+      namespace: 'tickwarden',
+      resources: [overlayDir('prod')],
+      components: [path.join(COMPONENTS_DIR, 'redis-tls')],
+    });
     expect(objects.flatMap(schemaProblems)).toEqual([]);
   });
 
   it('rejects a field the schema does not know, at any depth', () => {
     const object = deployment();
-    const [container] = (object['spec'] as { template: { spec: { containers: Record<string, unknown>[] } } }).template.spec.containers;
+    const [container] = (object['spec'] as { template: { spec: { containers: Record<string, unknown>[] } } }).template
+      .spec.containers;
     if (container) container['readinesProbe'] = { httpGet: { path: '/readyz', port: 8080 } };
     (object['spec'] as Record<string, unknown>)['replica'] = 3;
     expect(schemaProblems(object)).toEqual([
@@ -50,6 +59,8 @@ describe('every rendered object validates against the Kubernetes schemas (kubern
   });
 
   it('rejects a kind it has no schema for', () => {
-    expect(schemaProblems({ apiVersion: 'example.com/v1', kind: 'Widget', metadata: { name: 'w' } })).toEqual(['Widget/w: no schema for apiVersion example.com/v1 kind Widget']);
+    expect(schemaProblems({ apiVersion: 'example.com/v1', kind: 'Widget', metadata: { name: 'w' } })).toEqual([
+      'Widget/w: no schema for apiVersion example.com/v1 kind Widget',
+    ]);
   });
 });

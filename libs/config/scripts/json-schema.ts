@@ -20,7 +20,9 @@ try {
 if (check) {
   if (current === text) console.log(`${relative} is current`);
   else {
-    console.error(`${relative} is ${current === undefined ? 'missing' : 'not what the generator produces now'}: run ${TEAM_SCHEMA_COMMAND} and commit it`);
+    console.error(
+      `${relative} is ${current === undefined ? 'missing' : 'not what the generator produces now'}: run ${TEAM_SCHEMA_COMMAND} and commit it`,
+    );
     process.exitCode = 1;
   }
 } else if (current === text) console.log(`${relative} is current (${Buffer.byteLength(text)} bytes)`);

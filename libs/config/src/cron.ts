@@ -33,10 +33,12 @@ const NICKNAMES = ['@yearly', '@annually', '@monthly', '@weekly', '@daily', '@mi
 export function cronProblem(pattern: string, timezone: string): string | undefined {
   const trimmed = pattern.trim();
   if (trimmed.startsWith('@')) {
-    if (!NICKNAMES.includes(trimmed.toLowerCase())) return `unknown nickname ${JSON.stringify(trimmed)}; expected one of ${NICKNAMES.join(', ')}`;
+    if (!NICKNAMES.includes(trimmed.toLowerCase()))
+      return `unknown nickname ${JSON.stringify(trimmed)}; expected one of ${NICKNAMES.join(', ')}`;
   } else {
     const fields = trimmed === '' ? 0 : trimmed.split(/\s+/).length;
-    if (fields !== 5 && fields !== 6) return `expected 5 fields (minute hour day-of-month month day-of-week) or 6 with seconds first, got ${fields}`;
+    if (fields !== 5 && fields !== 6)
+      return `expected 5 fields (minute hour day-of-month month day-of-week) or 6 with seconds first, got ${fields}`;
   }
   let job: Cron | undefined;
   try {

@@ -10,7 +10,8 @@ const UNITS = [
  * Each unit at most once, largest first: `1d`, `2h`, `10m`, `30s`, `500ms`, `1h30m`, `1.5s`.
  * (`m` cannot swallow the `m` of `ms`: the regex backtracks when no `s` group can follow.)
  */
-const DURATION = /^(?:(\d+(?:\.\d+)?)d)?(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s)?(?:(\d+(?:\.\d+)?)ms)?$/;
+const DURATION =
+  /^(?:(\d+(?:\.\d+)?)d)?(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s)?(?:(\d+(?:\.\d+)?)ms)?$/;
 
 /**
  * The duration syntax as a JSON Schema `pattern` (ECMA-262, as `RegExp` reads it), for editors: it

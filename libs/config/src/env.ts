@@ -41,7 +41,11 @@ export interface RedisTlsFiles {
 }
 
 /** The variables of {@link RedisTlsFiles}, by field. */
-export const REDIS_TLS_VARIABLES = { ca: 'TICKWARDEN_REDIS_TLS_CA', cert: 'TICKWARDEN_REDIS_TLS_CERT', key: 'TICKWARDEN_REDIS_TLS_KEY' } as const;
+export const REDIS_TLS_VARIABLES = {
+  ca: 'TICKWARDEN_REDIS_TLS_CA',
+  cert: 'TICKWARDEN_REDIS_TLS_CERT',
+  key: 'TICKWARDEN_REDIS_TLS_KEY',
+} as const;
 
 export interface SchedulerEnv extends CommonEnv {
   /** `TICKWARDEN_REPLICA_ID`, default `os.hostname()` (the pod name on Kubernetes). */
@@ -106,12 +110,18 @@ export function parseSchedulerEnv(env: Env): EnvResult<SchedulerEnv> {
   if (!/^[^\s\p{Cc}]+$/u.test(replicaId)) {
     reader.fail(
       'TICKWARDEN_REPLICA_ID',
-      replicaId === '' ? 'is not set and os.hostname() is empty: set it to a name unique among the replicas' : `expected a name without spaces or control characters, got ${quote(replicaId)}`,
+      replicaId === ''
+        ? 'is not set and os.hostname() is empty: set it to a name unique among the replicas'
+        : `expected a name without spaces or control characters, got ${quote(replicaId)}`,
     );
   }
-  const contestLeadMs = reader.get('TICKWARDEN_CONTEST_LEAD') === undefined ? undefined : readDuration(reader, 'TICKWARDEN_CONTEST_LEAD', 0, 0, ENV_DURATION_MAX_MS.TICKWARDEN_CONTEST_LEAD);
+  const contestLeadMs =
+    reader.get('TICKWARDEN_CONTEST_LEAD') === undefined
+      ? undefined
+      : readDuration(reader, 'TICKWARDEN_CONTEST_LEAD', 0, 0, ENV_DURATION_MAX_MS.TICKWARDEN_CONTEST_LEAD);
   const controlTokenFile = reader.get(CONTROL_TOKEN_FILE_VARIABLE);
-  if (controlTokenFile !== undefined && !controlTokenFile.startsWith('/')) reader.fail(CONTROL_TOKEN_FILE_VARIABLE, `expected an absolute path, got ${quote(controlTokenFile)}`);
+  if (controlTokenFile !== undefined && !controlTokenFile.startsWith('/'))
+    reader.fail(CONTROL_TOKEN_FILE_VARIABLE, `expected an absolute path, got ${quote(controlTokenFile)}`);
   return reader.result(() => ({ ...common(), replicaId, contestLeadMs, controlTokenFile }));
 }
 
@@ -119,14 +129,41 @@ export function parseSchedulerEnv(env: Env): EnvResult<SchedulerEnv> {
 export function parseWorkerEnv(env: Env): EnvResult<WorkerEnv> {
   const reader = new EnvReader(env);
   const common = readCommon(reader, 8081);
-  const concurrency = reader.integer('TICKWARDEN_WORKER_CONCURRENCY', 10, 1, Number.MAX_SAFE_INTEGER, 'an integer of at least 1');
+  const concurrency = reader.integer(
+    'TICKWARDEN_WORKER_CONCURRENCY',
+    10,
+    1,
+    Number.MAX_SAFE_INTEGER,
+    'an integer of at least 1',
+  );
   const queues = readQueues(reader);
-  const shutdownGraceMs = readDuration(reader, 'TICKWARDEN_SHUTDOWN_GRACE', 20_000, 0, ENV_DURATION_MAX_MS.TICKWARDEN_SHUTDOWN_GRACE);
-  const stalledIntervalMs = readDuration(reader, 'TICKWARDEN_STALLED_INTERVAL', DEFAULT_STALLED_INTERVAL_MS, 1000, ENV_DURATION_MAX_MS.TICKWARDEN_STALLED_INTERVAL);
+  const shutdownGraceMs = readDuration(
+    reader,
+    'TICKWARDEN_SHUTDOWN_GRACE',
+    20_000,
+    0,
+    ENV_DURATION_MAX_MS.TICKWARDEN_SHUTDOWN_GRACE,
+  );
+  const stalledIntervalMs = readDuration(
+    reader,
+    'TICKWARDEN_STALLED_INTERVAL',
+    DEFAULT_STALLED_INTERVAL_MS,
+    1000,
+    ENV_DURATION_MAX_MS.TICKWARDEN_STALLED_INTERVAL,
+  );
   const secretsDir = reader.get('TICKWARDEN_SECRETS_DIR') ?? DEFAULT_SECRETS_DIR;
-  if (!secretsDir.startsWith('/')) reader.fail('TICKWARDEN_SECRETS_DIR', `expected an absolute path, got ${quote(secretsDir)}`);
+  if (!secretsDir.startsWith('/'))
+    reader.fail('TICKWARDEN_SECRETS_DIR', `expected an absolute path, got ${quote(secretsDir)}`);
   const launcherSocket = readSocketPath(reader, false);
-  return reader.result(() => ({ ...common(), concurrency, queues, shutdownGraceMs, stalledIntervalMs, secretsDir, launcherSocket }));
+  return reader.result(() => ({
+    ...common(),
+    concurrency,
+    queues,
+    shutdownGraceMs,
+    stalledIntervalMs,
+    secretsDir,
+    launcherSocket,
+  }));
 }
 
 /** Reads the launcher's environment, like `parseWorkerEnv`. */
@@ -139,8 +176,11 @@ export function parseLauncherEnv(env: Env): EnvResult<LauncherEnv> {
 
 /** A unix socket path: absolute, within the 107 bytes `sun_path` holds. */
 function readSocketPath(reader: EnvReader, required: boolean): string | undefined {
-  const socketPath = required ? reader.required(LAUNCHER_SOCKET_VARIABLE, 'the path of the launcher\'s unix socket') : reader.get(LAUNCHER_SOCKET_VARIABLE);
-  if (socketPath !== undefined && (!socketPath.startsWith('/') || Buffer.byteLength(socketPath) > 107)) reader.fail(LAUNCHER_SOCKET_VARIABLE, `expected an absolute path of at most 107 bytes, got ${quote(socketPath)}`);
+  const socketPath = required
+    ? reader.required(LAUNCHER_SOCKET_VARIABLE, "the path of the launcher's unix socket")
+    : reader.get(LAUNCHER_SOCKET_VARIABLE);
+  if (socketPath !== undefined && (!socketPath.startsWith('/') || Buffer.byteLength(socketPath) > 107))
+    reader.fail(LAUNCHER_SOCKET_VARIABLE, `expected an absolute path of at most 107 bytes, got ${quote(socketPath)}`);
   return socketPath;
 }
 
@@ -168,7 +208,8 @@ function readDuration(reader: EnvReader, name: string, fallbackMs: number, minMs
   if (text === undefined) return fallbackMs;
   const ms = parseDuration(text);
   if (ms !== undefined && ms >= minMs && ms <= maxMs) return ms;
-  const range = minMs > 0 ? `from ${formatDuration(minMs)} to ${formatDuration(maxMs)}` : `of at most ${formatDuration(maxMs)}`;
+  const range =
+    minMs > 0 ? `from ${formatDuration(minMs)} to ${formatDuration(maxMs)}` : `of at most ${formatDuration(maxMs)}`;
   reader.fail(name, `expected a duration ${range} such as 20s or 1m30s, got ${quote(text)}`);
   return fallbackMs;
 }
@@ -181,8 +222,14 @@ function readCommon(reader: EnvReader, defaultPort: number): () => CommonEnv {
     const problem = redisUrlProblem(queueRedisText);
     if (problem !== undefined) reader.fail('TICKWARDEN_QUEUE_REDIS', `${problem}, got ${quote(queueRedisText)}`);
     else {
-      const lockEntry = lockNodes.findIndex((entry) => redisUrlProblem(entry) === undefined && serverKey(entry) === serverKey(queueRedisText));
-      if (lockEntry !== -1) reader.fail('TICKWARDEN_QUEUE_REDIS', `is the same Redis server as ${LOCK_NODES} entry ${lockEntry + 1}: the queue Redis must not be a lock node`);
+      const lockEntry = lockNodes.findIndex(
+        (entry) => redisUrlProblem(entry) === undefined && serverKey(entry) === serverKey(queueRedisText),
+      );
+      if (lockEntry !== -1)
+        reader.fail(
+          'TICKWARDEN_QUEUE_REDIS',
+          `is the same Redis server as ${LOCK_NODES} entry ${lockEntry + 1}: the queue Redis must not be a lock node`,
+        );
     }
   }
   const httpPort = reader.integer('TICKWARDEN_HTTP_PORT', defaultPort, 0, 65_535, 'a port number from 0 to 65535');
@@ -191,14 +238,31 @@ function readCommon(reader: EnvReader, defaultPort: number): () => CommonEnv {
   for (const error of destinations.errors) reader.fail(error.variable, error.message);
   const redisTls = readRedisTls(reader);
   // only called when there is no error, so every value is set
-  return () => ({ configPath: configPath ?? '', lockNodes, lockQuorum, lockAllowSingle, queueRedis: queueRedisText ?? '', httpPort, logLevel, httpDestinations: destinations.value, redisTls });
+  return () => ({
+    configPath: configPath ?? '',
+    lockNodes,
+    lockQuorum,
+    lockAllowSingle,
+    queueRedis: queueRedisText ?? '',
+    httpPort,
+    logLevel,
+    httpDestinations: destinations.value,
+    redisTls,
+  });
 }
 
 /** The TLS file variables: a client certificate and its key come together. The files are read at start (see `loadRedisTls` in @tickwarden/runtime). */
 function readRedisTls(reader: EnvReader): RedisTlsFiles {
-  const files = { ca: reader.get(REDIS_TLS_VARIABLES.ca), cert: reader.get(REDIS_TLS_VARIABLES.cert), key: reader.get(REDIS_TLS_VARIABLES.key) };
+  const files = {
+    ca: reader.get(REDIS_TLS_VARIABLES.ca),
+    cert: reader.get(REDIS_TLS_VARIABLES.cert),
+    key: reader.get(REDIS_TLS_VARIABLES.key),
+  };
   if ((files.cert === undefined) !== (files.key === undefined)) {
-    const [set, unset] = files.cert === undefined ? [REDIS_TLS_VARIABLES.key, REDIS_TLS_VARIABLES.cert] : [REDIS_TLS_VARIABLES.cert, REDIS_TLS_VARIABLES.key];
+    const [set, unset] =
+      files.cert === undefined
+        ? [REDIS_TLS_VARIABLES.key, REDIS_TLS_VARIABLES.cert]
+        : [REDIS_TLS_VARIABLES.cert, REDIS_TLS_VARIABLES.key];
     reader.fail(unset, `is required when ${set} is set: a client certificate and its private key come together`);
   }
   return files;
@@ -209,7 +273,10 @@ const LOCK_QUORUM = 'TICKWARDEN_LOCK_QUORUM';
 const LOCK_ALLOW_SINGLE = 'TICKWARDEN_LOCK_ALLOW_SINGLE';
 
 function readLock(reader: EnvReader): Pick<CommonEnv, 'lockNodes' | 'lockQuorum' | 'lockAllowSingle'> {
-  const text = reader.required(LOCK_NODES, 'a comma-separated list of redis:// or rediss:// URLs of independent Redis masters, e.g. redis://lock-0:6379,redis://lock-1:6379,redis://lock-2:6379');
+  const text = reader.required(
+    LOCK_NODES,
+    'a comma-separated list of redis:// or rediss:// URLs of independent Redis masters, e.g. redis://lock-0:6379,redis://lock-1:6379,redis://lock-2:6379',
+  );
   const lockNodes = text === undefined ? [] : text.split(',').map((entry) => entry.trim());
   let nodesValid = text !== undefined;
   const servers = new Map<string, number>();
@@ -223,7 +290,10 @@ function readLock(reader: EnvReader): Pick<CommonEnv, 'lockNodes' | 'lockQuorum'
     const server = serverKey(entry);
     const first = servers.get(server);
     if (first !== undefined) {
-      reader.fail(LOCK_NODES, `entries ${first + 1} and ${index + 1} are the same Redis server (${server}): the lock masters must be independent`);
+      reader.fail(
+        LOCK_NODES,
+        `entries ${first + 1} and ${index + 1} are the same Redis server (${server}): the lock masters must be independent`,
+      );
       nodesValid = false;
     } else servers.set(server, index);
   }
@@ -231,7 +301,10 @@ function readLock(reader: EnvReader): Pick<CommonEnv, 'lockNodes' | 'lockQuorum'
   const count = lockNodes.length;
   const allowSingle = reader.get(LOCK_ALLOW_SINGLE) === '1';
   if (nodesValid && count === 1 && !allowSingle) {
-    reader.fail(LOCK_NODES, `one lock node is a single point of failure and no quorum: use 3 or 5 independent Redis masters, or set ${LOCK_ALLOW_SINGLE}=1 to run on one anyway (development only)`);
+    reader.fail(
+      LOCK_NODES,
+      `one lock node is a single point of failure and no quorum: use 3 or 5 independent Redis masters, or set ${LOCK_ALLOW_SINGLE}=1 to run on one anyway (development only)`,
+    );
   }
   const quorumText = reader.get(LOCK_QUORUM);
   let lockQuorum: number | undefined;
@@ -239,7 +312,10 @@ function readLock(reader: EnvReader): Pick<CommonEnv, 'lockNodes' | 'lockQuorum'
     const quorum = /^\d+$/.test(quorumText) ? Number(quorumText) : undefined;
     if (quorum === undefined) reader.fail(LOCK_QUORUM, `expected an integer, got ${quote(quorumText)}`);
     else if (nodesValid && (quorum <= count / 2 || quorum > count)) {
-      reader.fail(LOCK_QUORUM, `expected an integer greater than half the ${count} lock nodes and at most ${count} (${Math.floor(count / 2) + 1} to ${count}), got ${quorum}`);
+      reader.fail(
+        LOCK_QUORUM,
+        `expected an integer greater than half the ${count} lock nodes and at most ${count} (${Math.floor(count / 2) + 1} to ${count}), got ${quorum}`,
+      );
     } else lockQuorum = quorum;
   } else if (nodesValid && count % 2 === 0) {
     const majority = count / 2 + 1;
@@ -265,10 +341,16 @@ function readQueues(reader: EnvReader): string[] | undefined {
   const text = reader.get('TICKWARDEN_QUEUES');
   if (text === undefined) return undefined;
   const queues: string[] = [];
-  for (const [index, entry] of text.split(',').map((item) => item.trim()).entries()) {
+  for (const [index, entry] of text
+    .split(',')
+    .map((item) => item.trim())
+    .entries()) {
     if (!QUEUE_PATTERN.test(entry)) {
       const what = entry === '' ? 'is empty' : `is ${quote(entry)}`;
-      reader.fail('TICKWARDEN_QUEUES', `entry ${index + 1} ${what}: expected queue names of 1-63 lower-case letters, digits and "-", starting with a letter or digit`);
+      reader.fail(
+        'TICKWARDEN_QUEUES',
+        `entry ${index + 1} ${what}: expected queue names of 1-63 lower-case letters, digits and "-", starting with a letter or digit`,
+      );
     } else if (!queues.includes(entry)) queues.push(entry);
   }
   return queues;
@@ -284,7 +366,8 @@ function redisUrlProblem(text: string): string | undefined {
       ? 'not a valid URL (percent-encode any / ? # or @ in the user name and password)'
       : 'expected a redis:// or rediss:// URL such as redis://host:6379 or rediss://host:6380/0';
   }
-  if (url.protocol !== 'redis:' && url.protocol !== 'rediss:') return 'expected a redis:// or rediss:// URL such as redis://host:6379 or rediss://host:6380/0';
+  if (url.protocol !== 'redis:' && url.protocol !== 'rediss:')
+    return 'expected a redis:// or rediss:// URL such as redis://host:6379 or rediss://host:6380/0';
   if (url.hostname === '') return 'expected a host name after the scheme';
   if (!/^(\/\d*)?$/.test(url.pathname)) return 'expected nothing or a database number (/0) after the host and port';
   return undefined;

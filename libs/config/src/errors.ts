@@ -16,7 +16,9 @@ export type EnvResult<T> = { ok: true; value: T } | { ok: false; errors: EnvErro
  */
 export function formatConfigError(error: ConfigError): string {
   const where = `${error.file}:${error.line}:${error.column}`;
-  return error.path.length === 0 ? `${where}: ${error.message}` : `${where}: ${formatPath(error.path)}: ${error.message}`;
+  return error.path.length === 0
+    ? `${where}: ${error.message}`
+    : `${where}: ${formatPath(error.path)}: ${error.message}`;
 }
 
 /** `['schedules', 0, 'handler', 'headers', 'X Team']` -> `schedules[0].handler.headers["X Team"]`. */
@@ -53,6 +55,12 @@ export function sortErrors(errors: ConfigError[], files: readonly string[]): Con
   };
   return errors
     .map((error, index) => ({ error, index }))
-    .sort((a, b) => rank(a.error.file) - rank(b.error.file) || a.error.line - b.error.line || a.error.column - b.error.column || a.index - b.index)
+    .sort(
+      (a, b) =>
+        rank(a.error.file) - rank(b.error.file) ||
+        a.error.line - b.error.line ||
+        a.error.column - b.error.column ||
+        a.index - b.index,
+    )
     .map(({ error }) => error);
 }

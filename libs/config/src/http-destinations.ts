@@ -33,36 +33,59 @@ const HOST = /^(\*\.)?[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9
 
 function parseList(variable: string, text: string | undefined, errors: EnvError[]): DestinationList {
   const list: DestinationList = { cidrs: new BlockList(), hasCidrs: false, hosts: [] };
-  const entries = (text ?? '').split(',').map((entry) => entry.trim().toLowerCase()).filter((entry) => entry !== '');
+  const entries = (text ?? '')
+    .split(',')
+    .map((entry) => entry.trim().toLowerCase())
+    .filter((entry) => entry !== '');
   for (const entry of entries) {
     const [address = '', prefixText, extra] = entry.split('/');
     const family = isIP(address);
     if (family !== 0) {
       const max = family === 4 ? 32 : 128;
       const prefix = prefixText === undefined ? max : Number(prefixText);
-      if (extra !== undefined || !Number.isInteger(prefix) || prefix < 0 || prefix > max || (prefixText !== undefined && !/^\d+$/.test(prefixText))) {
-        errors.push({ variable, message: `entry "${entry}": expected an address or a CIDR such as 10.0.0.0/8 (prefix 0-${max})` });
+      if (
+        extra !== undefined ||
+        !Number.isInteger(prefix) ||
+        prefix < 0 ||
+        prefix > max ||
+        (prefixText !== undefined && !/^\d+$/.test(prefixText))
+      ) {
+        errors.push({
+          variable,
+          message: `entry "${entry}": expected an address or a CIDR such as 10.0.0.0/8 (prefix 0-${max})`,
+        });
         continue;
       }
       list.cidrs.addSubnet(address, prefix, family === 4 ? 'ipv4' : 'ipv6');
       list.hasCidrs = true;
     } else if (HOST.test(entry)) list.hosts.push(entry);
-    else errors.push({ variable, message: `entry "${entry}": expected a CIDR (10.0.0.0/8), an address, a host name or *.domain` });
+    else
+      errors.push({
+        variable,
+        message: `entry "${entry}": expected a CIDR (10.0.0.0/8), an address, a host name or *.domain`,
+      });
   }
   return list;
 }
 
 /** Reads the two variables; every bad entry is an error naming its variable. */
-export function parseHttpDestinations(allow: string | undefined, deny: string | undefined): { value: HttpDestinations; errors: EnvError[] } {
+export function parseHttpDestinations(
+  allow: string | undefined,
+  deny: string | undefined,
+): { value: HttpDestinations; errors: EnvError[] } {
   const errors: EnvError[] = [];
-  const value = { allow: allow === undefined || allow.trim() === '' ? undefined : parseList(ALLOW_VARIABLE, allow, errors), deny: parseList(DENY_VARIABLE, deny, errors) };
+  const value = {
+    allow: allow === undefined || allow.trim() === '' ? undefined : parseList(ALLOW_VARIABLE, allow, errors),
+    deny: parseList(DENY_VARIABLE, deny, errors),
+  };
   return { value, errors };
 }
 
 /** The policy with nothing set: link-local denied, anything else allowed. */
 export const DEFAULT_HTTP_DESTINATIONS: HttpDestinations = parseHttpDestinations(undefined, undefined).value;
 
-const hostMatches = (list: DestinationList, host: string): boolean => list.hosts.some((rule) => (rule.startsWith('*.') ? host.endsWith(rule.slice(1)) : host === rule));
+const hostMatches = (list: DestinationList, host: string): boolean =>
+  list.hosts.some((rule) => (rule.startsWith('*.') ? host.endsWith(rule.slice(1)) : host === rule));
 
 /** An address without URL brackets, with its family; BlockList checks an IPv4-mapped IPv6 address against IPv4 rules. */
 function normalized(address: string): { address: string; type: 'ipv4' | 'ipv6' } | undefined {
@@ -71,7 +94,8 @@ function normalized(address: string): { address: string; type: 'ipv4' | 'ipv6' }
   return family === 0 ? undefined : { address: bare, type: family === 4 ? 'ipv4' : 'ipv6' };
 }
 
-const inList = (list: DestinationList, ip: { address: string; type: 'ipv4' | 'ipv6' }): boolean => list.hasCidrs && list.cidrs.check(ip.address, ip.type);
+const inList = (list: DestinationList, ip: { address: string; type: 'ipv4' | 'ipv6' }): boolean =>
+  list.hasCidrs && list.cidrs.check(ip.address, ip.type);
 
 /**
  * Why a URL's host is refused before any lookup, or undefined: a denied name or address, or one
@@ -94,10 +118,12 @@ export function addressRefusal(policy: HttpDestinations, hostname: string, addre
   if (!ip) return `${address} is not an IP address`;
   const host = hostname.toLowerCase();
   const named = host === ip.address || host === address ? '' : ` (${host})`;
-  if (LINK_LOCAL.check(ip.address, ip.type)) return `address ${ip.address}${named} is link-local (cloud metadata lives there): always denied`;
+  if (LINK_LOCAL.check(ip.address, ip.type))
+    return `address ${ip.address}${named} is link-local (cloud metadata lives there): always denied`;
   if (inList(policy.deny, ip)) return `address ${ip.address}${named} is denied (${DENY_VARIABLE})`;
   const { allow } = policy;
-  if (allow && !hostMatches(allow, host) && !inList(allow, ip)) return `address ${ip.address}${named} is not in ${ALLOW_VARIABLE}`;
+  if (allow && !hostMatches(allow, host) && !inList(allow, ip))
+    return `address ${ip.address}${named} is not in ${ALLOW_VARIABLE}`;
   return undefined;
 }
 
@@ -111,7 +137,13 @@ export function httpDestinationErrors(config: TickwardenConfig, policy: HttpDest
     if (schedule.handler.kind !== 'http') continue;
     const refusal = hostRefusal(policy, new URL(schedule.handler.url).hostname);
     if (refusal !== undefined) {
-      errors.push({ file: schedule.source.file, line: schedule.source.line, column: 1, path: ['schedules', index, 'handler', 'url'], message: `destination refused: ${refusal}` });
+      errors.push({
+        file: schedule.source.file,
+        line: schedule.source.line,
+        column: 1,
+        path: ['schedules', index, 'handler', 'url'],
+        message: `destination refused: ${refusal}`,
+      });
     }
   }
   return errors;

@@ -18,7 +18,16 @@ export {
   type WorkerEnv,
 } from './env.ts';
 export { formatConfigError, type EnvError, type EnvResult } from './errors.ts';
-export { addressRefusal, ALLOW_VARIABLE, DEFAULT_HTTP_DESTINATIONS, DENY_VARIABLE, hostRefusal, httpDestinationErrors, parseHttpDestinations, type HttpDestinations } from './http-destinations.ts';
+export {
+  addressRefusal,
+  ALLOW_VARIABLE,
+  DEFAULT_HTTP_DESTINATIONS,
+  DENY_VARIABLE,
+  hostRefusal,
+  httpDestinationErrors,
+  parseHttpDestinations,
+  type HttpDestinations,
+} from './http-destinations.ts';
 export { loadConfig } from './load.ts';
 export { redactUrl } from './redact.ts';
 export {
@@ -35,7 +44,19 @@ export {
   MAX_SCHEDULES_PER_FILE,
   MAX_TICK_WINDOW_MS,
 } from './limits.ts';
-export type { BackoffType, ConfigError, HistoryRetention, ConfigResult, ConfigValue, HandlerConfig, HttpMethod, HttpRedirects, SecretRef, ScheduleConfig, TickwardenConfig } from './types.ts';
+export type {
+  BackoffType,
+  ConfigError,
+  HistoryRetention,
+  ConfigResult,
+  ConfigValue,
+  HandlerConfig,
+  HttpMethod,
+  HttpRedirects,
+  SecretRef,
+  ScheduleConfig,
+  TickwardenConfig,
+} from './types.ts';
 export { validateConfigText, validateConfigTexts, type ConfigText } from './validate.ts';
 export { DEFAULT_HISTORY } from './schema.ts';
 export { TEAM_SCHEMA_FILE, teamFileJsonSchema, teamFileJsonSchemaText } from './json-schema.ts';

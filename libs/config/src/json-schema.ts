@@ -20,7 +20,11 @@ export const TEAM_SCHEMA_COMMAND = 'npm run schema';
  */
 export function teamFileJsonSchema(): Record<string, unknown> {
   // unrepresentable: 'throw' so that a part of the input the conversion cannot describe fails here, not in an editor.
-  const { $schema, title, description, ...rest } = z.toJSONSchema(fileSchema, { target: 'draft-07', io: 'input', unrepresentable: 'throw' });
+  const { $schema, title, description, ...rest } = z.toJSONSchema(fileSchema, {
+    target: 'draft-07',
+    io: 'input',
+    unrepresentable: 'throw',
+  });
   return {
     $schema,
     $comment: `Generated from libs/config/src/schema.ts by ${TEAM_SCHEMA_COMMAND}: do not edit. tickwarden validate has the last word.`,

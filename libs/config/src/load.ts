@@ -17,7 +17,10 @@ const YAML_FILE = /\.ya?ml$/;
  * file is reported; unreadable files and an empty directory are errors at line 1, column 1.
  * With `httpDestinations`, an http schedule whose URL the policy refuses is an error at its `url`.
  */
-export async function loadConfig(path: string, options: { httpDestinations?: HttpDestinations | undefined } = {}): Promise<ConfigResult> {
+export async function loadConfig(
+  path: string,
+  options: { httpDestinations?: HttpDestinations | undefined } = {},
+): Promise<ConfigResult> {
   let files: string[];
   try {
     const stats = await stat(path);
@@ -42,7 +45,8 @@ export async function loadConfig(path: string, options: { httpDestinations?: Htt
     }
   }
   const result = validateConfigTexts(texts);
-  const policyErrors = result.ok && options.httpDestinations ? httpDestinationErrors(result.config, options.httpDestinations) : [];
+  const policyErrors =
+    result.ok && options.httpDestinations ? httpDestinationErrors(result.config, options.httpDestinations) : [];
   if (readErrors.length === 0 && policyErrors.length === 0) return result;
   return failure(sortErrors([...readErrors, ...policyErrors, ...(result.ok ? [] : result.errors)], files));
 }

@@ -48,7 +48,8 @@ export class Locator {
       if (next === undefined) return { node, key, complete: false };
       key = next.key;
       // A key without a value (`cron:`) has no node, or an empty one: the key is the better place.
-      if (next.value === undefined || isEmptyScalar(next.value)) return { node: next.key ?? node, key, complete: index === path.length - 1 };
+      if (next.value === undefined || isEmptyScalar(next.value))
+        return { node: next.key ?? node, key, complete: index === path.length - 1 };
       node = next.value;
     }
     return { node, key, complete: true };
@@ -91,7 +92,13 @@ function asNode(value: unknown): Node | undefined {
 }
 
 function isEmptyScalar(node: Node): boolean {
-  return isScalar(node) && node.value === null && node.range !== undefined && node.range !== null && node.range[0] === node.range[1];
+  return (
+    isScalar(node) &&
+    node.value === null &&
+    node.range !== undefined &&
+    node.range !== null &&
+    node.range[0] === node.range[1]
+  );
 }
 
 /** The line starts of a text, as yaml's parser counts them (after each `\n`). */

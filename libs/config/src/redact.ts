@@ -26,7 +26,8 @@ function redactAuthority(url: string): string {
   const colon = url.indexOf(':', scheme.length);
   const lastAt = url.lastIndexOf('@');
   // Where the URL parser finds a password and no `@` follows its host, mask exactly it (keeping the text as written otherwise).
-  if (hasPassword(url) && at > colon && colon !== -1 && lastAt === at) return `${url.slice(0, colon + 1)}${MASK}${url.slice(at)}`;
+  if (hasPassword(url) && at > colon && colon !== -1 && lastAt === at)
+    return `${url.slice(0, colon + 1)}${MASK}${url.slice(at)}`;
   // Anything else: conservatively, from the first `:` after the scheme to the last `@` of the string.
   if (lastAt === -1 || colon === -1 || colon > lastAt) return url;
   return `${url.slice(0, colon + 1)}${MASK}${url.slice(lastAt)}`;

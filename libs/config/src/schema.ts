@@ -42,7 +42,8 @@ interface IssueInput {
 
 /** The error function of a schema: `expected <what>` (plus `, got <value>` when there is a value). */
 export function expecting(what: string): (issue: IssueInput) => string {
-  return (issue) => (issue.input === undefined ? `expected ${what}` : `expected ${what}, got ${describeValue(issue.input)}`);
+  return (issue) =>
+    issue.input === undefined ? `expected ${what}` : `expected ${what}, got ${describeValue(issue.input)}`;
 }
 
 const DURATION_EXAMPLE = 'a duration like 30s, 10m, 2h';
@@ -57,12 +58,22 @@ const DURATION_META = {
 
 /** The part of a duration field's description that says what it accepts. */
 function durationText(min: number, max = MAX_DURATION_MS): string {
-  const bounds = min === 0 ? `at most ${formatDuration(max)}` : min === 1 ? `more than 0s, at most ${formatDuration(max)}` : `from ${formatDuration(min)} to ${formatDuration(max)}`;
+  const bounds =
+    min === 0
+      ? `at most ${formatDuration(max)}`
+      : min === 1
+        ? `more than 0s, at most ${formatDuration(max)}`
+        : `from ${formatDuration(min)} to ${formatDuration(max)}`;
   return `A duration like 30s, 10m or 1h30m, ${bounds}`;
 }
 
-function duration(min: number, max = MAX_DURATION_MS, why = ''): z.ZodPipe<z.ZodString, z.ZodTransform<number, string>> {
-  const atLeast = min === 0 ? '' : min === 1 ? 'a duration greater than 0s' : `a duration of at least ${formatDuration(min)}`;
+function duration(
+  min: number,
+  max = MAX_DURATION_MS,
+  why = '',
+): z.ZodPipe<z.ZodString, z.ZodTransform<number, string>> {
+  const atLeast =
+    min === 0 ? '' : min === 1 ? 'a duration greater than 0s' : `a duration of at least ${formatDuration(min)}`;
   return z
     .string({
       error: (issue) =>
@@ -78,7 +89,8 @@ function duration(min: number, max = MAX_DURATION_MS, why = ''): z.ZodPipe<z.Zod
         message = `expected ${DURATION_EXAMPLE}, got ${describeValue(text)}`;
         if (/^\s*-/.test(text)) message += ' (a duration cannot be negative)';
       } else if (ms < min) message = `expected ${atLeast}, got ${describeValue(text)}`;
-      else if (ms > max) message = `expected a duration of at most ${formatDuration(max)}${why}, got ${describeValue(text)}`;
+      else if (ms > max)
+        message = `expected a duration of at most ${formatDuration(max)}${why}, got ${describeValue(text)}`;
       if (message === undefined && ms !== undefined) return ms;
       ctx.addIssue({ code: 'custom', message, input: text });
       return z.NEVER;
@@ -106,7 +118,9 @@ const secretRef = z
     secret: z
       .string()
       .regex(SECRET_NAME, { error: expecting('a Secret name (lower-case letters, digits, "-" and ".")') })
-      .meta({ description: 'The name of a Kubernetes Secret the worker mounts (lower-case letters, digits, "-" and ".").' }),
+      .meta({
+        description: 'The name of a Kubernetes Secret the worker mounts (lower-case letters, digits, "-" and ".").',
+      }),
     key: z
       .string()
       .regex(SECRET_KEY, { error: expecting('a key of the Secret (letters, digits, "-", "_" and ".")') })
@@ -121,7 +135,9 @@ const secretRef = z
 const stringMap = (what: string, keyWhat: string, keyPattern: RegExp) =>
   z.record(
     z.string().regex(keyPattern, { error: expecting(keyWhat) }),
-    z.union([z.string(), secretRef], { error: expecting('a string value (quote numbers and booleans) or { secret, key }') }),
+    z.union([z.string(), secretRef], {
+      error: expecting('a string value (quote numbers and booleans) or { secret, key }'),
+    }),
     { error: expecting(`a mapping of ${what} to string values`) },
   );
 
@@ -152,7 +168,8 @@ const httpHandler = z
       .string({ error: expecting('an http(s) URL string') })
       .refine(isHttpUrl, { error: expecting('an http:// or https:// URL') })
       .meta({
-        description: 'The http:// or https:// URL to call. Hosts may be restricted by TICKWARDEN_HTTP_ALLOW and TICKWARDEN_HTTP_DENY.',
+        description:
+          'The http:// or https:// URL to call. Hosts may be restricted by TICKWARDEN_HTTP_ALLOW and TICKWARDEN_HTTP_DENY.',
         pattern: HTTP_URL_HINT,
         patternErrorMessage: 'expected an http:// or https:// URL',
         examples: ['https://example.com/hooks/report'],
@@ -162,11 +179,17 @@ const httpHandler = z
       .default('POST')
       .meta({ description: `The request method (upper case): ${HTTP_METHODS.join(', ')}. Default POST.` }),
     headers: stringMap('header names', "a header name (letters, digits and !#$%&'*+-.^_`|~)", HEADER_NAME)
-      .refine((headers) => Object.values(headers).every((value) => typeof value !== 'string' || !/[\r\n\0]/.test(value)), {
-        error: 'expected header values without line breaks or NUL characters',
-      })
+      .refine(
+        (headers) => Object.values(headers).every((value) => typeof value !== 'string' || !/[\r\n\0]/.test(value)),
+        {
+          error: 'expected header values without line breaks or NUL characters',
+        },
+      )
       .default({})
-      .meta({ description: 'Header name -> string value (quote numbers: X-Retry: "3"), or { secret, key } to read the value from a Secret at run time. Default {}.' }),
+      .meta({
+        description:
+          'Header name -> string value (quote numbers: X-Retry: "3"), or { secret, key } to read the value from a Secret at run time. Default {}.',
+      }),
     timeout: duration(1)
       .prefault('30s')
       .meta({ description: `${durationText(1)}: how long the request may take. Default 30s.` }),
@@ -186,10 +209,18 @@ const commandHandler = z
   .strictObject({
     kind: z.literal('command').meta({ description: 'A program run without a shell.' }),
     argv: z
-      .array(z.string({ error: expecting('a string argument') }), { error: expecting('a list of strings: the program and its arguments') })
+      .array(z.string({ error: expecting('a string argument') }), {
+        error: expecting('a list of strings: the program and its arguments'),
+      })
       .min(1, { error: 'expected a non-empty list of strings: the program and its arguments' })
-      .refine((argv) => argv[0] !== '', { error: 'expected the program (the first argv entry) to be a non-empty string', path: [0] })
-      .meta({ description: 'The program, then its arguments (no shell): a non-empty list of strings.', examples: [['node', 'cleanup.js', '--all']] }),
+      .refine((argv) => argv[0] !== '', {
+        error: 'expected the program (the first argv entry) to be a non-empty string',
+        path: [0],
+      })
+      .meta({
+        description: 'The program, then its arguments (no shell): a non-empty list of strings.',
+        examples: [['node', 'cleanup.js', '--all']],
+      }),
     cwd: z
       .string({ error: expecting('a directory path string') })
       .min(1, { error: 'expected a non-empty directory path' })
@@ -198,11 +229,15 @@ const commandHandler = z
     env: stringMap('environment variable names', 'an environment variable name (no "=")', /^[^=\0]+$/)
       .default({})
       .meta({
-        description: "Variable name -> string value, or { secret, key } to read the value from a Secret at run time; added to an allowlist of the worker's variables, never its whole environment. Default {}.",
+        description:
+          "Variable name -> string value, or { secret, key } to read the value from a Secret at run time; added to an allowlist of the worker's variables, never its whole environment. Default {}.",
       }),
     killGrace: duration(0).prefault('10s').meta({ description: KILL_GRACE_TEXT }),
   })
-  .meta({ title: 'command handler', description: 'Runs argv with the payload as JSON on stdin; exit code 0 is success.' });
+  .meta({
+    title: 'command handler',
+    description: 'Runs argv with the payload as JSON on stdin; exit code 0 is success.',
+  });
 
 const moduleHandler = z
   .strictObject({
@@ -210,15 +245,25 @@ const moduleHandler = z
     path: z
       .string({ error: expecting('a module path string') })
       .min(1, { error: 'expected a non-empty module path' })
-      .meta({ description: "The module to import: absolute, or relative to this file's directory.", examples: ['./jobs/digest.js'] }),
+      .meta({
+        description: "The module to import: absolute, or relative to this file's directory.",
+        examples: ['./jobs/digest.js'],
+      }),
     export: z
       .string({ error: expecting('an export name string') })
       .regex(IDENTIFIER, { error: expecting('an export name (a JavaScript identifier such as default or run)') })
       .default('default')
-      .meta({ description: 'The export to call (a JavaScript identifier). Default default.', patternErrorMessage: 'expected a JavaScript identifier such as default or run' }),
+      .meta({
+        description: 'The export to call (a JavaScript identifier). Default default.',
+        patternErrorMessage: 'expected a JavaScript identifier such as default or run',
+      }),
     killGrace: duration(0).prefault('10s').meta({ description: KILL_GRACE_TEXT }),
   })
-  .meta({ title: 'module handler', description: 'Imports path and calls its export once with the run (schedule, tick, payload, an AbortSignal, a logger).' });
+  .meta({
+    title: 'module handler',
+    description:
+      'Imports path and calls its export once with the run (schedule, tick, payload, an AbortSignal, a logger).',
+  });
 
 export const HANDLER_KINDS = ['http', 'command', 'module'] as const;
 
@@ -230,10 +275,14 @@ const handler = z
           expecting(`a handler kind: one of ${HANDLER_KINDS.join(', ')}`)({ input: kindOf(issue.input) })
         : expecting(`a handler mapping with a kind (${HANDLER_KINDS.join(', ')})`)(issue),
   })
-  .meta({ description: `What a run does, chosen by kind (${HANDLER_KINDS.join(', ')}); each kind allows only its own keys.` });
+  .meta({
+    description: `What a run does, chosen by kind (${HANDLER_KINDS.join(', ')}); each kind allows only its own keys.`,
+  });
 
 function kindOf(input: unknown): unknown {
-  return typeof input === 'object' && input !== null && !Array.isArray(input) ? (input as Record<string, unknown>)['kind'] : input;
+  return typeof input === 'object' && input !== null && !Array.isArray(input)
+    ? (input as Record<string, unknown>)['kind']
+    : input;
 }
 
 /** Any JSON value of at most MAX_PAYLOAD_BYTES: no `.inf`/`.nan`, no binary or other tagged types. */
@@ -250,9 +299,15 @@ const jsonValue = z.unknown().superRefine((value, ctx) => {
       if (!Number.isFinite(node)) problem(path, node, `expected a JSON value, got ${describeValue(node)}`);
       return;
     }
-    const plain = typeof node === 'object' && (Array.isArray(node) || [Object.prototype, null].includes(Object.getPrototypeOf(node)));
+    const plain =
+      typeof node === 'object' &&
+      (Array.isArray(node) || [Object.prototype, null].includes(Object.getPrototypeOf(node)));
     if (!plain) {
-      problem(path, node, `expected a JSON value (string, number, boolean, null, list or mapping), got ${describeValue(node)}`);
+      problem(
+        path,
+        node,
+        `expected a JSON value (string, number, boolean, null, list or mapping), got ${describeValue(node)}`,
+      );
       return;
     }
     if (ancestors.has(node)) {
@@ -266,7 +321,8 @@ const jsonValue = z.unknown().superRefine((value, ctx) => {
   visit(value, []);
   // Only a JSON value has a JSON size (one that contains itself has none).
   const bytes = json ? jsonBytes(value) : 0;
-  if (bytes > MAX_PAYLOAD_BYTES) problem([], value, `expected a payload of at most ${formatBytes(MAX_PAYLOAD_BYTES)} as JSON, got ${bytes} bytes`);
+  if (bytes > MAX_PAYLOAD_BYTES)
+    problem([], value, `expected a payload of at most ${formatBytes(MAX_PAYLOAD_BYTES)} as JSON, got ${bytes} bytes`);
 });
 
 /**
@@ -275,9 +331,12 @@ const jsonValue = z.unknown().superRefine((value, ctx) => {
  */
 function jsonBytes(value: unknown): number {
   if (value === null || typeof value !== 'object') return Buffer.byteLength(JSON.stringify(value));
-  const entries: [string | undefined, unknown][] = Array.isArray(value) ? value.map((item) => [undefined, item]) : Object.entries(value);
+  const entries: [string | undefined, unknown][] = Array.isArray(value)
+    ? value.map((item) => [undefined, item])
+    : Object.entries(value);
   let bytes = 2 + Math.max(0, entries.length - 1); // the brackets, and a comma between entries
-  for (const [key, item] of entries) bytes += (key === undefined ? 0 : Buffer.byteLength(JSON.stringify(key)) + 1) + jsonBytes(item);
+  for (const [key, item] of entries)
+    bytes += (key === undefined ? 0 : Buffer.byteLength(JSON.stringify(key)) + 1) + jsonBytes(item);
   return bytes;
 }
 
@@ -290,7 +349,10 @@ const backoff = z.strictObject(
     type: z
       .enum(BACKOFF_TYPES, { error: expecting(`a backoff type: one of ${BACKOFF_TYPES.join(', ')}`) })
       .default('fixed')
-      .meta({ description: 'fixed (default): wait delay before each retry; exponential: wait delay × 2^(n-2) before attempt n.' }),
+      .meta({
+        description:
+          'fixed (default): wait delay before each retry; exponential: wait delay × 2^(n-2) before attempt n.',
+      }),
     delay: duration(0, MAX_BACKOFF_DELAY_MS)
       .prefault('0s')
       .meta({ description: `${durationText(0, MAX_BACKOFF_DELAY_MS)}. Default 0s.` }),
@@ -309,10 +371,14 @@ const history = z.strictObject(
       .min(1, { error: expecting(`an integer from 1 to ${MAX_HISTORY_KEEP}`) })
       .max(MAX_HISTORY_KEEP, { error: expecting(`an integer from 1 to ${MAX_HISTORY_KEEP}`) })
       .default(DEFAULT_HISTORY.keep)
-      .meta({ description: `How many entries of each kind (tick outcomes, run results, control actions) are kept: 1 to ${MAX_HISTORY_KEEP}. Default ${DEFAULT_HISTORY.keep}.` }),
+      .meta({
+        description: `How many entries of each kind (tick outcomes, run results, control actions) are kept: 1 to ${MAX_HISTORY_KEEP}. Default ${DEFAULT_HISTORY.keep}.`,
+      }),
     maxAge: duration(60_000, MAX_HISTORY_AGE_MS)
       .prefault(formatDuration(DEFAULT_HISTORY.maxAge))
-      .meta({ description: `${durationText(60_000, MAX_HISTORY_AGE_MS)}: how long an entry is kept. Default ${formatDuration(DEFAULT_HISTORY.maxAge)}.` }),
+      .meta({
+        description: `${durationText(60_000, MAX_HISTORY_AGE_MS)}: how long an entry is kept. Default ${formatDuration(DEFAULT_HISTORY.maxAge)}.`,
+      }),
   },
   { error: expecting('a history mapping like { keep: 50, maxAge: 14d }') },
 );
@@ -325,7 +391,7 @@ const schedule = z
       }),
       cron: z.string({ error: expecting('a cron expression string like "0 2 * * *"') }).meta({
         description:
-          'When it fires: 5 fields (minute hour day-of-month month day-of-week), or 6 with seconds first, in croner syntax (*/5, 1-5, MON-FRI, L, #), or a nickname (@yearly, @annually, @monthly, @weekly, @daily, @midnight, @hourly). Read in the schedule\'s time zone; an expression that never fires is an error (tickwarden validate checks it).',
+          "When it fires: 5 fields (minute hour day-of-month month day-of-week), or 6 with seconds first, in croner syntax (*/5, 1-5, MON-FRI, L, #), or a nickname (@yearly, @annually, @monthly, @weekly, @daily, @midnight, @hourly). Read in the schedule's time zone; an expression that never fires is an error (tickwarden validate checks it).",
         examples: ['0 2 * * *', '*/5 * * * *', '0 */15 * * * *', '@daily'],
       }),
       timezone: z
@@ -333,7 +399,8 @@ const schedule = z
         .refine(isTimeZone, { error: expecting('an IANA time zone like Europe/Berlin or UTC') })
         .default('UTC')
         .meta({
-          description: 'The IANA time zone the cron expression is read in (Europe/Berlin, America/New_York, Etc/GMT+1); offsets such as +01:00 are not accepted. Default UTC.',
+          description:
+            'The IANA time zone the cron expression is read in (Europe/Berlin, America/New_York, Etc/GMT+1); offsets such as +01:00 are not accepted. Default UTC.',
           examples: ['UTC', 'Europe/Berlin', 'America/New_York'],
         }),
       handler,
@@ -343,7 +410,10 @@ const schedule = z
       overlap: z
         .enum(OVERLAPS, { error: expecting(`one of ${OVERLAPS.join(', ')}`) })
         .default('skip')
-        .meta({ description: 'What a tick does while the previous run of this schedule is still going: skip (default), allow, or cancel-previous.' }),
+        .meta({
+          description:
+            'What a tick does while the previous run of this schedule is still going: skip (default), allow, or cancel-previous.',
+        }),
       leaseTtl: duration(1_000)
         .prefault('30s')
         .meta({
@@ -351,7 +421,9 @@ const schedule = z
         }),
       maxRuntime: duration(1)
         .optional()
-        .meta({ description: `${durationText(1)}: a run still going after this long is aborted (aborted-timeout) and retried per attempts. Default: none.` }),
+        .meta({
+          description: `${durationText(1)}: a run still going after this long is aborted (aborted-timeout) and retried per attempts. Default: none.`,
+        }),
       startDeadline: duration(1, MAX_TICK_WINDOW_MS, TICK_WINDOW_WHY)
         .optional()
         .meta({
@@ -359,7 +431,9 @@ const schedule = z
         }),
       catchUp: duration(0, MAX_TICK_WINDOW_MS, TICK_WINDOW_WHY)
         .prefault('0s')
-        .meta({ description: `${durationText(0, MAX_TICK_WINDOW_MS)}: how far back ticks missed while no replica ran are still run. Default 0s (none).` }),
+        .meta({
+          description: `${durationText(0, MAX_TICK_WINDOW_MS)}: how far back ticks missed while no replica ran are still run. Default 0s (none).`,
+        }),
       jitter: duration(0, MAX_JITTER_MS)
         .prefault('0s')
         .meta({
@@ -371,24 +445,32 @@ const schedule = z
         .min(1, { error: expecting('an integer of at least 1') })
         .max(MAX_ATTEMPTS, { error: expecting(`an integer of at most ${MAX_ATTEMPTS}`) })
         .default(1)
-        .meta({ description: `How often a tick's handler may start (a failed or lost run is retried while attempts remain): 1 to ${MAX_ATTEMPTS}. Default 1.` }),
+        .meta({
+          description: `How often a tick's handler may start (a failed or lost run is retried while attempts remain): 1 to ${MAX_ATTEMPTS}. Default 1.`,
+        }),
       backoff: backoff.prefault({ type: 'fixed', delay: '0s' }).meta({
         description: `The wait before each retry. With exponential, the wait before the last attempt (delay × 2^(attempts-2)) must be at most ${formatDuration(MAX_DURATION_MS)}. Default { type: fixed, delay: 0s }.`,
       }),
       paused: z
         .boolean({ error: expecting('true or false') })
         .default(false)
-        .meta({ description: 'true: every tick is skipped (skipped-paused), as after tickwarden pause. Default false.' }),
+        .meta({
+          description: 'true: every tick is skipped (skipped-paused), as after tickwarden pause. Default false.',
+        }),
       history: history.prefault({ keep: DEFAULT_HISTORY.keep, maxAge: formatDuration(DEFAULT_HISTORY.maxAge) }).meta({
         description: `What the queue Redis keeps per kind (tick outcomes, run results, control actions) for tickwarden status and the console: the newest keep entries younger than maxAge. Default { keep: ${DEFAULT_HISTORY.keep}, maxAge: ${formatDuration(DEFAULT_HISTORY.maxAge)} }.`,
       }),
       queue: z
         .string({ error: expecting('a queue name string') })
-        .regex(QUEUE_PATTERN, { error: expecting('a queue name of 1-63 lower-case letters, digits and "-", starting with a letter or digit') })
+        .regex(QUEUE_PATTERN, {
+          error: expecting('a queue name of 1-63 lower-case letters, digits and "-", starting with a letter or digit'),
+        })
         .default('default')
         .meta({
-          description: 'The queue its runs go to (workers may serve only some queues: TICKWARDEN_QUEUES): 1-63 lower-case letters, digits and "-", starting with a letter or digit. Default default.',
-          patternErrorMessage: 'expected a queue name of 1-63 lower-case letters, digits and "-", starting with a letter or digit',
+          description:
+            'The queue its runs go to (workers may serve only some queues: TICKWARDEN_QUEUES): 1-63 lower-case letters, digits and "-", starting with a letter or digit. Default default.',
+          patternErrorMessage:
+            'expected a queue name of 1-63 lower-case letters, digits and "-", starting with a letter or digit',
         }),
     },
     { error: expecting('a schedule mapping with at least name, cron and handler') },
@@ -397,7 +479,10 @@ const schedule = z
   .meta({ title: 'schedule', description: 'One schedule: at least name, cron and handler.' });
 
 /** The wait before the last attempt of an exponential backoff (delay × 2^(attempts-2), as BullMQ computes it) is a timer too: at most MAX_DURATION_MS. */
-function exponentialBackoffWithinBounds(schedule: { attempts: number; backoff: { type: string; delay: number } }, ctx: z.RefinementCtx): void {
+function exponentialBackoffWithinBounds(
+  schedule: { attempts: number; backoff: { type: string; delay: number } },
+  ctx: z.RefinementCtx,
+): void {
   const { attempts, backoff } = schedule;
   if (backoff.type !== 'exponential' || attempts < 2 || backoff.delay * 2 ** (attempts - 2) <= MAX_DURATION_MS) return;
   ctx.addIssue({
@@ -411,7 +496,9 @@ function exponentialBackoffWithinBounds(schedule: { attempts: number; backoff: {
 export const fileSchema = z
   .strictObject(
     {
-      team: dnsName('team name', 'payments').meta({ description: `The team that owns these schedules: ${NAME_RULE}. A schedule's id is team/name.` }),
+      team: dnsName('team name', 'payments').meta({
+        description: `The team that owns these schedules: ${NAME_RULE}. A schedule's id is team/name.`,
+      }),
       schedules: z.array(schedule, { error: expecting('a list of schedules (it may be empty: [])') }).meta({
         description: `The team's schedules (it may be empty: []): at most ${MAX_SCHEDULES_PER_FILE} in one file, names unique within the team.`,
       }),
@@ -421,7 +508,7 @@ export const fileSchema = z
   .meta({
     title: 'Tickwarden team file',
     description:
-      'One team\'s schedules. tickwarden validate PATH checks more than this schema can: cron expressions, time zones, duration bounds, payload size, unique names, and a file or directory as a whole.',
+      "One team's schedules. tickwarden validate PATH checks more than this schema can: cron expressions, time zones, duration bounds, payload size, unique names, and a file or directory as a whole.",
   });
 
 export type ParsedFile = z.output<typeof fileSchema>;

@@ -33,7 +33,16 @@ export interface FilePart {
  * directives apply to the document, several documents are an error, and a flow collection the
  * lexer had to end early is a syntax error. Such files are parsed whole.
  */
-const WHOLE_FILE_LEXEMES: ReadonlySet<string> = new Set(['alias', 'tag', 'directive-line', 'doc-start', 'doc-end', 'flow-error-end', 'byte-order-mark', 'explicit-key-ind']);
+const WHOLE_FILE_LEXEMES: ReadonlySet<string> = new Set([
+  'alias',
+  'tag',
+  'directive-line',
+  'doc-start',
+  'doc-end',
+  'flow-error-end',
+  'byte-order-mark',
+  'explicit-key-ind',
+]);
 
 /** Where a line's first visible character stands (a comment's excepted). */
 interface LineHead {
@@ -146,7 +155,7 @@ export function* fileParts(text: string, items: ScheduleItems, maxBytes: number)
   const { starts, end } = items;
   const head = text.slice(0, starts[0]);
   const tail = text.slice(end);
-  for (let first = 0; first < starts.length; ) {
+  for (let first = 0; first < starts.length;) {
     const from = starts[first] as number;
     let next = first + 1;
     while (next < starts.length && (starts[next + 1] ?? end) - from <= maxBytes) next++;
@@ -155,7 +164,8 @@ export function* fileParts(text: string, items: ScheduleItems, maxBytes: number)
     yield {
       text: head + text.slice(from, to) + tail,
       firstIndex: first,
-      sourceOffset: (offset) => (offset < head.length ? offset : offset < itemsEnd ? offset - head.length + from : offset - itemsEnd + end),
+      sourceOffset: (offset) =>
+        offset < head.length ? offset : offset < itemsEnd ? offset - head.length + from : offset - itemsEnd + end,
       reportsTopLevel: first === 0,
     };
     first = next;

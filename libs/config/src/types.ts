@@ -11,7 +11,14 @@ export interface SecretRef {
 export type ConfigValue = string | SecretRef;
 
 export type HandlerConfig =
-  | { kind: 'http'; url: string; method: HttpMethod; headers: Record<string, ConfigValue>; timeoutMs: number; redirects: HttpRedirects }
+  | {
+      kind: 'http';
+      url: string;
+      method: HttpMethod;
+      headers: Record<string, ConfigValue>;
+      timeoutMs: number;
+      redirects: HttpRedirects;
+    }
   | { kind: 'command'; argv: string[]; cwd: string | undefined; env: Record<string, ConfigValue>; killGraceMs: number }
   | { kind: 'module'; path: string; exportName: string; killGraceMs: number };
 

@@ -90,24 +90,35 @@ class ScheduleTotal {
 
   add(check: FileCheck, file: string): void {
     this.#count += check.scheduleCount;
-    if (this.#count > MAX_SCHEDULES && this.#past === undefined) this.#past = { file, ...check.listAt, path: ['schedules'] };
+    if (this.#count > MAX_SCHEDULES && this.#past === undefined)
+      this.#past = { file, ...check.listAt, path: ['schedules'] };
   }
 
   error(): ConfigError | undefined {
     if (this.#past === undefined) return undefined;
-    return { ...this.#past, message: `expected at most ${MAX_SCHEDULES} schedules in all files together, got ${this.#count} (this file goes past the limit)` };
+    return {
+      ...this.#past,
+      message: `expected at most ${MAX_SCHEDULES} schedules in all files together, got ${this.#count} (this file goes past the limit)`,
+    };
   }
 }
 
 /** The error for a file larger than MAX_FILE_BYTES, which is not parsed (nor read, by `loadConfig`). */
 export function fileTooLarge(file: string, bytes: number): ConfigError {
-  return { file, line: 1, column: 1, path: [], message: `expected a file of at most ${formatBytes(MAX_FILE_BYTES)}, got ${bytes} bytes (split the team's schedules over several files)` };
+  return {
+    file,
+    line: 1,
+    column: 1,
+    path: [],
+    message: `expected a file of at most ${formatBytes(MAX_FILE_BYTES)}, got ${bytes} bytes (split the team's schedules over several files)`,
+  };
 }
 
 /** Loose view of a YAML mapping, for the checks that run on data the schema may have rejected. */
 type Loose = Record<string, unknown>;
 
-const isLoose = (value: unknown): value is Loose => typeof value === 'object' && value !== null && !Array.isArray(value);
+const isLoose = (value: unknown): value is Loose =>
+  typeof value === 'object' && value !== null && !Array.isArray(value);
 
 /** Schedules are parsed in parts of about this many bytes of YAML (see split.ts); a smaller file is parsed whole. */
 const PART_BYTES = 4096;
@@ -128,7 +139,14 @@ const YAML_OPTIONS = {
  */
 export function checkFile(text: string, file: string, partBytes = PART_BYTES): FileCheck {
   const bytes = Buffer.byteLength(text);
-  if (bytes > MAX_FILE_BYTES) return { errors: [fileTooLarge(file, bytes)], schedules: [], identities: [], scheduleCount: 0, listAt: { line: 1, column: 1 } };
+  if (bytes > MAX_FILE_BYTES)
+    return {
+      errors: [fileTooLarge(file, bytes)],
+      schedules: [],
+      identities: [],
+      scheduleCount: 0,
+      listAt: { line: 1, column: 1 },
+    };
   const lines = countLines(text);
   const items = text.length > partBytes ? scheduleItems(text) : undefined;
   if (items !== undefined) {
@@ -171,7 +189,13 @@ class FileChecker {
       this.#errors.push({ file: this.#file, ...this.#listAt, path: ['schedules'], message });
     }
     const valid = this.#errors.length === 0;
-    return { errors: this.#errors, schedules: valid ? this.#schedules : [], identities: this.#identities, scheduleCount: this.#scheduleCount, listAt: this.#listAt };
+    return {
+      errors: this.#errors,
+      schedules: valid ? this.#schedules : [],
+      identities: this.#identities,
+      scheduleCount: this.#scheduleCount,
+      listAt: this.#listAt,
+    };
   }
 
   /** Checks one part; false when it had YAML problems and `yamlProblems` is `retry-whole`. */
@@ -181,7 +205,8 @@ class FileChecker {
     const locator = new Locator(doc, this.#lines, part.sourceOffset);
     const at: At = (path, position, message) => {
       const inFile = fileLevelPath(path, part);
-      if (inFile !== undefined) this.#errors.push({ file: this.#file, line: position.line, column: position.column, path: inFile, message });
+      if (inFile !== undefined)
+        this.#errors.push({ file: this.#file, line: position.line, column: position.column, path: inFile, message });
     };
     const data = parsedData(doc, locator, at);
     if (data === undefined) return true;
@@ -190,8 +215,10 @@ class FileChecker {
 
     const parsed = fileSchema.safeParse(data, { reportInput: true });
     if (!parsed.success) for (const issue of parsed.error.issues) mapIssue(issue, data, locator, at);
-    for (const identity of checkSchedules(data, this.#file, part, this.#firstByName, this.#crons, locator, at)) this.#identities.push(identity);
-    if (this.#errors.length === 0 && parsed.success) for (const schedule of buildSchedules(parsed.data, this.#file, locator)) this.#schedules.push(schedule);
+    for (const identity of checkSchedules(data, this.#file, part, this.#firstByName, this.#crons, locator, at))
+      this.#identities.push(identity);
+    if (this.#errors.length === 0 && parsed.success)
+      for (const schedule of buildSchedules(parsed.data, this.#file, locator)) this.#schedules.push(schedule);
     return true;
   }
 
@@ -221,7 +248,12 @@ function parsedData(doc: Document, locator: Locator, at: At): unknown {
     const unclosed = error.code === 'MISSING_CHAR' ? unclosedQuote(doc, error.pos[0]) : undefined;
     if (unclosed === undefined) at([], locator.offsetPosition(error.pos[0]), `YAML syntax error: ${error.message}`);
     // reported where the string starts, not at the end of the file where the parser gave up
-    else at([], locator.offsetPosition(unclosed.start), `YAML syntax error: missing closing ${unclosed.quote} for the string that starts here`);
+    else
+      at(
+        [],
+        locator.offsetPosition(unclosed.start),
+        `YAML syntax error: missing closing ${unclosed.quote} for the string that starts here`,
+      );
   }
   // A warning is an unknown tag (`!foo`, `!!binary`): the value would silently become a string.
   for (const warning of doc.warnings) at([], locator.offsetPosition(warning.pos[0]), `YAML: ${warning.message}`);
@@ -248,7 +280,8 @@ function unclosedQuote(doc: Document, offset: number): { start: number; quote: s
   visit(doc, {
     Scalar(_key, node) {
       const quote = node.type === 'QUOTE_DOUBLE' ? '"' : node.type === 'QUOTE_SINGLE' ? "'" : undefined;
-      if (quote !== undefined && node.range !== undefined && node.range !== null && node.range[1] === offset) found = { start: node.range[0], quote };
+      if (quote !== undefined && node.range !== undefined && node.range !== null && node.range[1] === offset)
+        found = { start: node.range[0], quote };
     },
   });
   return found;
@@ -311,13 +344,18 @@ function getIn(data: unknown, path: readonly (string | number)[]): unknown {
 }
 
 /** The keys the mapping at `path` allows, and how to call that mapping in a message. */
-function allowedKeys(path: readonly (string | number)[], data: unknown): { keys: readonly string[]; where: string } | undefined {
+function allowedKeys(
+  path: readonly (string | number)[],
+  data: unknown,
+): { keys: readonly string[]; where: string } | undefined {
   if (path.length === 0) return { keys: ALLOWED_KEYS.file, where: 'at the top level' };
   if (path.length === 2 && path[0] === 'schedules') return { keys: ALLOWED_KEYS.schedule, where: 'in a schedule' };
-  if (path.length === 3 && path[0] === 'schedules' && path[2] === 'backoff') return { keys: ALLOWED_KEYS.backoff, where: 'in backoff' };
+  if (path.length === 3 && path[0] === 'schedules' && path[2] === 'backoff')
+    return { keys: ALLOWED_KEYS.backoff, where: 'in backoff' };
   if (path.length === 3 && path[0] === 'schedules' && path[2] === 'handler') {
     const kind = getIn(data, [...path, 'kind']);
-    if (kind === 'http' || kind === 'command' || kind === 'module') return { keys: ALLOWED_KEYS.handler[kind], where: `in ${kind === 'http' ? 'an' : 'a'} ${kind} handler` };
+    if (kind === 'http' || kind === 'command' || kind === 'module')
+      return { keys: ALLOWED_KEYS.handler[kind], where: `in ${kind === 'http' ? 'an' : 'a'} ${kind} handler` };
   }
   return undefined;
 }
@@ -335,7 +373,8 @@ function closest(key: string, candidates: readonly string[]): string | undefined
   let best: { candidate: string; distance: number } | undefined;
   for (const candidate of candidates) {
     const distance = normal(key) === normal(candidate) ? 0 : editDistance(key.toLowerCase(), candidate.toLowerCase());
-    if (distance <= Math.min(2, Math.floor(candidate.length / 3)) && (best === undefined || distance < best.distance)) best = { candidate, distance };
+    if (distance <= Math.min(2, Math.floor(candidate.length / 3)) && (best === undefined || distance < best.distance))
+      best = { candidate, distance };
   }
   return best?.candidate;
 }
@@ -345,7 +384,11 @@ function editDistance(a: string, b: string): number {
   for (let i = 1; i <= a.length; i++) {
     const current = [i];
     for (let j = 1; j <= b.length; j++) {
-      current[j] = Math.min((previous[j] ?? 0) + 1, (current[j - 1] ?? 0) + 1, (previous[j - 1] ?? 0) + (a[i - 1] === b[j - 1] ? 0 : 1));
+      current[j] = Math.min(
+        (previous[j] ?? 0) + 1,
+        (current[j - 1] ?? 0) + 1,
+        (previous[j - 1] ?? 0) + (a[i - 1] === b[j - 1] ? 0 : 1),
+      );
     }
     previous = current;
   }
@@ -358,7 +401,15 @@ function editDistance(a: string, b: string): number {
  * (`firstByName` holds the names of the parts checked before). Returns the identities the part
  * defines, with paths of the file, for the duplicate check across files.
  */
-function checkSchedules(data: unknown, file: string, part: FilePart, firstByName: Map<string, Identity>, crons: CronChecks, locator: Locator, at: At): Identity[] {
+function checkSchedules(
+  data: unknown,
+  file: string,
+  part: FilePart,
+  firstByName: Map<string, Identity>,
+  crons: CronChecks,
+  locator: Locator,
+  at: At,
+): Identity[] {
   if (!isLoose(data) || !Array.isArray(data['schedules'])) return [];
   const team = typeof data['team'] === 'string' && NAME_PATTERN.test(data['team']) ? data['team'] : undefined;
   const identities: Identity[] = [];
@@ -370,15 +421,30 @@ function checkSchedules(data: unknown, file: string, part: FilePart, firstByName
       const zone = typeof timezone === 'string' && isTimeZone(timezone) ? timezone : 'UTC';
       const problem = crons.problem(cron, zone);
       const path = ['schedules', index, 'cron'];
-      if (problem !== undefined) at(path, locator.position(locator.locate(path).node), `invalid cron expression ${JSON.stringify(cron)}: ${problem}`);
+      if (problem !== undefined)
+        at(
+          path,
+          locator.position(locator.locate(path).node),
+          `invalid cron expression ${JSON.stringify(cron)}: ${problem}`,
+        );
     }
     if (typeof name !== 'string' || !NAME_PATTERN.test(name)) continue;
     const path = ['schedules', index, 'name'];
     const { line, column } = locator.position(locator.locate(path).node);
-    const identity: Identity = { id: `${team ?? '?'}/${name}`, file, line, column, path: ['schedules', part.firstIndex + index, 'name'] };
+    const identity: Identity = {
+      id: `${team ?? '?'}/${name}`,
+      file,
+      line,
+      column,
+      path: ['schedules', part.firstIndex + index, 'name'],
+    };
     const first = firstByName.get(name);
     if (first !== undefined) {
-      at(path, { line, column }, `duplicate schedule name "${name}": already defined at line ${first.line} of this file; names must be unique within a team`);
+      at(
+        path,
+        { line, column },
+        `duplicate schedule name "${name}": already defined at line ${first.line} of this file; names must be unique within a team`,
+      );
       continue;
     }
     firstByName.set(name, identity);
@@ -438,9 +504,22 @@ function buildSchedule(team: string, schedule: ParsedSchedule, source: { file: s
 function buildHandler(handler: ParsedSchedule['handler']): HandlerConfig {
   switch (handler.kind) {
     case 'http':
-      return { kind: 'http', url: handler.url, method: handler.method, headers: handler.headers, timeoutMs: handler.timeout, redirects: handler.redirects };
+      return {
+        kind: 'http',
+        url: handler.url,
+        method: handler.method,
+        headers: handler.headers,
+        timeoutMs: handler.timeout,
+        redirects: handler.redirects,
+      };
     case 'command':
-      return { kind: 'command', argv: handler.argv, cwd: handler.cwd, env: handler.env, killGraceMs: handler.killGrace };
+      return {
+        kind: 'command',
+        argv: handler.argv,
+        cwd: handler.cwd,
+        env: handler.env,
+        killGraceMs: handler.killGrace,
+      };
     case 'module':
       return { kind: 'module', path: handler.path, exportName: handler.export, killGraceMs: handler.killGrace };
   }

@@ -5,12 +5,20 @@ import { errorsOf, yaml } from './support.ts';
 const FILE = 'teams/payments.yaml';
 const head = ['team: payments', 'schedules:'];
 /** A valid schedule (lines 3-7 of its file); the cases append one bad line 8 to it. */
-const valid = ['  - name: nightly-report', '    cron: "0 2 * * *"', '    handler:', '      kind: http', '      url: https://example.com/hook'];
+const valid = [
+  '  - name: nightly-report',
+  '    cron: "0 2 * * *"',
+  '    handler:',
+  '      kind: http',
+  '      url: https://example.com/hook',
+];
 const withLine = (line: string): string => yaml(...head, ...valid, line);
 /** A file with one schedule `x` whose cron and handler are the given lines (3: name, 4: cron, 5: handler). */
-const schedule = (cron: string, ...handler: string[]): string => yaml(...head, '  - name: x', `    cron: ${cron}`, ...handler);
+const schedule = (cron: string, ...handler: string[]): string =>
+  yaml(...head, '  - name: x', `    cron: ${cron}`, ...handler);
 const moduleHandler = '    handler: { kind: module, path: ./x.js }';
-const SCHEDULE_KEYS = 'name, cron, timezone, handler, payload, overlap, leaseTtl, maxRuntime, startDeadline, catchUp, jitter, attempts, backoff, paused, history, queue';
+const SCHEDULE_KEYS =
+  'name, cron, timezone, handler, payload, overlap, leaseTtl, maxRuntime, startDeadline, catchUp, jitter, attempts, backoff, paused, history, queue';
 
 interface Case {
   name: string;
@@ -29,17 +37,23 @@ const cases: Case[] = [
   {
     name: 'unknown schedule key, close to a known one',
     files: withLine('    timezon: Europe/Berlin'),
-    expected: ['teams/payments.yaml:8:5: schedules[0].timezon: unknown key "timezon" in a schedule; did you mean "timezone"?'],
+    expected: [
+      'teams/payments.yaml:8:5: schedules[0].timezon: unknown key "timezon" in a schedule; did you mean "timezone"?',
+    ],
   },
   {
     name: 'unknown schedule key',
     files: withLine('    retries: 3'),
-    expected: [`teams/payments.yaml:8:5: schedules[0].retries: unknown key "retries" in a schedule; expected one of ${SCHEDULE_KEYS}`],
+    expected: [
+      `teams/payments.yaml:8:5: schedules[0].retries: unknown key "retries" in a schedule; expected one of ${SCHEDULE_KEYS}`,
+    ],
   },
   {
     name: 'unknown handler key (a key of another kind)',
     files: withLine('      argv: [echo]'),
-    expected: ['teams/payments.yaml:8:7: schedules[0].handler.argv: unknown key "argv" in an http handler; expected one of kind, url, method, headers, timeout, redirects'],
+    expected: [
+      'teams/payments.yaml:8:7: schedules[0].handler.argv: unknown key "argv" in an http handler; expected one of kind, url, method, headers, timeout, redirects',
+    ],
   },
   {
     name: 'missing team',
@@ -49,7 +63,9 @@ const cases: Case[] = [
   {
     name: 'missing name (reported at the schedule mapping)',
     files: yaml(...head, '  - cron: "0 2 * * *"', moduleHandler),
-    expected: ['teams/payments.yaml:3:5: schedules[0].name: missing required key "name": expected a schedule name like nightly-report'],
+    expected: [
+      'teams/payments.yaml:3:5: schedules[0].name: missing required key "name": expected a schedule name like nightly-report',
+    ],
   },
   {
     name: 'bad name pattern',
@@ -99,87 +115,122 @@ const cases: Case[] = [
   {
     name: 'cron value out of range (croner says why)',
     files: schedule('"61 * * * *"', moduleHandler),
-    expected: ['teams/payments.yaml:4:11: schedules[0].cron: invalid cron expression "61 * * * *": Invalid value for minute: 61'],
+    expected: [
+      'teams/payments.yaml:4:11: schedules[0].cron: invalid cron expression "61 * * * *": Invalid value for minute: 61',
+    ],
   },
   {
     name: 'cron that never fires',
     files: schedule('"0 0 30 2 *"', moduleHandler),
-    expected: ['teams/payments.yaml:4:11: schedules[0].cron: invalid cron expression "0 0 30 2 *": it never fires (no date matches it)'],
+    expected: [
+      'teams/payments.yaml:4:11: schedules[0].cron: invalid cron expression "0 0 30 2 *": it never fires (no date matches it)',
+    ],
   },
   {
     name: 'cron that is not a string',
     files: schedule('5', moduleHandler),
-    expected: ['teams/payments.yaml:4:11: schedules[0].cron: expected a cron expression string like "0 2 * * *", got the number 5'],
+    expected: [
+      'teams/payments.yaml:4:11: schedules[0].cron: expected a cron expression string like "0 2 * * *", got the number 5',
+    ],
   },
   {
     name: 'invalid timezone',
     files: withLine('    timezone: Europe/Atlantis'),
-    expected: ['teams/payments.yaml:8:15: schedules[0].timezone: expected an IANA time zone like Europe/Berlin or UTC, got "Europe/Atlantis"'],
+    expected: [
+      'teams/payments.yaml:8:15: schedules[0].timezone: expected an IANA time zone like Europe/Berlin or UTC, got "Europe/Atlantis"',
+    ],
   },
   {
     name: 'unknown handler kind',
     files: schedule('"0 2 * * *"', '    handler: { kind: grpc, url: "https://x" }'),
-    expected: ['teams/payments.yaml:5:22: schedules[0].handler.kind: expected a handler kind: one of http, command, module, got "grpc"'],
+    expected: [
+      'teams/payments.yaml:5:22: schedules[0].handler.kind: expected a handler kind: one of http, command, module, got "grpc"',
+    ],
   },
   {
     name: 'handler without kind',
     files: schedule('"0 2 * * *"', '    handler: { url: "https://x" }'),
-    expected: ['teams/payments.yaml:5:14: schedules[0].handler.kind: missing required key "kind": expected a handler kind: one of http, command, module'],
+    expected: [
+      'teams/payments.yaml:5:14: schedules[0].handler.kind: missing required key "kind": expected a handler kind: one of http, command, module',
+    ],
   },
   {
     name: 'handler left empty',
     files: schedule('"0 2 * * *"', '    handler:'),
-    expected: ['teams/payments.yaml:5:5: schedules[0].handler: expected a handler mapping with a kind (http, command, module), got an empty value'],
+    expected: [
+      'teams/payments.yaml:5:5: schedules[0].handler: expected a handler mapping with a kind (http, command, module), got an empty value',
+    ],
   },
   {
     name: 'http without url',
     files: schedule('"0 2 * * *"', '    handler:', '      kind: http', '      method: GET'),
-    expected: ['teams/payments.yaml:6:7: schedules[0].handler.url: missing required key "url": expected an http(s) URL string'],
+    expected: [
+      'teams/payments.yaml:6:7: schedules[0].handler.url: missing required key "url": expected an http(s) URL string',
+    ],
   },
   {
     name: 'http url that is not http(s), its password masked',
     files: schedule('"0 2 * * *"', '    handler: { kind: http, url: "ftp://deploy:hunter2@example.com/x" }'),
-    expected: ['teams/payments.yaml:5:33: schedules[0].handler.url: expected an http:// or https:// URL, got "ftp://deploy:***@example.com/x"'],
+    expected: [
+      'teams/payments.yaml:5:33: schedules[0].handler.url: expected an http:// or https:// URL, got "ftp://deploy:***@example.com/x"',
+    ],
   },
   {
     name: 'http redirects neither none nor same-origin',
     files: withLine('      redirects: follow'),
-    expected: ['teams/payments.yaml:8:18: schedules[0].handler.redirects: expected one of none, same-origin, got "follow"'],
+    expected: [
+      'teams/payments.yaml:8:18: schedules[0].handler.redirects: expected one of none, same-origin, got "follow"',
+    ],
   },
   {
     name: 'http bad method',
     files: withLine('      method: post'),
-    expected: ['teams/payments.yaml:8:15: schedules[0].handler.method: expected one of GET, POST, PUT, PATCH, DELETE, got "post"'],
+    expected: [
+      'teams/payments.yaml:8:15: schedules[0].handler.method: expected one of GET, POST, PUT, PATCH, DELETE, got "post"',
+    ],
   },
   {
     name: 'http header value that is not a string',
     files: withLine('      headers: { X-Retry: 3 }'),
-    expected: ['teams/payments.yaml:8:27: schedules[0].handler.headers.X-Retry: expected a string value (quote numbers and booleans) or { secret, key }, got the number 3'],
+    expected: [
+      'teams/payments.yaml:8:27: schedules[0].handler.headers.X-Retry: expected a string value (quote numbers and booleans) or { secret, key }, got the number 3',
+    ],
   },
   {
     name: 'http header from a Secret whose name is not one',
     files: withLine('      headers: { X-Token: { secret: Team_Secrets, key: token } }'),
-    expected: ['teams/payments.yaml:8:37: schedules[0].handler.headers.X-Token.secret: expected a Secret name (lower-case letters, digits, "-" and "."), got "Team_Secrets"'],
+    expected: [
+      'teams/payments.yaml:8:37: schedules[0].handler.headers.X-Token.secret: expected a Secret name (lower-case letters, digits, "-" and "."), got "Team_Secrets"',
+    ],
   },
   {
     name: 'command env from a Secret with an unknown field',
-    files: schedule('"0 2 * * *"', '    handler: { kind: command, argv: ["true"], env: { TOKEN: { secret: s, key: k, file: x } } }'),
+    files: schedule(
+      '"0 2 * * *"',
+      '    handler: { kind: command, argv: ["true"], env: { TOKEN: { secret: s, key: k, file: x } } }',
+    ),
     expected: ['teams/payments.yaml:5:82: schedules[0].handler.env.TOKEN.file: unknown key "file"'],
   },
   {
     name: 'command with empty argv',
     files: schedule('"0 2 * * *"', '    handler: { kind: command, argv: [] }'),
-    expected: ['teams/payments.yaml:5:37: schedules[0].handler.argv: expected a non-empty list of strings: the program and its arguments'],
+    expected: [
+      'teams/payments.yaml:5:37: schedules[0].handler.argv: expected a non-empty list of strings: the program and its arguments',
+    ],
   },
   {
     name: 'module without path',
     files: schedule('"0 2 * * *"', '    handler:', '      kind: module', '      export: run'),
-    expected: ['teams/payments.yaml:6:7: schedules[0].handler.path: missing required key "path": expected a module path string'],
+    expected: [
+      'teams/payments.yaml:6:7: schedules[0].handler.path: missing required key "path": expected a module path string',
+    ],
   },
   {
     name: 'negative duration',
     files: withLine('    catchUp: -5m'),
-    expected: ['teams/payments.yaml:8:14: schedules[0].catchUp: expected a duration like 30s, 10m, 2h, got "-5m" (a duration cannot be negative)'],
+    expected: [
+      'teams/payments.yaml:8:14: schedules[0].catchUp: expected a duration like 30s, 10m, 2h, got "-5m" (a duration cannot be negative)',
+    ],
   },
   {
     name: 'catchUp and startDeadline longer than whether a tick ran is kept',
@@ -197,7 +248,9 @@ const cases: Case[] = [
   {
     name: 'number as duration',
     files: withLine('    leaseTtl: 30'),
-    expected: ['teams/payments.yaml:8:15: schedules[0].leaseTtl: expected a duration like 30s, 10m, 2h, got the number 30 (a duration needs a unit, e.g. 30s)'],
+    expected: [
+      'teams/payments.yaml:8:15: schedules[0].leaseTtl: expected a duration like 30s, 10m, 2h, got the number 30 (a duration needs a unit, e.g. 30s)',
+    ],
   },
   {
     name: 'duration above the maximum',
@@ -217,17 +270,23 @@ const cases: Case[] = [
   {
     name: 'attempts not an integer',
     files: withLine('    attempts: 2.5'),
-    expected: ['teams/payments.yaml:8:15: schedules[0].attempts: expected an integer of at least 1, got the number 2.5'],
+    expected: [
+      'teams/payments.yaml:8:15: schedules[0].attempts: expected an integer of at least 1, got the number 2.5',
+    ],
   },
   {
     name: 'bad overlap',
     files: withLine('    overlap: queue'),
-    expected: ['teams/payments.yaml:8:14: schedules[0].overlap: expected one of skip, allow, cancel-previous, got "queue"'],
+    expected: [
+      'teams/payments.yaml:8:14: schedules[0].overlap: expected one of skip, allow, cancel-previous, got "queue"',
+    ],
   },
   {
     name: 'bad backoff type',
     files: withLine('    backoff: { type: linear, delay: 1s }'),
-    expected: ['teams/payments.yaml:8:22: schedules[0].backoff.type: expected a backoff type: one of fixed, exponential, got "linear"'],
+    expected: [
+      'teams/payments.yaml:8:22: schedules[0].backoff.type: expected a backoff type: one of fixed, exponential, got "linear"',
+    ],
   },
   {
     name: 'bad queue name',
@@ -269,7 +328,9 @@ const cases: Case[] = [
   {
     name: 'schedule that is not a mapping',
     files: yaml(...head, '  - nightly-report'),
-    expected: ['teams/payments.yaml:3:5: schedules[0]: expected a schedule mapping with at least name, cron and handler, got "nightly-report"'],
+    expected: [
+      'teams/payments.yaml:3:5: schedules[0]: expected a schedule mapping with at least name, cron and handler, got "nightly-report"',
+    ],
   },
   {
     name: 'empty file',
@@ -337,9 +398,16 @@ describe('configuration errors', () => {
   });
 
   it('still checks the cron expression when the time zone is invalid', () => {
-    const errors = errorsOf([{ file: FILE, text: yaml(...head, '  - name: x', '    cron: "0 2 * * 8"', '    timezone: Nowhere', moduleHandler) }]);
+    const errors = errorsOf([
+      {
+        file: FILE,
+        text: yaml(...head, '  - name: x', '    cron: "0 2 * * 8"', '    timezone: Nowhere', moduleHandler),
+      },
+    ]);
     expect(errors).toHaveLength(2);
-    expect(errors[0]).toMatch(/^teams\/payments\.yaml:4:11: schedules\[0\]\.cron: invalid cron expression "0 2 \* \* 8": /);
+    expect(errors[0]).toMatch(
+      /^teams\/payments\.yaml:4:11: schedules\[0\]\.cron: invalid cron expression "0 2 \* \* 8": /,
+    );
     expect(errors[1]).toMatch(/^teams\/payments\.yaml:5:15: schedules\[0\]\.timezone: /);
   });
 
@@ -369,7 +437,9 @@ describe('configuration errors', () => {
 
   it('rejects a payload that contains itself through an alias', () => {
     const errors = errorsOf([{ file: FILE, text: withLine('    payload: &loop [1, *loop]') }]);
-    expect(errors).toEqual(['teams/payments.yaml:8:24: schedules[0].payload[1]: expected a JSON value, got a list or mapping that contains itself (through a YAML alias)']);
+    expect(errors).toEqual([
+      'teams/payments.yaml:8:24: schedules[0].payload[1]: expected a JSON value, got a list or mapping that contains itself (through a YAML alias)',
+    ]);
   });
 
   it('collects the errors of every file, in file order', () => {

@@ -1,12 +1,23 @@
 import { mkdir, symlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { formatConfigError, loadConfig, parseHttpDestinations, validateConfigText, type ScheduleConfig } from '../src/index.ts';
+import {
+  formatConfigError,
+  loadConfig,
+  parseHttpDestinations,
+  validateConfigText,
+  type ScheduleConfig,
+} from '../src/index.ts';
 import { configOf, minimalSchedule, tempDir, yaml } from './support.ts';
 
 describe('valid configurations', () => {
   it('applies every default', () => {
-    const config = configOf(validateConfigText(yaml('team: payments', 'schedules:', ...minimalSchedule('nightly-report')), 'teams/payments.yaml'));
+    const config = configOf(
+      validateConfigText(
+        yaml('team: payments', 'schedules:', ...minimalSchedule('nightly-report')),
+        'teams/payments.yaml',
+      ),
+    );
     expect(config.files).toEqual(['teams/payments.yaml']);
     expect(config.schedules).toStrictEqual([
       {
@@ -43,7 +54,14 @@ describe('valid configurations', () => {
     );
     const handlers = configOf(validateConfigText(text, 'p.yaml')).schedules.map((schedule) => schedule.handler);
     expect(handlers).toStrictEqual([
-      { kind: 'http', url: 'https://example.com/hook', method: 'POST', headers: {}, timeoutMs: 30_000, redirects: 'none' },
+      {
+        kind: 'http',
+        url: 'https://example.com/hook',
+        method: 'POST',
+        headers: {},
+        timeoutMs: 30_000,
+        redirects: 'none',
+      },
       { kind: 'command', argv: ['./run.sh'], cwd: undefined, env: {}, killGraceMs: 10_000 },
       { kind: 'module', path: './c.js', exportName: 'default', killGraceMs: 10_000 },
     ]);
@@ -89,7 +107,14 @@ describe('valid configurations', () => {
       name: 'nightly-report',
       cron: '0 2 * * *',
       timezone: 'Europe/Berlin',
-      handler: { kind: 'http', url: 'https://example.com/hook', method: 'PUT', headers: { 'X-Team': 'payments', 'X-Count': '3', 'X-Token': { secret: 'payments-api', key: 'token' } }, timeoutMs: 90_000, redirects: 'same-origin' },
+      handler: {
+        kind: 'http',
+        url: 'https://example.com/hook',
+        method: 'PUT',
+        headers: { 'X-Team': 'payments', 'X-Count': '3', 'X-Token': { secret: 'payments-api', key: 'token' } },
+        timeoutMs: 90_000,
+        redirects: 'same-origin',
+      },
       payload: { report: 'daily', limits: [1, 2.5, null, true], nested: { a: 'b' } },
       overlap: 'cancel-previous',
       leaseTtlMs: 45_000,
@@ -104,14 +129,31 @@ describe('valid configurations', () => {
       queue: 'reports-eu',
       source: { file: 'teams/payments.yaml', line: 3 },
     } satisfies ScheduleConfig);
-    expect(cleanup?.handler).toStrictEqual({ kind: 'command', argv: ['node', 'cleanup.js', '--dry-run'], cwd: '/srv/jobs', env: { MODE: 'fast' }, killGraceMs: 0 });
+    expect(cleanup?.handler).toStrictEqual({
+      kind: 'command',
+      argv: ['node', 'cleanup.js', '--dry-run'],
+      cwd: '/srv/jobs',
+      env: { MODE: 'fast' },
+      killGraceMs: 0,
+    });
     expect(cleanup?.source.line).toBe(25);
-    expect(digest?.handler).toStrictEqual({ kind: 'module', path: './jobs/digest.js', exportName: 'sendDigest', killGraceMs: 5_000 });
+    expect(digest?.handler).toStrictEqual({
+      kind: 'module',
+      path: './jobs/digest.js',
+      exportName: 'sendDigest',
+      killGraceMs: 5_000,
+    });
     expect(digest?.cron).toBe('@daily');
   });
 
   it('accepts a 6-field cron expression (seconds first) and an empty schedule list', () => {
-    const seconds = yaml('team: payments', 'schedules:', '  - name: every-5s', '    cron: "*/5 * * * * *"', '    handler: { kind: module, path: ./x.js }');
+    const seconds = yaml(
+      'team: payments',
+      'schedules:',
+      '  - name: every-5s',
+      '    cron: "*/5 * * * * *"',
+      '    handler: { kind: module, path: ./x.js }',
+    );
     expect(configOf(validateConfigText(seconds, 'p.yaml')).schedules[0]?.cron).toBe('*/5 * * * * *');
     expect(configOf(validateConfigText(yaml('team: payments', 'schedules: []'), 'p.yaml')).schedules).toEqual([]);
   });
@@ -133,7 +175,10 @@ describe('valid configurations', () => {
       '    cron: "0 4 * * *"',
       '    handler: { kind: module, path: ./c.js }',
     );
-    const lines = configOf(validateConfigText(text, 'p.yaml')).schedules.map((schedule) => [schedule.name, schedule.source.line]);
+    const lines = configOf(validateConfigText(text, 'p.yaml')).schedules.map((schedule) => [
+      schedule.name,
+      schedule.source.line,
+    ]);
     expect(lines).toEqual([
       ['a', 6],
       ['b', 10],
@@ -173,7 +218,8 @@ describe('loadConfig', () => {
     await remove();
   });
 
-  const team = (name: string, ...schedules: string[]): string => yaml(`team: ${name}`, 'schedules:', ...schedules.flatMap(minimalSchedule));
+  const team = (name: string, ...schedules: string[]): string =>
+    yaml(`team: ${name}`, 'schedules:', ...schedules.flatMap(minimalSchedule));
 
   it('merges a directory of team files, in name order, ignoring dotfiles, other files and directories', async () => {
     await writeFile(join(dir, 'payments.yaml'), team('payments', 'nightly-report', 'hourly-sync'));
@@ -185,8 +231,17 @@ describe('loadConfig', () => {
     await writeFile(join(dir, 'nested.yaml', 'inner.yaml'), 'not: [valid');
 
     const config = configOf(await loadConfig(dir));
-    expect(config.files).toEqual([join(dir, 'billing.yml'), join(dir, 'payments-extra.yaml'), join(dir, 'payments.yaml')]);
-    expect(config.schedules.map((schedule) => schedule.id)).toEqual(['billing/invoices', 'payments/weekly', 'payments/nightly-report', 'payments/hourly-sync']);
+    expect(config.files).toEqual([
+      join(dir, 'billing.yml'),
+      join(dir, 'payments-extra.yaml'),
+      join(dir, 'payments.yaml'),
+    ]);
+    expect(config.schedules.map((schedule) => schedule.id)).toEqual([
+      'billing/invoices',
+      'payments/weekly',
+      'payments/nightly-report',
+      'payments/hourly-sync',
+    ]);
     expect(config.schedules[3]?.source).toEqual({ file: join(dir, 'payments.yaml'), line: 8 });
   });
 
@@ -212,7 +267,10 @@ describe('loadConfig', () => {
 
   it('reports every error of every file, a duplicate across files with both places', async () => {
     await writeFile(join(dir, 'a.yaml'), team('payments', 'nightly-report'));
-    await writeFile(join(dir, 'b.yaml'), yaml('team: payments', 'schedules:', ...minimalSchedule('nightly-report'), '    attempts: 0'));
+    await writeFile(
+      join(dir, 'b.yaml'),
+      yaml('team: payments', 'schedules:', ...minimalSchedule('nightly-report'), '    attempts: 0'),
+    );
     await writeFile(join(dir, 'c.yaml'), yaml('team: billing', 'schedules: [', ''));
     const result = await loadConfig(dir);
     expect(result.ok).toBe(false);
@@ -225,8 +283,19 @@ describe('loadConfig', () => {
 
   it('with an http destination policy, an http schedule whose URL it refuses is an error naming file, schedule line and field', async () => {
     const file = join(dir, 'payments.yaml');
-    const http = (name: string, url: string) => `  - { name: ${name}, cron: "0 * * * *", handler: { kind: http, url: "${url}" } }`;
-    await writeFile(file, yaml('team: payments', 'schedules:', ...minimalSchedule('report'), http('ok', 'https://api.corp.example/hook'), http('metadata', 'http://169.254.169.254/latest/'), http('elsewhere', 'https://example.org/')));
+    const http = (name: string, url: string) =>
+      `  - { name: ${name}, cron: "0 * * * *", handler: { kind: http, url: "${url}" } }`;
+    await writeFile(
+      file,
+      yaml(
+        'team: payments',
+        'schedules:',
+        ...minimalSchedule('report'),
+        http('ok', 'https://api.corp.example/hook'),
+        http('metadata', 'http://169.254.169.254/latest/'),
+        http('elsewhere', 'https://example.org/'),
+      ),
+    );
     const policy = parseHttpDestinations('*.corp.example', undefined).value;
     const result = await loadConfig(file, { httpDestinations: policy });
     expect(result.ok ? [] : result.errors.map(formatConfigError)).toEqual([
@@ -238,7 +307,13 @@ describe('loadConfig', () => {
   });
 
   it('reports the same errors for a file as validateConfigText', async () => {
-    const text = yaml('team: payments', 'schedules:', '  - name: x', '    cron: "* * *"', '    handler: { kind: http }');
+    const text = yaml(
+      'team: payments',
+      'schedules:',
+      '  - name: x',
+      '    cron: "* * *"',
+      '    handler: { kind: http }',
+    );
     const file = join(dir, 'payments.yaml');
     await writeFile(file, text);
     expect(await loadConfig(file)).toEqual(validateConfigText(text, file));
@@ -246,12 +321,28 @@ describe('loadConfig', () => {
 
   it('reports a missing path, an empty directory and a dangling symlink', async () => {
     const missing = join(dir, 'nope');
-    expect(await loadConfig(missing)).toEqual({ ok: false, errors: [{ file: missing, line: 1, column: 1, path: [], message: 'cannot read the configuration: no such file or directory' }] });
-    expect(await loadConfig(dir)).toEqual({ ok: false, errors: [{ file: dir, line: 1, column: 1, path: [], message: 'no *.yaml or *.yml files in this directory' }] });
+    expect(await loadConfig(missing)).toEqual({
+      ok: false,
+      errors: [
+        {
+          file: missing,
+          line: 1,
+          column: 1,
+          path: [],
+          message: 'cannot read the configuration: no such file or directory',
+        },
+      ],
+    });
+    expect(await loadConfig(dir)).toEqual({
+      ok: false,
+      errors: [{ file: dir, line: 1, column: 1, path: [], message: 'no *.yaml or *.yml files in this directory' }],
+    });
 
     await writeFile(join(dir, 'a.yaml'), team('payments', 'nightly-report'));
     await symlink('..data/gone.yaml', join(dir, 'gone.yaml'));
     const result = await loadConfig(dir);
-    expect(result.ok ? [] : result.errors.map(formatConfigError)).toEqual([`${join(dir, 'gone.yaml')}:1:1: cannot read the file: no such file or directory`]);
+    expect(result.ok ? [] : result.errors.map(formatConfigError)).toEqual([
+      `${join(dir, 'gone.yaml')}:1:1: cannot read the file: no such file or directory`,
+    ]);
   });
 });

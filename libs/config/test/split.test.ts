@@ -32,7 +32,14 @@ describe('scheduleItems (where a file is cut into parts)', () => {
       'other: 1',
     );
     expect(itemTexts(text)).toEqual([
-      yaml('  - name: a', '    payload: |', '      - not an item', '    note: "two', '      - lines"', '# a comment at column 0 inside the list'),
+      yaml(
+        '  - name: a',
+        '    payload: |',
+        '      - not an item',
+        '    note: "two',
+        '      - lines"',
+        '# a comment at column 0 inside the list',
+      ),
       yaml('  - name: b', '    handler: { kind: command,', '      argv: [x] }'),
       yaml('  -', '    name: c'),
     ]);
@@ -52,7 +59,10 @@ describe('scheduleItems (where a file is cut into parts)', () => {
     ['no schedules key', yaml('team: a')],
     ['a quoted key', yaml('team: a', '"schedules":', '  - name: a')],
     ['a list that is not one', yaml('team: a', 'schedules:', '  name: a')],
-    ['a flow collection the lexer had to end', yaml('team: a', 'schedules:', '  - handler: { kind: command,', '  - x }')],
+    [
+      'a flow collection the lexer had to end',
+      yaml('team: a', 'schedules:', '  - handler: { kind: command,', '  - x }'),
+    ],
   ])('leaves a file whole with %s', (_name, text) => {
     expect(scheduleItems(text)).toBeUndefined();
   });
@@ -61,8 +71,21 @@ describe('scheduleItems (where a file is cut into parts)', () => {
 /** Lines of one schedule item (at `indent`), valid or with one of the problems the checks report. */
 const item = (indent: string) => {
   const line = (text: string) => `${indent}  ${text}`;
-  const name = fc.constantFrom<string | undefined>('name: a', 'name: b', 'name: dup', 'name: dup', 'name: Bad_Name', undefined);
-  const cron = fc.constantFrom<string | undefined>('cron: "0 2 * * *"', 'cron: "*/5 * * * * *"', 'cron: "61 * * * *"', 'cron: 5', undefined);
+  const name = fc.constantFrom<string | undefined>(
+    'name: a',
+    'name: b',
+    'name: dup',
+    'name: dup',
+    'name: Bad_Name',
+    undefined,
+  );
+  const cron = fc.constantFrom<string | undefined>(
+    'cron: "0 2 * * *"',
+    'cron: "*/5 * * * * *"',
+    'cron: "61 * * * *"',
+    'cron: 5',
+    undefined,
+  );
   const extra = fc.constantFrom<string[]>(
     [],
     ['timezone: Europe/Berlin'],
@@ -93,13 +116,21 @@ const item = (indent: string) => {
 /** A team file with a list of items, with various lines around the list. */
 const teamFile = fc
   .tuple(
-    fc.constantFrom(['team: payments'], ['# team file', 'team: payments', ''], [], ['team: Bad_Team'], ['team: payments', 'owner: x']),
+    fc.constantFrom(
+      ['team: payments'],
+      ['# team file', 'team: payments', ''],
+      [],
+      ['team: Bad_Team'],
+      ['team: payments', 'owner: x'],
+    ),
     fc.constantFrom('', '  ', '    '),
     fc.constantFrom([], ['team: late'], ['# end'], ['other: 1']),
     fc.constantFrom('\n', '\r\n'),
   )
   .chain(([head, indent, tail, newline]) =>
-    fc.array(item(indent), { minLength: 0, maxLength: 8 }).map((items) => [...head, 'schedules:', ...items.flat(), ...tail].join(newline) + newline),
+    fc
+      .array(item(indent), { minLength: 0, maxLength: 8 })
+      .map((items) => [...head, 'schedules:', ...items.flat(), ...tail].join(newline) + newline),
   );
 
 describe('checkFile in parts', () => {
@@ -122,10 +153,20 @@ describe('checkFile in parts', () => {
   });
 
   it('reports a big valid file in parts with every source line', () => {
-    const text = yaml('team: bulk', 'schedules:', ...Array.from({ length: 300 }, (_, i) => [`  - name: s${i}`, '    cron: "0 * * * *"', '    handler: { kind: module, path: ./x.js }']).flat());
+    const text = yaml(
+      'team: bulk',
+      'schedules:',
+      ...Array.from({ length: 300 }, (_, i) => [
+        `  - name: s${i}`,
+        '    cron: "0 * * * *"',
+        '    handler: { kind: module, path: ./x.js }',
+      ]).flat(),
+    );
     const check = checkFile(text, 'bulk.yaml', 256);
     expect(check.errors).toEqual([]);
-    expect(check.schedules.map((schedule) => schedule.source.line)).toEqual(Array.from({ length: 300 }, (_, i) => 3 + 3 * i));
+    expect(check.schedules.map((schedule) => schedule.source.line)).toEqual(
+      Array.from({ length: 300 }, (_, i) => 3 + 3 * i),
+    );
     expect(check.schedules.at(-1)?.id).toBe('bulk/s299');
   });
 });

@@ -14,7 +14,8 @@ export function errorsOf(files: readonly ConfigText[]): string[] {
 }
 
 export function configOf(result: ConfigResult): Extract<ConfigResult, { ok: true }>['config'] {
-  if (!result.ok) throw new Error(`expected a valid configuration, got:\n${result.errors.map(formatConfigError).join('\n')}`);
+  if (!result.ok)
+    throw new Error(`expected a valid configuration, got:\n${result.errors.map(formatConfigError).join('\n')}`);
   return result.config;
 }
 

@@ -8,7 +8,12 @@ const job: TickJobData = {
   dueMs: 1_790_000_000_250,
   payload: { any: ['json'] },
   overlap: 'skip',
-  lease: { resource: 'run:payments/nightly-report', value: 'a'.repeat(40), fence: 1_790_000_000_000_123, ttlMs: 30_000 },
+  lease: {
+    resource: 'run:payments/nightly-report',
+    value: 'a'.repeat(40),
+    fence: 1_790_000_000_000_123,
+    ttlMs: 30_000,
+  },
   startDeadlineMs: null,
   maxRuntimeMs: 600_000,
   enqueuedBy: 'scheduler-0',

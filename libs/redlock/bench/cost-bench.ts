@@ -64,10 +64,24 @@ async function serverTimes(): Promise<ServerCall[]> {
     // The acquire's arguments as the library sends them on a first attempt that may yield, without a claim.
     const acquireArgs = (i: number): [number, ...(string | number)[]] => {
       const { claimRetentionMs, fenceRetentionMs, retryDelayMs, retryJitterMs, nodeTimeoutMs } = DEFAULT_SETTINGS;
-      return [1, base(`r${i}`), TTL_MS, claimRetentionMs, retryDelayMs + retryJitterMs + nodeTimeoutMs, '1', Math.max(fenceRetentionMs, TTL_MS), '0', '', v, Date.now() * 1000 + i, '', '1'];
+      return [
+        1,
+        base(`r${i}`),
+        TTL_MS,
+        claimRetentionMs,
+        retryDelayMs + retryJitterMs + nodeTimeoutMs,
+        '1',
+        Math.max(fenceRetentionMs, TTL_MS),
+        '0',
+        '',
+        v,
+        Date.now() * 1000 + i,
+        '',
+        '1',
+      ];
     };
     const calls: [string, 'evalsha' | 'set', (i: number) => Promise<unknown>][] = [
-      ['empty script (the acquire\'s arguments)', 'evalsha', (i) => client.evalsha(empty, ...acquireArgs(i))],
+      ["empty script (the acquire's arguments)", 'evalsha', (i) => client.evalsha(empty, ...acquireArgs(i))],
       ['tickwarden acquire', 'evalsha', (i) => client.evalsha(acquire, ...acquireArgs(i))],
       ['tickwarden release', 'evalsha', (i) => client.evalsha(release, 1, base(`r${i}`), '0', v, '', '')],
       ['node-redlock acquire', 'evalsha', (i) => client.evalsha(nrAcquire, 1, `nr${i}`, v, TTL_MS)],
@@ -108,24 +122,40 @@ async function clientCosts(nodes: RedisNodes): Promise<ClientCost[]> {
   const quorum = Math.floor(nodes.urls.length / 2) + 1;
   const redlock = new Redlock(nodes.urls);
   const plain = await Promise.all(nodes.urls.map((url) => readyClient(url, {})));
-  const pipelined = await Promise.all(nodes.urls.map((url) => readyClient(url, { ...LOCK_CLIENT_OPTIONS, enableAutoPipelining: true })));
+  const pipelined = await Promise.all(
+    nodes.urls.map((url) => readyClient(url, { ...LOCK_CLIENT_OPTIONS, enableAutoPipelining: true })),
+  );
   try {
     const nodeRedlock = newNodeRedlock(plain, { retryCount: 10, retryDelay: 200, retryJitter: 100 });
     nodeRedlock.on('error', () => undefined);
     const floorSha = (await Promise.all(pipelined.map((client) => client.script('LOAD', FLOOR_RELEASE))))[0] as string;
     const variants: [string, Cycle][] = [
       ['tickwarden', async () => void (await redlock.release(await redlock.acquire('cost-tw', TTL_MS)))],
-      ['node-redlock 5.0.0-beta.2 (plain clients)', async () => (await nodeRedlock.acquire(['cost-nr'], TTL_MS)).release().then(() => undefined)],
+      [
+        'node-redlock 5.0.0-beta.2 (plain clients)',
+        async () => (await nodeRedlock.acquire(['cost-nr'], TTL_MS)).release().then(() => undefined),
+      ],
       [
         'floor',
         async () => {
           const v = value();
-          await atQuorum(pipelined.map((client) => client.set('cost-floor', v, 'PX', TTL_MS, 'NX')), quorum);
-          await atQuorum(pipelined.map((client) => client.evalsha(floorSha, 1, 'cost-floor', v)), quorum);
+          await atQuorum(
+            pipelined.map((client) => client.set('cost-floor', v, 'PX', TTL_MS, 'NX')),
+            quorum,
+          );
+          await atQuorum(
+            pipelined.map((client) => client.evalsha(floorSha, 1, 'cost-floor', v)),
+            quorum,
+          );
         },
       ],
     ];
-    const results = variants.map(([name]) => ({ name, cyclesPerSec: [] as number[], userUsPerCycle: [] as number[], systemUsPerCycle: [] as number[] }));
+    const results = variants.map(([name]) => ({
+      name,
+      cyclesPerSec: [] as number[],
+      userUsPerCycle: [] as number[],
+      systemUsPerCycle: [] as number[],
+    }));
     for (let round = 0; round < ROUNDS; round++) {
       // Rotate the order, as the main benchmark does: no variant always runs first.
       for (let k = 0; k < variants.length; k++) {
@@ -151,8 +181,10 @@ async function clientCosts(nodes: RedisNodes): Promise<ClientCost[]> {
 
 // ---------------------------------------------------------------- run and report
 
-const fmt = (n: number, digits = 1): string => n.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits });
-const rounds = (values: readonly number[], digits = 1): string => `${fmt(mean(values), digits)} (${values.map((v) => fmt(v, digits)).join(' / ')})`;
+const fmt = (n: number, digits = 1): string =>
+  n.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits });
+const rounds = (values: readonly number[], digits = 1): string =>
+  `${fmt(mean(values), digits)} (${values.map((v) => fmt(v, digits)).join(' / ')})`;
 
 async function main(): Promise<void> {
   const startedAt = new Date();
@@ -177,12 +209,18 @@ async function main(): Promise<void> {
     '',
     '| implementation | cycles/s | user CPU µs per cycle | system CPU µs per cycle |',
     '|---|---:|---:|---:|',
-    ...client.map((c) => `| ${c.name} | ${rounds(c.cyclesPerSec, 0)} | ${rounds(c.userUsPerCycle)} | ${rounds(c.systemUsPerCycle)} |`),
+    ...client.map(
+      (c) =>
+        `| ${c.name} | ${rounds(c.cyclesPerSec, 0)} | ${rounds(c.userUsPerCycle)} | ${rounds(c.systemUsPerCycle)} |`,
+    ),
   ];
   const table = lines.join('\n');
   console.log(table);
   await mkdir('bench-results', { recursive: true });
-  await writeFile('bench-results/redlock-costs.json', JSON.stringify({ startedAt, node: process.version, server, client }, null, 2));
+  await writeFile(
+    'bench-results/redlock-costs.json',
+    JSON.stringify({ startedAt, node: process.version, server, client }, null, 2),
+  );
   await writeFile('bench-results/redlock-costs.md', `${table}\n`);
 }
 

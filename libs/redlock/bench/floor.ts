@@ -5,7 +5,8 @@
 import { createHash } from 'node:crypto';
 
 /** The floor's release: delete the key only while it holds the caller's value. */
-export const FLOOR_RELEASE = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) else return 0 end";
+export const FLOOR_RELEASE =
+  "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) else return 0 end";
 export const FLOOR_RELEASE_SHA = createHash('sha1').update(FLOOR_RELEASE).digest('hex');
 
 /** Resolves once `quorum` of `calls` have settled, fulfilled or rejected (the rest still run). */

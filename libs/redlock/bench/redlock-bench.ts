@@ -61,7 +61,10 @@ interface Adapter {
   /** Whether an acquire error means "retries exhausted because the lock was taken". */
   exhausted(error: unknown): boolean;
   /** Batch of distinct resources: one timed acquire phase, one timed release phase. */
-  batch(resources: readonly string[], ttlMs: number): Promise<{ acquired: number; acquire: () => Promise<void>; release: () => Promise<void> }>;
+  batch(
+    resources: readonly string[],
+    ttlMs: number,
+  ): Promise<{ acquired: number; acquire: () => Promise<void>; release: () => Promise<void> }>;
   close(): Promise<void>;
 }
 
@@ -75,7 +78,11 @@ async function readyClients(urls: readonly string[], options: RedisOptions): Pro
     for (const client of clients) client.disconnect();
   });
   // The lock client options disable the offline queue: wait until every client can send.
-  await Promise.all(clients.map((client) => (client.status === 'ready' ? undefined : new Promise((resolve) => client.once('ready', resolve)))));
+  await Promise.all(
+    clients.map((client) =>
+      client.status === 'ready' ? undefined : new Promise((resolve) => client.once('ready', resolve)),
+    ),
+  );
   return clients;
 }
 
@@ -124,7 +131,11 @@ async function nodeRedlock(urls: readonly string[], pipelined: boolean): Promise
   // As node-redlock's README shows: default ioredis clients; or, for comparison, ours (auto-pipelining).
   const clients = await readyClients(urls, pipelined ? PIPELINED_CLIENT_OPTIONS : {});
   // node-redlock's defaults, spelled out: 10 retries, 200 ms ± 100 ms.
-  const redlock = newNodeRedlock(clients, { retryCount: RETRY.retryCount, retryDelay: RETRY.retryDelayMs, retryJitter: RETRY.retryJitterMs });
+  const redlock = newNodeRedlock(clients, {
+    retryCount: RETRY.retryCount,
+    retryDelay: RETRY.retryDelayMs,
+    retryJitter: RETRY.retryJitterMs,
+  });
   // Every vote against is emitted as 'error': without a listener EventEmitter would throw.
   redlock.on('error', noop);
   const acquire = async (resource: string, ttlMs: number): Promise<Held> => {
@@ -144,7 +155,6 @@ async function nodeRedlock(urls: readonly string[], pipelined: boolean): Promise
     },
   };
 }
-
 
 /**
  * The floor: SET NX PX on every node in parallel, a quorum of OKs wins (no
@@ -270,7 +280,15 @@ interface Sequential {
 }
 
 /** One round of `cycles` sequential acquire+release cycles on one key. */
-async function sequentialRound(adapter: Adapter, impl: ImplName, key: string, cycles: number, nodes: RedisNodes, count: number, into: SequentialSamples): Promise<void> {
+async function sequentialRound(
+  adapter: Adapter,
+  impl: ImplName,
+  key: string,
+  cycles: number,
+  nodes: RedisNodes,
+  count: number,
+  into: SequentialSamples,
+): Promise<void> {
   const statsBefore = await commandStats(nodes, count);
   const start = now();
   for (let i = 0; i < cycles; i++) {
@@ -329,7 +347,14 @@ async function redisCpuSeconds(nodes: RedisNodes, count: number): Promise<number
 }
 
 /** One round: `CONC_LOOPS` loops, each acquire+release on its own key, for `ms`; the total is added to `into`. */
-async function concurrentRound(adapter: Adapter, keyBase: string, ms: number, nodes: RedisNodes, count: number, into: Concurrent): Promise<void> {
+async function concurrentRound(
+  adapter: Adapter,
+  keyBase: string,
+  ms: number,
+  nodes: RedisNodes,
+  count: number,
+  into: Concurrent,
+): Promise<void> {
   const redisBefore = await redisCpuSeconds(nodes, count);
   const cpuBefore = process.cpuUsage();
   let cycles = 0;
@@ -453,7 +478,8 @@ async function commandStats(nodes: RedisNodes, count: number): Promise<CommandSt
       for (const [field, value] of Object.entries(info)) {
         const calls = /(?:^|,)calls=(\d+)/.exec(value);
         const usec = /(?:^|,)usec=(\d+)/.exec(value);
-        if (field.startsWith('cmdstat_') && calls) stats[field.slice('cmdstat_'.length)] = { calls: Number(calls[1]), usec: Number(usec?.[1] ?? 0) };
+        if (field.startsWith('cmdstat_') && calls)
+          stats[field.slice('cmdstat_'.length)] = { calls: Number(calls[1]), usec: Number(usec?.[1] ?? 0) };
       }
       return stats;
     }),
@@ -503,7 +529,14 @@ async function batch(adapter: Adapter, nodes: RedisNodes, count: number, keyBase
   const releaseMs = now() - t;
   await settle();
   const s2 = await commandStats(nodes, count);
-  return { resources: BATCH_SIZE, acquired: run.acquired, acquireMs, releaseMs, acquireCommands: deltas(s0, s1), releaseCommands: deltas(s1, s2) };
+  return {
+    resources: BATCH_SIZE,
+    acquired: run.acquired,
+    acquireMs,
+    releaseMs,
+    acquireCommands: deltas(s0, s1),
+    releaseCommands: deltas(s1, s2),
+  };
 }
 
 // ---------------------------------------------------------------- report
@@ -528,12 +561,16 @@ interface RunResult {
   targets: Target[];
 }
 
-const fmt = (x: number, digits = 0): string => (Number.isFinite(x) ? x.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits }) : 'n/a');
+const fmt = (x: number, digits = 0): string =>
+  Number.isFinite(x)
+    ? x.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits })
+    : 'n/a';
 
 function table(run: RunResult): string {
   const r = run.results;
   type Row = [string, (x: ImplResult, impl: ImplName) => string];
-  const cont = (f: (c: Contention) => string) => (x: ImplResult) => (x.contention ? f(x.contention) : 'n/a (no retries)');
+  const cont = (f: (c: Contention) => string) => (x: ImplResult) =>
+    x.contention ? f(x.contention) : 'n/a (no retries)';
   const batchCmds = (phase: 'acquire' | 'release') => (x: ImplResult, impl: ImplName) => {
     const d = x.batch[phase === 'acquire' ? 'acquireCommands' : 'releaseCommands'][0] ?? {};
     const name = impl === 'floor' && phase === 'acquire' ? 'SET' : 'EVALSHA/EVAL';
@@ -541,18 +578,44 @@ function table(run: RunResult): string {
   };
   const rows: Row[] = [
     [`sequential acquire+release (${fmt(SEQ_CYCLES)} cycles), cycles/s`, (x) => fmt(x.sequential.cyclesPerSec)],
-    ['sequential acquire p50 / p99, ms', (x) => `${fmt(x.sequential.acquireP50Ms, 3)} / ${fmt(x.sequential.acquireP99Ms, 3)}`],
-    ['sequential release p50 / p99, ms', (x) => `${fmt(x.sequential.releaseP50Ms, 3)} / ${fmt(x.sequential.releaseP99Ms, 3)}`],
-    ['sequential: server time per cycle, µs (the commands the client sent, all nodes summed; INFO commandstats usec)', (x) => fmt(x.sequential.serverUsPerCycle, 1)],
+    [
+      'sequential acquire p50 / p99, ms',
+      (x) => `${fmt(x.sequential.acquireP50Ms, 3)} / ${fmt(x.sequential.acquireP99Ms, 3)}`,
+    ],
+    [
+      'sequential release p50 / p99, ms',
+      (x) => `${fmt(x.sequential.releaseP50Ms, 3)} / ${fmt(x.sequential.releaseP99Ms, 3)}`,
+    ],
+    [
+      'sequential: server time per cycle, µs (the commands the client sent, all nodes summed; INFO commandstats usec)',
+      (x) => fmt(x.sequential.serverUsPerCycle, 1),
+    ],
     [`${CONC_LOOPS} concurrent loops (own keys, ${CONC_MS / 1000} s), cycles/s`, (x) => fmt(x.concurrent.cyclesPerSec)],
-    [`${CONC_LOOPS} concurrent: CPU per cycle, µs: this process / all redis-servers`, (x) => `${fmt(x.concurrent.clientCpuUsPerCycle, 1)} / ${fmt(x.concurrent.redisCpuUsPerCycle, 1)}`],
-    [`contention: ${CONT_CONTENDERS} on one key (${CONT_MS / 1000} s, hold ${CONT_HOLD_MS} ms), acquisitions/s`, cont((c) => fmt(c.acquisitionsPerSec, 1))],
+    [
+      `${CONC_LOOPS} concurrent: CPU per cycle, µs: this process / all redis-servers`,
+      (x) => `${fmt(x.concurrent.clientCpuUsPerCycle, 1)} / ${fmt(x.concurrent.redisCpuUsPerCycle, 1)}`,
+    ],
+    [
+      `contention: ${CONT_CONTENDERS} on one key (${CONT_MS / 1000} s, hold ${CONT_HOLD_MS} ms), acquisitions/s`,
+      cont((c) => fmt(c.acquisitionsPerSec, 1)),
+    ],
     ['contention: Jain fairness index', cont((c) => fmt(c.jain, 3))],
-    ['contention: per-contender acquisitions min / max', cont((c) => `${Math.min(...c.perContender)} / ${Math.max(...c.perContender)}`)],
+    [
+      'contention: per-contender acquisitions min / max',
+      cont((c) => `${Math.min(...c.perContender)} / ${Math.max(...c.perContender)}`),
+    ],
     ['contention: longest gap with no holder, ms', cont((c) => fmt(c.maxGapMs, 1))],
-    ['contention: acquires that exhausted retries', cont((c) => fmt(c.exhausted) + (c.otherErrors ? ` (+${c.otherErrors} other errors)` : ''))],
+    [
+      'contention: acquires that exhausted retries',
+      cont((c) => fmt(c.exhausted) + (c.otherErrors ? ` (+${c.otherErrors} other errors)` : '')),
+    ],
     ['contention: mutual-exclusion violations', cont((c) => fmt(c.violations))],
-    [`batch of ${fmt(BATCH_SIZE)}: acquire wall time, ms`, (x) => `${fmt(x.batch.acquireMs, 1)}` + (x.batch.acquired === x.batch.resources ? '' : ` (${x.batch.acquired} acquired)`)],
+    [
+      `batch of ${fmt(BATCH_SIZE)}: acquire wall time, ms`,
+      (x) =>
+        `${fmt(x.batch.acquireMs, 1)}` +
+        (x.batch.acquired === x.batch.resources ? '' : ` (${x.batch.acquired} acquired)`),
+    ],
     [`batch of ${fmt(BATCH_SIZE)}: release wall time, ms`, (x) => fmt(x.batch.releaseMs, 1)],
     ['batch acquire: commands sent to node 0 (INFO commandstats)', batchCmds('acquire')],
     ['batch release: commands sent to node 0 (INFO commandstats)', batchCmds('release')],
@@ -566,7 +629,11 @@ function table(run: RunResult): string {
     '',
     `Targets (tickwarden, ${run.nodes} nodes):`,
     '',
-    ...run.targets.map((t) => (t.target === 'none' ? `- INFO: ${t.name}: ${t.value}` : `- ${t.met ? 'MET' : 'MISSED'}: ${t.name}: ${t.value} (target ${t.target})`)),
+    ...run.targets.map((t) =>
+      t.target === 'none'
+        ? `- INFO: ${t.name}: ${t.value}`
+        : `- ${t.met ? 'MET' : 'MISSED'}: ${t.name}: ${t.value} (target ${t.target})`,
+    ),
     '',
   ];
   return lines.join('\n');
@@ -581,15 +648,30 @@ function targets(r: Record<ImplName, ImplResult>): Target[] {
   const acqScripts = ours.batch.acquireCommands.map(scriptCalls);
   const relScripts = ours.batch.releaseCommands.map(scriptCalls);
   return [
-    { name: 'sequential cycles/s vs floor', value: `${fmt(seqRatio, 3)}x floor`, target: '>= 0.900x (within 10%)', met: seqRatio >= 0.9 },
-    { name: `${CONC_LOOPS}-concurrent cycles/s vs node-redlock (plain clients, as documented)`, value: `${fmt(concRatio, 2)}x node-redlock`, target: '>= 2.00x', met: concRatio >= 2 },
+    {
+      name: 'sequential cycles/s vs floor',
+      value: `${fmt(seqRatio, 3)}x floor`,
+      target: '>= 0.900x (within 10%)',
+      met: seqRatio >= 0.9,
+    },
+    {
+      name: `${CONC_LOOPS}-concurrent cycles/s vs node-redlock (plain clients, as documented)`,
+      value: `${fmt(concRatio, 2)}x node-redlock`,
+      target: '>= 2.00x',
+      met: concRatio >= 2,
+    },
     {
       name: `${CONC_LOOPS}-concurrent cycles/s vs node-redlock on auto-pipelined clients (no target; for the record)`,
       value: `${fmt(concRatioPipelined, 2)}x`,
       target: 'none',
       met: true,
     },
-    { name: 'contention longest gap', value: `${fmt(c.maxGapMs, 1)} ms`, target: `<= ${MAX_GAP_TARGET_MS} ms`, met: c.maxGapMs <= MAX_GAP_TARGET_MS },
+    {
+      name: 'contention longest gap',
+      value: `${fmt(c.maxGapMs, 1)} ms`,
+      target: `<= ${MAX_GAP_TARGET_MS} ms`,
+      met: c.maxGapMs <= MAX_GAP_TARGET_MS,
+    },
     { name: 'contention exhausted retries', value: fmt(c.exhausted), target: '0', met: c.exhausted === 0 },
     { name: 'contention Jain fairness', value: fmt(c.jain, 3), target: '>= 0.9', met: c.jain >= 0.9 },
     { name: 'contention mutual-exclusion violations', value: fmt(c.violations), target: '0', met: c.violations === 0 },
@@ -609,7 +691,16 @@ const log = (message: string): void => {
 };
 
 const rotate = <T>(items: readonly T[], by: number): T[] => items.map((_, i) => items[(i + by) % items.length] as T);
-const emptyConcurrent = (): Concurrent => ({ loops: CONC_LOOPS, rounds: ROUNDS, seconds: 0, cycles: 0, cyclesPerSec: 0, errors: 0, clientCpuUsPerCycle: 0, redisCpuUsPerCycle: 0 });
+const emptyConcurrent = (): Concurrent => ({
+  loops: CONC_LOOPS,
+  rounds: ROUNDS,
+  seconds: 0,
+  cycles: 0,
+  cyclesPerSec: 0,
+  errors: 0,
+  clientCpuUsPerCycle: 0,
+  redisCpuUsPerCycle: 0,
+});
 
 async function runFor(nodes: RedisNodes, count: number, runId: string): Promise<RunResult> {
   const urls = nodes.urls.slice(0, count);
@@ -622,28 +713,40 @@ async function runFor(nodes: RedisNodes, count: number, runId: string): Promise<
       await warmUp(adapters[impl], `${tag(impl)}:seq`);
       for (let i = 0; i < SEQ_WARMUP; i++) await (await adapters[impl].acquire(`${tag(impl)}:seq`, TTL_MS)).release();
     }
-    const seq = Object.fromEntries(IMPLS.map((v) => [v, new SequentialSamples()])) as Record<ImplName, SequentialSamples>;
+    const seq = Object.fromEntries(IMPLS.map((v) => [v, new SequentialSamples()])) as Record<
+      ImplName,
+      SequentialSamples
+    >;
     const conc = Object.fromEntries(IMPLS.map((v) => [v, emptyConcurrent()])) as Record<ImplName, Concurrent>;
     for (let round = 0; round < ROUNDS; round++) {
       log(`${count} nodes: sequential round ${round + 1}/${ROUNDS}`);
-      for (const v of rotate(IMPLS, round)) await sequentialRound(adapters[v], v, `${tag(v)}:seq`, SEQ_CYCLES / ROUNDS, nodes, count, seq[v]);
+      for (const v of rotate(IMPLS, round))
+        await sequentialRound(adapters[v], v, `${tag(v)}:seq`, SEQ_CYCLES / ROUNDS, nodes, count, seq[v]);
     }
     for (let round = 0; round < ROUNDS; round++) {
       log(`${count} nodes: ${CONC_LOOPS} concurrent loops, round ${round + 1}/${ROUNDS}`);
-      for (const v of rotate(IMPLS, round)) await concurrentRound(adapters[v], `${tag(v)}:conc`, CONC_MS / ROUNDS, nodes, count, conc[v]);
+      for (const v of rotate(IMPLS, round))
+        await concurrentRound(adapters[v], `${tag(v)}:conc`, CONC_MS / ROUNDS, nodes, count, conc[v]);
     }
     const results = {} as Record<ImplName, ImplResult>;
     for (const impl of IMPLS) {
       log(`${count} nodes: batch of ${BATCH_SIZE}, ${impl}`);
       const b = await batch(adapters[impl], nodes, count, `${tag(impl)}:batch`);
-      results[impl] = { sequential: summarizeSequential(seq[impl]), concurrent: conc[impl], contention: null, batch: b };
+      results[impl] = {
+        sequential: summarizeSequential(seq[impl]),
+        concurrent: conc[impl],
+        contention: null,
+        batch: b,
+      };
     }
     for (const impl of IMPLS) await adapters[impl].close();
     for (const impl of IMPLS) {
       if (impl === 'floor') continue;
       log(`${count} nodes: contention, ${impl}`);
       const c = await contention(impl, urls, `${tag(impl)}:contended`);
-      log(`  ${fmt(c.acquisitionsPerSec, 1)} acquisitions/s, Jain ${fmt(c.jain, 3)}, longest gap ${fmt(c.maxGapMs, 1)} ms, ${c.exhausted} exhausted, ${c.violations} violations`);
+      log(
+        `  ${fmt(c.acquisitionsPerSec, 1)} acquisitions/s, Jain ${fmt(c.jain, 3)}, longest gap ${fmt(c.maxGapMs, 1)} ms, ${c.exhausted} exhausted, ${c.violations} violations`,
+      );
       results[impl].contention = c;
     }
     return { nodes: count, results, targets: targets(results) };

@@ -33,7 +33,9 @@ declare module 'redlock' {
   export default class Redlock extends EventEmitter {
     constructor(clients: Iterable<Redis | Cluster>, settings?: Partial<Settings>);
     /** Its Lua scripts as it sends them (the cost bench loads them itself). */
-    readonly scripts: Readonly<Record<'acquireScript' | 'extendScript' | 'releaseScript', { readonly value: string; readonly hash: string }>>;
+    readonly scripts: Readonly<
+      Record<'acquireScript' | 'extendScript' | 'releaseScript', { readonly value: string; readonly hash: string }>
+    >;
     acquire(resources: string[], duration: number, settings?: Partial<Settings>): Promise<Lock>;
     release(lock: Lock, settings?: Partial<Settings>): Promise<unknown>;
     quit(): Promise<void>;

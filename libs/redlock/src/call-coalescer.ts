@@ -60,7 +60,12 @@ export class CallCoalescer {
   submit(call: ScriptCall, onReply: ReplyHandler): void {
     if (!this.#merges) {
       const args = [...call.header, ...call.args];
-      this.#nodes.forEach((node, i) => run(node, call, call.keys, args).then((raw) => onReply(i, true, raw), (error: unknown) => onReply(i, false, error)));
+      this.#nodes.forEach((node, i) =>
+        run(node, call, call.keys, args).then(
+          (raw) => onReply(i, true, raw),
+          (error: unknown) => onReply(i, false, error),
+        ),
+      );
       return;
     }
     const key = `${call.script.name}\n${call.timeoutMs}\n${call.maxResources}\n${call.header.join('\n')}`;
@@ -94,7 +99,8 @@ export class CallCoalescer {
       this.#nodes.forEach((node, i) => {
         run(node, call, call.keys, args).then(
           (raw) => {
-            for (const { from, to, onReply } of members) onReply(i, true, whole ? raw : (raw as unknown[]).slice(from, to));
+            for (const { from, to, onReply } of members)
+              onReply(i, true, whole ? raw : (raw as unknown[]).slice(from, to));
           },
           (error: unknown) => {
             for (const { onReply } of members) onReply(i, false, error);

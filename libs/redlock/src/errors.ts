@@ -57,8 +57,16 @@ export class LockTakenError extends RedlockError {
   readonly resource: string;
   /** See {@link ClaimHolders}. */
   readonly claimHolders: ClaimHolders;
-  constructor(resource: string, causes: ReadonlyMap<string, NodeCause>, attempts: number, claimHolders: ClaimHolders = new Map()) {
-    super(`lock "${resource}" is taken by another holder after ${attempts} attempt(s)${describeCauses(causes)}`, causes);
+  constructor(
+    resource: string,
+    causes: ReadonlyMap<string, NodeCause>,
+    attempts: number,
+    claimHolders: ClaimHolders = new Map(),
+  ) {
+    super(
+      `lock "${resource}" is taken by another holder after ${attempts} attempt(s)${describeCauses(causes)}`,
+      causes,
+    );
     this.resource = resource;
     this.claimHolders = claimHolders;
   }
@@ -74,7 +82,13 @@ export class QuorumUnavailableError extends RedlockError {
   readonly resource: string;
   /** See {@link ClaimHolders}; empty but for an acquire with a claim. */
   readonly claimHolders: ClaimHolders;
-  constructor(resource: string, operation: string, causes: ReadonlyMap<string, NodeCause>, needed: number, claimHolders: ClaimHolders = new Map()) {
+  constructor(
+    resource: string,
+    operation: string,
+    causes: ReadonlyMap<string, NodeCause>,
+    needed: number,
+    claimHolders: ClaimHolders = new Map(),
+  ) {
     super(`${operation} of "${resource}" could not reach a quorum of ${needed}${describeCauses(causes)}`, causes);
     this.resource = resource;
     this.claimHolders = claimHolders;

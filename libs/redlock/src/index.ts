@@ -20,6 +20,13 @@ export { resourceKeys } from './keys.ts';
 export type { AcquireRequest, BatchResult, Lease, ReleaseResult } from './lease.ts';
 export { LeaseWatchdog } from './lease-watchdog.ts';
 export { IoredisLockNode, LOCK_CLIENT_OPTIONS, type LockNode } from './lock-node.ts';
-export { Redlock, type AcquireBatchOptions, type AcquireOptions, type NodeInput, type NodeOperation, type RedlockEvents } from './redlock.ts';
+export {
+  Redlock,
+  type AcquireBatchOptions,
+  type AcquireOptions,
+  type NodeInput,
+  type NodeOperation,
+  type RedlockEvents,
+} from './redlock.ts';
 export { scripts, type LuaScript } from './scripts.ts';
 export { DEFAULT_SETTINGS, type CallSettings, type RedlockSettings } from './settings.ts';

@@ -1,4 +1,10 @@
-import { HoldLimitReachedError, InvalidSettingsError, LeaseExpiredError, LeaseLostError, RedlockError } from './errors.ts';
+import {
+  HoldLimitReachedError,
+  InvalidSettingsError,
+  LeaseExpiredError,
+  LeaseLostError,
+  RedlockError,
+} from './errors.ts';
 import type { Clock } from './clock.ts';
 import type { Lease } from './lease.ts';
 import { driftMs, type CallSettings } from './settings.ts';
@@ -61,7 +67,8 @@ export class LeaseWatchdog {
     }
     this.#scheduleExtension(this.#lease.ttlMs * this.#settings.extendRatio);
     this.#armDeadline();
-    if (maxHoldMs > 0) this.#timer(() => this.#abort(new HoldLimitReachedError(this.#lease.resource, maxHoldMs)), maxHoldMs);
+    if (maxHoldMs > 0)
+      this.#timer(() => this.#abort(new HoldLimitReachedError(this.#lease.resource, maxHoldMs)), maxHoldMs);
   }
 
   /** Stops extending; resolves with the latest lease once no extension is in flight. */
@@ -74,10 +81,13 @@ export class LeaseWatchdog {
 
   #timer(callback: () => void, ms: number): unknown {
     const { clock } = this.#redlock.settings;
-    const handle = clock.setTimeout(() => {
-      this.#timers.delete(handle);
-      callback();
-    }, Math.max(0, ms));
+    const handle = clock.setTimeout(
+      () => {
+        this.#timers.delete(handle);
+        callback();
+      },
+      Math.max(0, ms),
+    );
     this.#timers.add(handle);
     return handle;
   }
@@ -101,7 +111,10 @@ export class LeaseWatchdog {
     this.#cancel(this.#deadlineTimer);
     const { clock } = this.#redlock.settings;
     this.#deadlineTimer = this.#timer(
-      () => this.#abort(new LeaseLostError(this.#lease.resource, 'no extension reached a quorum before the abort margin', new Map())),
+      () =>
+        this.#abort(
+          new LeaseLostError(this.#lease.resource, 'no extension reached a quorum before the abort margin', new Map()),
+        ),
       this.#abortAt() - clock.now(),
     );
   }
@@ -125,7 +138,11 @@ export class LeaseWatchdog {
     } catch (error) {
       if (this.#stopped || this.signal.aborted) return;
       if (error instanceof LeaseLostError || error instanceof LeaseExpiredError || !(error instanceof RedlockError)) {
-        this.#abort(error instanceof RedlockError ? error : new LeaseLostError(this.#lease.resource, 'extension failed', new Map(), { cause: error }));
+        this.#abort(
+          error instanceof RedlockError
+            ? error
+            : new LeaseLostError(this.#lease.resource, 'extension failed', new Map(), { cause: error }),
+        );
         return;
       }
       // Quorum missed (errors or timeouts): retry only if a retry can finish inside the validity left.
@@ -133,7 +150,14 @@ export class LeaseWatchdog {
         this.#scheduleExtension(nodeTimeoutMs);
         return;
       }
-      this.#abort(new LeaseLostError(this.#lease.resource, 'an extension missed its quorum and no retry can finish before the lease lapses', error.nodeCauses, { cause: error }));
+      this.#abort(
+        new LeaseLostError(
+          this.#lease.resource,
+          'an extension missed its quorum and no retry can finish before the lease lapses',
+          error.nodeCauses,
+          { cause: error },
+        ),
+      );
     }
   }
 

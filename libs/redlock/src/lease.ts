@@ -27,7 +27,8 @@ export interface AcquireRequest {
 }
 
 /** Result per resource of a batch call. */
-export type BatchResult<T> = { resource: string; ok: true; lease: T } | { resource: string; ok: false; error: RedlockError };
+export type BatchResult<T> =
+  { resource: string; ok: true; lease: T } | { resource: string; ok: false; error: RedlockError };
 
 /**
  * Per-node outcome of a release, as known when it was decided (it never throws):

@@ -51,7 +51,11 @@ export class IoredisLockNode implements LockNode {
     this.#owned = owned;
     this.singleSlot = client instanceof Cluster;
     // A Cluster has no single address: name it by the first node it knows unless the caller names it.
-    this.id = id ?? (client instanceof Cluster ? `cluster:${client.nodes('master')[0]?.options.host ?? 'unknown'}` : `${client.options.host}:${client.options.port}`);
+    this.id =
+      id ??
+      (client instanceof Cluster
+        ? `cluster:${client.nodes('master')[0]?.options.host ?? 'unknown'}`
+        : `${client.options.host}:${client.options.port}`);
     // Errors surface per call; an unhandled 'error' event must not crash the process.
     if (owned) client.on('error', () => undefined);
   }
@@ -65,7 +69,8 @@ export class IoredisLockNode implements LockNode {
 
   run(script: LuaScript, keys: readonly string[], args: readonly string[], timeoutMs: number): Promise<unknown> {
     // Not async: on the common path (connected) no promise beyond ioredis' own is made.
-    if (this.#client.status !== 'ready') return this.#awaitFirstConnection(timeoutMs).then(() => this.#evalsha(script, keys, args));
+    if (this.#client.status !== 'ready')
+      return this.#awaitFirstConnection(timeoutMs).then(() => this.#evalsha(script, keys, args));
     return this.#evalsha(script, keys, args);
   }
 
@@ -95,7 +100,8 @@ export class IoredisLockNode implements LockNode {
       const timer = setTimeout(done, timeoutMs);
       client.once('ready', done);
     });
-    if ((client.status as string) !== 'ready') throw new Error(`not connected within ${timeoutMs} ms (${client.status})`);
+    if ((client.status as string) !== 'ready')
+      throw new Error(`not connected within ${timeoutMs} ms (${client.status})`);
   }
 
   async close(): Promise<void> {

@@ -27,7 +27,12 @@ export interface RoundSpec<T> {
  * already received are read, get a NodeTimeoutError). Errors after an early
  * decision go to `spec.lateError`; replies after the timeout are ignored.
  */
-export function runRound<T>(nodes: readonly LockNode[], clock: Clock, send: (onReply: ReplyHandler) => void, spec: RoundSpec<T>): Promise<NodeReply<T>[]> {
+export function runRound<T>(
+  nodes: readonly LockNode[],
+  clock: Clock,
+  send: (onReply: ReplyHandler) => void,
+  spec: RoundSpec<T>,
+): Promise<NodeReply<T>[]> {
   const { decode, timeoutMs, decided, lateError } = spec;
   return new Promise((resolve) => {
     const replies: NodeReply<T>[] = [];
@@ -72,7 +77,11 @@ export function runRound<T>(nodes: readonly LockNode[], clock: Clock, send: (onR
 }
 
 /** Per node id, the vote of resource `index` (or the node's error), for the nodes whose vote is not in `wanted`. */
-export function causesExcept<V extends string>(replies: readonly NodeReply<readonly V[]>[], index: number, wanted: readonly V[]): Map<string, V | Error> {
+export function causesExcept<V extends string>(
+  replies: readonly NodeReply<readonly V[]>[],
+  index: number,
+  wanted: readonly V[],
+): Map<string, V | Error> {
   const causes = new Map<string, V | Error>();
   for (const r of replies) {
     const vote = r.ok ? (r.reply[index] as V) : r.error;
@@ -82,7 +91,11 @@ export function causesExcept<V extends string>(replies: readonly NodeReply<reado
 }
 
 /** How many nodes voted one of `wanted` for resource `index`. */
-export function countVotes<V extends string>(replies: readonly NodeReply<readonly V[]>[], index: number, ...wanted: V[]): number {
+export function countVotes<V extends string>(
+  replies: readonly NodeReply<readonly V[]>[],
+  index: number,
+  ...wanted: V[]
+): number {
   let count = 0;
   for (const r of replies) if (r.ok && wanted.includes(r.reply[index] as V)) count++;
   return count;

@@ -20,8 +20,23 @@ import type { AcquireRequest, BatchResult, Lease, ReleaseResult } from './lease.
 import { LeaseWatchdog } from './lease-watchdog.ts';
 import { IoredisLockNode, type LockNode } from './lock-node.ts';
 import { causesExcept, countVotes, runRound, type NodeReply, type RoundSpec } from './node-calls.ts';
-import { decodeAcquire, decodeExtend, decodeRelease, decodeStart, scripts, type AcquireVote, type ReleaseVote } from './scripts.ts';
-import { checkTtl, driftMs, resolveSettings, validateCallSettings, type CallSettings, type RedlockSettings } from './settings.ts';
+import {
+  decodeAcquire,
+  decodeExtend,
+  decodeRelease,
+  decodeStart,
+  scripts,
+  type AcquireVote,
+  type ReleaseVote,
+} from './scripts.ts';
+import {
+  checkTtl,
+  driftMs,
+  resolveSettings,
+  validateCallSettings,
+  type CallSettings,
+  type RedlockSettings,
+} from './settings.ts';
 
 /** A node as the constructor accepts it: a client, a URL, or a custom {@link LockNode}. */
 export type NodeInput = Redis | Cluster | string | LockNode;
@@ -99,7 +114,11 @@ export class Redlock extends EventEmitter<RedlockEvents> {
     super();
     this.settings = resolveSettings(nodes.length, settings);
     this.nodes = nodes.map((node) =>
-      typeof node === 'string' ? IoredisLockNode.fromUrl(node) : 'run' in node ? node : new IoredisLockNode(node, false),
+      typeof node === 'string'
+        ? IoredisLockNode.fromUrl(node)
+        : 'run' in node
+          ? node
+          : new IoredisLockNode(node, false),
     );
     this.#calls = new CallCoalescer(this.nodes);
   }
@@ -109,11 +128,20 @@ export class Redlock extends EventEmitter<RedlockEvents> {
    * `spec`. Node errors are emitted as `nodeError` events under `operation`, also those of
    * replies that come after the round was decided.
    */
-  async #round<T>(call: ScriptCall, operation: NodeOperation | undefined, spec: Omit<RoundSpec<T>, 'timeoutMs' | 'lateError'>): Promise<NodeReply<T>[]> {
+  async #round<T>(
+    call: ScriptCall,
+    operation: NodeOperation | undefined,
+    spec: Omit<RoundSpec<T>, 'timeoutMs' | 'lateError'>,
+  ): Promise<NodeReply<T>[]> {
     const emit = (node: LockNode, error: Error): void => {
-      if (operation !== undefined && this.listenerCount('nodeError') > 0) this.emit('nodeError', { node: node.id, operation, error });
+      if (operation !== undefined && this.listenerCount('nodeError') > 0)
+        this.emit('nodeError', { node: node.id, operation, error });
     };
-    const replies = await runRound(this.nodes, this.settings.clock, (onReply) => this.#calls.submit(call, onReply), { ...spec, timeoutMs: call.timeoutMs, lateError: emit });
+    const replies = await runRound(this.nodes, this.settings.clock, (onReply) => this.#calls.submit(call, onReply), {
+      ...spec,
+      timeoutMs: call.timeoutMs,
+      lateError: emit,
+    });
     for (const reply of replies) if (!reply.ok) emit(reply.node, reply.error);
     return replies;
   }
@@ -151,15 +179,21 @@ export class Redlock extends EventEmitter<RedlockEvents> {
    * Acquires many independent leases with one script call per node per attempt;
    * resources that lost a split vote or met errors are retried together.
    */
-  async acquireBatch(requests: readonly AcquireRequest[], ttlMs: number, options: AcquireBatchOptions = {}): Promise<BatchResult<Lease>[]> {
+  async acquireBatch(
+    requests: readonly AcquireRequest[],
+    ttlMs: number,
+    options: AcquireBatchOptions = {},
+  ): Promise<BatchResult<Lease>[]> {
     checkTtl(ttlMs);
     const { signal, revoke = false, notBeforeMs, ...overrides } = options;
     const s = this.#callSettings(overrides);
-    if (requests.length > s.maxBatchSize) return this.#inChunks(requests, s.maxBatchSize, (chunk) => this.acquireBatch(chunk, ttlMs, options));
+    if (requests.length > s.maxBatchSize)
+      return this.#inChunks(requests, s.maxBatchSize, (chunk) => this.acquireBatch(chunk, ttlMs, options));
     // acquire.lua reads an empty claim id as "no claim".
     if (requests.some((r) => r.claim === '')) throw new InvalidSettingsError('claim', 'a claim id must not be empty');
     // A started claim's value holds '|' (see startedClaim): no acquire may supply one.
-    if (requests.some((r) => r.value?.includes('|'))) throw new InvalidSettingsError('value', 'a lease value must not contain "|"');
+    if (requests.some((r) => r.value?.includes('|')))
+      throw new InvalidSettingsError('value', 'a lease value must not contain "|"');
     const contenders: Contender[] = requests.map((request) => ({
       request: { ...request, value: request.value ?? this.#newValue() },
       supplied: request.value !== undefined,
@@ -170,16 +204,28 @@ export class Redlock extends EventEmitter<RedlockEvents> {
     for (let attempt = 1; ; attempt++) {
       const open = contenders.filter((c) => !c.result);
       if (signal?.aborted) {
-        for (const c of open) c.result = { resource: c.request.resource, ok: false, error: new AcquireAbortedError(c.request.resource, signal.reason) };
+        for (const c of open)
+          c.result = {
+            resource: c.request.resource,
+            ok: false,
+            error: new AcquireAbortedError(c.request.resource, signal.reason),
+          };
         break;
       }
-      const { staleOnly } = await this.#attempt(open, ttlMs, s, { attempt, willRetry: retriesLeft > 0, revoke, notBeforeMs, acquireStarted: started });
+      const { staleOnly } = await this.#attempt(open, ttlMs, s, {
+        attempt,
+        willRetry: retriesLeft > 0,
+        revoke,
+        notBeforeMs,
+        acquireStarted: started,
+      });
       const pending = contenders.filter((c) => !c.result);
       if (pending.length === 0) break;
       // A proposal below a node's fence is not contention: propose again at once, above what was seen.
       if (staleOnly && attempt <= s.retryCount + 3) continue;
       if (retriesLeft-- <= 0) {
-        for (const c of pending) c.result = { resource: c.request.resource, ok: false, error: this.#acquireFailure(c, attempt) };
+        for (const c of pending)
+          c.result = { resource: c.request.resource, ok: false, error: this.#acquireFailure(c, attempt) };
         break;
       }
       await this.#wait(s.retryDelayMs + s.retryJitterMs * this.settings.random.fraction(), signal);
@@ -188,7 +234,18 @@ export class Redlock extends EventEmitter<RedlockEvents> {
   }
 
   /** One attempt for the open contenders; releases what a failed contender got before returning (its own fresh value only). */
-  async #attempt(open: Contender[], ttlMs: number, s: CallSettings, round: { attempt: number; willRetry: boolean; revoke: boolean; notBeforeMs: number | undefined; acquireStarted: number }): Promise<{ staleOnly: boolean }> {
+  async #attempt(
+    open: Contender[],
+    ttlMs: number,
+    s: CallSettings,
+    round: {
+      attempt: number;
+      willRetry: boolean;
+      revoke: boolean;
+      notBeforeMs: number | undefined;
+      acquireStarted: number;
+    },
+  ): Promise<{ staleOnly: boolean }> {
     const { attempt, willRetry, revoke, notBeforeMs, acquireStarted } = round;
     const { clock, keyPrefix, quorum } = this.settings;
     const n = this.nodes.length;
@@ -196,7 +253,15 @@ export class Redlock extends EventEmitter<RedlockEvents> {
     // Only an acquire that will retry leaves a waiter mark, and only its first attempt yields to one.
     const yields = s.yieldToWaiters && willRetry && !revoke;
     const waiterMarkMs = yields ? Math.ceil(s.retryDelayMs + s.retryJitterMs) + s.nodeTimeoutMs : 0;
-    const header = [String(ttlMs), String(s.claimRetentionMs), String(waiterMarkMs), yields && attempt === 1 ? '1' : '0', String(Math.max(s.fenceRetentionMs, ttlMs)), revoke ? '1' : '0', notBeforeMs === undefined ? '' : String(Math.ceil(notBeforeMs))];
+    const header = [
+      String(ttlMs),
+      String(s.claimRetentionMs),
+      String(waiterMarkMs),
+      yields && attempt === 1 ? '1' : '0',
+      String(Math.max(s.fenceRetentionMs, ttlMs)),
+      revoke ? '1' : '0',
+      notBeforeMs === undefined ? '' : String(Math.ceil(notBeforeMs)),
+    ];
     const keys: string[] = [];
     const args: string[] = [];
     for (const { request, supplied } of open) {
@@ -212,35 +277,41 @@ export class Redlock extends EventEmitter<RedlockEvents> {
     let claimHoldersOf: Map<readonly AcquireVote[], (string | undefined)[]> | undefined;
     let answered = 0;
     const start = clock.now();
-    const replies = await this.#round({ script: scripts.acquire, header, keys, args, timeoutMs: s.nodeTimeoutMs, maxResources: s.maxBatchSize }, 'acquire', {
-      decode: (raw) => {
-        const { votes, maxFence, claimHolders } = decodeAcquire(raw, open.length);
-        if (maxFence > this.#fenceFloor) this.#fenceFloor = maxFence;
-        if (claimHolders) (claimHoldersOf ??= new Map()).set(votes, claimHolders);
-        return votes;
+    const replies = await this.#round(
+      { script: scripts.acquire, header, keys, args, timeoutMs: s.nodeTimeoutMs, maxResources: s.maxBatchSize },
+      'acquire',
+      {
+        decode: (raw) => {
+          const { votes, maxFence, claimHolders } = decodeAcquire(raw, open.length);
+          if (maxFence > this.#fenceFloor) this.#fenceFloor = maxFence;
+          if (claimHolders) (claimHoldersOf ??= new Map()).set(votes, claimHolders);
+          return votes;
+        },
+        decided: (reply) => {
+          answered++;
+          if (reply.ok) {
+            const holders = claimHoldersOf?.get(reply.reply);
+            reply.reply.forEach((vote, i) => {
+              if (vote === 'acquired' || vote === 'refreshed') acquired[i] = (acquired[i] ?? 0) + 1;
+              const holder = holders?.[i];
+              if (holder === undefined) return;
+              const counts = (claimedBy[i] ??= new Map());
+              counts.set(holder, (counts.get(holder) ?? 0) + 1);
+            });
+          }
+          const silent = n - answered;
+          // On the last attempt, a contender that can no longer win is decided once it is also known
+          // whether its claim is granted elsewhere (one value on a quorum): the nodes still silent may
+          // tell, and down nodes, which answer first, must not make it a QuorumUnavailableError. Earlier
+          // attempts settle at once (a retry follows): a hung node must not hold up the winners of
+          // the batch for a node timeout per attempt.
+          const claimKnown = (i: number): boolean => mostClaimed(i) >= quorum || mostClaimed(i) + silent < quorum;
+          return acquired.every(
+            (count, i) => count >= quorum || (count + silent < quorum && (willRetry || claimKnown(i))),
+          );
+        },
       },
-      decided: (reply) => {
-        answered++;
-        if (reply.ok) {
-          const holders = claimHoldersOf?.get(reply.reply);
-          reply.reply.forEach((vote, i) => {
-            if (vote === 'acquired' || vote === 'refreshed') acquired[i] = (acquired[i] ?? 0) + 1;
-            const holder = holders?.[i];
-            if (holder === undefined) return;
-            const counts = (claimedBy[i] ??= new Map());
-            counts.set(holder, (counts.get(holder) ?? 0) + 1);
-          });
-        }
-        const silent = n - answered;
-        // On the last attempt, a contender that can no longer win is decided once it is also known
-        // whether its claim is granted elsewhere (one value on a quorum): the nodes still silent may
-        // tell, and down nodes, which answer first, must not make it a QuorumUnavailableError. Earlier
-        // attempts settle at once (a retry follows): a hung node must not hold up the winners of
-        // the batch for a node timeout per attempt.
-        const claimKnown = (i: number): boolean => mostClaimed(i) >= quorum || mostClaimed(i) + silent < quorum;
-        return acquired.every((count, i) => count >= quorum || (count + silent < quorum && (willRetry || claimKnown(i))));
-      },
-    });
+    );
     const end = clock.now();
     // A node that granted stored our proposal: it counts as seen, like the fences nodes report, so
     // this client's next proposal is above it whatever its clock says or the nodes forget.
@@ -254,8 +325,26 @@ export class Redlock extends EventEmitter<RedlockEvents> {
     open.forEach((c, i) => {
       const { request } = c;
       if (countVotes(replies, i, 'acquired', 'refreshed') >= quorum && validity > s.minValidityMs) {
-        c.result = { resource: request.resource, ok: true, lease: { resource: request.resource, value: request.value, fence: proposal, ttlMs, validUntil, claim: request.claim } };
-        if (this.listenerCount('acquired') > 0) this.emit('acquired', { resource: request.resource, fence: proposal, attempts: attempt, elapsedMs: end - acquireStarted, validityMs: validity });
+        c.result = {
+          resource: request.resource,
+          ok: true,
+          lease: {
+            resource: request.resource,
+            value: request.value,
+            fence: proposal,
+            ttlMs,
+            validUntil,
+            claim: request.claim,
+          },
+        };
+        if (this.listenerCount('acquired') > 0)
+          this.emit('acquired', {
+            resource: request.resource,
+            fence: proposal,
+            attempts: attempt,
+            elapsedMs: end - acquireStarted,
+            validityMs: validity,
+          });
         return;
       }
       failed.push(c);
@@ -264,9 +353,14 @@ export class Redlock extends EventEmitter<RedlockEvents> {
       // Granted = one other value holds the claim on a quorum. Claims split among contenders of a failed round are released: retry.
       const holder = request.claim === undefined ? undefined : quorumHolder(claimedBy[i], quorum);
       if (request.claim !== undefined && holder !== undefined) {
-        c.result = { resource: request.resource, ok: false, error: new ClaimAlreadyGrantedError(request.resource, request.claim, holder, c.lastCauses) };
+        c.result = {
+          resource: request.resource,
+          ok: false,
+          error: new ClaimAlreadyGrantedError(request.resource, request.claim, holder, c.lastCauses),
+        };
       }
-      if (!(countVotes(replies, i, 'stale') > 0 && countVotes(replies, i, 'acquired', 'refreshed', 'stale') >= quorum)) staleOnly = false;
+      if (!(countVotes(replies, i, 'stale') > 0 && countVotes(replies, i, 'acquired', 'refreshed', 'stale') >= quorum))
+        staleOnly = false;
     });
     if (failed.length > 0) await this.#releaseFailed(failed, open, replies, proposal, s);
     return { staleOnly: failed.length > 0 && staleOnly };
@@ -282,31 +376,58 @@ export class Redlock extends EventEmitter<RedlockEvents> {
    * to block others for a TTL. The fence check covers the race in between: another holder of the
    * same value that refreshed the lock after this attempt set it has raised the fence.
    */
-  async #releaseFailed(failed: readonly Contender[], open: readonly Contender[], replies: readonly NodeReply<readonly AcquireVote[]>[], proposal: number, s: CallSettings): Promise<void> {
+  async #releaseFailed(
+    failed: readonly Contender[],
+    open: readonly Contender[],
+    replies: readonly NodeReply<readonly AcquireVote[]>[],
+    proposal: number,
+    s: CallSettings,
+  ): Promise<void> {
     const fence = String(proposal);
     const madeUp = failed.filter((c) => !c.supplied);
     const supplied = failed.filter((c) => c.supplied);
     await Promise.all([
-      madeUp.length > 0 ? this.#releaseValues(madeUp.map((c) => ({ ...c.request, fence })), true, s) : undefined,
+      madeUp.length > 0
+        ? this.#releaseValues(
+            madeUp.map((c) => ({ ...c.request, fence })),
+            true,
+            s,
+          )
+        : undefined,
       ...replies.map((reply) => {
         if (!reply.ok) return undefined;
         const fresh = supplied.filter((c) => reply.reply[open.indexOf(c)] === 'acquired');
-        return fresh.length > 0 ? this.#releaseOn(reply.node, fresh.map((c) => c.request), fence, s) : undefined;
+        return fresh.length > 0
+          ? this.#releaseOn(
+              reply.node,
+              fresh.map((c) => c.request),
+              fence,
+              s,
+            )
+          : undefined;
       }),
     ]);
   }
 
   /** One fence-checked release call on one node (no claims dropped); its error is emitted, never thrown. */
-  async #releaseOn(node: LockNode, leases: readonly Pick<Lease, 'resource' | 'value'>[], fence: string, s: CallSettings): Promise<void> {
+  async #releaseOn(
+    node: LockNode,
+    leases: readonly Pick<Lease, 'resource' | 'value'>[],
+    fence: string,
+    s: CallSettings,
+  ): Promise<void> {
     const { keyPrefix, clock } = this.settings;
     const keys = leases.map((lease) => resourceBase(keyPrefix, lease.resource));
     const args = ['0', ...leases.flatMap((lease) => [lease.value, '', fence])];
     let timer: unknown;
-    const timeout = new Promise<never>((_, reject) => (timer = clock.setTimeout(() => reject(new NodeTimeoutError(s.nodeTimeoutMs)), s.nodeTimeoutMs)));
+    const timeout = new Promise<never>(
+      (_, reject) => (timer = clock.setTimeout(() => reject(new NodeTimeoutError(s.nodeTimeoutMs)), s.nodeTimeoutMs)),
+    );
     try {
       await Promise.race([node.run(scripts.release, keys, args, s.nodeTimeoutMs), timeout]);
     } catch (error) {
-      if (this.listenerCount('nodeError') > 0) this.emit('nodeError', { node: node.id, operation: 'release', error: error as Error });
+      if (this.listenerCount('nodeError') > 0)
+        this.emit('nodeError', { node: node.id, operation: 'release', error: error as Error });
     } finally {
       clock.clearTimeout(timer);
     }
@@ -314,8 +435,11 @@ export class Redlock extends EventEmitter<RedlockEvents> {
 
   #acquireFailure(c: Contender, attempts: number): RedlockError {
     const { resource } = c.request;
-    const blocked = [...c.lastCauses.values()].filter((cause) => cause === 'taken' || cause === 'queued' || cause === 'claimed' || cause === 'early').length;
-    if (blocked > this.nodes.length - this.quorum) return new LockTakenError(resource, c.lastCauses, attempts, c.lastClaimHolders);
+    const blocked = [...c.lastCauses.values()].filter(
+      (cause) => cause === 'taken' || cause === 'queued' || cause === 'claimed' || cause === 'early',
+    ).length;
+    if (blocked > this.nodes.length - this.quorum)
+      return new LockTakenError(resource, c.lastCauses, attempts, c.lastClaimHolders);
     return new QuorumUnavailableError(resource, 'acquire', c.lastCauses, this.quorum, c.lastClaimHolders);
   }
 
@@ -348,9 +472,14 @@ export class Redlock extends EventEmitter<RedlockEvents> {
   }
 
   /** Extends many leases with one script call per node. */
-  async extendBatch(leases: readonly Lease[], ttlMs?: number, overrides: Partial<CallSettings> = {}): Promise<BatchResult<Lease>[]> {
+  async extendBatch(
+    leases: readonly Lease[],
+    ttlMs?: number,
+    overrides: Partial<CallSettings> = {},
+  ): Promise<BatchResult<Lease>[]> {
     const s = this.#callSettings(overrides);
-    if (leases.length > s.maxBatchSize) return this.#inChunks(leases, s.maxBatchSize, (chunk) => this.extendBatch(chunk, ttlMs, overrides));
+    if (leases.length > s.maxBatchSize)
+      return this.#inChunks(leases, s.maxBatchSize, (chunk) => this.extendBatch(chunk, ttlMs, overrides));
     const { clock, keyPrefix, quorum } = this.settings;
     const n = this.nodes.length;
     const start = clock.now();
@@ -358,7 +487,12 @@ export class Redlock extends EventEmitter<RedlockEvents> {
     const live: number[] = [];
     leases.forEach((lease, i) => {
       if (ttlMs !== undefined) checkTtl(ttlMs);
-      if (start >= lease.validUntil) results[i] = { resource: lease.resource, ok: false, error: new LeaseExpiredError(lease.resource, 'extend', start - lease.validUntil) };
+      if (start >= lease.validUntil)
+        results[i] = {
+          resource: lease.resource,
+          ok: false,
+          error: new LeaseExpiredError(lease.resource, 'extend', start - lease.validUntil),
+        };
       else live.push(i);
     });
     if (live.length === 0) return results;
@@ -375,22 +509,31 @@ export class Redlock extends EventEmitter<RedlockEvents> {
     const header = [s.reestablish ? '1' : '0', String(Math.max(s.fenceRetentionMs, longestTtl))];
     const good = new Array<number>(live.length).fill(0);
     let answered = 0;
-    const replies = await this.#round({ script: scripts.extend, header, keys, args, timeoutMs: s.nodeTimeoutMs, maxResources: s.maxBatchSize }, 'extend', {
-      decode: (raw) => decodeExtend(raw, live.length),
-      decided: (reply) => {
-        answered++;
-        if (reply.ok) reply.reply.forEach((vote, j) => (vote === 'extended' || vote === 'reestablished') && (good[j] = (good[j] ?? 0) + 1));
-        return good.every((count) => count >= quorum || count + (n - answered) < quorum);
+    const replies = await this.#round(
+      { script: scripts.extend, header, keys, args, timeoutMs: s.nodeTimeoutMs, maxResources: s.maxBatchSize },
+      'extend',
+      {
+        decode: (raw) => decodeExtend(raw, live.length),
+        decided: (reply) => {
+          answered++;
+          if (reply.ok)
+            reply.reply.forEach(
+              (vote, j) => (vote === 'extended' || vote === 'reestablished') && (good[j] = (good[j] ?? 0) + 1),
+            );
+          return good.every((count) => count >= quorum || count + (n - answered) < quorum);
+        },
       },
-    });
+    );
     const end = clock.now();
     live.forEach((i, j) => {
       const lease = leases[i] as Lease;
       const ttl = ttlOf(lease);
       let error: RedlockError | undefined;
       const causes = () => causesExcept(replies, j, ['extended', 'reestablished']) as Map<string, NodeCause>;
-      if (countVotes(replies, j, 'taken', 'gone') >= quorum) error = new LeaseLostError(lease.resource, 'a majority reports the value gone or held by another', causes());
-      else if (countVotes(replies, j, 'extended', 'reestablished') < quorum) error = new QuorumUnavailableError(lease.resource, 'extend', causes(), quorum);
+      if (countVotes(replies, j, 'taken', 'gone') >= quorum)
+        error = new LeaseLostError(lease.resource, 'a majority reports the value gone or held by another', causes());
+      else if (countVotes(replies, j, 'extended', 'reestablished') < quorum)
+        error = new QuorumUnavailableError(lease.resource, 'extend', causes(), quorum);
       else if (end >= lease.validUntil) error = new LeaseExpiredError(lease.resource, 'extend', end - lease.validUntil);
       if (error) {
         results[i] = { resource: lease.resource, ok: false, error };
@@ -402,33 +545,51 @@ export class Redlock extends EventEmitter<RedlockEvents> {
       results[i] = { resource: lease.resource, ok: true, lease: { ...lease, ttlMs: ttl, validUntil } };
       if (this.listenerCount('extended') > 0) {
         const reestablishedOn = replies.filter((r) => r.ok && r.reply[j] === 'reestablished').map((r) => r.node.id);
-        this.emit('extended', { resource: lease.resource, elapsedMs: end - start, validityMs: validUntil - end, reestablishedOn });
+        this.emit('extended', {
+          resource: lease.resource,
+          elapsedMs: end - start,
+          validityMs: validUntil - end,
+          reestablishedOn,
+        });
       }
     });
     return results;
   }
 
   /** Releases a lease: one best-effort compare-and-delete on every node, in parallel. Never throws, never retries. */
-  async release(lease: Pick<Lease, 'resource' | 'value'>, overrides: Partial<CallSettings> = {}): Promise<ReleaseResult> {
+  async release(
+    lease: Pick<Lease, 'resource' | 'value'>,
+    overrides: Partial<CallSettings> = {},
+  ): Promise<ReleaseResult> {
     const [result] = await this.releaseBatch([lease], overrides);
     return result as ReleaseResult;
   }
 
   /** Releases leases by resource and value (a lease known only from a job's data is enough). */
-  releaseBatch(leases: readonly Pick<Lease, 'resource' | 'value'>[], overrides: Partial<CallSettings> = {}): Promise<ReleaseResult[]> {
+  releaseBatch(
+    leases: readonly Pick<Lease, 'resource' | 'value'>[],
+    overrides: Partial<CallSettings> = {},
+  ): Promise<ReleaseResult[]> {
     const s = this.#callSettings(overrides);
-    if (leases.length > s.maxBatchSize) return this.#inChunks(leases, s.maxBatchSize, (chunk) => this.releaseBatch(chunk, overrides));
+    if (leases.length > s.maxBatchSize)
+      return this.#inChunks(leases, s.maxBatchSize, (chunk) => this.releaseBatch(chunk, overrides));
     return this.#releaseValues(leases, false, s);
   }
 
   /** Runs `call` on chunks of at most `size` items in parallel; results in input order. */
   async #inChunks<I, R>(items: readonly I[], size: number, call: (chunk: readonly I[]) => Promise<R[]>): Promise<R[]> {
-    const chunks = Array.from({ length: Math.ceil(items.length / size) }, (_, i) => items.slice(i * size, (i + 1) * size));
+    const chunks = Array.from({ length: Math.ceil(items.length / size) }, (_, i) =>
+      items.slice(i * size, (i + 1) * size),
+    );
     return (await Promise.all(chunks.map(call))).flat();
   }
 
   /** Releases by value (and, with `fence`, only while the resource's fence is still that: see release.lua). */
-  async #releaseValues(leases: readonly { resource: string; value: string; claim?: string | undefined; fence?: string }[], dropClaims: boolean, s: CallSettings): Promise<ReleaseResult[]> {
+  async #releaseValues(
+    leases: readonly { resource: string; value: string; claim?: string | undefined; fence?: string }[],
+    dropClaims: boolean,
+    s: CallSettings,
+  ): Promise<ReleaseResult[]> {
     const { keyPrefix } = this.settings;
     const keys: string[] = [];
     const args: string[] = [];
@@ -458,7 +619,12 @@ export class Redlock extends EventEmitter<RedlockEvents> {
     );
     const unconfirmed = this.nodes.filter((node) => !replies.some((r) => r.node === node)).map((node) => node.id);
     return leases.map((lease, i) => {
-      const result: ReleaseResult = { resource: lease.resource, released: [], failed: new Map(), unconfirmed: [...unconfirmed] };
+      const result: ReleaseResult = {
+        resource: lease.resource,
+        released: [],
+        failed: new Map(),
+        unconfirmed: [...unconfirmed],
+      };
       for (const r of replies) {
         const vote = r.ok ? r.reply[i] : r.error;
         if (vote === 'released') result.released.push(r.node.id);
@@ -478,15 +644,29 @@ export class Redlock extends EventEmitter<RedlockEvents> {
    * `prior` arriving late is refused. Throws ClaimStartedError when another start or value holds the
    * claim on too many nodes, QuorumUnavailableError when too few answered.
    */
-  async startClaim(request: { resource: string; claim: string; value: string; start: string; prior?: string | undefined }, overrides: Partial<CallSettings> = {}): Promise<void> {
+  async startClaim(
+    request: { resource: string; claim: string; value: string; start: string; prior?: string | undefined },
+    overrides: Partial<CallSettings> = {},
+  ): Promise<void> {
     const { resource, claim, value, start, prior = '' } = request;
-    if (claim === '' || start === '' || [value, start, prior].some((part) => part.includes('|'))) throw new InvalidSettingsError('claim', 'a start needs a claim id and a start id, and no "|" in the value or start ids');
+    if (claim === '' || start === '' || [value, start, prior].some((part) => part.includes('|')))
+      throw new InvalidSettingsError(
+        'claim',
+        'a start needs a claim id and a start id, and no "|" in the value or start ids',
+      );
     const s = this.#callSettings(overrides);
     const { keyPrefix, quorum } = this.settings;
     const n = this.nodes.length;
     let started = 0;
     let refused = 0;
-    const call = { script: scripts.start, header: [String(s.claimRetentionMs)], keys: [resourceBase(keyPrefix, resource)], args: [claim, value, start, prior], timeoutMs: s.nodeTimeoutMs, maxResources: s.maxBatchSize };
+    const call = {
+      script: scripts.start,
+      header: [String(s.claimRetentionMs)],
+      keys: [resourceBase(keyPrefix, resource)],
+      args: [claim, value, start, prior],
+      timeoutMs: s.nodeTimeoutMs,
+      maxResources: s.maxBatchSize,
+    };
     const replies = await this.#round(call, 'start', {
       decode: (raw) => decodeStart(raw, 1),
       decided: (reply) => {
@@ -518,14 +698,23 @@ export class Redlock extends EventEmitter<RedlockEvents> {
    * lease can lapse (its reason is a LeaseLostError or HoldLimitReachedError).
    * The routine's own result or error is returned or thrown as is.
    */
-  async using<T>(resource: string, ttlMs: number, routine: (signal: AbortSignal, lease: Lease) => Promise<T>, options: AcquireOptions = {}): Promise<T> {
+  async using<T>(
+    resource: string,
+    ttlMs: number,
+    routine: (signal: AbortSignal, lease: Lease) => Promise<T>,
+    options: AcquireOptions = {},
+  ): Promise<T> {
     const lease = await this.acquire(resource, ttlMs, options);
     const { claim: _claim, value: _value, signal: _signal, ...overrides } = options;
     return this.hold(lease, routine, overrides);
   }
 
   /** Like {@link using}, for a lease already acquired (for example taken over by its value). */
-  async hold<T>(lease: Lease, routine: (signal: AbortSignal, lease: Lease) => Promise<T>, overrides: Partial<CallSettings> = {}): Promise<T> {
+  async hold<T>(
+    lease: Lease,
+    routine: (signal: AbortSignal, lease: Lease) => Promise<T>,
+    overrides: Partial<CallSettings> = {},
+  ): Promise<T> {
     const watchdog = new LeaseWatchdog(this, lease, this.#callSettings(overrides));
     try {
       watchdog.start();
@@ -542,9 +731,22 @@ export class Redlock extends EventEmitter<RedlockEvents> {
    * the override: probe with the timeout your calls use), and whether they make a
    * quorum: for readiness probes.
    */
-  async probe(overrides: Pick<Partial<CallSettings>, 'nodeTimeoutMs'> = {}): Promise<{ quorum: boolean; reachable: string[]; unreachable: Map<string, Error> }> {
+  async probe(
+    overrides: Pick<Partial<CallSettings>, 'nodeTimeoutMs'> = {},
+  ): Promise<{ quorum: boolean; reachable: string[]; unreachable: Map<string, Error> }> {
     const { nodeTimeoutMs, maxBatchSize } = this.#callSettings(overrides);
-    const replies = await this.#round({ script: scripts.release, header: ['0'], keys: [], args: [], timeoutMs: nodeTimeoutMs, maxResources: maxBatchSize }, undefined, { decode: (raw) => raw });
+    const replies = await this.#round(
+      {
+        script: scripts.release,
+        header: ['0'],
+        keys: [],
+        args: [],
+        timeoutMs: nodeTimeoutMs,
+        maxResources: maxBatchSize,
+      },
+      undefined,
+      { decode: (raw) => raw },
+    );
     const reachable = replies.filter((r) => r.ok).map((r) => r.node.id);
     const unreachable = new Map(replies.flatMap((r) => (r.ok ? [] : [[r.node.id, r.error] as const])));
     return { quorum: reachable.length >= this.quorum, reachable, unreachable };

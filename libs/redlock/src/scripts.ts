@@ -33,32 +33,48 @@ export type StartVote = 'started' | { holder: string };
 // The one place the scripts' integer codes are mapped (switches: the lookups sit on every reply's path).
 function acquireVote(code: unknown): AcquireVote {
   switch (Number(code)) {
-    case 1: return 'acquired';
-    case 2: return 'refreshed';
-    case 0: return 'taken';
-    case -1: return 'claimed';
-    case -2: return 'stale';
-    case -4: return 'queued';
-    case -5: return 'early';
-    default: throw unknownCode('acquire', code);
+    case 1:
+      return 'acquired';
+    case 2:
+      return 'refreshed';
+    case 0:
+      return 'taken';
+    case -1:
+      return 'claimed';
+    case -2:
+      return 'stale';
+    case -4:
+      return 'queued';
+    case -5:
+      return 'early';
+    default:
+      throw unknownCode('acquire', code);
   }
 }
 
 function extendVote(code: unknown): ExtendVote {
   switch (Number(code)) {
-    case 1: return 'extended';
-    case 2: return 'reestablished';
-    case 0: return 'taken';
-    case -3: return 'gone';
-    default: throw unknownCode('extend', code);
+    case 1:
+      return 'extended';
+    case 2:
+      return 'reestablished';
+    case 0:
+      return 'taken';
+    case -3:
+      return 'gone';
+    default:
+      throw unknownCode('extend', code);
   }
 }
 
 function releaseVote(code: unknown): ReleaseVote {
   switch (Number(code)) {
-    case 1: return 'released';
-    case 0: return 'not-held';
-    default: throw unknownCode('release', code);
+    case 1:
+      return 'released';
+    case 0:
+      return 'not-held';
+    default:
+      throw unknownCode('release', code);
   }
 }
 
@@ -71,7 +87,10 @@ function unknownCode(script: string, code: unknown): Error {
  * one vote per resource, the highest stored fence a `stale` vote reported, and
  * for `claimed` votes the lease value holding the claim (undefined when there are none).
  */
-export function decodeAcquire(reply: unknown, count: number): { votes: AcquireVote[]; maxFence: number; claimHolders: (string | undefined)[] | undefined } {
+export function decodeAcquire(
+  reply: unknown,
+  count: number,
+): { votes: AcquireVote[]; maxFence: number; claimHolders: (string | undefined)[] | undefined } {
   const entries = reply as unknown[];
   let maxFence = 0;
   let claimHolders: (string | undefined)[] | undefined;

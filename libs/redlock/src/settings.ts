@@ -106,13 +106,19 @@ export function validateCallSettings(settings: CallSettings): void {
 }
 
 /** Merges `overrides` over the defaults and validates everything, for `nodeCount` nodes. */
-export function resolveSettings(nodeCount: number, overrides: Partial<RedlockSettings> = {}): Readonly<RedlockSettings> & { quorum: number } {
+export function resolveSettings(
+  nodeCount: number,
+  overrides: Partial<RedlockSettings> = {},
+): Readonly<RedlockSettings> & { quorum: number } {
   const defined = Object.fromEntries(Object.entries(overrides).filter(([, value]) => value !== undefined));
   const settings = { ...DEFAULT_SETTINGS, ...defined } as RedlockSettings;
   if (nodeCount < 1) throw new InvalidSettingsError('nodes', 'at least one node is needed');
   const quorum = settings.quorum ?? Math.floor(nodeCount / 2) + 1;
   if (!Number.isInteger(quorum) || quorum <= nodeCount / 2 || quorum > nodeCount) {
-    throw new InvalidSettingsError('quorum', `expected an integer above ${nodeCount / 2} and at most ${nodeCount} for ${nodeCount} node(s), got ${String(quorum)}`);
+    throw new InvalidSettingsError(
+      'quorum',
+      `expected an integer above ${nodeCount / 2} and at most ${nodeCount} for ${nodeCount} node(s), got ${String(quorum)}`,
+    );
   }
   if (typeof settings.keyPrefix !== 'string' || settings.keyPrefix === '' || /[{}]/.test(settings.keyPrefix)) {
     throw new InvalidSettingsError('keyPrefix', 'expected a non-empty string without { or }');
@@ -123,7 +129,8 @@ export function resolveSettings(nodeCount: number, overrides: Partial<RedlockSet
 
 /** Validates a TTL argument. */
 export function checkTtl(ttlMs: number): void {
-  if (!Number.isInteger(ttlMs) || ttlMs < 1) throw new InvalidSettingsError('ttlMs', `expected an integer number of ms >= 1, got ${String(ttlMs)}`);
+  if (!Number.isInteger(ttlMs) || ttlMs < 1)
+    throw new InvalidSettingsError('ttlMs', `expected an integer number of ms >= 1, got ${String(ttlMs)}`);
 }
 
 /** Clock-drift allowance of a lease: ttl * driftFactor + 2 ms (the Redlock spec's formula). */

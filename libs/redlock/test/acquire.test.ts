@@ -25,7 +25,13 @@ describe.each([1, 3, 5])('acquire and release with %i node(s)', (count) => {
     expect(released.released.length).toBeGreaterThanOrEqual(quorum);
     expect(released.released.length + released.unconfirmed.length).toBe(count);
     // Nodes unconfirmed when the release was decided still get it.
-    await waitUntil(async () => (await Promise.all(cluster.nodes.urls.map((url) => inspect(url, (c) => c.get(keys.lock))))).every((v) => v === null), 'the key gone on every node');
+    await waitUntil(
+      async () =>
+        (await Promise.all(cluster.nodes.urls.map((url) => inspect(url, (c) => c.get(keys.lock))))).every(
+          (v) => v === null,
+        ),
+      'the key gone on every node',
+    );
   });
 
   it('a lock held by another value is reported as taken, naming the nodes', async () => {
@@ -46,7 +52,9 @@ describe.each([1, 3, 5])('acquire and release with %i node(s)', (count) => {
     const again = await redlock.acquire('takeover', 5000, { value: first.value });
     expect(again.value).toBe(first.value);
     expect(again.fence).toBeGreaterThan(first.fence);
-    const other = await redlockOn(cluster.nodes.urls, { retryCount: 0 }).acquire('takeover', 1000).catch((e: unknown) => e);
+    const other = await redlockOn(cluster.nodes.urls, { retryCount: 0 })
+      .acquire('takeover', 1000)
+      .catch((e: unknown) => e);
     expect(other, String(other)).toBeInstanceOf(LockTakenError);
     await redlock.release(again);
   });
@@ -123,7 +131,9 @@ describe('node failures with 5 nodes', () => {
     const causes = (error as QuorumUnavailableError).nodeCauses;
     for (const node of nodes.slice(0, 3)) expect(causes.get(node.id)).toBeInstanceOf(Error);
     for (const node of nodes.slice(0, 3)) await node.restart({ keepData: false });
-    await expect(redlock.acquire('majority-back', 1000, { retryCount: 50 })).resolves.toMatchObject({ resource: 'majority-back' });
+    await expect(redlock.acquire('majority-back', 1000, { retryCount: 50 })).resolves.toMatchObject({
+      resource: 'majority-back',
+    });
   });
 
   it('one node slower than the per-node timeout does not delay a grant', async () => {

@@ -20,7 +20,10 @@ describe('secured lock nodes', () => {
     const redlock = new Redlock(urls);
     await redlock.release(await redlock.acquire('acl', 1000));
     await redlock.close();
-    const anonymous = new Redlock(nodes.nodes.map((node) => `redis://127.0.0.1:${node.port}`), { retryCount: 0 });
+    const anonymous = new Redlock(
+      nodes.nodes.map((node) => `redis://127.0.0.1:${node.port}`),
+      { retryCount: 0 },
+    );
     const error = await anonymous.acquire('acl', 1000).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(QuorumUnavailableError);
     // No secret reaches an error message.

@@ -42,7 +42,10 @@ describe.each([3, 5])('batch calls with %i nodes', (count) => {
     const redlock = redlockOn(cluster.nodes.urls, { retryCount: 0, nodeTimeoutMs: 10_000 });
     const calls = countCalls(redlock);
     const resources = Array.from({ length: 20 }, (_, i) => `merged-${i}`);
-    const [taken, ...won] = await Promise.allSettled([redlock.acquire('merged-taken', 5000), ...resources.map((resource) => redlock.acquire(resource, 5000))]);
+    const [taken, ...won] = await Promise.allSettled([
+      redlock.acquire('merged-taken', 5000),
+      ...resources.map((resource) => redlock.acquire(resource, 5000)),
+    ]);
     // One merged acquire, then one release of what the failed contender got.
     expect([...calls.values()]).toEqual(Array(count).fill(2));
     expect(taken?.status === 'rejected' && taken.reason).toBeInstanceOf(LockTakenError);

@@ -1,5 +1,12 @@
 import { describe, expect, it } from 'vitest';
-import { ClaimAlreadyGrantedError, ClaimStartedError, isStartedClaim, LockTakenError, QuorumUnavailableError, resourceKeys } from '../src/index.ts';
+import {
+  ClaimAlreadyGrantedError,
+  ClaimStartedError,
+  isStartedClaim,
+  LockTakenError,
+  QuorumUnavailableError,
+  resourceKeys,
+} from '../src/index.ts';
 import { waitUntil } from '@tickwarden/testkit';
 import { inspect, redlockOn, sleep, useNodes } from './support.ts';
 
@@ -17,7 +24,10 @@ describe.each([1, 3, 5])('claim-once with %i node(s)', (count) => {
     expect((late as ClaimAlreadyGrantedError).claim).toBe('tick-1000');
     // The holder is the winner's value: acquiring with it and the claim takes the winner's lease over.
     expect((late as ClaimAlreadyGrantedError).holder).toBe(lease.value);
-    const recovered = await replicaB.acquire('schedule-1', 1000, { claim: 'tick-1000', value: (late as ClaimAlreadyGrantedError).holder });
+    const recovered = await replicaB.acquire('schedule-1', 1000, {
+      claim: 'tick-1000',
+      value: (late as ClaimAlreadyGrantedError).holder,
+    });
     expect(recovered.fence).toBeGreaterThan(lease.fence);
     await replicaB.release(recovered);
     // The next tick is a different claim.
@@ -25,7 +35,9 @@ describe.each([1, 3, 5])('claim-once with %i node(s)', (count) => {
   });
 
   it('concurrent contenders for one claim: exactly one is granted', async () => {
-    const contenders = Array.from({ length: 6 }, () => redlockOn(cluster.nodes.urls, { retryCount: 20, retryDelayMs: 5, retryJitterMs: 10 }));
+    const contenders = Array.from({ length: 6 }, () =>
+      redlockOn(cluster.nodes.urls, { retryCount: 20, retryDelayMs: 5, retryJitterMs: 10 }),
+    );
     const outcomes = await Promise.all(
       contenders.map(async (redlock) => {
         try {
@@ -62,7 +74,13 @@ describe('claims split among contenders (5 nodes)', () => {
   const cluster = useNodes(5);
   const claimKey = resourceKeys('tickwarden', 'split', 'tick-1').claim;
   const setClaims = (values: (string | null)[]) =>
-    Promise.all(cluster.nodes.urls.map((url, i) => inspect(url, async (c) => (values[i] ? await c.set(claimKey, values[i] as string, 'PX', 60_000) : await c.del(claimKey)))));
+    Promise.all(
+      cluster.nodes.urls.map((url, i) =>
+        inspect(url, async (c) =>
+          values[i] ? await c.set(claimKey, values[i] as string, 'PX', 60_000) : await c.del(claimKey),
+        ),
+      ),
+    );
 
   it('a claim recorded by different contenders, none on a quorum, is not "already granted": the acquire keeps trying', async () => {
     // Two contenders of the same round each got two nodes (they would release them): no winner.
@@ -84,11 +102,18 @@ describe('claims split among contenders (5 nodes)', () => {
       const redlock = redlockOn(cluster.nodes.urls, { retryCount: 0, nodeTimeoutMs: 100 });
       const error = await redlock.acquire('split', 1000, { claim: 'tick-1' }).catch((e: unknown) => e);
       expect(error).not.toBeInstanceOf(ClaimAlreadyGrantedError);
-      expect((error as LockTakenError | QuorumUnavailableError).claimHolders).toEqual(new Map([[dead, 2], [other, 1]]));
+      expect((error as LockTakenError | QuorumUnavailableError).claimHolders).toEqual(
+        new Map([
+          [dead, 2],
+          [other, 1],
+        ]),
+      );
       const lease = await redlock.acquire('split', 1000, { claim: 'tick-1', value: dead });
       const keys = resourceKeys('tickwarden', 'split', 'tick-1');
       // Now granted to that value on a quorum: nodes 0, 1 and 3 (node 2 keeps the other part).
-      const held = await Promise.all(cluster.nodes.urls.slice(0, 4).map((url) => inspect(url, (c) => c.get(keys.claim))));
+      const held = await Promise.all(
+        cluster.nodes.urls.slice(0, 4).map((url) => inspect(url, (c) => c.get(keys.claim))),
+      );
       expect(held).toEqual([dead, dead, other, dead]);
       await redlock.release(lease);
     } finally {
@@ -99,7 +124,9 @@ describe('claims split among contenders (5 nodes)', () => {
 
   it('one value holding the claim on a quorum is "already granted"', async () => {
     await setClaims(['c'.repeat(40), 'c'.repeat(40), 'c'.repeat(40), null, null]);
-    await expect(redlockOn(cluster.nodes.urls).acquire('split', 1000, { claim: 'tick-1' })).rejects.toBeInstanceOf(ClaimAlreadyGrantedError);
+    await expect(redlockOn(cluster.nodes.urls).acquire('split', 1000, { claim: 'tick-1' })).rejects.toBeInstanceOf(
+      ClaimAlreadyGrantedError,
+    );
     await setClaims([null, null, null, null, null]);
   });
 });
@@ -116,21 +143,25 @@ describe.each([3, 5])('claim-once with a minority of %i nodes down', (count) => 
     await replicaA.release(lease);
     const late = await replicaB.acquire('schedule-down', 1000, { claim: 'tick-1' }).catch((e: unknown) => e);
     expect(late).toBeInstanceOf(ClaimAlreadyGrantedError);
-    expect([...(late as ClaimAlreadyGrantedError).nodeCauses.values()].filter((cause) => cause === 'claimed')).toHaveLength((count + 1) / 2);
+    expect(
+      [...(late as ClaimAlreadyGrantedError).nodeCauses.values()].filter((cause) => cause === 'claimed'),
+    ).toHaveLength((count + 1) / 2);
   });
 });
 
 describe('a takeover by value that fails', () => {
   const cluster = useNodes(5);
 
-  it('leaves the owner\'s lease and claim on the nodes it reached (a failed attempt releases only a value it made up)', async () => {
+  it("leaves the owner's lease and claim on the nodes it reached (a failed attempt releases only a value it made up)", async () => {
     const owner = redlockOn(cluster.nodes.urls);
     const lease = await owner.acquire('taken-over', 10_000, { claim: 'tick-9' });
     // The taker reaches two nodes only: the attempt refreshes the owner's value there and fails for want of a quorum.
     const link = await cluster.nodes.link('partial-taker');
     link.partition([2, 3, 4]);
     const taker = redlockOn(link.urls, { retryCount: 0, nodeTimeoutMs: 100 });
-    await expect(taker.acquire('taken-over', 10_000, { claim: 'tick-9', value: lease.value })).rejects.toBeInstanceOf(QuorumUnavailableError);
+    await expect(taker.acquire('taken-over', 10_000, { claim: 'tick-9', value: lease.value })).rejects.toBeInstanceOf(
+      QuorumUnavailableError,
+    );
     const keys = resourceKeys('tickwarden', 'taken-over', 'tick-9');
     for (const url of cluster.nodes.urls) {
       expect(await inspect(url, (client) => client.mget(keys.lock, keys.claim))).toEqual([lease.value, lease.value]);
@@ -139,17 +170,22 @@ describe('a takeover by value that fails', () => {
     await owner.release(lease);
   });
 
-  it('releases what it set afresh where the owner\'s lease had lapsed (so it blocks no one for a TTL), and keeps the owner\'s claim there', async () => {
+  it("releases what it set afresh where the owner's lease had lapsed (so it blocks no one for a TTL), and keeps the owner's claim there", async () => {
     const owner = redlockOn(cluster.nodes.urls);
     const lease = await owner.acquire('lapsed-takeover', 300, { claim: 'tick-10' });
     await sleep(400);
     const link = await cluster.nodes.link('lapsed-taker');
     link.partition([2, 3, 4]);
     const taker = redlockOn(link.urls, { retryCount: 0, nodeTimeoutMs: 100 });
-    await expect(taker.acquire('lapsed-takeover', 10_000, { claim: 'tick-10', value: lease.value })).rejects.toBeInstanceOf(QuorumUnavailableError);
+    await expect(
+      taker.acquire('lapsed-takeover', 10_000, { claim: 'tick-10', value: lease.value }),
+    ).rejects.toBeInstanceOf(QuorumUnavailableError);
     const keys = resourceKeys('tickwarden', 'lapsed-takeover', 'tick-10');
     for (const url of cluster.nodes.urls.slice(0, 2)) {
-      await waitUntil(async () => (await inspect(url, (client) => client.exists(keys.lock))) === 0, 'the fresh lock released');
+      await waitUntil(
+        async () => (await inspect(url, (client) => client.exists(keys.lock))) === 0,
+        'the fresh lock released',
+      );
       expect(await inspect(url, (client) => client.get(keys.claim))).toBe(lease.value);
     }
     link.heal();
@@ -159,17 +195,25 @@ describe('a takeover by value that fails', () => {
     // The contender's next made-up value, known to the test; a recovery took the claim over by it (ClaimAlreadyGrantedError.holder).
     const random = { bytes: (size: number) => Buffer.alloc(size, 7), fraction: () => 0.5 };
     const value = Buffer.alloc(20, 7).toString('hex');
-    const recovered = await redlockOn(cluster.nodes.urls).acquire('recovered-value', 10_000, { claim: 'tick-11', value });
+    const recovered = await redlockOn(cluster.nodes.urls).acquire('recovered-value', 10_000, {
+      claim: 'tick-11',
+      value,
+    });
     const contender = redlockOn(cluster.nodes.urls, { retryCount: 0, random });
-    await expect(contender.acquire('recovered-value', 10_000, { claim: 'tick-11' })).rejects.toBeInstanceOf(LockTakenError);
+    await expect(contender.acquire('recovered-value', 10_000, { claim: 'tick-11' })).rejects.toBeInstanceOf(
+      LockTakenError,
+    );
     // A slow contender reaching two nodes: its attempt fails, and its cleanup (fence-checked) leaves the recovery's lock and claim.
     const link = await cluster.nodes.link('slow-contender');
     link.partition([2, 3, 4]);
     const slow = redlockOn(link.urls, { retryCount: 0, nodeTimeoutMs: 100, random });
-    await expect(slow.acquire('recovered-value', 10_000, { claim: 'tick-11' })).rejects.toBeInstanceOf(QuorumUnavailableError);
+    await expect(slow.acquire('recovered-value', 10_000, { claim: 'tick-11' })).rejects.toBeInstanceOf(
+      QuorumUnavailableError,
+    );
     await sleep(100); // its cleanup has landed on the nodes it reaches
     const keys = resourceKeys('tickwarden', 'recovered-value', 'tick-11');
-    for (const url of cluster.nodes.urls) expect(await inspect(url, (client) => client.mget(keys.lock, keys.claim))).toEqual([value, value]);
+    for (const url of cluster.nodes.urls)
+      expect(await inspect(url, (client) => client.mget(keys.lock, keys.claim))).toEqual([value, value]);
     await expect(redlockOn(cluster.nodes.urls).extend(recovered)).resolves.toMatchObject({ value });
     link.heal();
     await contender.release(recovered);
@@ -206,10 +250,23 @@ describe.each([1, 3, 5])('starting a claim with %i node(s)', (count) => {
     const scheduler = redlockOn(cluster.nodes.urls);
     const worker = redlockOn(cluster.nodes.urls);
     const lease = await scheduler.acquire('schedule-s', 1000, { claim: 'tick-1' });
-    await worker.startClaim({ resource: 'schedule-s', claim: 'tick-1', value: lease.value, start: String(lease.fence) });
-    await worker.startClaim({ resource: 'schedule-s', claim: 'tick-1', value: lease.value, start: String(lease.fence) });
-    for (const url of cluster.nodes.urls) expect(await inspect(url, (c) => c.get(claimKey('schedule-s', 'tick-1')))).toBe(`${lease.value}|${lease.fence}`);
-    const second = await worker.startClaim({ resource: 'schedule-s', claim: 'tick-1', value: lease.value, start: String(lease.fence + 1) }).catch((e: unknown) => e);
+    await worker.startClaim({
+      resource: 'schedule-s',
+      claim: 'tick-1',
+      value: lease.value,
+      start: String(lease.fence),
+    });
+    await worker.startClaim({
+      resource: 'schedule-s',
+      claim: 'tick-1',
+      value: lease.value,
+      start: String(lease.fence),
+    });
+    for (const url of cluster.nodes.urls)
+      expect(await inspect(url, (c) => c.get(claimKey('schedule-s', 'tick-1')))).toBe(`${lease.value}|${lease.fence}`);
+    const second = await worker
+      .startClaim({ resource: 'schedule-s', claim: 'tick-1', value: lease.value, start: String(lease.fence + 1) })
+      .catch((e: unknown) => e);
     expect(second).toBeInstanceOf(ClaimStartedError);
     expect((second as ClaimStartedError).holder).toBe(`${lease.value}|${lease.fence}`);
     expect(isStartedClaim((second as ClaimStartedError).holder)).toBe(true);
@@ -221,12 +278,27 @@ describe.each([1, 3, 5])('starting a claim with %i node(s)', (count) => {
     const request = { resource: 'schedule-p', claim: 'tick-p', value: lease.value };
     await redlock.startClaim({ ...request, start: 'first' });
     await redlock.startClaim({ ...request, start: 'retry', prior: 'first' });
-    for (const url of cluster.nodes.urls) expect(await inspect(url, (c) => c.get(claimKey('schedule-p', 'tick-p')))).toBe(`${lease.value}|first`);
+    for (const url of cluster.nodes.urls)
+      expect(await inspect(url, (c) => c.get(claimKey('schedule-p', 'tick-p')))).toBe(`${lease.value}|first`);
     // The retry came before the first start (its worker paused before starting, the job handed on): the first is refused.
     const other = await redlock.acquire('schedule-p2', 1000, { claim: 'tick-q' });
-    await redlock.startClaim({ resource: 'schedule-p2', claim: 'tick-q', value: other.value, start: 'retry', prior: 'first' });
-    await expect(redlock.startClaim({ resource: 'schedule-p2', claim: 'tick-q', value: other.value, start: 'first' })).rejects.toBeInstanceOf(ClaimStartedError);
-    await redlock.startClaim({ resource: 'schedule-p2', claim: 'tick-q', value: other.value, start: 'retry', prior: 'first' });
+    await redlock.startClaim({
+      resource: 'schedule-p2',
+      claim: 'tick-q',
+      value: other.value,
+      start: 'retry',
+      prior: 'first',
+    });
+    await expect(
+      redlock.startClaim({ resource: 'schedule-p2', claim: 'tick-q', value: other.value, start: 'first' }),
+    ).rejects.toBeInstanceOf(ClaimStartedError);
+    await redlock.startClaim({
+      resource: 'schedule-p2',
+      claim: 'tick-q',
+      value: other.value,
+      start: 'retry',
+      prior: 'first',
+    });
   });
 
   it('a started claim is never granted again: a takeover by its value finds it claimed, even once the lease is released', async () => {
@@ -234,11 +306,15 @@ describe.each([1, 3, 5])('starting a claim with %i node(s)', (count) => {
     const lease = await scheduler.acquire('schedule-t', 1000, { claim: 'tick-2' });
     await scheduler.startClaim({ resource: 'schedule-t', claim: 'tick-2', value: lease.value, start: 'run-1' });
     await scheduler.release(lease);
-    const takeover = await scheduler.acquire('schedule-t', 1000, { claim: 'tick-2', value: lease.value }).catch((e: unknown) => e);
+    const takeover = await scheduler
+      .acquire('schedule-t', 1000, { claim: 'tick-2', value: lease.value })
+      .catch((e: unknown) => e);
     expect(takeover).toBeInstanceOf(ClaimAlreadyGrantedError);
     expect(isStartedClaim((takeover as ClaimAlreadyGrantedError).holder)).toBe(true);
     // Nor can anyone supply the started value itself.
-    await expect(scheduler.acquire('schedule-t', 1000, { claim: 'tick-2', value: (takeover as ClaimAlreadyGrantedError).holder })).rejects.toThrow(/must not contain/);
+    await expect(
+      scheduler.acquire('schedule-t', 1000, { claim: 'tick-2', value: (takeover as ClaimAlreadyGrantedError).holder }),
+    ).rejects.toThrow(/must not contain/);
   });
 
   it('a claim a node never recorded is recorded started there, for the claim retention', async () => {
@@ -247,7 +323,9 @@ describe.each([1, 3, 5])('starting a claim with %i node(s)', (count) => {
     const [url] = cluster.nodes.urls;
     expect(await inspect(url as string, (c) => c.get(claimKey('schedule-u', 'tick-3')))).toBe('v1|s1');
     expect(await inspect(url as string, (c) => c.pttl(claimKey('schedule-u', 'tick-3')))).toBeGreaterThan(50_000);
-    await expect(redlock.acquire('schedule-u', 1000, { claim: 'tick-3', value: 'v1' })).rejects.toBeInstanceOf(ClaimAlreadyGrantedError);
+    await expect(redlock.acquire('schedule-u', 1000, { claim: 'tick-3', value: 'v1' })).rejects.toBeInstanceOf(
+      ClaimAlreadyGrantedError,
+    );
   });
 });
 
@@ -262,7 +340,10 @@ describe('starting a claim raced by two starts (5 nodes)', () => {
           .startClaim({ resource: 'schedule-r', claim: 'tick-4', value: lease.value, start: `s${i}` })
           .then(
             () => 'started',
-            (error: unknown) => (error instanceof ClaimStartedError || error instanceof QuorumUnavailableError ? error.code : String(error)),
+            (error: unknown) =>
+              error instanceof ClaimStartedError || error instanceof QuorumUnavailableError
+                ? error.code
+                : String(error),
           ),
       ),
     );
@@ -278,7 +359,9 @@ describe('starting a claim raced by two starts (5 nodes)', () => {
     try {
       await redlock.startClaim({ resource: 'schedule-q', claim: 'tick-5', value: lease.value, start: 'a' });
       await cluster.nodes.node(2).pause();
-      const error = await redlock.startClaim({ resource: 'schedule-q', claim: 'tick-6', value: lease.value, start: 'a' }).catch((e: unknown) => e);
+      const error = await redlock
+        .startClaim({ resource: 'schedule-q', claim: 'tick-6', value: lease.value, start: 'a' })
+        .catch((e: unknown) => e);
       expect(error).toBeInstanceOf(QuorumUnavailableError);
       expect((error as QuorumUnavailableError).nodeCauses.size).toBe(3);
     } finally {

@@ -24,7 +24,10 @@ async function formCluster(nodes: RedisNodes, count: number): Promise<void> {
       }),
     );
     await waitUntil(
-      async () => (await Promise.all(clients.map((client) => client.call('CLUSTER', 'INFO')))).every((info) => String(info).includes('cluster_state:ok')),
+      async () =>
+        (await Promise.all(clients.map((client) => client.call('CLUSTER', 'INFO')))).every((info) =>
+          String(info).includes('cluster_state:ok'),
+        ),
       'every node to report cluster_state:ok',
       { timeoutMs: 20_000, intervalMs: 100 },
     );
@@ -45,11 +48,24 @@ describe('a Redis Cluster as one lock node', () => {
 
   beforeAll(async () => {
     [clusterNodes, plainNodes] = await Promise.all([
-      startRedisNodes({ count: 3, aof: false, extraArgs: ['--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf', '--cluster-node-timeout', '2000'] }),
+      startRedisNodes({
+        count: 3,
+        aof: false,
+        extraArgs: [
+          '--cluster-enabled',
+          'yes',
+          '--cluster-config-file',
+          'nodes.conf',
+          '--cluster-node-timeout',
+          '2000',
+        ],
+      }),
       startRedisNodes({ count: 2, aof: false }),
     ]);
     await formCluster(clusterNodes, 3);
-    cluster = new Cluster([{ host: clusterNodes.node(0).host, port: clusterNodes.node(0).port }], { redisOptions: { ...LOCK_CLIENT_OPTIONS } });
+    cluster = new Cluster([{ host: clusterNodes.node(0).host, port: clusterNodes.node(0).port }], {
+      redisOptions: { ...LOCK_CLIENT_OPTIONS },
+    });
     await new Promise((resolve) => cluster.once('ready', resolve));
     // The cluster must vote: one of the two independent masters is down for every test.
     await plainNodes.node(1).stop();
@@ -62,14 +78,24 @@ describe('a Redis Cluster as one lock node', () => {
   /** The hash slot of `key`, as the cluster itself computes it. */
   const slotOf = async (key: string): Promise<number> => Number(await cluster.call('CLUSTER', 'KEYSLOT', key));
 
-  const redlockOnCluster = (): Redlock => new Redlock([cluster, plainNodes.node(0).url, plainNodes.node(1).url], { retryCount: 2, retryDelayMs: 20, retryJitterMs: 20, nodeTimeoutMs: 500 });
+  const redlockOnCluster = (): Redlock =>
+    new Redlock([cluster, plainNodes.node(0).url, plainNodes.node(1).url], {
+      retryCount: 2,
+      retryDelayMs: 20,
+      retryJitterMs: 20,
+      nodeTimeoutMs: 500,
+    });
 
   it('grants, extends and releases leases whose keys fall on different masters; every key of a resource is in one slot', async () => {
     const redlock = redlockOnCluster();
     expect(redlock.nodes[0]?.singleSlot).toBe(true);
     const resources = Array.from({ length: 12 }, (_, i) => `cluster-job-${i}`);
     // The resources spread over the cluster's three masters (else the test would prove less).
-    const masters = new Set(await Promise.all(resources.map(async (resource) => cluster.slots[await slotOf(resourceKeys('tickwarden', resource).lock)]?.[0])));
+    const masters = new Set(
+      await Promise.all(
+        resources.map(async (resource) => cluster.slots[await slotOf(resourceKeys('tickwarden', resource).lock)]?.[0]),
+      ),
+    );
     expect(masters.size).toBe(3);
     for (const resource of resources) {
       const lease = await redlock.acquire(resource, 5000, { claim: 'tick-1' });
@@ -92,17 +118,26 @@ describe('a Redis Cluster as one lock node', () => {
     const second = await redlock.acquire('cluster-fenced', 5000);
     expect(second.fence).toBeGreaterThan(first.fence);
     await redlock.release(second);
-    await expect(redlock.acquire('cluster-fenced', 5000, { claim: 'tick-7' })).rejects.toBeInstanceOf(ClaimAlreadyGrantedError);
+    await expect(redlock.acquire('cluster-fenced', 5000, { claim: 'tick-7' })).rejects.toBeInstanceOf(
+      ClaimAlreadyGrantedError,
+    );
     await redlock.close();
   });
 
-  it('a batch of resources sharing a hash tag is one slot and is granted; a batch across slots gets the cluster\'s CROSSSLOT error', async () => {
+  it("a batch of resources sharing a hash tag is one slot and is granted; a batch across slots gets the cluster's CROSSSLOT error", async () => {
     const redlock = redlockOnCluster();
-    const tagged = await redlock.acquireBatch(['{team-a}:job-1', '{team-a}:job-2', '{team-a}:job-3'].map((resource) => ({ resource })), 5000);
+    const tagged = await redlock.acquireBatch(
+      ['{team-a}:job-1', '{team-a}:job-2', '{team-a}:job-3'].map((resource) => ({ resource })),
+      5000,
+    );
     expect(tagged.map((result) => result.ok)).toEqual([true, true, true]);
     await redlock.releaseBatch(tagged.flatMap((result) => (result.ok ? [result.lease] : [])));
 
-    const spread = await redlock.acquireBatch(['spread-1', 'spread-2', 'spread-3'].map((resource) => ({ resource })), 5000, { retryCount: 0 });
+    const spread = await redlock.acquireBatch(
+      ['spread-1', 'spread-2', 'spread-3'].map((resource) => ({ resource })),
+      5000,
+      { retryCount: 0 },
+    );
     for (const result of spread) {
       expect(result.ok).toBe(false);
       const error = result.ok ? undefined : result.error;

@@ -6,7 +6,9 @@ describe('20 contenders on one resource', () => {
   const cluster = useNodes(5);
 
   it('never two holders at once, and no contender starves (default retry settings)', async () => {
-    const contenders = Array.from({ length: 20 }, () => redlockOn(cluster.nodes.urls, { retryDelayMs: 200, retryJitterMs: 100 }));
+    const contenders = Array.from({ length: 20 }, () =>
+      redlockOn(cluster.nodes.urls, { retryDelayMs: 200, retryJitterMs: 100 }),
+    );
     let holders = 0;
     let violations = 0;
     let exhausted = 0;

@@ -1,5 +1,13 @@
 import { describe, expect, it } from 'vitest';
-import { ClaimAlreadyGrantedError, LeaseExpiredError, LeaseLostError, LockTakenError, QuorumUnavailableError, resourceKeys, type Lease } from '../src/index.ts';
+import {
+  ClaimAlreadyGrantedError,
+  LeaseExpiredError,
+  LeaseLostError,
+  LockTakenError,
+  QuorumUnavailableError,
+  resourceKeys,
+  type Lease,
+} from '../src/index.ts';
 import { inspect, redlockOn, sleep, TestClock, useNodes } from './support.ts';
 
 describe.each([3, 5])('extend with %i nodes', (count) => {
@@ -16,7 +24,9 @@ describe.each([3, 5])('extend with %i nodes', (count) => {
     expect(extended.validUntil).toBeGreaterThan(lease.validUntil + 2000);
     // Past the first TTL: the keys live on because of the extension.
     await sleep(1000);
-    const ttls = await Promise.all(cluster.nodes.urls.map((url) => inspect(url, (c) => c.pttl(resourceKeys('tickwarden', 'extend').lock))));
+    const ttls = await Promise.all(
+      cluster.nodes.urls.map((url) => inspect(url, (c) => c.pttl(resourceKeys('tickwarden', 'extend').lock))),
+    );
     expect(ttls.every((ttl) => ttl > 2000)).toBe(true);
     await redlock.release(extended);
   });
@@ -27,7 +37,10 @@ describe.each([3, 5])('extend with %i nodes', (count) => {
     const long = await redlock.acquire('own-ttl-long', 8000);
     const results = await redlock.extendBatch([short, long]);
     expect(results.every((r) => r.ok)).toBe(true);
-    const pttls = (resource: string) => Promise.all(cluster.nodes.urls.map((url) => inspect(url, (c) => c.pttl(resourceKeys('tickwarden', resource).lock))));
+    const pttls = (resource: string) =>
+      Promise.all(
+        cluster.nodes.urls.map((url) => inspect(url, (c) => c.pttl(resourceKeys('tickwarden', resource).lock))),
+      );
     for (const ttl of await pttls('own-ttl-short')) expect(ttl).toBeLessThanOrEqual(2000);
     for (const ttl of await pttls('own-ttl-long')) expect(ttl).toBeGreaterThan(6000);
     await redlock.releaseBatch([short, long]);
@@ -111,7 +124,10 @@ describe('acquire with revoke', () => {
     // A clock far ahead: its token is above anything the revoker would propose from its own clock.
     const ahead = Object.assign(new TestClock(), { wallOffsetMicros: 3_600_000_000 });
     const aheadHolder = redlockOn(cluster.nodes.urls, { clock: ahead, abortMarginMs: 50 });
-    for (const [name, redlock] of [['revoked', holder], ['revoked-ahead', aheadHolder]] as const) {
+    for (const [name, redlock] of [
+      ['revoked', holder],
+      ['revoked-ahead', aheadHolder],
+    ] as const) {
       const revoker = redlockOn(cluster.nodes.urls);
       let fence = 0;
       let next: Lease | undefined;
@@ -137,25 +153,29 @@ describe('acquire with revoke', () => {
     await scheduler.release(next);
   });
 
-  it('grants only once the nodes\' own clocks reach the not-before time: a revoker whose clock runs ahead can neither revoke nor take a free lock early', async () => {
+  it("grants only once the nodes' own clocks reach the not-before time: a revoker whose clock runs ahead can neither revoke nor take a free lock early", async () => {
     const holder = redlockOn(cluster.nodes.urls);
     const lease = await holder.acquire('not-before', 5000);
     const revoker = redlockOn(cluster.nodes.urls, { retryCount: 1 });
     // The revoker's own clock may say anything: the nodes read theirs (the host's, here).
-    const early = await revoker.acquire('not-before', 5000, { revoke: true, notBeforeMs: Date.now() + 60_000 }).catch((error: unknown) => error);
+    const early = await revoker
+      .acquire('not-before', 5000, { revoke: true, notBeforeMs: Date.now() + 60_000 })
+      .catch((error: unknown) => error);
     expect(early).toBeInstanceOf(LockTakenError);
     // Settled once a majority answered `early`.
     const causes = [...(early as LockTakenError).nodeCauses.values()];
     expect(causes.length).toBeGreaterThanOrEqual(2);
     expect(causes.every((cause) => cause === 'early')).toBe(true);
     await expect(holder.extend(lease)).resolves.toMatchObject({ value: lease.value });
-    await expect(revoker.acquire('not-before-free', 5000, { notBeforeMs: Date.now() + 60_000 })).rejects.toBeInstanceOf(LockTakenError);
+    await expect(revoker.acquire('not-before-free', 5000, { notBeforeMs: Date.now() + 60_000 })).rejects.toBeInstanceOf(
+      LockTakenError,
+    );
     const next = await revoker.acquire('not-before', 5000, { revoke: true, notBeforeMs: Date.now() - 100 });
     await expect(holder.extend(lease)).rejects.toBeInstanceOf(LeaseLostError);
     await revoker.release(next);
   });
 
-  it('a revocation for a claim leaves the lease of that claim\'s winner alone', async () => {
+  it("a revocation for a claim leaves the lease of that claim's winner alone", async () => {
     const winner = redlockOn(cluster.nodes.urls);
     const lease = await winner.acquire('claimed-revoke', 5000, { claim: 'tick-1' });
     const late = await redlockOn(cluster.nodes.urls, { retryCount: 0 })

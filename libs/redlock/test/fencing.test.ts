@@ -25,9 +25,16 @@ describe('fencing tokens', () => {
     // Calls settle at a quorum: a straggler node may run its script a moment later, so each check
     // waits (up to 5 s) until every node's fence TTL is within the bounds, and fails naming them.
     const fenceTtlsWithin = async (resource: string, above: number, atMost = Infinity): Promise<void> => {
-      const read = () => Promise.all(cluster.nodes.urls.map((url) => inspect(url, (c) => c.pttl(resourceKeys('tickwarden', resource).fence))));
+      const read = () =>
+        Promise.all(
+          cluster.nodes.urls.map((url) => inspect(url, (c) => c.pttl(resourceKeys('tickwarden', resource).fence))),
+        );
       let last: number[] = [];
-      await waitUntil(async () => (last = await read()).every((ttl) => ttl > above && ttl <= atMost), `fence TTLs of ${resource} in (${above}, ${atMost}] ms on every node`, { timeoutMs: 5000, intervalMs: 20 }).catch((error: unknown) => {
+      await waitUntil(
+        async () => (last = await read()).every((ttl) => ttl > above && ttl <= atMost),
+        `fence TTLs of ${resource} in (${above}, ${atMost}] ms on every node`,
+        { timeoutMs: 5000, intervalMs: 20 },
+      ).catch((error: unknown) => {
         throw new Error(`${(error as Error).message}; last read ${JSON.stringify(last)}`);
       });
     };
@@ -83,16 +90,27 @@ describe('fencing tokens', () => {
     const quorum = 3;
     const clients = await Promise.all(
       [0, 1, 2].map(async () => {
-        const connections = cluster.nodes.urls.map((url) => new Redis(url, { maxRetriesPerRequest: 0, retryStrategy: () => 10 }).on('error', () => undefined));
+        const connections = cluster.nodes.urls.map((url) =>
+          new Redis(url, { maxRetriesPerRequest: 0, retryStrategy: () => 10 }).on('error', () => undefined),
+        );
         const clock = new TestClock();
-        return { clock, connections, redlock: new Redlock(connections, { clock, retryDelayMs: 5, retryJitterMs: 5, nodeTimeoutMs: 200 }) };
+        return {
+          clock,
+          connections,
+          redlock: new Redlock(connections, { clock, retryDelayMs: 5, retryJitterMs: 5, nodeTimeoutMs: 200 }),
+        };
       }),
     );
     const allReady = async () => {
-      for (let i = 0; i < 200 && !clients.every((c) => c.connections.every((r) => r.status === 'ready')); i++) await sleep(5);
+      for (let i = 0; i < 200 && !clients.every((c) => c.connections.every((r) => r.status === 'ready')); i++)
+        await sleep(5);
     };
     const step = fc.oneof(
-      fc.record({ kind: fc.constant('grant' as const), client: fc.integer({ min: 0, max: 2 }), skewSeconds: fc.integer({ min: -3600, max: 3600 }) }),
+      fc.record({
+        kind: fc.constant('grant' as const),
+        client: fc.integer({ min: 0, max: 2 }),
+        skewSeconds: fc.integer({ min: -3600, max: 3600 }),
+      }),
       fc.record({ kind: fc.constant('restart' as const), node: fc.integer({ min: 0, max: 4 }) }),
     );
     let run = 0;

@@ -20,7 +20,11 @@ describe('the README example: at most 3 items, 5 concurrent requests', () => {
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     const { port } = server.address() as AddressInfo;
     try {
-      return await Promise.all(Array.from({ length: 5 }, () => fetch(`http://127.0.0.1:${port}/items`, { method: 'POST' }).then((r) => r.status)));
+      return await Promise.all(
+        Array.from({ length: 5 }, () =>
+          fetch(`http://127.0.0.1:${port}/items`, { method: 'POST' }).then((r) => r.status),
+        ),
+      );
     } finally {
       server.close();
     }
@@ -38,5 +42,4 @@ describe('the README example: at most 3 items, 5 concurrent requests', () => {
     expect(statuses.sort()).toEqual([201, 201, 201, 409, 409]);
     expect(await db.llen('items')).toBe(MAX_ITEMS);
   });
-
 });

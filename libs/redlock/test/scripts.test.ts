@@ -5,10 +5,13 @@ import { inspect, useNodes } from './support.ts';
 describe('Lua scripts', () => {
   const cluster = useNodes(1);
 
-  it.each(Object.values(scripts).map((script) => [script.name, script] as const))('%s.lua: the SHA matches SCRIPT LOAD on a real server', async (_name, script) => {
-    const sha = await inspect(cluster.nodes.urls[0] ?? '', (client) => client.script('LOAD', script.source));
-    expect(sha).toBe(script.sha);
-  });
+  it.each(Object.values(scripts).map((script) => [script.name, script] as const))(
+    '%s.lua: the SHA matches SCRIPT LOAD on a real server',
+    async (_name, script) => {
+      const sha = await inspect(cluster.nodes.urls[0] ?? '', (client) => client.script('LOAD', script.source));
+      expect(sha).toBe(script.sha);
+    },
+  );
 
   it('each script has a header naming KEYS, ARGV and its return codes', () => {
     for (const script of Object.values(scripts)) {

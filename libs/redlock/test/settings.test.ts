@@ -2,7 +2,11 @@ import { describe, expect, it } from 'vitest';
 import { DEFAULT_SETTINGS, InvalidSettingsError, Redlock, type LockNode } from '../src/index.ts';
 
 const fakeNodes = (n: number): LockNode[] =>
-  Array.from({ length: n }, (_, i) => ({ id: `node-${i}`, run: () => Promise.reject(new Error('unused')), close: async () => undefined }));
+  Array.from({ length: n }, (_, i) => ({
+    id: `node-${i}`,
+    run: () => Promise.reject(new Error('unused')),
+    close: async () => undefined,
+  }));
 
 function settingError(make: () => unknown): InvalidSettingsError {
   try {
@@ -63,7 +67,10 @@ describe('settings', () => {
 
   it('validates per-call overrides too', async () => {
     const redlock = new Redlock(fakeNodes(3));
-    await expect(redlock.acquire('r', 1000, { retryCount: -2 })).rejects.toMatchObject({ code: 'INVALID_SETTINGS', setting: 'retryCount' });
+    await expect(redlock.acquire('r', 1000, { retryCount: -2 })).rejects.toMatchObject({
+      code: 'INVALID_SETTINGS',
+      setting: 'retryCount',
+    });
     await expect(redlock.acquire('r', 0)).rejects.toMatchObject({ code: 'INVALID_SETTINGS', setting: 'ttlMs' });
   });
 

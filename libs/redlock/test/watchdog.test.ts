@@ -3,7 +3,9 @@ import { HoldLimitReachedError, LeaseLostError, resourceKeys, type RedlockError 
 import { inspect, redlockOn, sleep, TestClock, useNodes } from './support.ts';
 
 function abortedWith(signal: AbortSignal): Promise<RedlockError> {
-  return new Promise((resolve) => signal.addEventListener('abort', () => resolve(signal.reason as RedlockError), { once: true }));
+  return new Promise((resolve) =>
+    signal.addEventListener('abort', () => resolve(signal.reason as RedlockError), { once: true }),
+  );
 }
 
 describe.each([3, 5])('watchdog with %i nodes', (count) => {
@@ -79,7 +81,12 @@ describe.each([3, 5])('watchdog with %i nodes', (count) => {
     const outcome = await redlock.using('restart-during-hold', 1500, async (signal, lease) => {
       await node.restart({ keepData: false });
       await sleep(1600);
-      return { aborted: signal.aborted, reason: signal.reason as unknown, onRestarted: await inspect(node.url, (c) => c.get(lock)), value: lease.value };
+      return {
+        aborted: signal.aborted,
+        reason: signal.reason as unknown,
+        onRestarted: await inspect(node.url, (c) => c.get(lock)),
+        value: lease.value,
+      };
     });
     expect(outcome.aborted, `aborted: ${String(outcome.reason)}`).toBe(false);
     expect(outcome.onRestarted).toBe(outcome.value);

@@ -18,7 +18,12 @@ export class ConfigWatcher {
   #timer: NodeJS.Timeout | undefined;
   #busy = false;
 
-  constructor(configPath: string, intervalMs: number, onChange: () => Promise<void>, onError: (error: unknown) => void) {
+  constructor(
+    configPath: string,
+    intervalMs: number,
+    onChange: () => Promise<void>,
+    onError: (error: unknown) => void,
+  ) {
     this.#path = configPath;
     this.#intervalMs = intervalMs;
     this.#onChange = onChange;
@@ -55,7 +60,10 @@ export class ConfigWatcher {
     const digest = createHash('sha256');
     try {
       const files = (await stat(this.#path)).isDirectory()
-        ? (await readdir(this.#path)).filter((name) => /\.ya?ml$/.test(name) && !name.startsWith('.')).sort().map((name) => path.join(this.#path, name))
+        ? (await readdir(this.#path))
+            .filter((name) => /\.ya?ml$/.test(name) && !name.startsWith('.'))
+            .sort()
+            .map((name) => path.join(this.#path, name))
         : [this.#path];
       for (const file of files) digest.update(file).update(await readFile(file));
     } catch (error) {

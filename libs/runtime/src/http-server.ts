@@ -50,12 +50,19 @@ type Respond = (status: number, body: string, type?: string) => void;
  * with the reasons otherwise), `/metrics` (Prometheus text format), and with
  * `routes`, read-only JSON under `/api/` (GET only) and pages at any other path.
  */
-export function startHttpServer(port: number, registry: Registry, ready: ReadinessCheck, routes: HttpRoutes = {}): Promise<http.Server> {
+export function startHttpServer(
+  port: number,
+  registry: Registry,
+  ready: ReadinessCheck,
+  routes: HttpRoutes = {},
+): Promise<http.Server> {
   const server = http.createServer((request, response) => {
-    const respond: Respond = (status, body, type = 'text/plain; charset=utf-8') => response.writeHead(status, { 'content-type': type }).end(body);
+    const respond: Respond = (status, body, type = 'text/plain; charset=utf-8') =>
+      response.writeHead(status, { 'content-type': type }).end(body);
     const url = new URL(request.url ?? '/', 'http://localhost');
     const path = url.pathname;
-    if (routes.api && path.startsWith('/api/')) return answerApi(routes.api, request.method ?? 'GET', path, url.searchParams, respond);
+    if (routes.api && path.startsWith('/api/'))
+      return answerApi(routes.api, request.method ?? 'GET', path, url.searchParams, respond);
     if (path === '/healthz') respond(200, 'ok\n');
     else if (path === '/readyz')
       ready().then(
@@ -77,7 +84,8 @@ export function startHttpServer(port: number, registry: Registry, ready: Readine
 }
 
 function answerApi(api: ApiHandler, method: string, path: string, query: URLSearchParams, respond: Respond): void {
-  const json = (status: number, body: unknown) => respond(status, `${JSON.stringify(body)}\n`, 'application/json; charset=utf-8');
+  const json = (status: number, body: unknown) =>
+    respond(status, `${JSON.stringify(body)}\n`, 'application/json; charset=utf-8');
   if (method !== 'GET') return json(405, { error: 'the API is read-only: GET only' });
   api(path, query).then(
     (answer) => (answer ? json(answer.status, answer.body) : json(404, { error: `no such resource: ${path}` })),
@@ -85,15 +93,29 @@ function answerApi(api: ApiHandler, method: string, path: string, query: URLSear
   );
 }
 
-function answerPage(pages: PageHandler, request: http.IncomingMessage, url: URL, response: http.ServerResponse, respond: Respond): void {
+function answerPage(
+  pages: PageHandler,
+  request: http.IncomingMessage,
+  url: URL,
+  response: http.ServerResponse,
+  respond: Respond,
+): void {
   const answer = async (): Promise<void> => {
     const body = await readBody(request);
     if (body === undefined) {
       // The rest of the body is not read: the connection closes after this answer.
-      response.writeHead(413, { 'content-type': 'text/plain; charset=utf-8', connection: 'close' }).end(`request body over ${MAX_BODY_BYTES} bytes\n`);
+      response
+        .writeHead(413, { 'content-type': 'text/plain; charset=utf-8', connection: 'close' })
+        .end(`request body over ${MAX_BODY_BYTES} bytes\n`);
       return;
     }
-    const page = await pages({ method: request.method ?? 'GET', path: url.pathname, query: url.searchParams, headers: request.headers, body });
+    const page = await pages({
+      method: request.method ?? 'GET',
+      path: url.pathname,
+      query: url.searchParams,
+      headers: request.headers,
+      body,
+    });
     if (page) response.writeHead(page.status, page.headers).end(page.body);
     else respond(404, 'not found\n');
   };

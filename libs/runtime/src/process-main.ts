@@ -5,7 +5,9 @@ export function runMain(name: string, main: () => Promise<number>): void {
       process.exitCode = code;
     },
     (error: unknown) => {
-      process.stderr.write(`${name} failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+      process.stderr.write(
+        `${name} failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`,
+      );
       process.exitCode = 1;
     },
   );

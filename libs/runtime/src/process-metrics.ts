@@ -16,8 +16,18 @@ export interface ObservedLockNodes {
  */
 export class ProcessMetrics {
   readonly registry = new Registry();
-  readonly lockNodeErrors = new Counter({ name: 'tickwarden_lock_node_errors_total', help: 'Errors and timeouts per lock node', labelNames: ['node', 'operation'] as const, registers: [this.registry] });
-  readonly configReloads = new Counter({ name: 'tickwarden_config_reloads_total', help: 'Config reloads by result', labelNames: ['result'] as const, registers: [this.registry] });
+  readonly lockNodeErrors = new Counter({
+    name: 'tickwarden_lock_node_errors_total',
+    help: 'Errors and timeouts per lock node',
+    labelNames: ['node', 'operation'] as const,
+    registers: [this.registry],
+  });
+  readonly configReloads = new Counter({
+    name: 'tickwarden_config_reloads_total',
+    help: 'Config reloads by result',
+    labelNames: ['result'] as const,
+    registers: [this.registry],
+  });
   readonly configLastReloadSuccessful = new Gauge({
     name: 'tickwarden_config_last_reload_successful',
     help: '1 while the config this process runs is the newest it read (its start, or a reload it applied); 0 from a rejected reload until one is applied: the process keeps its previous config',
@@ -34,7 +44,12 @@ export class ProcessMetrics {
     labelNames: ['hash'] as const,
     registers: [this.registry],
   });
-  readonly buildInfo = new Gauge({ name: 'tickwarden_build_info', help: 'Always 1: the version of this process and of its Node.js', labelNames: ['version', 'node'] as const, registers: [this.registry] });
+  readonly buildInfo = new Gauge({
+    name: 'tickwarden_build_info',
+    help: 'Always 1: the version of this process and of its Node.js',
+    labelNames: ['version', 'node'] as const,
+    registers: [this.registry],
+  });
   /** Set once `observeLockNodes` has lock nodes to probe. */
   #redlock: ObservedLockNodes | undefined;
   readonly lockNodesReachable = new Gauge({
@@ -113,7 +128,8 @@ export function configHash(config: Pick<TickwardenConfig, 'schedules'>): string 
 
 /** JSON with object keys sorted at every depth (undefined members left out, as JSON.stringify does). */
 function canonicalJson(value: unknown): string {
-  if (Array.isArray(value)) return `[${value.map((item) => (item === undefined ? 'null' : canonicalJson(item))).join(',')}]`;
+  if (Array.isArray(value))
+    return `[${value.map((item) => (item === undefined ? 'null' : canonicalJson(item))).join(',')}]`;
   if (value !== null && typeof value === 'object') {
     const entries = Object.entries(value as Record<string, unknown>)
       .filter(([, member]) => member !== undefined)

@@ -16,7 +16,10 @@ export function loadRedisTls(files: RedisTlsFiles): EnvResult<ConnectionOptions 
     try {
       return readFileSync(file, 'utf8');
     } catch (error) {
-      errors.push({ variable: REDIS_TLS_VARIABLES[field], message: `cannot read ${file} (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})` });
+      errors.push({
+        variable: REDIS_TLS_VARIABLES[field],
+        message: `cannot read ${file} (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`,
+      });
       return undefined;
     }
   };

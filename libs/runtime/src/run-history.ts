@@ -47,12 +47,29 @@ export function firstBytes(text: string, bytes = RUN_ERROR_BYTES): string {
   const buffer = Buffer.from(text);
   if (buffer.length <= bytes) return text;
   // Decoding a cut multi-byte character gives U+FFFD: drop it.
-  return buffer.subarray(0, bytes).toString('utf8').replace(/\uFFFD$/, '');
+  return buffer
+    .subarray(0, bytes)
+    .toString('utf8')
+    .replace(/\uFFFD$/, '');
 }
 
 /** Adds `entry` at `atMs` to the history at `key` (a sorted set by time), trimmed to `retention`: one EVAL. */
-export async function appendToHistory(redis: Redis, key: string, atMs: number, entry: unknown, retention: HistoryRetention): Promise<void> {
-  await redis.eval(APPEND, 1, key, String(atMs), JSON.stringify(entry), String(retention.keep), String(atMs - retention.maxAgeMs));
+export async function appendToHistory(
+  redis: Redis,
+  key: string,
+  atMs: number,
+  entry: unknown,
+  retention: HistoryRetention,
+): Promise<void> {
+  await redis.eval(
+    APPEND,
+    1,
+    key,
+    String(atMs),
+    JSON.stringify(entry),
+    String(retention.keep),
+    String(atMs - retention.maxAgeMs),
+  );
 }
 
 /** The newest `count` entries of the history at `key`, newest first. */

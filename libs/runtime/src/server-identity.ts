@@ -20,7 +20,8 @@ export const IDENTITY_TIMEOUT_MS = 2_000;
  */
 export function sameServers(runIds: ReadonlyMap<string, string | undefined>): string[][] {
   const byRunId = new Map<string, string[]>();
-  for (const [name, runId] of runIds) if (runId !== undefined) byRunId.set(runId, [...(byRunId.get(runId) ?? []), name]);
+  for (const [name, runId] of runIds)
+    if (runId !== undefined) byRunId.set(runId, [...(byRunId.get(runId) ?? []), name]);
   return [...byRunId.values()].filter((names) => names.length > 1);
 }
 
@@ -30,8 +31,20 @@ export async function serverRunId(client: Redis): Promise<string | undefined> {
 }
 
 /** The `run_id` of `INFO server`, or undefined when the server does not answer in time. */
-async function runIdOf(url: string, tls: ConnectionOptions | undefined, timeoutMs: number): Promise<string | undefined> {
-  const client = new Redis(url, { lazyConnect: true, connectTimeout: timeoutMs, commandTimeout: timeoutMs, maxRetriesPerRequest: 0, retryStrategy: () => null, enableOfflineQueue: false, ...redisOptionsFor(url, tls) });
+async function runIdOf(
+  url: string,
+  tls: ConnectionOptions | undefined,
+  timeoutMs: number,
+): Promise<string | undefined> {
+  const client = new Redis(url, {
+    lazyConnect: true,
+    connectTimeout: timeoutMs,
+    commandTimeout: timeoutMs,
+    maxRetriesPerRequest: 0,
+    retryStrategy: () => null,
+    enableOfflineQueue: false,
+    ...redisOptionsFor(url, tls),
+  });
   client.on('error', () => undefined);
   try {
     await client.connect();
@@ -49,11 +62,18 @@ async function runIdOf(url: string, tls: ConnectionOptions | undefined, timeoutM
  * on fewer servers than it counts), or a queue Redis that is a lock node. `unchecked`: the names
  * that did not answer, for the caller to log.
  */
-export async function checkServerIdentities(servers: readonly NamedServer[], tls: ConnectionOptions | undefined, timeoutMs = IDENTITY_TIMEOUT_MS): Promise<{ problems: string[]; unchecked: string[] }> {
-  const runIds = new Map(await Promise.all(servers.map(async (server) => [server.name, await runIdOf(server.url, tls, timeoutMs)] as const)));
+export async function checkServerIdentities(
+  servers: readonly NamedServer[],
+  tls: ConnectionOptions | undefined,
+  timeoutMs = IDENTITY_TIMEOUT_MS,
+): Promise<{ problems: string[]; unchecked: string[] }> {
+  const runIds = new Map(
+    await Promise.all(servers.map(async (server) => [server.name, await runIdOf(server.url, tls, timeoutMs)] as const)),
+  );
   const urls = new Map(servers.map((server) => [server.name, redactUrl(server.url)]));
   const problems = sameServers(runIds).map(
-    (names) => `${names.map((name) => `${name} (${urls.get(name) ?? ''})`).join(' and ')} are one Redis server (run_id ${runIds.get(names[0] as string) ?? ''}): lock nodes must be independent servers, and the queue Redis must not be one of them`,
+    (names) =>
+      `${names.map((name) => `${name} (${urls.get(name) ?? ''})`).join(' and ')} are one Redis server (run_id ${runIds.get(names[0] as string) ?? ''}): lock nodes must be independent servers, and the queue Redis must not be one of them`,
   );
   return { problems, unchecked: [...runIds].filter(([, runId]) => runId === undefined).map(([name]) => name) };
 }
@@ -63,11 +83,20 @@ export async function checkServerIdentities(servers: readonly NamedServer[], tls
  * logs (error) every server that is another under a second name, and warns about the servers it
  * could not ask. False when the process must not start.
  */
-export async function verifyServers(env: { lockNodes: readonly string[]; queueRedis: string; lockAllowSingle: boolean }, tls: ConnectionOptions | undefined, logger: Logger): Promise<boolean> {
-  if (env.lockAllowSingle && env.lockNodes.length === 1) logger.warn('one lock node (TICKWARDEN_LOCK_ALLOW_SINGLE=1): no fault tolerance, for development only');
-  const servers = [...env.lockNodes.map((url, i) => ({ name: `TICKWARDEN_LOCK_NODES entry ${i + 1}`, url })), { name: 'TICKWARDEN_QUEUE_REDIS', url: env.queueRedis }];
+export async function verifyServers(
+  env: { lockNodes: readonly string[]; queueRedis: string; lockAllowSingle: boolean },
+  tls: ConnectionOptions | undefined,
+  logger: Logger,
+): Promise<boolean> {
+  if (env.lockAllowSingle && env.lockNodes.length === 1)
+    logger.warn('one lock node (TICKWARDEN_LOCK_ALLOW_SINGLE=1): no fault tolerance, for development only');
+  const servers = [
+    ...env.lockNodes.map((url, i) => ({ name: `TICKWARDEN_LOCK_NODES entry ${i + 1}`, url })),
+    { name: 'TICKWARDEN_QUEUE_REDIS', url: env.queueRedis },
+  ];
   const { problems, unchecked } = await checkServerIdentities(servers, tls);
   for (const problem of problems) logger.error(problem);
-  if (unchecked.length > 0) logger.warn({ unchecked }, 'could not check that these Redis servers are independent (no answer at start)');
+  if (unchecked.length > 0)
+    logger.warn({ unchecked }, 'could not check that these Redis servers are independent (no answer at start)');
   return problems.length === 0;
 }

@@ -6,7 +6,14 @@ import { Redlock } from '@tickwarden/redlock';
 import { sleep, startRedisNodes } from '@tickwarden/testkit';
 import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
-import { boundPort, configHash, packageVersion, ProcessMetrics, startHttpServer, startLiveConfig } from '../src/index.ts';
+import {
+  boundPort,
+  configHash,
+  packageVersion,
+  ProcessMetrics,
+  startHttpServer,
+  startLiveConfig,
+} from '../src/index.ts';
 
 /** A config as the loader makes it, from team files. */
 function config(files: Record<string, string>): TickwardenConfig {
@@ -14,7 +21,8 @@ function config(files: Record<string, string>): TickwardenConfig {
   if (!result.ok) throw new Error(JSON.stringify(result.errors));
   return result.config;
 }
-const team = (name: string, cron = '@daily') => `team: a\nschedules:\n  - { name: ${name}, cron: "${cron}", handler: { kind: module, path: ./x.js } }\n`;
+const team = (name: string, cron = '@daily') =>
+  `team: a\nschedules:\n  - { name: ${name}, cron: "${cron}", handler: { kind: module, path: ./x.js } }\n`;
 
 describe('ProcessMetrics', () => {
   it('config: the hash of the running config, the last reload gauge (1 until a reload is rejected, 0 until one is applied) and its time', async () => {
@@ -59,7 +67,9 @@ describe('ProcessMetrics', () => {
   it('build info: the version given and the Node version', async () => {
     const metrics = new ProcessMetrics();
     metrics.setBuild(packageVersion(new URL('../package.json', import.meta.url)));
-    expect(await metrics.registry.metrics()).toContain(`tickwarden_build_info{version="0.0.0",node="${process.version}"} 1`);
+    expect(await metrics.registry.metrics()).toContain(
+      `tickwarden_build_info{version="0.0.0",node="${process.version}"} 1`,
+    );
     expect(packageVersion(new URL('./no-such-package.json', import.meta.url))).toBe('unknown');
   });
 
@@ -93,7 +103,13 @@ describe('ProcessMetrics', () => {
     const dir = mkdtempSync(path.join(tmpdir(), 'tickwarden-metrics-'));
     writeFileSync(path.join(dir, 'a.yaml'), team('first'));
     const metrics = new ProcessMetrics();
-    const live = await startLiveConfig({ path: dir, logger: pino({ level: 'silent' }), pollMs: 20, onReload: (reloaded) => metrics.configApplied(reloaded), onReloadResult: (result) => metrics.recordConfigReload(result) });
+    const live = await startLiveConfig({
+      path: dir,
+      logger: pino({ level: 'silent' }),
+      pollMs: 20,
+      onReload: (reloaded) => metrics.configApplied(reloaded),
+      onReloadResult: (result) => metrics.recordConfigReload(result),
+    });
     if (!live) throw new Error('not started');
     metrics.configApplied(live.config);
     const firstHash = configHash(live.config);

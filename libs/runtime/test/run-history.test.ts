@@ -29,7 +29,8 @@ describe('RunHistory, against a real Redis', () => {
 
   it('keeps the newest `keep` runs, newest first', async () => {
     const history = new RunHistory(redis);
-    for (let i = 1; i <= 30; i++) await history.append('team/keep', run(1_000_000 + i * 1000), { keep: 20, maxAgeMs: 86_400_000 });
+    for (let i = 1; i <= 30; i++)
+      await history.append('team/keep', run(1_000_000 + i * 1000), { keep: 20, maxAgeMs: 86_400_000 });
     const kept = await history.read('team/keep', 100);
     expect(kept).toHaveLength(20);
     expect(kept[0]?.endedAtMs).toBe(1_030_000);
@@ -46,7 +47,11 @@ describe('RunHistory, against a real Redis', () => {
 
   it(`keeps the first ${RUN_ERROR_BYTES} bytes of an error, cut on a character boundary`, async () => {
     const history = new RunHistory(redis);
-    await history.append('team/error', run(1_000_000, { outcome: 'failed', exitCode: 3, error: `${'x'.repeat(RUN_ERROR_BYTES - 1)}€ and more` }), { keep: 5, maxAgeMs: 60_000 });
+    await history.append(
+      'team/error',
+      run(1_000_000, { outcome: 'failed', exitCode: 3, error: `${'x'.repeat(RUN_ERROR_BYTES - 1)}€ and more` }),
+      { keep: 5, maxAgeMs: 60_000 },
+    );
     const [failed] = await history.read('team/error', 1);
     expect(failed).toMatchObject({ outcome: 'failed', exitCode: 3, error: 'x'.repeat(RUN_ERROR_BYTES - 1) });
     expect(firstBytes('short')).toBe('short');

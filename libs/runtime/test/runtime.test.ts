@@ -63,7 +63,8 @@ describe('ConfigWatcher', () => {
 describe('startLiveConfig', () => {
   it('a reload that throws is logged with the config path and counted invalid; the last good config stays', async () => {
     const dir = mkdtempSync(path.join(tmpdir(), 'tickwarden-live-'));
-    const team = (name: string) => `team: a\nschedules:\n  - { name: ${name}, cron: "@daily", handler: { kind: module, path: ./x.js } }\n`;
+    const team = (name: string) =>
+      `team: a\nschedules:\n  - { name: ${name}, cron: "@daily", handler: { kind: module, path: ./x.js } }\n`;
     writeFileSync(path.join(dir, 'a.yaml'), team('first'));
     const logs: { level: number; msg: string; path?: string }[] = [];
     const logger = pino({ level: 'info' }, { write: (line: string) => logs.push(JSON.parse(line)) });
@@ -85,7 +86,9 @@ describe('startLiveConfig', () => {
       writeFileSync(path.join(dir, 'a.yaml'), team('second'));
       await sleep(150);
       expect(results).toEqual(['invalid']);
-      expect(logs.filter((log) => log.level >= 50)).toMatchObject([{ level: 50, path: dir, msg: `config reload of ${dir} failed: keeping the last good config` }]);
+      expect(logs.filter((log) => log.level >= 50)).toMatchObject([
+        { level: 50, path: dir, msg: `config reload of ${dir} failed: keeping the last good config` },
+      ]);
       writeFileSync(path.join(dir, 'a.yaml'), team('third'));
       await sleep(150);
       expect([results, applied]).toEqual([['invalid', 'applied'], ['third']]);
@@ -117,18 +120,25 @@ describe('HTTP probes', () => {
     }
   });
 
-  it('pages: any other path and method, a POST\'s body read whole up to MAX_BODY_BYTES (413 beyond, unseen); probes and the GET-only API as before', async () => {
+  it("pages: any other path and method, a POST's body read whole up to MAX_BODY_BYTES (413 beyond, unseen); probes and the GET-only API as before", async () => {
     const seen: PageRequest[] = [];
     const server = await startHttpServer(0, new Registry(), async () => [], {
       api: async (path) => (path === '/api/x' ? { status: 200, body: { x: 1 } } : undefined),
       pages: async (request) => {
         seen.push(request);
         if (request.path === '/boom') throw new Error('page failed');
-        return request.path === '/page' ? { status: 201, headers: { 'content-type': 'text/html; charset=utf-8', 'x-page': 'yes' }, body: `${request.method} ${request.query.get('q')} ${request.body.length}` } : undefined;
+        return request.path === '/page'
+          ? {
+              status: 201,
+              headers: { 'content-type': 'text/html; charset=utf-8', 'x-page': 'yes' },
+              body: `${request.method} ${request.query.get('q')} ${request.body.length}`,
+            }
+          : undefined;
       },
     });
     const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-    const post = (body: RequestInit['body'], init: RequestInit = {}) => fetch(`${base}/page?q=1`, { method: 'POST', body, ...init });
+    const post = (body: RequestInit['body'], init: RequestInit = {}) =>
+      fetch(`${base}/page?q=1`, { method: 'POST', body, ...init });
     try {
       const got = await fetch(`${base}/page?q=1`);
       expect([got.status, got.headers.get('x-page'), await got.text()]).toEqual([201, 'yes', 'GET 1 0']);
@@ -148,7 +158,11 @@ describe('HTTP probes', () => {
       expect(seen.length).toBe(before);
       expect([(await fetch(`${base}/elsewhere`)).status, (await fetch(`${base}/boom`)).status]).toEqual([404, 500]);
       expect((await fetch(`${base}/healthz`)).status).toBe(200);
-      expect([(await fetch(`${base}/api/x`)).status, (await fetch(`${base}/api/x`, { method: 'POST' })).status, (await fetch(`${base}/api/y`)).status]).toEqual([200, 405, 404]);
+      expect([
+        (await fetch(`${base}/api/x`)).status,
+        (await fetch(`${base}/api/x`, { method: 'POST' })).status,
+        (await fetch(`${base}/api/y`)).status,
+      ]).toEqual([200, 405, 404]);
       expect(seen.map((request) => request.path)).not.toContain('/healthz');
     } finally {
       server.close();

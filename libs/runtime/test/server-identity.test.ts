@@ -16,7 +16,14 @@ describe('sameServers', () => {
       ['lock 1', 'lock 3'],
       ['lock 2', 'queue'],
     ]);
-    expect(sameServers(new Map([['lock 1', 'a'], ['lock 2', 'b']]))).toEqual([]);
+    expect(
+      sameServers(
+        new Map([
+          ['lock 1', 'a'],
+          ['lock 2', 'b'],
+        ]),
+      ),
+    ).toEqual([]);
   });
 });
 
@@ -41,9 +48,21 @@ describe('checkServerIdentities, against real redis-servers', () => {
       500,
     );
     expect(problems).toHaveLength(1);
-    expect(problems[0]).toMatch(/^TICKWARDEN_LOCK_NODES entry 1 \(redis:\/\/:\*\*\*@127\.0\.0\.1:\d+\) and TICKWARDEN_QUEUE_REDIS \(redis:\/\/:\*\*\*@127\.0\.0\.1:\d+\) are one Redis server \(run_id \w{40}\)/);
+    expect(problems[0]).toMatch(
+      /^TICKWARDEN_LOCK_NODES entry 1 \(redis:\/\/:\*\*\*@127\.0\.0\.1:\d+\) and TICKWARDEN_QUEUE_REDIS \(redis:\/\/:\*\*\*@127\.0\.0\.1:\d+\) are one Redis server \(run_id \w{40}\)/,
+    );
     expect(problems[0]).not.toContain('p@ss');
     expect(unchecked).toEqual(['TICKWARDEN_LOCK_NODES entry 3']);
-    expect((await checkServerIdentities([{ name: 'x', url: a }, { name: 'y', url: b }], undefined)).problems).toEqual([]);
+    expect(
+      (
+        await checkServerIdentities(
+          [
+            { name: 'x', url: a },
+            { name: 'y', url: b },
+          ],
+          undefined,
+        )
+      ).problems,
+    ).toEqual([]);
   });
 });

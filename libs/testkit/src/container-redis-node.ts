@@ -98,7 +98,12 @@ export class ContainerRedisNode implements RedisNode {
   }
 
   async info(section?: string, timeoutMs = 1000): Promise<Record<string, string>> {
-    const text = await adminCommand(this.#port, this.#options.password, section ? ['INFO', section] : ['INFO'], timeoutMs);
+    const text = await adminCommand(
+      this.#port,
+      this.#options.password,
+      section ? ['INFO', section] : ['INFO'],
+      timeoutMs,
+    );
     return parseInfo(String(text));
   }
 

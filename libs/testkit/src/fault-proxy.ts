@@ -70,13 +70,16 @@ class Pipe {
   #drainAt(to: net.Socket, queue: { due: number; chunk: Buffer }[]): void {
     const head = queue[0];
     if (!head) return;
-    setTimeout(() => {
-      do {
-        const next = queue.shift();
-        if (next && !to.destroyed) to.write(next.chunk);
-      } while (queue.length > 0 && (queue[0]?.due ?? Infinity) <= performance.now());
-      this.#drainAt(to, queue);
-    }, Math.max(0, head.due - performance.now()));
+    setTimeout(
+      () => {
+        do {
+          const next = queue.shift();
+          if (next && !to.destroyed) to.write(next.chunk);
+        } while (queue.length > 0 && (queue[0]?.due ?? Infinity) <= performance.now());
+        this.#drainAt(to, queue);
+      },
+      Math.max(0, head.due - performance.now()),
+    );
   }
 
   apply(fault: Fault): void {

@@ -17,7 +17,9 @@ export async function freePort(): Promise<number> {
       server.once('error', reject);
       server.listen(0, LOOPBACK, () => {
         const address = server.address();
-        server.close(() => (typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port'))));
+        server.close(() =>
+          typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port')),
+        );
       });
     });
     if (!RESERVED_PORTS.has(port)) return port;

@@ -78,7 +78,10 @@ export class ManagedProcess {
   }
 
   /** Sends `signal` (SIGTERM by default) and waits for the exit; SIGKILL after `graceMs`. */
-  async stop(signal: NodeJS.Signals = 'SIGTERM', graceMs = 10_000): Promise<{ code: number | null; signal: NodeJS.Signals | null }> {
+  async stop(
+    signal: NodeJS.Signals = 'SIGTERM',
+    graceMs = 10_000,
+  ): Promise<{ code: number | null; signal: NodeJS.Signals | null }> {
     this.signal('SIGCONT');
     this.signal(signal);
     const timer = setTimeout(() => this.signal('SIGKILL'), graceMs);

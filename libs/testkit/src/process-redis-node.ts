@@ -32,7 +32,8 @@ export class ProcessRedisNode implements RedisNode {
   /** Starts a node on a free loopback port, retrying on another port if the first was taken meanwhile. */
   static async start(options: RedisNodeOptions): Promise<ProcessRedisNode> {
     const node = new ProcessRedisNode(options);
-    if (options.tls) node.#tlsFiles = options.tls === true ? makeTlsFiles(node.#dir) : { ca: options.tls.ca, ...options.tls.server };
+    if (options.tls)
+      node.#tlsFiles = options.tls === true ? makeTlsFiles(node.#dir) : { ca: options.tls.ca, ...options.tls.server };
     let lastError: unknown;
     for (let attempt = 0; attempt < START_ATTEMPTS; attempt++) {
       node.#port = await freePort();
@@ -76,7 +77,18 @@ export class ProcessRedisNode implements RedisNode {
     const { aof, password, extraArgs } = this.#options;
     const logFile = path.join(this.#dir, 'redis.log');
     const tls = this.#tlsFiles
-      ? ['--tls-port', String(this.#tlsPort), '--tls-cert-file', this.#tlsFiles.cert, '--tls-key-file', this.#tlsFiles.key, '--tls-ca-cert-file', this.#tlsFiles.ca, '--tls-auth-clients', this.#options.tls === true ? 'no' : 'yes']
+      ? [
+          '--tls-port',
+          String(this.#tlsPort),
+          '--tls-cert-file',
+          this.#tlsFiles.cert,
+          '--tls-key-file',
+          this.#tlsFiles.key,
+          '--tls-ca-cert-file',
+          this.#tlsFiles.ca,
+          '--tls-auth-clients',
+          this.#options.tls === true ? 'no' : 'yes',
+        ]
       : [];
     const args = [...redisServerArgs(this.#port, this.#dir, aof, password, extraArgs), ...tls, '--logfile', logFile];
     const child = spawn('redis-server', args, { stdio: 'ignore' });
@@ -96,7 +108,8 @@ export class ProcessRedisNode implements RedisNode {
     if (child.pid) reaper.watchProcess(child.pid);
     try {
       await waitUntil(async () => {
-        if (exitCode !== undefined) throw new Error(`redis-server on port ${this.#port} exited (${exitCode}): ${this.#logTail()}`);
+        if (exitCode !== undefined)
+          throw new Error(`redis-server on port ${this.#port} exited (${exitCode}): ${this.#logTail()}`);
         return ping(this.#port);
       }, `redis-server on port ${this.#port}`);
     } catch (error) {
@@ -147,13 +160,19 @@ export class ProcessRedisNode implements RedisNode {
   async restart({ keepData }: { keepData: boolean }): Promise<void> {
     await this.#killChild();
     if (!keepData) {
-      for (const entry of readdirSync(this.#dir)) if (!TLS_FILE.test(entry)) rmSync(path.join(this.#dir, entry), { recursive: true, force: true });
+      for (const entry of readdirSync(this.#dir))
+        if (!TLS_FILE.test(entry)) rmSync(path.join(this.#dir, entry), { recursive: true, force: true });
     }
     await this.#spawn();
   }
 
   async info(section?: string, timeoutMs = 1000): Promise<Record<string, string>> {
-    const text = await adminCommand(this.#port, this.#options.password, section ? ['INFO', section] : ['INFO'], timeoutMs);
+    const text = await adminCommand(
+      this.#port,
+      this.#options.password,
+      section ? ['INFO', section] : ['INFO'],
+      timeoutMs,
+    );
     return parseInfo(String(text));
   }
 

@@ -23,7 +23,8 @@ class Reaper {
       this.#child.once('exit', (code, signal) => (this.#exited = `code ${code}, signal ${signal}`));
       this.#child.stdin?.on('error', () => undefined);
     }
-    if (this.#exited) throw new Error(`the test kit's reaper exited (${this.#exited}): what the kit starts would not be cleaned up`);
+    if (this.#exited)
+      throw new Error(`the test kit's reaper exited (${this.#exited}): what the kit starts would not be cleaned up`);
     this.#child.stdin?.write(`${line}\n`);
   }
 

@@ -27,7 +27,10 @@ export async function adminCommand(
   // ioredis' own timeouts do not cover every phase of a connect to a paused server: bound the whole call.
   let timer: NodeJS.Timeout | undefined;
   const deadline = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`${args[0]} on 127.0.0.1:${port} timed out after ${timeoutMs} ms`)), timeoutMs);
+    timer = setTimeout(
+      () => reject(new Error(`${args[0]} on 127.0.0.1:${port} timed out after ${timeoutMs} ms`)),
+      timeoutMs,
+    );
   });
   try {
     const [name, ...rest] = args;
@@ -52,10 +55,51 @@ export function parseInfo(text: string): Record<string, string> {
 export function makeTlsFiles(dir: string): { ca: string; cert: string; key: string } {
   const file = (name: string) => path.join(dir, name);
   const run = (args: string[]) => execFileSync('openssl', args, { stdio: 'ignore' });
-  run(['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '2', '-subj', '/CN=tickwarden-test-ca', '-keyout', file('ca.key'), '-out', file('ca.crt')]);
-  run(['req', '-newkey', 'rsa:2048', '-nodes', '-subj', '/CN=127.0.0.1', '-keyout', file('server.key'), '-out', file('server.csr')]);
+  run([
+    'req',
+    '-x509',
+    '-newkey',
+    'rsa:2048',
+    '-nodes',
+    '-days',
+    '2',
+    '-subj',
+    '/CN=tickwarden-test-ca',
+    '-keyout',
+    file('ca.key'),
+    '-out',
+    file('ca.crt'),
+  ]);
+  run([
+    'req',
+    '-newkey',
+    'rsa:2048',
+    '-nodes',
+    '-subj',
+    '/CN=127.0.0.1',
+    '-keyout',
+    file('server.key'),
+    '-out',
+    file('server.csr'),
+  ]);
   writeFileSync(file('san.ext'), 'subjectAltName=IP:127.0.0.1\n');
-  run(['x509', '-req', '-in', file('server.csr'), '-CA', file('ca.crt'), '-CAkey', file('ca.key'), '-CAcreateserial', '-days', '2', '-extfile', file('san.ext'), '-out', file('server.crt')]);
+  run([
+    'x509',
+    '-req',
+    '-in',
+    file('server.csr'),
+    '-CA',
+    file('ca.crt'),
+    '-CAkey',
+    file('ca.key'),
+    '-CAcreateserial',
+    '-days',
+    '2',
+    '-extfile',
+    file('san.ext'),
+    '-out',
+    file('server.crt'),
+  ]);
   return { ca: file('ca.crt'), cert: file('server.crt'), key: file('server.key') };
 }
 
@@ -73,27 +117,86 @@ export interface TestCertificates {
 export function makeTestCertificates(dir: string): TestCertificates {
   const file = (name: string) => path.join(dir, name);
   const run = (args: string[]) => execFileSync('openssl', args, { stdio: 'ignore' });
-  run(['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '2', '-subj', '/CN=tickwarden-test-ca', '-keyout', file('ca.key'), '-out', file('ca.crt')]);
+  run([
+    'req',
+    '-x509',
+    '-newkey',
+    'rsa:2048',
+    '-nodes',
+    '-days',
+    '2',
+    '-subj',
+    '/CN=tickwarden-test-ca',
+    '-keyout',
+    file('ca.key'),
+    '-out',
+    file('ca.crt'),
+  ]);
   const issue = (name: string, extensions: string): { cert: string; key: string } => {
-    run(['req', '-newkey', 'rsa:2048', '-nodes', '-subj', `/CN=${name}`, '-keyout', file(`${name}.key`), '-out', file(`${name}.csr`)]);
+    run([
+      'req',
+      '-newkey',
+      'rsa:2048',
+      '-nodes',
+      '-subj',
+      `/CN=${name}`,
+      '-keyout',
+      file(`${name}.key`),
+      '-out',
+      file(`${name}.csr`),
+    ]);
     writeFileSync(file(`${name}.ext`), extensions);
-    run(['x509', '-req', '-in', file(`${name}.csr`), '-CA', file('ca.crt'), '-CAkey', file('ca.key'), '-CAcreateserial', '-days', '2', '-extfile', file(`${name}.ext`), '-out', file(`${name}.crt`)]);
+    run([
+      'x509',
+      '-req',
+      '-in',
+      file(`${name}.csr`),
+      '-CA',
+      file('ca.crt'),
+      '-CAkey',
+      file('ca.key'),
+      '-CAcreateserial',
+      '-days',
+      '2',
+      '-extfile',
+      file(`${name}.ext`),
+      '-out',
+      file(`${name}.crt`),
+    ]);
     return { cert: file(`${name}.crt`), key: file(`${name}.key`) };
   };
-  return { ca: file('ca.crt'), server: issue('server', 'subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n'), client: issue('client', 'extendedKeyUsage=clientAuth\n') };
+  return {
+    ca: file('ca.crt'),
+    server: issue('server', 'subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n'),
+    client: issue('client', 'extendedKeyUsage=clientAuth\n'),
+  };
 }
 
 /** The argv every driver gives redis-server, so both drivers behave the same. */
-export function redisServerArgs(port: number, dir: string, aof: boolean, password: string | undefined, extra: readonly string[]): string[] {
+export function redisServerArgs(
+  port: number,
+  dir: string,
+  aof: boolean,
+  password: string | undefined,
+  extra: readonly string[],
+): string[] {
   return [
-    '--port', String(port),
-    '--bind', LOOPBACK,
-    '--protected-mode', 'no',
-    '--dir', dir,
-    '--save', '',
-    '--appendonly', aof ? 'yes' : 'no',
-    '--appendfsync', 'always',
-    '--loglevel', 'notice',
+    '--port',
+    String(port),
+    '--bind',
+    LOOPBACK,
+    '--protected-mode',
+    'no',
+    '--dir',
+    dir,
+    '--save',
+    '',
+    '--appendonly',
+    aof ? 'yes' : 'no',
+    '--appendfsync',
+    'always',
+    '--loglevel',
+    'notice',
     ...(password ? ['--requirepass', password] : []),
     ...extra,
   ];

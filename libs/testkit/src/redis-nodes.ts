@@ -24,7 +24,13 @@ export class ClientLink {
   readonly #password: string | undefined;
   readonly #scheme: 'redis' | 'rediss';
 
-  constructor(clientId: string, nodes: readonly RedisNode[], proxies: readonly FaultProxy[], password: string | undefined, scheme: 'redis' | 'rediss' = 'redis') {
+  constructor(
+    clientId: string,
+    nodes: readonly RedisNode[],
+    proxies: readonly FaultProxy[],
+    password: string | undefined,
+    scheme: 'redis' | 'rediss' = 'redis',
+  ) {
     this.clientId = clientId;
     this.#nodes = nodes;
     this.#proxies = proxies;
@@ -99,9 +105,11 @@ export class RedisNodes {
   link(clientId: string): Promise<ClientLink> {
     let link = this.#links.get(clientId);
     if (!link) {
-      const upstream = (node: RedisNode): number => (this.#tlsClients && node.tls ? Number(new URL(node.tls.url).port) : node.port);
+      const upstream = (node: RedisNode): number =>
+        this.#tlsClients && node.tls ? Number(new URL(node.tls.url).port) : node.port;
       link = Promise.all(this.nodes.map((node) => FaultProxy.start(upstream(node)))).then(
-        (proxies) => new ClientLink(clientId, this.nodes, proxies, this.#password, this.#tlsClients ? 'rediss' : 'redis'),
+        (proxies) =>
+          new ClientLink(clientId, this.nodes, proxies, this.#password, this.#tlsClients ? 'rediss' : 'redis'),
       );
       this.#links.set(clientId, link);
     }

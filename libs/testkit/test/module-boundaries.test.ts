@@ -13,21 +13,31 @@ async function ruleIds(file: string, code: string): Promise<string[]> {
 
 describe('module boundaries', () => {
   it('a lib may not import an app', async () => {
-    expect(await ruleIds('libs/redlock/src/probe.ts', "import '@tickwarden/scheduler';\n")).toContain('@nx/enforce-module-boundaries');
+    expect(await ruleIds('libs/redlock/src/probe.ts', "import '@tickwarden/scheduler';\n")).toContain(
+      '@nx/enforce-module-boundaries',
+    );
   });
 
   it('lib source may not import the test kit; its tests may', async () => {
-    expect(await ruleIds('libs/redlock/src/probe.ts', "import '@tickwarden/testkit';\n")).toContain('@nx/enforce-module-boundaries');
+    expect(await ruleIds('libs/redlock/src/probe.ts', "import '@tickwarden/testkit';\n")).toContain(
+      '@nx/enforce-module-boundaries',
+    );
     expect(await ruleIds('libs/redlock/test/probe.test.ts', "import '@tickwarden/testkit';\n")).toEqual([]);
   });
 
   it('no deep import into another project', async () => {
-    expect(await ruleIds('libs/testkit/src/probe.ts', "import '@tickwarden/redlock/src/keys.ts';\n")).toContain('no-restricted-imports');
-    expect(await ruleIds('libs/testkit/src/probe.ts', "import '../../redlock/src/keys.ts';\n")).toContain('@nx/enforce-module-boundaries');
+    expect(await ruleIds('libs/testkit/src/probe.ts', "import '@tickwarden/redlock/src/keys.ts';\n")).toContain(
+      'no-restricted-imports',
+    );
+    expect(await ruleIds('libs/testkit/src/probe.ts', "import '../../redlock/src/keys.ts';\n")).toContain(
+      '@nx/enforce-module-boundaries',
+    );
   });
 
   it('an app may use a lib through its public entry, but not the test kit outside its tests', async () => {
     expect(await ruleIds('apps/scheduler/src/probe.ts', "import '@tickwarden/redlock';\n")).toEqual([]);
-    expect(await ruleIds('apps/scheduler/src/probe.ts', "import '@tickwarden/testkit';\n")).toContain('@nx/enforce-module-boundaries');
+    expect(await ruleIds('apps/scheduler/src/probe.ts', "import '@tickwarden/testkit';\n")).toContain(
+      '@nx/enforce-module-boundaries',
+    );
   });
 });

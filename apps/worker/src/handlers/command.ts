@@ -44,19 +44,33 @@ export const LEASE_ENDING_BEFORE_START = 'LEASE_ENDING_BEFORE_START';
  * whatever happens. Processes the command leaves behind in its group when it
  * exits are stopped the same way: the run ends only once its group is gone.
  */
-export async function runCommand(config: CommandHandlerConfig, context: RunContext, options: CommandRunOptions): Promise<RunDetails> {
+export async function runCommand(
+  config: CommandHandlerConfig,
+  context: RunContext,
+  options: CommandRunOptions,
+): Promise<RunDetails> {
   const [program, ...args] = config.argv;
   if (program === undefined) throw new HandlerError('command has an empty argv');
   const env = runEnv(context, await resolveValues(config.env, options.secretsDir ?? DEFAULT_SECRETS_DIR));
   const executable = await findExecutable(program, config.cwd, env['PATH']);
   if (executable === undefined) {
-    const where = program.includes('/') ? `at ${path.resolve(config.cwd ?? process.cwd(), program)}` : `named "${program}" on PATH`;
-    throw new HandlerError(`cannot start command "${program}": no executable file ${where}`, { code: 'COMMAND_NOT_FOUND' });
+    const where = program.includes('/')
+      ? `at ${path.resolve(config.cwd ?? process.cwd(), program)}`
+      : `named "${program}" on PATH`;
+    throw new HandlerError(`cannot start command "${program}": no executable file ${where}`, {
+      code: 'COMMAND_NOT_FOUND',
+    });
   }
-  const result = await runGuarded({ noun: 'command', executable, args, cwd: config.cwd, env, killGraceMs: config.killGraceMs }, context, options);
-  if ('error' in result) throw new HandlerError(`cannot start command "${program}": ${result.error.message}`, {}, { cause: result.error });
+  const result = await runGuarded(
+    { noun: 'command', executable, args, cwd: config.cwd, env, killGraceMs: config.killGraceMs },
+    context,
+    options,
+  );
+  if ('error' in result)
+    throw new HandlerError(`cannot start command "${program}": ${result.error.message}`, {}, { cause: result.error });
   if (result.code === 0) return { exitCode: 0, commandMs: result.durationMs, outputLines: result.outputLines };
-  if (result.code !== null) throw new HandlerError(`command exited with code ${result.code}`, { exitCode: result.code });
+  if (result.code !== null)
+    throw new HandlerError(`command exited with code ${result.code}`, { exitCode: result.code });
   throw new HandlerError(`command was killed by ${result.signal ?? 'a signal'}`, { exitSignal: result.signal });
 }
 
@@ -121,7 +135,11 @@ export const REPORT_LINE_MAX_BYTES = 1024 * 1024;
  * guard), whatever happens. Resolves once the group is gone; rejects with the abort's reason
  * when `context.signal` aborted, or with why the program was not started.
  */
-export async function runGuarded(program: GuardedProgram, context: RunContext, options: CommandRunOptions): Promise<GuardedResult> {
+export async function runGuarded(
+  program: GuardedProgram,
+  context: RunContext,
+  options: CommandRunOptions,
+): Promise<GuardedResult> {
   const { limits = DEFAULT_OUTPUT_LIMITS } = options;
   const launcher = options.launcher ?? new GuardLauncher(options.guard);
   // Nothing starts that the guard could not stop if this worker died or stalled.
@@ -129,10 +147,19 @@ export async function runGuarded(program: GuardedProgram, context: RunContext, o
   const refused = startRefusal(context, program.noun);
   if (refused) throw refused;
   const started = performance.now();
-  const spec = { executable: program.executable, args: program.args, cwd: program.cwd, env: program.env, reports: program.onReport !== undefined };
+  const spec = {
+    executable: program.executable,
+    args: program.args,
+    cwd: program.cwd,
+    env: program.env,
+    reports: program.onReport !== undefined,
+  };
   const launched = await launcher.launch(spec, context.lease.msLeft() - LEASE_KILL_MARGIN_MS, context.signal);
   const { stdin, stdout, stderr, reports } = launched;
-  const group = launched.pgid === undefined ? undefined : new ProcessGroup(launched.pgid, program.killGraceMs, (signal) => launched.signal(signal), program.onKill);
+  const group =
+    launched.pgid === undefined
+      ? undefined
+      : new ProcessGroup(launched.pgid, program.killGraceMs, (signal) => launched.signal(signal), program.onKill);
   const followLease = (): void => {
     if (!group) return;
     const killInMs = context.lease.msLeft() - LEASE_KILL_MARGIN_MS;
@@ -144,7 +171,19 @@ export async function runGuarded(program: GuardedProgram, context: RunContext, o
   const output = new OutputLog(context, limits);
   const followed = [output.follow(stdout, 'stdout'), output.follow(stderr, 'stderr')];
   const { onReport } = program;
-  if (reports && onReport) followed.push(followLines(reports, REPORT_LINE_MAX_BYTES, (line) => onReport(line, output), (bytes) => context.logger.warn({ bytes, maxBytes: REPORT_LINE_MAX_BYTES }, `${program.noun} wrote a report line longer than the cap: dropped`)));
+  if (reports && onReport)
+    followed.push(
+      followLines(
+        reports,
+        REPORT_LINE_MAX_BYTES,
+        (line) => onReport(line, output),
+        (bytes) =>
+          context.logger.warn(
+            { bytes, maxBytes: REPORT_LINE_MAX_BYTES },
+            `${program.noun} wrote a report line longer than the cap: dropped`,
+          ),
+      ),
+    );
   const streamsDone = Promise.all(followed);
   stdin.end(JSON.stringify(context.payload ?? null));
 
@@ -172,7 +211,11 @@ export async function runGuarded(program: GuardedProgram, context: RunContext, o
     result = await launched.exited;
     if (group) {
       if (group.alive()) {
-        if (!context.signal.aborted) context.logger.warn({ pgid: group.pgid }, `${program.noun} exited leaving processes in its group: stopping them`);
+        if (!context.signal.aborted)
+          context.logger.warn(
+            { pgid: group.pgid },
+            `${program.noun} exited leaving processes in its group: stopping them`,
+          );
         group.stop();
       }
       await group.gone();
@@ -192,11 +235,21 @@ export async function runGuarded(program: GuardedProgram, context: RunContext, o
   if ('error' in result) return result;
   if (context.signal.aborted) throw context.signal.reason;
   if (notStarted !== undefined) throw notStarted;
-  return { ...result, killed: group?.killedBy, durationMs: Math.round(performance.now() - started), outputLines: output.lines };
+  return {
+    ...result,
+    killed: group?.killedBy,
+    durationMs: Math.round(performance.now() - started),
+    outputLines: output.lines,
+  };
 }
 
 /** Splits a byte stream into lines for `onLine`; a line longer than `maxBytes` is dropped (`onDropped` with its length so far). Resolves at its end. */
-function followLines(stream: Readable, maxBytes: number, onLine: (line: string) => void, onDropped: (bytes: number) => void): Promise<void> {
+function followLines(
+  stream: Readable,
+  maxBytes: number,
+  onLine: (line: string) => void,
+  onDropped: (bytes: number) => void,
+): Promise<void> {
   let pending: Buffer[] = [];
   let pendingBytes = 0;
   let dropping = false;
@@ -243,9 +296,12 @@ function startRefusal(context: RunContext, noun: string): Error | undefined {
   if (context.signal.aborted) return context.signal.reason as Error;
   const msLeft = context.lease.msLeft();
   if (msLeft > LEASE_KILL_MARGIN_MS) return undefined;
-  return new HandlerError(`the lease has ${Math.round(msLeft)} ms of validity left, not more than the ${LEASE_KILL_MARGIN_MS} ms kill margin: the ${noun} is not started`, {
-    code: LEASE_ENDING_BEFORE_START,
-  });
+  return new HandlerError(
+    `the lease has ${Math.round(msLeft)} ms of validity left, not more than the ${LEASE_KILL_MARGIN_MS} ms kill margin: the ${noun} is not started`,
+    {
+      code: LEASE_ENDING_BEFORE_START,
+    },
+  );
 }
 
 /**
@@ -254,9 +310,15 @@ function startRefusal(context: RunContext, noun: string): Error | undefined {
  * libuv does). Looked up here, before the gate execs it, so a missing program fails the run
  * with a clear error rather than the gate's exit code 127.
  */
-async function findExecutable(program: string, cwd: string | undefined, pathList: string | undefined): Promise<string | undefined> {
+async function findExecutable(
+  program: string,
+  cwd: string | undefined,
+  pathList: string | undefined,
+): Promise<string | undefined> {
   const base = cwd ?? process.cwd();
-  const directories = program.includes('/') ? [''] : (pathList ?? '/usr/bin:/bin').split(':').filter((dir) => dir !== '');
+  const directories = program.includes('/')
+    ? ['']
+    : (pathList ?? '/usr/bin:/bin').split(':').filter((dir) => dir !== '');
   for (const directory of directories) {
     const candidate = path.resolve(base, directory, program);
     try {
@@ -282,7 +344,9 @@ const INHERITED_ENV: readonly string[] = [
 ];
 
 function inheritedEnv(): NodeJS.ProcessEnv {
-  return Object.fromEntries(INHERITED_ENV.flatMap((name) => (process.env[name] === undefined ? [] : [[name, process.env[name]]])));
+  return Object.fromEntries(
+    INHERITED_ENV.flatMap((name) => (process.env[name] === undefined ? [] : [[name, process.env[name]]])),
+  );
 }
 
 /**
@@ -301,7 +365,12 @@ class ProcessGroup {
   #killedBy: GroupKillCause | undefined;
   #stopping = false;
 
-  constructor(pgid: number, graceMs: number, sendSignal: (signal: NodeJS.Signals | 0) => boolean, onKill?: (cause: GroupKillCause) => void) {
+  constructor(
+    pgid: number,
+    graceMs: number,
+    sendSignal: (signal: NodeJS.Signals | 0) => boolean,
+    onKill?: (cause: GroupKillCause) => void,
+  ) {
     this.pgid = pgid;
     this.#graceMs = graceMs;
     this.#sendSignal = sendSignal;
@@ -348,7 +417,10 @@ class ProcessGroup {
 
   /** Resolves once no process is left in the group (or, after SIGKILL, when waiting longer is pointless). */
   gone(): Promise<void> {
-    return groupGone(() => this.alive(), () => this.#killedAt);
+    return groupGone(
+      () => this.alive(),
+      () => this.#killedAt,
+    );
   }
 
   dispose(): void {

@@ -1,6 +1,14 @@
 import { lookup, type LookupAddress, type LookupAllOptions } from 'node:dns';
 import type { LookupFunction } from 'node:net';
-import { addressRefusal, DEFAULT_HTTP_DESTINATIONS, DEFAULT_SECRETS_DIR, hostRefusal, redactUrl, type HandlerConfig, type HttpDestinations } from '@tickwarden/config';
+import {
+  addressRefusal,
+  DEFAULT_HTTP_DESTINATIONS,
+  DEFAULT_SECRETS_DIR,
+  hostRefusal,
+  redactUrl,
+  type HandlerConfig,
+  type HttpDestinations,
+} from '@tickwarden/config';
 import { Agent, fetch, Headers, type Response } from 'undici';
 import { resolveValues } from './secrets.ts';
 import { HandlerError, tickIso, type RunContext, type RunDetails } from './types.ts';
@@ -27,8 +35,13 @@ function checkedLookup(policy: HttpDestinations): LookupFunction {
     lookup(hostname, { ...options, all: true } satisfies LookupAllOptions, (error, addresses: LookupAddress[]) => {
       const refusals = error ? [] : addresses.map((entry) => addressRefusal(policy, hostname, entry.address));
       const allowed = error ? [] : addresses.filter((_, i) => refusals[i] === undefined);
-      const failure = error ?? (allowed.length === 0 ? new DestinationRefusedError(refusals[0] ?? `${hostname} resolves to no address`) : null);
-      if (failure || options.all) return (callback as (error: Error | null, addresses: LookupAddress[]) => void)(failure, allowed);
+      const failure =
+        error ??
+        (allowed.length === 0
+          ? new DestinationRefusedError(refusals[0] ?? `${hostname} resolves to no address`)
+          : null);
+      if (failure || options.all)
+        return (callback as (error: Error | null, addresses: LookupAddress[]) => void)(failure, allowed);
       const [first] = allowed;
       callback(null, first?.address ?? '', first?.family ?? 4);
     });
@@ -48,7 +61,10 @@ function agentFor(policy: HttpDestinations): Agent {
 }
 
 function refused(refusal: string, url: URL): HandlerError {
-  return new HandlerError(`http destination refused: ${refusal}`, { code: HTTP_DESTINATION_REFUSED, url: redactUrl(url.href) });
+  return new HandlerError(`http destination refused: ${refusal}`, {
+    code: HTTP_DESTINATION_REFUSED,
+    url: redactUrl(url.href),
+  });
 }
 
 /**
@@ -62,7 +78,11 @@ function refused(refusal: string, url: URL): HandlerError {
  * each address a name resolves to on every new connection. Aborting `context.signal`
  * cancels the request (the connection is closed).
  */
-export async function runHttp(config: HttpHandlerConfig, context: RunContext, options: { secretsDir?: string | undefined; httpDestinations?: HttpDestinations | undefined } = {}): Promise<RunDetails> {
+export async function runHttp(
+  config: HttpHandlerConfig,
+  context: RunContext,
+  options: { secretsDir?: string | undefined; httpDestinations?: HttpDestinations | undefined } = {},
+): Promise<RunDetails> {
   const { secretsDir = DEFAULT_SECRETS_DIR, httpDestinations = DEFAULT_HTTP_DESTINATIONS } = options;
   const timeout = AbortSignal.timeout(config.timeoutMs);
   const signal = AbortSignal.any([context.signal, timeout]);
@@ -70,7 +90,11 @@ export async function runHttp(config: HttpHandlerConfig, context: RunContext, op
   // fetch refuses URLs with credentials: send them as Basic auth (as curl does), and never echo them.
   const origin = new URL(config.url);
   if (origin.username !== '' || origin.password !== '') {
-    if (!headers.has('authorization')) headers.set('authorization', `Basic ${Buffer.from(`${decodeURIComponent(origin.username)}:${decodeURIComponent(origin.password)}`).toString('base64')}`);
+    if (!headers.has('authorization'))
+      headers.set(
+        'authorization',
+        `Basic ${Buffer.from(`${decodeURIComponent(origin.username)}:${decodeURIComponent(origin.password)}`).toString('base64')}`,
+      );
     origin.username = '';
     origin.password = '';
   }
@@ -79,13 +103,22 @@ export async function runHttp(config: HttpHandlerConfig, context: RunContext, op
   headers.set('X-Tickwarden-Schedule', context.schedule);
   headers.set('X-Tickwarden-Tick', tickIso(context));
   headers.set('X-Tickwarden-Fence', String(context.fence));
-  let request = { url: origin, method: config.method as string, body: config.method === 'GET' ? undefined : JSON.stringify(context.payload ?? null) };
+  let request = {
+    url: origin,
+    method: config.method as string,
+    body: config.method === 'GET' ? undefined : JSON.stringify(context.payload ?? null),
+  };
   const started = performance.now();
   const failure = (error: unknown): never => {
     if (context.signal.aborted) throw context.signal.reason;
-    if (timeout.aborted) throw new HandlerError(`http request timed out after ${config.timeoutMs} ms`, { timeoutMs: config.timeoutMs });
-    if (error instanceof Error && error.cause instanceof DestinationRefusedError) throw refused(error.cause.message, request.url);
-    const cause = error instanceof Error ? ((error.cause instanceof Error ? error.cause.message : undefined) ?? error.message) : String(error);
+    if (timeout.aborted)
+      throw new HandlerError(`http request timed out after ${config.timeoutMs} ms`, { timeoutMs: config.timeoutMs });
+    if (error instanceof Error && error.cause instanceof DestinationRefusedError)
+      throw refused(error.cause.message, request.url);
+    const cause =
+      error instanceof Error
+        ? ((error.cause instanceof Error ? error.cause.message : undefined) ?? error.message)
+        : String(error);
     throw new HandlerError(`http request failed: ${redactUrl(cause)}`);
   };
   context.signal.throwIfAborted();
@@ -95,7 +128,14 @@ export async function runHttp(config: HttpHandlerConfig, context: RunContext, op
   for (let redirects = 0; ; redirects++) {
     let response: Response;
     try {
-      response = await fetch(request.url, { method: request.method, headers, body: request.body, signal, redirect: 'manual', dispatcher: agentFor(httpDestinations) });
+      response = await fetch(request.url, {
+        method: request.method,
+        headers,
+        body: request.body,
+        signal,
+        redirect: 'manual',
+        dispatcher: agentFor(httpDestinations),
+      });
     } catch (error) {
       return failure(error);
     }
@@ -104,8 +144,19 @@ export async function runHttp(config: HttpHandlerConfig, context: RunContext, op
     if (location !== null) {
       await response.body?.cancel().catch(() => undefined);
       const next = new URL(location, request.url);
-      const refusal = config.redirects === 'none' ? 'redirects: none' : next.origin !== origin.origin ? `not ${origin.origin}` : redirects >= MAX_REDIRECTS ? `more than ${MAX_REDIRECTS} redirects` : undefined;
-      if (refusal) throw new HandlerError(`http ${status}: redirect to ${redactUrl(next.href)} not followed (${refusal})`, { status, location: redactUrl(next.href) });
+      const refusal =
+        config.redirects === 'none'
+          ? 'redirects: none'
+          : next.origin !== origin.origin
+            ? `not ${origin.origin}`
+            : redirects >= MAX_REDIRECTS
+              ? `more than ${MAX_REDIRECTS} redirects`
+              : undefined;
+      if (refusal)
+        throw new HandlerError(`http ${status}: redirect to ${redactUrl(next.href)} not followed (${refusal})`, {
+          status,
+          location: redactUrl(next.href),
+        });
       // As fetch follows them: 303, and 301/302 after a POST, become a GET without a body.
       const toGet = status === 303 || ((status === 301 || status === 302) && request.method === 'POST');
       request = { url: next, method: toGet ? 'GET' : request.method, body: toGet ? undefined : request.body };
@@ -121,7 +172,10 @@ export async function runHttp(config: HttpHandlerConfig, context: RunContext, op
     } catch (error) {
       return failure(error);
     }
-    throw new HandlerError(`http ${status}${response.statusText ? ` ${response.statusText}` : ''}: ${text}`, { status, body: text });
+    throw new HandlerError(`http ${status}${response.statusText ? ` ${response.statusText}` : ''}: ${text}`, {
+      status,
+      body: text,
+    });
   }
 }
 

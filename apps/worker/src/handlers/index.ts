@@ -12,7 +12,11 @@ export interface HandlerOptions extends CommandRunOptions {
 }
 
 /** Runs the schedule's handler once for `context`; resolves with details for the log, rejects on failure or abort. */
-export function runHandler(schedule: Pick<ScheduleConfig, 'handler' | 'source'>, context: RunContext, options: HandlerOptions): Promise<RunDetails> {
+export function runHandler(
+  schedule: Pick<ScheduleConfig, 'handler' | 'source'>,
+  context: RunContext,
+  options: HandlerOptions,
+): Promise<RunDetails> {
   const { handler } = schedule;
   switch (handler.kind) {
     case 'http':

@@ -50,7 +50,13 @@ function finish(message: Extract<RunnerReport, { type: 'done' }>, exitCode: numb
 function plain(fields: unknown): Record<string, unknown> {
   if (fields === null || typeof fields !== 'object') return {};
   try {
-    const text = JSON.stringify(fields, (_key, value: unknown) => (value instanceof Error ? { name: value.name, message: value.message } : typeof value === 'bigint' ? String(value) : value));
+    const text = JSON.stringify(fields, (_key, value: unknown) =>
+      value instanceof Error
+        ? { name: value.name, message: value.message }
+        : typeof value === 'bigint'
+          ? String(value)
+          : value,
+    );
     if (text === undefined) return {};
     if (text.length > MAX_FIELDS_CHARS) return { fields: `(${text.length} characters of JSON: too large)` };
     return JSON.parse(text) as Record<string, unknown>;
@@ -80,7 +86,9 @@ function describe(error: unknown): { name: string; message: string; stack: strin
 // abort, the lease's end): until the call settles, this timer keeps the process alive.
 setInterval(() => undefined, 2 ** 31 - 1);
 const controller = new AbortController();
-process.on('SIGTERM', () => controller.abort(new DOMException('the run was aborted: the worker sent SIGTERM', 'AbortError')));
+process.on('SIGTERM', () =>
+  controller.abort(new DOMException('the run was aborted: the worker sent SIGTERM', 'AbortError')),
+);
 process.on('uncaughtException', (error) => {
   // A module that listens for these itself handles them (Node calls every listener).
   if (process.listenerCount('uncaughtException') > 1) return;
@@ -90,7 +98,8 @@ process.on('uncaughtException', (error) => {
 const [modulePath, exportName] = process.argv.slice(2);
 const env = process.env;
 try {
-  if (modulePath === undefined || exportName === undefined) throw new Error('usage: module-runner <module path> <export name>');
+  if (modulePath === undefined || exportName === undefined)
+    throw new Error('usage: module-runner <module path> <export name>');
   const chunks: Buffer[] = [];
   for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
   const input = Buffer.concat(chunks).toString('utf8');
@@ -107,7 +116,9 @@ try {
   const loaded = (await import(pathToFileURL(modulePath).href)) as Record<string, unknown>;
   const fn = loaded[exportName];
   if (typeof fn !== 'function') {
-    throw new TypeError(`module ${modulePath} has no function export "${exportName}" (found ${fn === undefined ? 'nothing' : typeof fn})`);
+    throw new TypeError(
+      `module ${modulePath} has no function export "${exportName}" (found ${fn === undefined ? 'nothing' : typeof fn})`,
+    );
   }
   await (fn as (context: unknown) => unknown)({ ...context, signal: controller.signal, logger });
   finish({ type: 'done', ok: true }, 0);

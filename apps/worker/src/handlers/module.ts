@@ -9,7 +9,9 @@ import { HandlerError, type RunContext, type RunDetails } from './types.ts';
 export type ModuleHandlerConfig = Extract<HandlerConfig, { kind: 'module' }>;
 
 // The runner sits next to this file, as .ts in the sources (run by Node's type stripping) and .js once built.
-const RUNNER = fileURLToPath(new URL(`./module-runner${path.extname(fileURLToPath(import.meta.url))}`, import.meta.url));
+const RUNNER = fileURLToPath(
+  new URL(`./module-runner${path.extname(fileURLToPath(import.meta.url))}`, import.meta.url),
+);
 const LEVELS: readonly OutputLevel[] = ['debug', 'info', 'warn', 'error'];
 
 /** The module's absolute path: as written when absolute, else relative to the directory of the config file defining the schedule. */
@@ -31,7 +33,12 @@ export function resolveModulePath(modulePath: string, configFile: string): strin
  * before the run's lease validity ends (each extension moves that end), by this
  * worker and by the guard - which does it even while this worker is paused.
  */
-export async function runModule(config: ModuleHandlerConfig, context: RunContext, configFile: string, options: CommandRunOptions): Promise<RunDetails> {
+export async function runModule(
+  config: ModuleHandlerConfig,
+  context: RunContext,
+  configFile: string,
+  options: CommandRunOptions,
+): Promise<RunDetails> {
   const modulePath = resolveModulePath(config.path, configFile);
   let done: Extract<RunnerReport, { type: 'done' }> | undefined;
   let unreadable = false;
@@ -40,37 +47,75 @@ export async function runModule(config: ModuleHandlerConfig, context: RunContext
     try {
       report = JSON.parse(line) as RunnerReport;
     } catch {
-      if (!unreadable) context.logger.warn({ bytes: Buffer.byteLength(line) }, 'module process wrote a line on its report channel (fd 4) that is not a report: ignored');
+      if (!unreadable)
+        context.logger.warn(
+          { bytes: Buffer.byteLength(line) },
+          'module process wrote a line on its report channel (fd 4) that is not a report: ignored',
+        );
       unreadable = true;
       return;
     }
-    if (report.type === 'log') output.write('log', String(report.msg), LEVELS.includes(report.level) ? report.level : 'info', report.fields);
+    if (report.type === 'log')
+      output.write('log', String(report.msg), LEVELS.includes(report.level) ? report.level : 'info', report.fields);
     else if (report.type === 'done') done ??= report;
   };
   const onKill = (cause: GroupKillCause): void => {
     if (done) return; // the call ended: only what it left behind is killed
-    if (cause === 'lease-end') context.logger.warn({ leaseMsLeft: Math.round(context.lease.msLeft()) }, "lease validity ends: killing the module's process group");
-    else if (context.signal.aborted) context.logger.warn({ killGraceMs: config.killGraceMs }, "module ignored the abort for its kill grace: killing its process group");
+    if (cause === 'lease-end')
+      context.logger.warn(
+        { leaseMsLeft: Math.round(context.lease.msLeft()) },
+        "lease validity ends: killing the module's process group",
+      );
+    else if (context.signal.aborted)
+      context.logger.warn(
+        { killGraceMs: config.killGraceMs },
+        'module ignored the abort for its kill grace: killing its process group',
+      );
   };
   const result = await runGuarded(
-    { noun: 'module process', executable: process.execPath, args: [RUNNER, modulePath, config.exportName], cwd: undefined, env: runEnv(context), killGraceMs: config.killGraceMs, onReport, onKill },
+    {
+      noun: 'module process',
+      executable: process.execPath,
+      args: [RUNNER, modulePath, config.exportName],
+      cwd: undefined,
+      env: runEnv(context),
+      killGraceMs: config.killGraceMs,
+      onReport,
+      onKill,
+    },
     context,
     options,
   );
-  if ('error' in result) throw new HandlerError(`cannot start the module process: ${result.error.message}`, {}, { cause: result.error });
+  if ('error' in result)
+    throw new HandlerError(`cannot start the module process: ${result.error.message}`, {}, { cause: result.error });
   // The call's own end decides, whatever happened to the process after it reported.
   const finished = done as Extract<RunnerReport, { type: 'done' }> | undefined;
-  if (finished?.ok) return { moduleMs: result.durationMs, ...(result.outputLines > 0 ? { outputLines: result.outputLines } : {}) };
+  if (finished?.ok)
+    return { moduleMs: result.durationMs, ...(result.outputLines > 0 ? { outputLines: result.outputLines } : {}) };
   if (finished) {
     const { name, message, stack } = finished.error;
-    const error = new HandlerError(finished.crashed ? `module process crashed: ${name}: ${message}` : `module ${name}: ${message}`, { errorName: name });
+    const error = new HandlerError(
+      finished.crashed ? `module process crashed: ${name}: ${message}` : `module ${name}: ${message}`,
+      { errorName: name },
+    );
     if (stack) error.stack = stack;
     throw error;
   }
   // No report of the call's end: the process was killed, or exited (process.exit) before its call finished.
-  if (result.killed === 'lease-end' || (result.signal === 'SIGKILL' && context.lease.msLeft() <= LEASE_KILL_MARGIN_MS)) {
-    throw new HandlerError(`module process killed: its lease validity was ending (${LEASE_KILL_MARGIN_MS} ms kill margin) before its call finished`, { exitSignal: result.signal, killed: 'lease-end' });
+  if (
+    result.killed === 'lease-end' ||
+    (result.signal === 'SIGKILL' && context.lease.msLeft() <= LEASE_KILL_MARGIN_MS)
+  ) {
+    throw new HandlerError(
+      `module process killed: its lease validity was ending (${LEASE_KILL_MARGIN_MS} ms kill margin) before its call finished`,
+      { exitSignal: result.signal, killed: 'lease-end' },
+    );
   }
-  if (result.code !== null) throw new HandlerError(`module process exited with code ${result.code} before its call finished`, { exitCode: result.code });
-  throw new HandlerError(`module process was killed by ${result.signal ?? 'a signal'} before its call finished`, { exitSignal: result.signal });
+  if (result.code !== null)
+    throw new HandlerError(`module process exited with code ${result.code} before its call finished`, {
+      exitCode: result.code,
+    });
+  throw new HandlerError(`module process was killed by ${result.signal ?? 'a signal'} before its call finished`, {
+    exitSignal: result.signal,
+  });
 }

@@ -35,11 +35,20 @@ export class OutputLog {
     this.#line(stream, cut ? bytes.subarray(0, this.#limits.maxLineBytes) : bytes, cut, level, fields);
   }
 
-  #line(stream: OutputStream, bytes: Buffer, cut: boolean, level: OutputLevel = 'info', fields: Record<string, unknown> = {}): void {
+  #line(
+    stream: OutputStream,
+    bytes: Buffer,
+    cut: boolean,
+    level: OutputLevel = 'info',
+    fields: Record<string, unknown> = {},
+  ): void {
     if (this.lines >= this.#limits.maxLines) {
       if (!this.#truncated) {
         this.#truncated = true;
-        this.#context.logger.warn({ stream, maxLines: this.#limits.maxLines }, `output truncated: more than ${this.#limits.maxLines} lines; the rest is dropped`);
+        this.#context.logger.warn(
+          { stream, maxLines: this.#limits.maxLines },
+          `output truncated: more than ${this.#limits.maxLines} lines; the rest is dropped`,
+        );
       }
       return;
     }

@@ -77,7 +77,12 @@ export interface GatedChild {
 /** Spawns `spec` behind its closed gate (see GATE_ARGS). */
 export function spawnGated(spec: ProgramSpec): GatedChild {
   const stdio: 'pipe'[] = spec.reports ? ['pipe', 'pipe', 'pipe', 'pipe', 'pipe'] : ['pipe', 'pipe', 'pipe', 'pipe'];
-  const child = spawn(GATE_SHELL, [...GATE_ARGS, spec.executable, ...spec.args], { cwd: spec.cwd, env: spec.env, detached: true, stdio });
+  const child = spawn(GATE_SHELL, [...GATE_ARGS, spec.executable, ...spec.args], {
+    cwd: spec.cwd,
+    env: spec.env,
+    detached: true,
+    stdio,
+  });
   const exited = new Promise<ProgramExit>((resolve) => {
     child.once('exit', (code, signal) => resolve({ code, signal }));
     child.once('error', (error) => resolve({ error }));
@@ -85,7 +90,15 @@ export function spawnGated(spec: ProgramSpec): GatedChild {
   const gate = child.stdio[3] as Writable;
   gate.on('error', () => undefined);
   child.stdin.on('error', () => undefined); // EPIPE when the program does not read its input
-  return { pid: child.pid, stdin: child.stdin, stdout: child.stdout, stderr: child.stderr, gate, reports: spec.reports ? (child.stdio[4] as Readable) : undefined, exited };
+  return {
+    pid: child.pid,
+    stdin: child.stdin,
+    stdout: child.stdout,
+    stderr: child.stderr,
+    gate,
+    reports: spec.reports ? (child.stdio[4] as Readable) : undefined,
+    exited,
+  };
 }
 
 /** Signals process group `pgid`; with 0, whether it has a process left. EPERM (exists, not ours) counts as alive. */

@@ -12,7 +12,10 @@ export const SECRET_UNAVAILABLE = 'SECRET_UNAVAILABLE';
  * rotated Secret is picked up. A value that cannot be read fails the run naming the Secret and
  * key, never a value.
  */
-export async function resolveValues(values: Readonly<Record<string, ConfigValue>>, secretsDir: string): Promise<Record<string, string>> {
+export async function resolveValues(
+  values: Readonly<Record<string, ConfigValue>>,
+  secretsDir: string,
+): Promise<Record<string, string>> {
   const resolved: Record<string, string> = {};
   for (const [name, value] of Object.entries(values)) {
     if (typeof value === 'string') {
@@ -23,7 +26,10 @@ export async function resolveValues(values: Readonly<Record<string, ConfigValue>
     try {
       resolved[name] = (await readFile(file, 'utf8')).replace(/\n$/, '');
     } catch (error) {
-      throw new HandlerError(`cannot read ${name} from Secret ${value.secret}, key ${value.key} (${file}): ${(error as NodeJS.ErrnoException).code ?? 'unreadable'}`, { code: SECRET_UNAVAILABLE, secret: value.secret, key: value.key });
+      throw new HandlerError(
+        `cannot read ${name} from Secret ${value.secret}, key ${value.key} (${file}): ${(error as NodeJS.ErrnoException).code ?? 'unreadable'}`,
+        { code: SECRET_UNAVAILABLE, secret: value.secret, key: value.key },
+      );
     }
   }
   return resolved;

@@ -7,9 +7,17 @@ export interface CommandResult {
 }
 
 /** Runs a command to completion (killed after `timeoutMs`), without blocking the event loop. */
-export function runCommand(command: string, args: readonly string[], { timeoutMs = 120_000, env }: { timeoutMs?: number; env?: NodeJS.ProcessEnv } = {}): Promise<CommandResult> {
+export function runCommand(
+  command: string,
+  args: readonly string[],
+  { timeoutMs = 120_000, env }: { timeoutMs?: number; env?: NodeJS.ProcessEnv } = {},
+): Promise<CommandResult> {
   return new Promise((resolve) => {
-    const child = spawn(command, [...args], { env: env ?? process.env, stdio: ['ignore', 'pipe', 'pipe'], timeout: timeoutMs });
+    const child = spawn(command, [...args], {
+      env: env ?? process.env,
+      stdio: ['ignore', 'pipe', 'pipe'],
+      timeout: timeoutMs,
+    });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString('utf8')));
@@ -20,9 +28,16 @@ export function runCommand(command: string, args: readonly string[], { timeoutMs
 }
 
 /** Like `runCommand`, but a non-zero exit throws with the command's output. */
-export async function mustRun(command: string, args: readonly string[], options: { timeoutMs?: number; env?: NodeJS.ProcessEnv } = {}): Promise<string> {
+export async function mustRun(
+  command: string,
+  args: readonly string[],
+  options: { timeoutMs?: number; env?: NodeJS.ProcessEnv } = {},
+): Promise<string> {
   const result = await runCommand(command, args, options);
-  if (result.code !== 0) throw new Error(`${command} ${args.join(' ')} exited with ${String(result.code)}:\n${result.stderr.slice(-4000)}\n${result.stdout.slice(-4000)}`);
+  if (result.code !== 0)
+    throw new Error(
+      `${command} ${args.join(' ')} exited with ${String(result.code)}:\n${result.stderr.slice(-4000)}\n${result.stdout.slice(-4000)}`,
+    );
   return result.stdout;
 }
 

@@ -5,7 +5,11 @@ import type { KubeObject } from './objects.ts';
 type EnvParser = (env: Readonly<Record<string, string | undefined>>) => EnvResult<unknown>;
 
 /** The app containers, by name, and the parser each runs on its environment at start (the launcher is the worker pod's second container). */
-export const APP_ENV_PARSERS: Readonly<Record<string, EnvParser>> = { scheduler: parseSchedulerEnv, worker: parseWorkerEnv, launcher: parseLauncherEnv };
+export const APP_ENV_PARSERS: Readonly<Record<string, EnvParser>> = {
+  scheduler: parseSchedulerEnv,
+  worker: parseWorkerEnv,
+  launcher: parseLauncherEnv,
+};
 
 /**
  * The variables `parse` reads, found by running it on an environment that records every read:
@@ -65,7 +69,10 @@ export function resolveEnv(container: IContainer, objects: readonly KubeObject[]
     if (variable.value !== undefined) {
       const expanded = expandReferences(variable.value, env);
       for (const ref of expanded.references) referenced.add(ref);
-      for (const ref of expanded.unresolved) problems.push(`${where}: ${name} references $(${ref}), which is not defined before it: Kubernetes leaves it unexpanded`);
+      for (const ref of expanded.unresolved)
+        problems.push(
+          `${where}: ${name} references $(${ref}), which is not defined before it: Kubernetes leaves it unexpanded`,
+        );
       env[name] = expanded.value;
       continue;
     }
@@ -73,7 +80,10 @@ export function resolveEnv(container: IContainer, objects: readonly KubeObject[]
     if (from?.secretKeyRef) {
       secretNames.add(name);
       const value = secretValue(objects, from.secretKeyRef.name ?? '', from.secretKeyRef.key, sources);
-      if (value === undefined) problems.push(`${where}: ${name} reads Secret ${from.secretKeyRef.name}/${from.secretKeyRef.key}, which is neither rendered nor a documented external Secret`);
+      if (value === undefined)
+        problems.push(
+          `${where}: ${name} reads Secret ${from.secretKeyRef.name}/${from.secretKeyRef.key}, which is neither rendered nor a documented external Secret`,
+        );
       else env[name] = value;
     } else if (from?.fieldRef?.fieldPath === 'metadata.name') env[name] = sources.podName;
     else problems.push(`${where}: ${name} has a valueFrom these checks do not resolve`);
@@ -83,7 +93,10 @@ export function resolveEnv(container: IContainer, objects: readonly KubeObject[]
 }
 
 /** Kubernetes' `$(NAME)` expansion (env values, command, args) against the variables defined so far. */
-export function expandReferences(text: string, env: Readonly<Record<string, string>>): { value: string; references: string[]; unresolved: string[] } {
+export function expandReferences(
+  text: string,
+  env: Readonly<Record<string, string>>,
+): { value: string; references: string[]; unresolved: string[] } {
   const references: string[] = [];
   const unresolved: string[] = [];
   const value = text.replace(REFERENCE, (match, ref: string | undefined) => {
@@ -97,7 +110,12 @@ export function expandReferences(text: string, env: Readonly<Record<string, stri
   return { value, references, unresolved };
 }
 
-function secretValue(objects: readonly KubeObject[], name: string, key: string, sources: EnvSources): string | undefined {
+function secretValue(
+  objects: readonly KubeObject[],
+  name: string,
+  key: string,
+  sources: EnvSources,
+): string | undefined {
   const secret = objects.find((object) => object.kind === 'Secret' && object.metadata.name === name);
   if (!secret) return sources.externalSecrets[`${name}/${key}`];
   const data = (secret['data'] ?? {}) as Record<string, string>;

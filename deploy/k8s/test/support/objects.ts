@@ -65,14 +65,21 @@ export function component(objects: readonly KubeObject[], name: string): Workloa
  */
 export function mainContainer(workload: Workload): IContainer {
   const { containers } = workload.pod;
-  const named = containers.length === 1 ? containers : containers.filter((container) => container.name === workload.podLabels['app.kubernetes.io/component']);
+  const named =
+    containers.length === 1
+      ? containers
+      : containers.filter((container) => container.name === workload.podLabels['app.kubernetes.io/component']);
   const [container, ...others] = named;
-  if (!container || others.length > 0) throw new Error(`${workload.kind}/${workload.name}: expected exactly one container, or one named after its component`);
+  if (!container || others.length > 0)
+    throw new Error(
+      `${workload.kind}/${workload.name}: expected exactly one container, or one named after its component`,
+    );
   return container;
 }
 
 /** A workload's (non-init) container of that name. */
-export const containerNamed = (workload: Workload, name: string): IContainer | undefined => workload.pod.containers.find((container) => container.name === name);
+export const containerNamed = (workload: Workload, name: string): IContainer | undefined =>
+  workload.pod.containers.find((container) => container.name === name);
 
 /** Label selector semantics of the API server (matchLabels AND every matchExpression). */
 export function selects(selector: LabelSelector, labels: Readonly<Record<string, string>>): boolean {

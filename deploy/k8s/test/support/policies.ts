@@ -1,13 +1,30 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { formatConfigError, formatDuration, LAUNCHER_SOCKET_VARIABLE, validateConfigTexts, type ConfigText, type TickwardenConfig } from '@tickwarden/config';
+import {
+  formatConfigError,
+  formatDuration,
+  LAUNCHER_SOCKET_VARIABLE,
+  validateConfigTexts,
+  type ConfigText,
+  type TickwardenConfig,
+} from '@tickwarden/config';
 import { PROCESS_NODE_FLAGS } from '@tickwarden/runtime';
 import type { IContainer } from 'kubernetes-models/v1/Container';
 import type { IProbe } from 'kubernetes-models/v1/Probe';
 import type { IVolume } from 'kubernetes-models/v1/Volume';
 import type { IVolumeMount } from 'kubernetes-models/v1/VolumeMount';
 import { APP_ENV_PARSERS, resolveEnv, variablesRead, type EnvSources, type ResolvedEnv } from './env.ts';
-import { component, containerNamed, flagValues, mainContainer, selects, workloads, type KubeObject, type LabelSelector, type Workload } from './objects.ts';
+import {
+  component,
+  containerNamed,
+  flagValues,
+  mainContainer,
+  selects,
+  workloads,
+  type KubeObject,
+  type LabelSelector,
+  type Workload,
+} from './objects.ts';
 import { REPO_ROOT } from './paths.ts';
 
 /** A policy: every violation it finds in a rendered overlay, one message each (none: it holds). */
@@ -30,27 +47,38 @@ export const ENV_SOURCES: EnvSources = {
     // Each app user's password on each lock node and on the queue Redis (README, "Apply").
     ...Object.fromEntries(
       ['scheduler', 'worker'].flatMap((role, r) => [
-        ...Array.from({ length: 5 }, (_, node) => [`tickwarden-redis/${role}-lock-${node}-password`, `3f1c0e9a7b2d4c6e8f0a1b2c3d4e5f${r}${node}`]),
+        ...Array.from({ length: 5 }, (_, node) => [
+          `tickwarden-redis/${role}-lock-${node}-password`,
+          `3f1c0e9a7b2d4c6e8f0a1b2c3d4e5f${r}${node}`,
+        ]),
         [`tickwarden-redis/${role}-queue-password`, `9a8b7c6d5e4f30211f2e3d4c5b6a79${r}0`],
       ]),
     ),
     'tickwarden-redis-acl/probe-password': '0f1e2d3c4b5a69788796a5b4c3d2e1f0',
-    'tickwarden-managed-redis/lock-nodes': 'rediss://:pw@lock-a.example.net:6380,rediss://:pw@lock-b.example.net:6380,rediss://:pw@lock-c.example.net:6380',
+    'tickwarden-managed-redis/lock-nodes':
+      'rediss://:pw@lock-a.example.net:6380,rediss://:pw@lock-b.example.net:6380,rediss://:pw@lock-c.example.net:6380',
     'tickwarden-managed-redis/queue-redis': 'rediss://:pw@queue.example.net:6380',
   },
 };
 
 // ---- containers ---------------------------------------------------------------------------
 
-const containersOf = (workload: Workload): IContainer[] => [...(workload.pod.initContainers ?? []), ...workload.pod.containers];
-const where = (workload: Workload, container: IContainer): string => `${workload.kind}/${workload.name} container ${container.name}`;
-const hasHandler = (probe: IProbe | undefined): boolean => Boolean(probe && (probe.httpGet ?? probe.exec ?? probe.tcpSocket ?? probe.grpc));
+const containersOf = (workload: Workload): IContainer[] => [
+  ...(workload.pod.initContainers ?? []),
+  ...workload.pod.containers,
+];
+const where = (workload: Workload, container: IContainer): string =>
+  `${workload.kind}/${workload.name} container ${container.name}`;
+const hasHandler = (probe: IProbe | undefined): boolean =>
+  Boolean(probe && (probe.httpGet ?? probe.exec ?? probe.tcpSocket ?? probe.grpc));
 
 /** Every (non-init) container has a liveness and a readiness probe with a handler. */
 export const probes: Policy = (objects) =>
   workloads(objects).flatMap((workload) =>
     workload.pod.containers.flatMap((container) =>
-      (['livenessProbe', 'readinessProbe'] as const).filter((probe) => !hasHandler(container[probe])).map((probe) => `${where(workload, container)}: no ${probe}`),
+      (['livenessProbe', 'readinessProbe'] as const)
+        .filter((probe) => !hasHandler(container[probe]))
+        .map((probe) => `${where(workload, container)}: no ${probe}`),
     ),
   );
 
@@ -59,7 +87,9 @@ export const resources: Policy = (objects) =>
   workloads(objects).flatMap((workload) =>
     containersOf(workload).flatMap((container) =>
       (['requests', 'limits'] as const).flatMap((kind) =>
-        ['cpu', 'memory'].filter((resource) => container.resources?.[kind]?.[resource] === undefined).map((resource) => `${where(workload, container)}: no ${resource} ${kind.slice(0, -1)}`),
+        ['cpu', 'memory']
+          .filter((resource) => container.resources?.[kind]?.[resource] === undefined)
+          .map((resource) => `${where(workload, container)}: no ${resource} ${kind.slice(0, -1)}`),
       ),
     ),
   );
@@ -78,7 +108,8 @@ export const securityContext: Policy = (objects) =>
       if (own.readOnlyRootFilesystem !== true) problems.push(`${at}: readOnlyRootFilesystem is not true`);
       if (!own.capabilities?.drop?.includes('ALL')) problems.push(`${at}: capabilities do not drop ALL`);
       if ((own.capabilities?.add ?? []).length > 0) problems.push(`${at}: adds capabilities`);
-      if ((own.seccompProfile ?? pod.seccompProfile)?.type !== 'RuntimeDefault') problems.push(`${at}: seccompProfile is not RuntimeDefault`);
+      if ((own.seccompProfile ?? pod.seccompProfile)?.type !== 'RuntimeDefault')
+        problems.push(`${at}: seccompProfile is not RuntimeDefault`);
       return problems;
     }),
   );
@@ -89,7 +120,9 @@ export const pinnedImages: Policy = (objects) =>
     containersOf(workload).flatMap((container) => {
       const image = container.image ?? '';
       const tag = image.includes('@') ? 'digest' : /:([^/:]+)$/.exec(image)?.[1];
-      return tag === undefined || tag === 'latest' ? [`${where(workload, container)}: image "${image}" is not pinned to a tag`] : [];
+      return tag === undefined || tag === 'latest'
+        ? [`${where(workload, container)}: image "${image}" is not pinned to a tag`]
+        : [];
     }),
   );
 
@@ -101,11 +134,17 @@ export const pinnedImages: Policy = (objects) =>
  */
 export const podHygiene: Policy = (objects) =>
   APP_COMPONENTS.flatMap((name) => component(objects, name)).flatMap((workload) => [
-    ...(workload.pod.enableServiceLinks === false ? [] : [`${workload.kind}/${workload.name}: enableServiceLinks is not false`]),
-    ...(workload.pod.automountServiceAccountToken === false ? [] : [`${workload.kind}/${workload.name}: automountServiceAccountToken is not false`]),
+    ...(workload.pod.enableServiceLinks === false
+      ? []
+      : [`${workload.kind}/${workload.name}: enableServiceLinks is not false`]),
+    ...(workload.pod.automountServiceAccountToken === false
+      ? []
+      : [`${workload.kind}/${workload.name}: automountServiceAccountToken is not false`]),
     ...(workload.podLabels['app.kubernetes.io/component'] !== 'worker' || workload.pod.shareProcessNamespace === true
       ? []
-      : [`${workload.kind}/${workload.name}: shareProcessNamespace is not true (node would be PID 1 and leave job programs' leftovers unreaped)`]),
+      : [
+          `${workload.kind}/${workload.name}: shareProcessNamespace is not true (node would be PID 1 and leave job programs' leftovers unreaped)`,
+        ]),
   ]);
 
 // ---- the apps -----------------------------------------------------------------------------
@@ -117,15 +156,20 @@ function appWorkload(objects: readonly KubeObject[], name: string): Workload {
   return found[0];
 }
 
-const resolvedApp = (objects: readonly KubeObject[], name: string): ResolvedEnv => resolveEnv(mainContainer(appWorkload(objects, name)), objects, ENV_SOURCES);
+const resolvedApp = (objects: readonly KubeObject[], name: string): ResolvedEnv =>
+  resolveEnv(mainContainer(appWorkload(objects, name)), objects, ENV_SOURCES);
 
 /** The worker pod's launcher container; `undefined` when it has none (the launcher policy says so). */
-const launcherContainer = (objects: readonly KubeObject[]): IContainer | undefined => containerNamed(appWorkload(objects, 'worker'), LAUNCHER);
+const launcherContainer = (objects: readonly KubeObject[]): IContainer | undefined =>
+  containerNamed(appWorkload(objects, 'worker'), LAUNCHER);
 
 /** Each app container, by name: the apps' own, and the launcher when the worker pod has one. */
 const appContainers = (objects: readonly KubeObject[]): [string, IContainer][] => {
   const launcher = launcherContainer(objects);
-  return [...APP_COMPONENTS.map((name): [string, IContainer] => [name, mainContainer(appWorkload(objects, name))]), ...(launcher ? [[LAUNCHER, launcher] as [string, IContainer]] : [])];
+  return [
+    ...APP_COMPONENTS.map((name): [string, IContainer] => [name, mainContainer(appWorkload(objects, name))]),
+    ...(launcher ? [[LAUNCHER, launcher] as [string, IContainer]] : []),
+  ];
 };
 
 /**
@@ -145,7 +189,10 @@ export const appEnvironment: Policy = (objects) =>
     const parsed = parse(env);
     return [
       ...problems,
-      ...unread.map((variable) => `${name}: sets ${variable}, which the ${name} does not read (it reads ${[...read].sort().join(', ')})`),
+      ...unread.map(
+        (variable) =>
+          `${name}: sets ${variable}, which the ${name} does not read (it reads ${[...read].sort().join(', ')})`,
+      ),
       ...(parsed.ok ? [] : parsed.errors.map((error) => `${name}: ${error.variable}: ${error.message}`)),
     ];
   });
@@ -158,7 +205,10 @@ export const LAUNCHER_CHECK = ['node', LAUNCHER_MAIN, '--check'] as const;
  * (TICKWARDEN_HTTP_PORT), scraped there; the launcher (no HTTP port) is probed by running its
  * `--check` in its container.
  */
-export const appProbes: Policy = (objects) => [...APP_COMPONENTS.flatMap((name) => httpAppProbes(objects, name)), ...launcherProbes(objects)];
+export const appProbes: Policy = (objects) => [
+  ...APP_COMPONENTS.flatMap((name) => httpAppProbes(objects, name)),
+  ...launcherProbes(objects),
+];
 
 function launcherProbes(objects: readonly KubeObject[]): string[] {
   const launcher = launcherContainer(objects);
@@ -184,7 +234,8 @@ function httpAppProbes(objects: readonly KubeObject[], name: (typeof APP_COMPONE
   ] as const) {
     const handler = container[probe]?.httpGet;
     if (handler?.path !== path) problems.push(`${name}: ${probe} is not an HTTP GET of ${path}`);
-    if (portOf(container[probe]) !== port) problems.push(`${name}: ${probe} port ${portOf(container[probe])} is not TICKWARDEN_HTTP_PORT ${port}`);
+    if (portOf(container[probe]) !== port)
+      problems.push(`${name}: ${probe} port ${portOf(container[probe])} is not TICKWARDEN_HTTP_PORT ${port}`);
   }
   const annotations = workload.podAnnotations;
   const monitored = objects.some((object) => object.kind === 'ServiceMonitor');
@@ -204,22 +255,43 @@ export const schedulerAvailability: Policy = (objects) => {
   if (budgets.length === 0) problems.push('scheduler: no PodDisruptionBudget selects its pods');
   for (const budget of budgets) {
     // Percentages are not accepted: with 2-3 replicas their rounding decides everything.
-    const unavailable = typeof budget.maxUnavailable === 'number' ? budget.maxUnavailable : typeof budget.minAvailable === 'number' ? replicas - budget.minAvailable : Number.NaN;
+    const unavailable =
+      typeof budget.maxUnavailable === 'number'
+        ? budget.maxUnavailable
+        : typeof budget.minAvailable === 'number'
+          ? replicas - budget.minAvailable
+          : Number.NaN;
     if (!(unavailable >= 1 && unavailable < replicas)) {
-      problems.push(`scheduler: the PodDisruptionBudget must allow at least one and at most ${replicas - 1} replica(s) down, as a number (got ${JSON.stringify(budget)})`);
+      problems.push(
+        `scheduler: the PodDisruptionBudget must allow at least one and at most ${replicas - 1} replica(s) down, as a number (got ${JSON.stringify(budget)})`,
+      );
     }
   }
-  const rolling = (scheduler.object['spec'] as { strategy?: { type?: string; rollingUpdate?: { maxUnavailable?: number | string } } }).strategy;
+  const rolling = (
+    scheduler.object['spec'] as { strategy?: { type?: string; rollingUpdate?: { maxUnavailable?: number | string } } }
+  ).strategy;
   if (rolling?.type !== 'RollingUpdate' || (rolling.rollingUpdate?.maxUnavailable ?? '25%') !== 0) {
-    problems.push('scheduler: rollouts must be RollingUpdate with maxUnavailable 0 (a new replica is ready before an old one stops)');
+    problems.push(
+      'scheduler: rollouts must be RollingUpdate with maxUnavailable 0 (a new replica is ready before an old one stops)',
+    );
   }
   return problems;
 };
 
-function pdbsSelecting(objects: readonly KubeObject[], workload: Workload): { maxUnavailable?: number | string; minAvailable?: number | string }[] {
+function pdbsSelecting(
+  objects: readonly KubeObject[],
+  workload: Workload,
+): { maxUnavailable?: number | string; minAvailable?: number | string }[] {
   return objects
     .filter((object) => object.kind === 'PodDisruptionBudget')
-    .map((object) => object['spec'] as { selector?: LabelSelector; maxUnavailable?: number | string; minAvailable?: number | string })
+    .map(
+      (object) =>
+        object['spec'] as {
+          selector?: LabelSelector;
+          maxUnavailable?: number | string;
+          minAvailable?: number | string;
+        },
+    )
     .filter((spec) => spec.selector !== undefined && selects(spec.selector, workload.podLabels))
     .map(({ maxUnavailable, minAvailable }) => ({ maxUnavailable, minAvailable }));
 }
@@ -245,19 +317,32 @@ export const ZONE_SPREAD_ANNOTATION = 'tickwarden.io/lock-zone-spread';
  * least `minDomains` zones: the others hold at least (that - maxSkew) each. With fewer zones
  * than minDomains the global minimum counts as 0, so a zone holds maxSkew at most.
  */
-export const mostPerZone = (count: number, maxSkew: number, minDomains: number): number => Math.max(maxSkew, Math.floor((count + (minDomains - 1) * maxSkew) / minDomains));
+export const mostPerZone = (count: number, maxSkew: number, minDomains: number): number =>
+  Math.max(maxSkew, Math.floor((count + (minDomains - 1) * maxSkew) / minDomains));
 
 /** Why a lock StatefulSet's zone spread lets one zone hold a majority, if it does. */
 function zoneSpreadProblems(set: Workload): string[] {
   const at = `${set.kind}/${set.name}`;
   const count = set.replicas ?? 1;
   const majority = Math.floor(count / 2) + 1;
-  const zone = (set.pod.topologySpreadConstraints ?? []).find((constraint) => constraint.topologyKey === ZONE_KEY && constraint.labelSelector && selects(constraint.labelSelector as LabelSelector, set.podLabels));
+  const zone = (set.pod.topologySpreadConstraints ?? []).find(
+    (constraint) =>
+      constraint.topologyKey === ZONE_KEY &&
+      constraint.labelSelector &&
+      selects(constraint.labelSelector as LabelSelector, set.podLabels),
+  );
   if (!zone) return [`${at}: no topologySpreadConstraint on ${ZONE_KEY} against its own pods`];
   if (set.object.metadata.annotations?.[ZONE_SPREAD_ANNOTATION] === 'preferred') return [];
-  if (zone.whenUnsatisfiable !== 'DoNotSchedule') return [`${at}: the zone spread is a preference (${zone.whenUnsatisfiable}): a zone may end up with a majority; require it (DoNotSchedule with minDomains) or accept that with the annotation ${ZONE_SPREAD_ANNOTATION}: preferred`];
+  if (zone.whenUnsatisfiable !== 'DoNotSchedule')
+    return [
+      `${at}: the zone spread is a preference (${zone.whenUnsatisfiable}): a zone may end up with a majority; require it (DoNotSchedule with minDomains) or accept that with the annotation ${ZONE_SPREAD_ANNOTATION}: preferred`,
+    ];
   const most = mostPerZone(count, zone.maxSkew, zone.minDomains ?? 1);
-  return most < majority ? [] : [`${at}: maxSkew ${zone.maxSkew} over minDomains ${zone.minDomains ?? 1} lets one zone hold ${most} of ${count} lock nodes, a majority (${majority}): losing that zone loses the quorum`];
+  return most < majority
+    ? []
+    : [
+        `${at}: maxSkew ${zone.maxSkew} over minDomains ${zone.minDomains ?? 1} lets one zone hold ${most} of ${count} lock nodes, a majority (${majority}): losing that zone loses the quorum`,
+      ];
 }
 
 /**
@@ -269,33 +354,54 @@ function zoneSpreadProblems(set: Workload): string[] {
  */
 export const lockNodes: Policy = (objects) => {
   const sets = component(objects, 'lock-node');
-  const urls = APP_COMPONENTS.map((name) => ({ name, variable: mainContainer(appWorkload(objects, name)).env?.find((v) => v.name === 'TICKWARDEN_LOCK_NODES') }));
+  const urls = APP_COMPONENTS.map((name) => ({
+    name,
+    variable: mainContainer(appWorkload(objects, name)).env?.find((v) => v.name === 'TICKWARDEN_LOCK_NODES'),
+  }));
   if (sets.length === 0) {
-    return urls.filter(({ variable }) => !variable?.valueFrom?.secretKeyRef).map(({ name }) => `${name}: no lock nodes are rendered, yet TICKWARDEN_LOCK_NODES is not read from a Secret`);
+    return urls
+      .filter(({ variable }) => !variable?.valueFrom?.secretKeyRef)
+      .map(({ name }) => `${name}: no lock nodes are rendered, yet TICKWARDEN_LOCK_NODES is not read from a Secret`);
   }
   const problems: string[] = [];
   const count = sets.reduce((sum, set) => sum + (set.replicas ?? 1), 0);
-  if (count < 3 || count % 2 === 0) problems.push(`lock nodes: ${count}; an odd count of at least 3 (a majority survives the most failures per node)`);
+  if (count < 3 || count % 2 === 0)
+    problems.push(`lock nodes: ${count}; an odd count of at least 3 (a majority survives the most failures per node)`);
   const hosts: string[] = [];
   for (const set of sets) {
     const at = `${set.kind}/${set.name}`;
     if (set.kind !== 'StatefulSet') problems.push(`${at}: lock nodes need stable names and volumes: a StatefulSet`);
     const spec = set.object['spec'] as { serviceName?: string };
     const terms = set.pod.affinity?.podAntiAffinity?.requiredDuringSchedulingIgnoredDuringExecution ?? [];
-    if (!terms.some((term) => term.topologyKey === 'kubernetes.io/hostname' && term.labelSelector && selects(term.labelSelector as LabelSelector, set.podLabels))) {
+    if (
+      !terms.some(
+        (term) =>
+          term.topologyKey === 'kubernetes.io/hostname' &&
+          term.labelSelector &&
+          selects(term.labelSelector as LabelSelector, set.podLabels),
+      )
+    ) {
       problems.push(`${at}: no required pod anti-affinity on kubernetes.io/hostname against its own pods`);
     }
     problems.push(...zoneSpreadProblems(set));
     const flags = redisFlags(set);
-    if (flags.get('appendonly') !== 'yes' || flags.get('appendfsync') !== 'always') problems.push(`${at}: not --appendonly yes --appendfsync always`);
-    if (flags.get('maxmemory-policy') !== 'noeviction') problems.push(`${at}: not --maxmemory-policy noeviction (an evicted key is a lost lease)`);
-    if (flags.has('replicaof') || flags.has('slaveof')) problems.push(`${at}: replicates; lock nodes must be independent masters`);
-    if (!(set.object['spec'] as { volumeClaimTemplates?: unknown[] }).volumeClaimTemplates?.length) problems.push(`${at}: no volumeClaimTemplates: the AOF would not outlive the pod`);
-    for (let index = 0; index < (set.replicas ?? 1); index++) hosts.push(`${set.name}-${index}.${spec.serviceName ?? ''}`);
+    if (flags.get('appendonly') !== 'yes' || flags.get('appendfsync') !== 'always')
+      problems.push(`${at}: not --appendonly yes --appendfsync always`);
+    if (flags.get('maxmemory-policy') !== 'noeviction')
+      problems.push(`${at}: not --maxmemory-policy noeviction (an evicted key is a lost lease)`);
+    if (flags.has('replicaof') || flags.has('slaveof'))
+      problems.push(`${at}: replicates; lock nodes must be independent masters`);
+    if (!(set.object['spec'] as { volumeClaimTemplates?: unknown[] }).volumeClaimTemplates?.length)
+      problems.push(`${at}: no volumeClaimTemplates: the AOF would not outlive the pod`);
+    for (let index = 0; index < (set.replicas ?? 1); index++)
+      hosts.push(`${set.name}-${index}.${spec.serviceName ?? ''}`);
   }
   for (const { name, variable } of urls) {
-    const named = (variable?.value ?? '').split(',').map((entry) => new URL(entry.trim().replace(/\$\([^)]*\)/g, 'x')).hostname);
-    if (named.sort().join(',') !== [...hosts].sort().join(',')) problems.push(`${name}: TICKWARDEN_LOCK_NODES names ${named.join(', ')}; the lock nodes are ${hosts.join(', ')}`);
+    const named = (variable?.value ?? '')
+      .split(',')
+      .map((entry) => new URL(entry.trim().replace(/\$\([^)]*\)/g, 'x')).hostname);
+    if (named.sort().join(',') !== [...hosts].sort().join(','))
+      problems.push(`${name}: TICKWARDEN_LOCK_NODES names ${named.join(', ')}; the lock nodes are ${hosts.join(', ')}`);
   }
   return problems;
 };
@@ -324,20 +430,36 @@ export const lockRestartDelay: Policy = (objects) => {
   return sets.flatMap((set) => {
     const at = `${set.kind}/${set.name}`;
     const redis = mainContainer(set);
-    const init = (set.pod.initContainers ?? []).find((candidate) => candidate.env?.some((variable) => variable.name === RESTART_DELAY_VARIABLE));
-    if (!init) return [`${at}: no init container with ${RESTART_DELAY_VARIABLE}: a node that lost its data would vote at once, forgetting the leases it granted`];
+    const init = (set.pod.initContainers ?? []).find((candidate) =>
+      candidate.env?.some((variable) => variable.name === RESTART_DELAY_VARIABLE),
+    );
+    if (!init)
+      return [
+        `${at}: no init container with ${RESTART_DELAY_VARIABLE}: a node that lost its data would vote at once, forgetting the leases it granted`,
+      ];
     const own = where(set, init);
     const problems: string[] = [];
     const delay = init.env?.find((variable) => variable.name === RESTART_DELAY_VARIABLE)?.value ?? '';
     if (!/^\d+$/.test(delay) || Number(delay) * 1000 <= neededMs) {
-      problems.push(`${own}: ${RESTART_DELAY_VARIABLE} "${delay}" must be whole seconds above the longest leaseTtl (${maxLeaseTtlMs / 1000} s) plus the late-tick window (${lateTickWindowMs() / 1000} s)`);
+      problems.push(
+        `${own}: ${RESTART_DELAY_VARIABLE} "${delay}" must be whole seconds above the longest leaseTtl (${maxLeaseTtlMs / 1000} s) plus the late-tick window (${lateTickWindowMs() / 1000} s)`,
+      );
     }
-    if (init.image !== redis.image) problems.push(`${own}: image ${String(init.image)} is not the Redis container's ${String(redis.image)}`);
+    if (init.image !== redis.image)
+      problems.push(`${own}: image ${String(init.image)} is not the Redis container's ${String(redis.image)}`);
     const dir = redisFlags(set).get('dir') ?? '';
     const args = [...(init.command ?? []), ...(init.args ?? [])];
-    if (args.at(-1) !== dir) problems.push(`${own}: its last argument ${JSON.stringify(args.at(-1))} is not the data directory ${dir} (the Redis container's --dir)`);
+    if (args.at(-1) !== dir)
+      problems.push(
+        `${own}: its last argument ${JSON.stringify(args.at(-1))} is not the data directory ${dir} (the Redis container's --dir)`,
+      );
     const [redisMount, initMount] = [mountHolding(redis, dir), mountHolding(init, dir)];
-    if (!redisMount || redisMount.name !== initMount?.name || (redisMount.subPath ?? '') !== (initMount.subPath ?? '') || redisMount.mountPath !== initMount.mountPath) {
+    if (
+      !redisMount ||
+      redisMount.name !== initMount?.name ||
+      (redisMount.subPath ?? '') !== (initMount.subPath ?? '') ||
+      redisMount.mountPath !== initMount.mountPath
+    ) {
       problems.push(`${own}: does not mount the Redis container's data volume at ${redisMount?.mountPath ?? dir}`);
     }
     return problems;
@@ -360,9 +482,15 @@ export function cpuCores(text: string): number {
 function notGuaranteed(workload: Workload): string[] {
   return containersOf(workload).flatMap((container) =>
     (['cpu', 'memory'] as const).flatMap((resource) => {
-      const [request, limit] = [container.resources?.requests?.[resource], container.resources?.limits?.[resource]].map((value) => (value === undefined ? undefined : String(value)));
+      const [request, limit] = [container.resources?.requests?.[resource], container.resources?.limits?.[resource]].map(
+        (value) => (value === undefined ? undefined : String(value)),
+      );
       const size = resource === 'cpu' ? cpuCores : byteSize;
-      return limit !== undefined && (request === undefined || size(request) === size(limit)) ? [] : [`${where(workload, container)}: ${resource} request ${String(request)} is not its limit ${String(limit)} (Guaranteed QoS)`];
+      return limit !== undefined && (request === undefined || size(request) === size(limit))
+        ? []
+        : [
+            `${where(workload, container)}: ${resource} request ${String(request)} is not its limit ${String(limit)} (Guaranteed QoS)`,
+          ];
     }),
   );
 }
@@ -381,19 +509,45 @@ export const queueRedis: Policy = (objects) =>
     const limit = byteSize(String(mainContainer(workload).resources?.limits?.['memory'] ?? ''));
     const replicas = workload.replicas ?? 1;
     const budgets = pdbsSelecting(objects, workload);
-    const evictable = budgets.filter((budget) => !(budget.maxUnavailable === 0 || (typeof budget.minAvailable === 'number' && budget.minAvailable >= replicas)));
+    const evictable = budgets.filter(
+      (budget) =>
+        !(budget.maxUnavailable === 0 || (typeof budget.minAvailable === 'number' && budget.minAvailable >= replicas)),
+    );
     return [
       ...(flags.get('appendonly') === 'yes' ? [] : [`${at}: no --appendonly yes`]),
-      ...(flags.get('maxmemory-policy') === 'noeviction' ? [] : [`${at}: not --maxmemory-policy noeviction (BullMQ requires it)`]),
-      ...((workload.object['spec'] as { volumeClaimTemplates?: unknown[] }).volumeClaimTemplates?.length ? [] : [`${at}: no volumeClaimTemplates`]),
+      ...(flags.get('maxmemory-policy') === 'noeviction'
+        ? []
+        : [`${at}: not --maxmemory-policy noeviction (BullMQ requires it)`]),
+      ...((workload.object['spec'] as { volumeClaimTemplates?: unknown[] }).volumeClaimTemplates?.length
+        ? []
+        : [`${at}: no volumeClaimTemplates`]),
       ...notGuaranteed(workload),
-      ...(limit >= QUEUE_FORK_HEADROOM * maxmemory ? [] : [`${at}: the memory limit must be at least ${QUEUE_FORK_HEADROOM} x --maxmemory (an AOF rewrite forks; its copy-on-write pages come on top of the data)`]),
-      ...(budgets.length > 0 ? [] : [`${at}: no PodDisruptionBudget selects its pods (a drain would evict the only queue Redis)`]),
-      ...evictable.map((budget) => `${at}: its PodDisruptionBudget allows an eviction (${JSON.stringify(budget)}); maxUnavailable 0 or minAvailable ${replicas}`),
+      ...(limit >= QUEUE_FORK_HEADROOM * maxmemory
+        ? []
+        : [
+            `${at}: the memory limit must be at least ${QUEUE_FORK_HEADROOM} x --maxmemory (an AOF rewrite forks; its copy-on-write pages come on top of the data)`,
+          ]),
+      ...(budgets.length > 0
+        ? []
+        : [`${at}: no PodDisruptionBudget selects its pods (a drain would evict the only queue Redis)`]),
+      ...evictable.map(
+        (budget) =>
+          `${at}: its PodDisruptionBudget allows an eviction (${JSON.stringify(budget)}); maxUnavailable 0 or minAvailable ${replicas}`,
+      ),
     ];
   });
 
-const BYTES: Readonly<Record<string, number>> = { kb: 1e3, mb: 1e6, gb: 1e9, k: 1e3, m: 1e6, g: 1e9, ki: 2 ** 10, mi: 2 ** 20, gi: 2 ** 30 };
+const BYTES: Readonly<Record<string, number>> = {
+  kb: 1e3,
+  mb: 1e6,
+  gb: 1e9,
+  k: 1e3,
+  m: 1e6,
+  g: 1e9,
+  ki: 2 ** 10,
+  mi: 2 ** 20,
+  gi: 2 ** 30,
+};
 
 /** `768mb` (redis-server) or `1Gi` (Kubernetes quantity) in bytes; NaN when not understood. */
 export function byteSize(text: string): number {
@@ -412,7 +566,9 @@ export const redisMemory: Policy = (objects) =>
   [...component(objects, 'lock-node'), ...component(objects, 'queue')].flatMap((workload) => {
     const maxmemory = byteSize(redisFlags(workload).get('maxmemory') ?? '');
     const limit = byteSize(String(mainContainer(workload).resources?.limits?.['memory'] ?? ''));
-    return maxmemory > 0 && maxmemory <= 0.8 * limit ? [] : [`${workload.kind}/${workload.name}: --maxmemory must be set and at most 80% of the memory limit`];
+    return maxmemory > 0 && maxmemory <= 0.8 * limit
+      ? []
+      : [`${workload.kind}/${workload.name}: --maxmemory must be set and at most 80% of the memory limit`];
   });
 
 /**
@@ -422,7 +578,8 @@ export const redisMemory: Policy = (objects) =>
 export const redisNetworkPolicy: Policy = (objects) => {
   const pods = workloads(objects);
   const redis = [...component(objects, 'lock-node'), ...component(objects, 'queue')];
-  const isApp = (workload: Workload): boolean => (APP_COMPONENTS as readonly string[]).includes(workload.podLabels['app.kubernetes.io/component'] ?? '');
+  const isApp = (workload: Workload): boolean =>
+    (APP_COMPONENTS as readonly string[]).includes(workload.podLabels['app.kubernetes.io/component'] ?? '');
   const policies = objects
     .filter((object) => object.kind === 'NetworkPolicy')
     .map((object) => ({ name: object.metadata.name, spec: object['spec'] as NetworkPolicySpec }))
@@ -436,9 +593,12 @@ export const redisNetworkPolicy: Policy = (objects) => {
         const peers = rule.from ?? [];
         if (peers.length === 0) return [`NetworkPolicy/${name} rule ${index}: admits every source`];
         return peers.flatMap((peer) => {
-          if (peer.ipBlock || peer.namespaceSelector || !peer.podSelector) return [`NetworkPolicy/${name} rule ${index}: admits sources other than pods of this namespace`];
+          if (peer.ipBlock || peer.namespaceSelector || !peer.podSelector)
+            return [`NetworkPolicy/${name} rule ${index}: admits sources other than pods of this namespace`];
           const selector = peer.podSelector;
-          return pods.filter((pod) => selects(selector, pod.podLabels) && !isApp(pod)).map((pod) => `NetworkPolicy/${name} rule ${index}: admits ${pod.kind}/${pod.name}`);
+          return pods
+            .filter((pod) => selects(selector, pod.podLabels) && !isApp(pod))
+            .map((pod) => `NetworkPolicy/${name} rule ${index}: admits ${pod.kind}/${pod.name}`);
         });
       }),
     );
@@ -452,22 +612,39 @@ export const redisNetworkPolicy: Policy = (objects) => {
  * destinations and ports.
  */
 export const appNetworkPolicy: Policy = (objects) => {
-  const policies = objects.filter((object) => object.kind === 'NetworkPolicy').map((object) => ({ name: object.metadata.name, spec: object['spec'] as NetworkPolicySpec }));
+  const policies = objects
+    .filter((object) => object.kind === 'NetworkPolicy')
+    .map((object) => ({ name: object.metadata.name, spec: object['spec'] as NetworkPolicySpec }));
   return workloads(objects)
-    .filter((workload) => (APP_COMPONENTS as readonly string[]).includes(workload.podLabels['app.kubernetes.io/component'] ?? ''))
+    .filter((workload) =>
+      (APP_COMPONENTS as readonly string[]).includes(workload.podLabels['app.kubernetes.io/component'] ?? ''),
+    )
     .flatMap((app) => {
       const covering = policies.filter(({ spec }) => selects(spec.podSelector, app.podLabels));
       const problems: string[] = [];
       for (const type of ['Ingress', 'Egress']) {
-        if (!covering.some(({ spec }) => (spec.policyTypes ?? ['Ingress']).includes(type))) problems.push(`${app.kind}/${app.name}: no ${type.toLowerCase()} NetworkPolicy selects its pods`);
+        if (!covering.some(({ spec }) => (spec.policyTypes ?? ['Ingress']).includes(type)))
+          problems.push(`${app.kind}/${app.name}: no ${type.toLowerCase()} NetworkPolicy selects its pods`);
       }
       for (const { name, spec } of covering) {
         (spec.ingress ?? []).forEach((rule, index) => {
-          const open = (rule.from ?? []).length === 0 || (rule.ports ?? []).length === 0 || (rule.from ?? []).some((peer) => !peer.namespaceSelector || Object.keys(peer.namespaceSelector.matchLabels ?? {}).length === 0 || peer.ipBlock);
-          if (open) problems.push(`NetworkPolicy/${name} ingress rule ${index}: admits more than the metrics scraper's namespace on named ports`);
+          const open =
+            (rule.from ?? []).length === 0 ||
+            (rule.ports ?? []).length === 0 ||
+            (rule.from ?? []).some(
+              (peer) =>
+                !peer.namespaceSelector ||
+                Object.keys(peer.namespaceSelector.matchLabels ?? {}).length === 0 ||
+                peer.ipBlock,
+            );
+          if (open)
+            problems.push(
+              `NetworkPolicy/${name} ingress rule ${index}: admits more than the metrics scraper's namespace on named ports`,
+            );
         });
         (spec.egress ?? []).forEach((rule, index) => {
-          if ((rule.to ?? []).length === 0 || (rule.ports ?? []).length === 0) problems.push(`NetworkPolicy/${name} egress rule ${index}: admits every destination or every port`);
+          if ((rule.to ?? []).length === 0 || (rule.ports ?? []).length === 0)
+            problems.push(`NetworkPolicy/${name} egress rule ${index}: admits every destination or every port`);
         });
       }
       return problems;
@@ -490,7 +667,10 @@ interface NetworkPolicySpec {
 // ---- schedules and shutdown ---------------------------------------------------------------------
 
 /** The files an app container sees at TICKWARDEN_CONFIG, from the rendered ConfigMaps. */
-export function mountedSchedules(objects: readonly KubeObject[], name: string): { files: ConfigText[]; problems: string[] } {
+export function mountedSchedules(
+  objects: readonly KubeObject[],
+  name: string,
+): { files: ConfigText[]; problems: string[] } {
   const workload = appWorkload(objects, name);
   const container = mainContainer(workload);
   const configPath = resolvedApp(objects, name).env['TICKWARDEN_CONFIG'] ?? '';
@@ -498,10 +678,13 @@ export function mountedSchedules(objects: readonly KubeObject[], name: string): 
   if (!mount) return { files: [], problems: [`${name}: nothing is mounted at TICKWARDEN_CONFIG (${configPath})`] };
   const problems: string[] = [];
   // A subPath mount is never updated by the kubelet: no hot reload.
-  if (mount.subPath || mount.subPathExpr) problems.push(`${name}: the schedules are mounted with a subPath, which never sees ConfigMap updates`);
+  if (mount.subPath || mount.subPathExpr)
+    problems.push(`${name}: the schedules are mounted with a subPath, which never sees ConfigMap updates`);
   if (mount.readOnly !== true) problems.push(`${name}: the schedules mount is not read-only`);
   const volume = workload.pod.volumes?.find((candidate) => candidate.name === mount.name);
-  const sources = volume?.projected?.sources?.map((source) => source.configMap?.name) ?? (volume?.configMap ? [volume.configMap.name] : []);
+  const sources =
+    volume?.projected?.sources?.map((source) => source.configMap?.name) ??
+    (volume?.configMap ? [volume.configMap.name] : []);
   if (sources.length === 0) problems.push(`${name}: volume ${mount.name} is not made of ConfigMaps`);
   const files: ConfigText[] = [];
   for (const source of sources) {
@@ -512,7 +695,8 @@ export function mountedSchedules(objects: readonly KubeObject[], name: string): 
     }
     for (const [file, text] of Object.entries((configMap['data'] ?? {}) as Record<string, string>)) {
       const full = path.posix.join(configPath, file);
-      if (files.some((existing) => existing.file === full)) problems.push(`${name}: two ConfigMaps project ${file} into one directory`);
+      if (files.some((existing) => existing.file === full))
+        problems.push(`${name}: two ConfigMaps project ${file} into one directory`);
       files.push({ file: full, text });
     }
   }
@@ -520,12 +704,16 @@ export function mountedSchedules(objects: readonly KubeObject[], name: string): 
 }
 
 /** The schedules as the apps would load them, or the errors the scheduler's own validation reports. */
-export function loadedSchedules(objects: readonly KubeObject[]): { config: TickwardenConfig | undefined; problems: string[] } {
+export function loadedSchedules(objects: readonly KubeObject[]): {
+  config: TickwardenConfig | undefined;
+  problems: string[];
+} {
   const mounted = APP_COMPONENTS.map((name) => mountedSchedules(objects, name));
   const problems = mounted.flatMap((mount) => mount.problems);
   const [scheduler, worker] = mounted;
   const contents = (files: ConfigText[] = []): string => JSON.stringify(files);
-  if (contents(scheduler?.files) !== contents(worker?.files)) problems.push('the scheduler and the worker do not mount the same schedules');
+  if (contents(scheduler?.files) !== contents(worker?.files))
+    problems.push('the scheduler and the worker do not mount the same schedules');
   const result = validateConfigTexts(scheduler?.files ?? []);
   if (!result.ok) return { config: undefined, problems: [...problems, ...result.errors.map(formatConfigError)] };
   return { config: result.config, problems };
@@ -546,7 +734,8 @@ export function sourceConstantMs(file: string, name: string): number {
  * The longest one attempt of a schedule may run: its maxRuntime, else an http handler's timeout
  * (it bounds the whole request); `undefined` for a command or module without maxRuntime.
  */
-export const longestRunMs = (schedule: TickwardenConfig['schedules'][number]): number | undefined => schedule.maxRuntimeMs ?? (schedule.handler.kind === 'http' ? schedule.handler.timeoutMs : undefined);
+export const longestRunMs = (schedule: TickwardenConfig['schedules'][number]): number | undefined =>
+  schedule.maxRuntimeMs ?? (schedule.handler.kind === 'http' ? schedule.handler.timeoutMs : undefined);
 
 /**
  * terminationGracePeriodSeconds of each app is above the longest leaseTtl of the schedules and
@@ -560,7 +749,10 @@ export const gracePeriods: Policy = (objects) => {
   const { config } = loadedSchedules(objects);
   if (!config) return ['the schedules do not load (see the schedules policy)'];
   const maxLeaseTtlMs = Math.max(0, ...config.schedules.map((schedule) => schedule.leaseTtlMs));
-  const maxKillGraceMs = Math.max(0, ...config.schedules.map((schedule) => ('killGraceMs' in schedule.handler ? schedule.handler.killGraceMs : 0)));
+  const maxKillGraceMs = Math.max(
+    0,
+    ...config.schedules.map((schedule) => ('killGraceMs' in schedule.handler ? schedule.handler.killGraceMs : 0)),
+  );
   const worker = APP_ENV_PARSERS['worker']?.(resolvedApp(objects, 'worker').env);
   const shutdownGraceMs = worker?.ok ? (worker.value as { shutdownGraceMs: number }).shutdownGraceMs : Number.NaN;
   const drainMs: Record<(typeof APP_COMPONENTS)[number], number> = {
@@ -570,15 +762,30 @@ export const gracePeriods: Policy = (objects) => {
   const grace = Number.isFinite(shutdownGraceMs) ? formatDuration(shutdownGraceMs) : '(invalid)';
   const runs = config.schedules.flatMap((schedule) => {
     const runMs = longestRunMs(schedule);
-    if (runMs === undefined) return [`worker: ${schedule.id} (${schedule.handler.kind}) sets no maxRuntime, so no shutdown grace covers it: give it one of at most TICKWARDEN_SHUTDOWN_GRACE (${grace})`];
-    return runMs <= shutdownGraceMs ? [] : [`worker: ${schedule.id} may run ${formatDuration(runMs)}, longer than TICKWARDEN_SHUTDOWN_GRACE (${grace}): a rollout or scale-down would abort it`];
+    if (runMs === undefined)
+      return [
+        `worker: ${schedule.id} (${schedule.handler.kind}) sets no maxRuntime, so no shutdown grace covers it: give it one of at most TICKWARDEN_SHUTDOWN_GRACE (${grace})`,
+      ];
+    return runMs <= shutdownGraceMs
+      ? []
+      : [
+          `worker: ${schedule.id} may run ${formatDuration(runMs)}, longer than TICKWARDEN_SHUTDOWN_GRACE (${grace}): a rollout or scale-down would abort it`,
+        ];
   });
   return [
     ...APP_COMPONENTS.flatMap((name) => {
       const graceMs = (appWorkload(objects, name).pod.terminationGracePeriodSeconds ?? 30) * 1000;
       return [
-        ...(graceMs > maxLeaseTtlMs ? [] : [`${name}: terminationGracePeriodSeconds ${graceMs / 1000} is not above the longest leaseTtl (${maxLeaseTtlMs / 1000} s)`]),
-        ...(graceMs > drainMs[name] ? [] : [`${name}: terminationGracePeriodSeconds ${graceMs / 1000} is not above its drain (${drainMs[name] / 1000} s)`]),
+        ...(graceMs > maxLeaseTtlMs
+          ? []
+          : [
+              `${name}: terminationGracePeriodSeconds ${graceMs / 1000} is not above the longest leaseTtl (${maxLeaseTtlMs / 1000} s)`,
+            ]),
+        ...(graceMs > drainMs[name]
+          ? []
+          : [
+              `${name}: terminationGracePeriodSeconds ${graceMs / 1000} is not above its drain (${drainMs[name] / 1000} s)`,
+            ]),
       ];
     }),
     ...runs,
@@ -592,7 +799,10 @@ export const MIN_SCALE_DOWN_STABILIZATION_S = 300;
 
 interface HpaSpec {
   scaleTargetRef: { kind: string; name: string };
-  metrics?: { type: string; pods?: { metric: { name: string }; target: { type: string; averageValue?: string | number } } }[];
+  metrics?: {
+    type: string;
+    pods?: { metric: { name: string }; target: { type: string; averageValue?: string | number } };
+  }[];
   behavior?: { scaleDown?: { stabilizationWindowSeconds?: number } };
 }
 
@@ -605,20 +815,35 @@ interface HpaSpec {
  */
 export const workerAutoscaling: Policy = (objects) => {
   const worker = appWorkload(objects, 'worker');
-  const hpas = objects.filter((object) => object.kind === 'HorizontalPodAutoscaler' && (object['spec'] as HpaSpec).scaleTargetRef.kind === 'Deployment' && (object['spec'] as HpaSpec).scaleTargetRef.name === worker.name);
+  const hpas = objects.filter(
+    (object) =>
+      object.kind === 'HorizontalPodAutoscaler' &&
+      (object['spec'] as HpaSpec).scaleTargetRef.kind === 'Deployment' &&
+      (object['spec'] as HpaSpec).scaleTargetRef.name === worker.name,
+  );
   const parsed = APP_ENV_PARSERS['worker']?.(resolvedApp(objects, 'worker').env);
   const concurrency = parsed?.ok ? (parsed.value as { concurrency: number }).concurrency : Number.NaN;
   return hpas.flatMap((hpa) => {
     const at = `HorizontalPodAutoscaler/${hpa.metadata.name}`;
     const spec = hpa['spec'] as HpaSpec;
     const problems: string[] = [];
-    const metric = spec.metrics?.find((candidate) => candidate.type === 'Pods' && candidate.pods?.metric.name === ACTIVE_RUNS_METRIC)?.pods?.target;
+    const metric = spec.metrics?.find(
+      (candidate) => candidate.type === 'Pods' && candidate.pods?.metric.name === ACTIVE_RUNS_METRIC,
+    )?.pods?.target;
     const target = metric?.type === 'AverageValue' ? cpuCores(String(metric.averageValue ?? '')) : Number.NaN;
-    if (!metric) problems.push(`${at}: no Pods metric ${ACTIVE_RUNS_METRIC}: HTTP-bound jobs fill a worker without using CPU`);
-    else if (!(target > 0 && target < concurrency)) problems.push(`${at}: ${ACTIVE_RUNS_METRIC} target must be an AverageValue above 0 and below TICKWARDEN_WORKER_CONCURRENCY (${concurrency}), got ${metric.type} ${String(metric.averageValue ?? '')}`);
+    if (!metric)
+      problems.push(`${at}: no Pods metric ${ACTIVE_RUNS_METRIC}: HTTP-bound jobs fill a worker without using CPU`);
+    else if (!(target > 0 && target < concurrency))
+      problems.push(
+        `${at}: ${ACTIVE_RUNS_METRIC} target must be an AverageValue above 0 and below TICKWARDEN_WORKER_CONCURRENCY (${concurrency}), got ${metric.type} ${String(metric.averageValue ?? '')}`,
+      );
     const window = spec.behavior?.scaleDown?.stabilizationWindowSeconds ?? 300;
-    if (window < MIN_SCALE_DOWN_STABILIZATION_S) problems.push(`${at}: scale-down stabilization window ${window} s is below ${MIN_SCALE_DOWN_STABILIZATION_S} s`);
-    if (worker.replicas !== undefined) problems.push(`${worker.kind}/${worker.name}: sets replicas (${worker.replicas}) while ${at} owns them: every apply would reset them`);
+    if (window < MIN_SCALE_DOWN_STABILIZATION_S)
+      problems.push(`${at}: scale-down stabilization window ${window} s is below ${MIN_SCALE_DOWN_STABILIZATION_S} s`);
+    if (worker.replicas !== undefined)
+      problems.push(
+        `${worker.kind}/${worker.name}: sets replicas (${worker.replicas}) while ${at} owns them: every apply would reset them`,
+      );
     return problems;
   });
 };
@@ -637,9 +862,22 @@ export const nodeFlags: Policy = (objects) => {
       expected: [...PROCESS_NODE_FLAGS[name], `apps/${name}/dist/main.js`],
       source: "PROCESS_NODE_FLAGS of @tickwarden/runtime, then the app's compiled main",
     })),
-    ...(launcher ? [{ name: LAUNCHER, args: launcher.args ?? [], expected: [...PROCESS_NODE_FLAGS.worker, LAUNCHER_MAIN], source: "the worker's PROCESS_NODE_FLAGS of @tickwarden/runtime, then the launcher's compiled main" }] : []),
+    ...(launcher
+      ? [
+          {
+            name: LAUNCHER,
+            args: launcher.args ?? [],
+            expected: [...PROCESS_NODE_FLAGS.worker, LAUNCHER_MAIN],
+            source: "the worker's PROCESS_NODE_FLAGS of @tickwarden/runtime, then the launcher's compiled main",
+          },
+        ]
+      : []),
   ];
-  return checks.flatMap(({ name, args, expected, source }) => (JSON.stringify(args) === JSON.stringify(expected) ? [] : [`${name}: args ${JSON.stringify(args)}, expected ${JSON.stringify(expected)} (${source})`]));
+  return checks.flatMap(({ name, args, expected, source }) =>
+    JSON.stringify(args) === JSON.stringify(expected)
+      ? []
+      : [`${name}: args ${JSON.stringify(args)}, expected ${JSON.stringify(expected)} (${source})`],
+  );
 };
 
 // ---- the launcher ---------------------------------------------------------------------------
@@ -666,7 +904,12 @@ function credentialsIn(volume: IVolume): string[] {
 }
 
 /** A volume made of ConfigMaps only (the schedules): nothing in it is secret or written by the worker. */
-const configMapsOnly = (volume: IVolume): boolean => Boolean(volume.configMap) || Boolean(volume.projected?.sources?.length && volume.projected.sources.every((source) => source.configMap && Object.keys(source).length === 1));
+const configMapsOnly = (volume: IVolume): boolean =>
+  Boolean(volume.configMap) ||
+  Boolean(
+    volume.projected?.sources?.length &&
+    volume.projected.sources.every((source) => source.configMap && Object.keys(source).length === 1),
+  );
 
 /**
  * Job programs start in the worker pod's launcher container, not in the worker's, and the
@@ -685,26 +928,38 @@ export const launcher: Policy = (objects) =>
     const worker = mainContainer(workload);
     const workerSocket = resolveEnv(worker, objects, ENV_SOURCES).env[LAUNCHER_SOCKET_VARIABLE];
     const problems: string[] = [];
-    if (workerSocket === undefined) problems.push(`${where(workload, worker)}: no ${LAUNCHER_SOCKET_VARIABLE} (the worker would start job programs itself, as its own user)`);
+    if (workerSocket === undefined)
+      problems.push(
+        `${where(workload, worker)}: no ${LAUNCHER_SOCKET_VARIABLE} (the worker would start job programs itself, as its own user)`,
+      );
     const sidecar = containerNamed(workload, LAUNCHER);
     if (!sidecar) return [...problems, `${at}: no ${LAUNCHER} container (job programs would run as the worker's user)`];
     const own = where(workload, sidecar);
-    const volumeNamed = (name: string): IVolume | undefined => workload.pod.volumes?.find((volume) => volume.name === name);
+    const volumeNamed = (name: string): IVolume | undefined =>
+      workload.pod.volumes?.find((volume) => volume.name === name);
 
     // The socket: one path, on one emptyDir both containers mount.
     const socket = resolveEnv(sidecar, objects, ENV_SOURCES).env[LAUNCHER_SOCKET_VARIABLE];
-    if (workerSocket !== undefined && socket !== undefined && workerSocket !== socket) problems.push(`${at}: the worker's ${LAUNCHER_SOCKET_VARIABLE} ${workerSocket} is not the launcher's ${socket}`);
+    if (workerSocket !== undefined && socket !== undefined && workerSocket !== socket)
+      problems.push(`${at}: the worker's ${LAUNCHER_SOCKET_VARIABLE} ${workerSocket} is not the launcher's ${socket}`);
     const socketPath = socket ?? workerSocket;
     let socketVolume: string | undefined;
     if (socketPath !== undefined) {
       const dir = path.posix.dirname(socketPath);
       const [workerMount, launcherMount] = [mountHolding(worker, dir), mountHolding(sidecar, dir)];
-      if (!workerMount || !launcherMount || workerMount.name !== launcherMount.name || (workerMount.subPath ?? '') !== (launcherMount.subPath ?? '')) {
+      if (
+        !workerMount ||
+        !launcherMount ||
+        workerMount.name !== launcherMount.name ||
+        (workerMount.subPath ?? '') !== (launcherMount.subPath ?? '')
+      ) {
         problems.push(`${at}: the worker and the launcher do not mount one volume at ${dir}, the socket's directory`);
       } else {
         socketVolume = launcherMount.name;
-        if (!volumeNamed(launcherMount.name)?.emptyDir) problems.push(`${at}: volume ${launcherMount.name} at the socket's directory is not an emptyDir of the pod`);
-        if (launcherMount.readOnly === true) problems.push(`${own}: mounts ${dir} read-only, so it cannot create its socket`);
+        if (!volumeNamed(launcherMount.name)?.emptyDir)
+          problems.push(`${at}: volume ${launcherMount.name} at the socket's directory is not an emptyDir of the pod`);
+        if (launcherMount.readOnly === true)
+          problems.push(`${own}: mounts ${dir} read-only, so it cannot create its socket`);
       }
     }
 
@@ -716,7 +971,8 @@ export const launcher: Policy = (objects) =>
     ] as const) {
       const mine = sidecar.securityContext?.[field];
       const workers = worker.securityContext?.[field] ?? pod[field];
-      if (mine === undefined) problems.push(`${own}: no ${field} of its own (it would run as the pod's or the image's user, the worker's)`);
+      if (mine === undefined)
+        problems.push(`${own}: no ${field} of its own (it would run as the pod's or the image's user, the worker's)`);
       else if (mine === workers) problems.push(`${own}: runs with the worker's ${what} ${mine}`);
     }
 
@@ -728,15 +984,25 @@ export const launcher: Policy = (objects) =>
     for (const source of sidecar.envFrom ?? []) {
       if (source.secretRef) problems.push(`${own}: takes its environment from Secret ${source.secretRef.name ?? '?'}`);
     }
-    if (workload.pod.automountServiceAccountToken !== false) problems.push(`${at}: automountServiceAccountToken is not false: the launcher and its programs would get an API token`);
+    if (workload.pod.automountServiceAccountToken !== false)
+      problems.push(
+        `${at}: automountServiceAccountToken is not false: the launcher and its programs would get an API token`,
+      );
     const workerVolumes = new Set((worker.volumeMounts ?? []).map((mount) => mount.name));
     for (const mount of sidecar.volumeMounts ?? []) {
       const volume = volumeNamed(mount.name);
       if (!volume) continue;
       const credentials = credentialsIn(volume);
       for (const credential of credentials) problems.push(`${own}: mounts ${credential} (volume ${mount.name})`);
-      if (credentials.length === 0 && workerVolumes.has(mount.name) && mount.name !== socketVolume && !configMapsOnly(volume)) {
-        problems.push(`${own}: shares volume ${mount.name} with the worker (the programs would read what the worker writes there)`);
+      if (
+        credentials.length === 0 &&
+        workerVolumes.has(mount.name) &&
+        mount.name !== socketVolume &&
+        !configMapsOnly(volume)
+      ) {
+        problems.push(
+          `${own}: shares volume ${mount.name} with the worker (the programs would read what the worker writes there)`,
+        );
       }
     }
 
@@ -744,8 +1010,16 @@ export const launcher: Policy = (objects) =>
     const configPath = resolveEnv(worker, objects, ENV_SOURCES).env['TICKWARDEN_CONFIG'];
     const workerSchedules = worker.volumeMounts?.find((mount) => mount.mountPath === configPath);
     const launcherSchedules = sidecar.volumeMounts?.find((mount) => mount.mountPath === configPath);
-    if (workerSchedules && (launcherSchedules?.name !== workerSchedules.name || launcherSchedules.readOnly !== true || launcherSchedules.subPath || launcherSchedules.subPathExpr)) {
-      problems.push(`${own}: does not mount volume ${workerSchedules.name} read-only at ${configPath ?? ''}, where the worker reads the schedules (module files resolve next to them)`);
+    if (
+      workerSchedules &&
+      (launcherSchedules?.name !== workerSchedules.name ||
+        launcherSchedules.readOnly !== true ||
+        launcherSchedules.subPath ||
+        launcherSchedules.subPathExpr)
+    ) {
+      problems.push(
+        `${own}: does not mount volume ${workerSchedules.name} read-only at ${configPath ?? ''}, where the worker reads the schedules (module files resolve next to them)`,
+      );
     }
     return problems;
   });

@@ -10,13 +10,20 @@ export interface RenderOptions {
 }
 
 /** Runs kubectl; a missing binary is an error that says what to install. */
-export function kubectl(args: readonly string[], { kubectl: binary = 'kubectl' }: RenderOptions = {}, input?: string): string {
+export function kubectl(
+  args: readonly string[],
+  { kubectl: binary = 'kubectl' }: RenderOptions = {},
+  input?: string,
+): string {
   const result = spawnSync(binary, args, { input, encoding: 'utf8', maxBuffer: 64 * 1024 * 1024, timeout: 60_000 });
   if ((result.error as NodeJS.ErrnoException | undefined)?.code === 'ENOENT') {
-    throw new Error(`kubectl not found ("${binary}"): install kubectl >= 1.27 (kustomize is built in) to render deploy/k8s; no cluster is needed`);
+    throw new Error(
+      `kubectl not found ("${binary}"): install kubectl >= 1.27 (kustomize is built in) to render deploy/k8s; no cluster is needed`,
+    );
   }
   if (result.error) throw result.error;
-  if (result.status !== 0) throw new Error(`kubectl ${args.join(' ')} exited with ${String(result.status)}: ${result.stderr.trim()}`);
+  if (result.status !== 0)
+    throw new Error(`kubectl ${args.join(' ')} exited with ${String(result.status)}: ${result.stderr.trim()}`);
   return result.stdout;
 }
 
@@ -30,10 +37,14 @@ export function render(dir: string, options: RenderOptions = {}): KubeObject[] {
 }
 
 /** Renders a throwaway kustomization, as an overlay that adds `components` would: `resources` and `components` are directories. */
-export function renderComposition(composition: { namespace?: string; resources: string[]; components?: string[] }, options: RenderOptions = {}): KubeObject[] {
+export function renderComposition(
+  composition: { namespace?: string; resources: string[]; components?: string[] },
+  options: RenderOptions = {},
+): KubeObject[] {
   const dir = mkdtempSync(path.join(tmpdir(), 'tickwarden-kustomize-'));
   try {
-    const list = (key: string, dirs: string[] = []): string => (dirs.length === 0 ? '' : `${key}:\n${dirs.map((d) => `  - ${path.relative(dir, d)}\n`).join('')}`);
+    const list = (key: string, dirs: string[] = []): string =>
+      dirs.length === 0 ? '' : `${key}:\n${dirs.map((d) => `  - ${path.relative(dir, d)}\n`).join('')}`;
     writeFileSync(
       path.join(dir, 'kustomization.yaml'),
       `apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n${composition.namespace ? `namespace: ${composition.namespace}\n` : ''}${list('resources', composition.resources)}${list('components', composition.components)}`,

@@ -14,9 +14,20 @@ interface ModelClass {
 
 /** The kinds the manifests may use, with their schemas. A new kind is added here on purpose. */
 const MODELS: ReadonlyMap<string, ModelClass> = new Map(
-  [Namespace, ServiceAccount, ConfigMap, Secret, Service, Deployment, StatefulSet, PodDisruptionBudget, HorizontalPodAutoscaler, NetworkPolicy, ServiceMonitor, PrometheusRule].map(
-    (model: ModelClass) => [`${model.apiVersion} ${model.kind}`, model],
-  ),
+  [
+    Namespace,
+    ServiceAccount,
+    ConfigMap,
+    Secret,
+    Service,
+    Deployment,
+    StatefulSet,
+    PodDisruptionBudget,
+    HorizontalPodAutoscaler,
+    NetworkPolicy,
+    ServiceMonitor,
+    PrometheusRule,
+  ].map((model: ModelClass) => [`${model.apiVersion} ${model.kind}`, model]),
 );
 
 /**
@@ -43,7 +54,10 @@ export function schemaProblems(object: KubeObject): string[] {
 function withUnwrappedData(object: KubeObject): KubeObject {
   const data = object.kind === 'Secret' ? (object['data'] as Record<string, string> | undefined) : undefined;
   if (!data) return object;
-  return { ...object, data: Object.fromEntries(Object.entries(data).map(([key, value]) => [key, value.replace(/\n/g, '')])) };
+  return {
+    ...object,
+    data: Object.fromEntries(Object.entries(data).map(([key, value]) => [key, value.replace(/\n/g, '')])),
+  };
 }
 
 /**
@@ -77,5 +91,7 @@ function unread(value: unknown, reads: Map<object, Set<string>>, path: string): 
   if (value === null || typeof value !== 'object') return [];
   if (Array.isArray(value)) return value.flatMap((item, index) => unread(item, reads, `${path}/${index}`));
   const seen = reads.get(value) ?? new Set<string>();
-  return Object.entries(value).flatMap(([key, child]) => (seen.has(key) ? unread(child, reads, `${path}/${key}`) : [`${path}/${key}`]));
+  return Object.entries(value).flatMap(([key, child]) =>
+    seen.has(key) ? unread(child, reads, `${path}/${key}`) : [`${path}/${key}`],
+  );
 }
