@@ -103,30 +103,14 @@ function layout(ctx: PageContext, title: string, content: Html): string {
   const mode = !ctx.writable
     ? html`read-only: this replica has no control token`
     : ctx.signedIn
-      ? html`signed in
-          <form method="post" action="${CONSOLE_PATH}sign-out"><button type="submit">Sign out</button></form>`
+      ? html`signed in <form method="post" action="${CONSOLE_PATH}sign-out"><button type="submit">Sign out</button></form>`
       : html`read-only until you ${signIn}`;
   const flash = ctx.flash ? html`<p class="flash ${ctx.flash.kind}" role="status">${ctx.flash.text}</p>` : '';
   return `<!doctype html>\n${
-    html`<html lang="en">
-      <head>
-        <meta charset="utf-8" />
-        <meta name="viewport" content="width=device-width, initial-scale=1" />
-        <title>${title} - Tickwarden</title>
-        <style>
-          ${new Html(CSS)}
-        </style>
-      </head>
-      <body>
-        <header>
-          <a class="brand" href="${CONSOLE_PATH}">Tickwarden</a
-          ><span>replica <span class="mono">${ctx.replicaId}</span></span
-          ><span class="mode">${mode}</span>
-        </header>
-        ${flash}
-        <main>${content}</main>
-      </body>
-    </html> `.text
+    html`<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1"><title>${title} - Tickwarden</title><style>${new Html(CSS)}</style></head>
+<body><header><a class="brand" href="${CONSOLE_PATH}">Tickwarden</a><span>replica <span class="mono">${ctx.replicaId}</span></span><span class="mode">${mode}</span></header>
+${flash}<main>${content}</main></body></html>
+`.text
   }`;
 }
 
@@ -147,24 +131,20 @@ const stateCell = (summary: ScheduleSummary): Html =>
 
 const BAD_OUTCOMES = /^(missed|failed|aborted|worker-lost)/;
 const outcomeCell = (outcome: string): Html =>
-  html`<span class="${BAD_OUTCOMES.test(outcome) ? 'outcome-bad' : outcome === 'succeeded' ? 'outcome-good' : ''}"
-    >${outcome}</span
-  >`;
+  html`<span class="${BAD_OUTCOMES.test(outcome) ? 'outcome-bad' : outcome === 'succeeded' ? 'outcome-good' : ''}">${outcome}</span>`;
 
 const nextTicks = ({ schedule, next }: ScheduleSummary): Html =>
   next.length === 0
     ? html`<span class="muted">none planned yet</span>`
-    : html`${next.map((tick, i) => html`${i > 0 ? html`<br />` : ''}${inZone(tick, schedule.timezone)}`)}`;
+    : html`${next.map((tick, i) => html`${i > 0 ? html`<br>` : ''}${inZone(tick, schedule.timezone)}`)}`;
 
 const lastTick = (tick: TickRecord | undefined): Html =>
   tick
-    ? html`${outcomeCell(tick.outcome)}${tick.reason ? ` (${tick.reason})` : ''}<br /><span class="muted num"
-          >${iso(tick.tickMs)}</span
-        >`
+    ? html`${outcomeCell(tick.outcome)}${tick.reason ? ` (${tick.reason})` : ''}<br><span class="muted num">${iso(tick.tickMs)}</span>`
     : html`<span class="muted">none</span>`;
 const lastRun = (run: RunRecord | undefined): Html =>
   run
-    ? html`${outcomeCell(run.outcome)}<br /><span class="muted num">${iso(run.endedAtMs)}</span>`
+    ? html`${outcomeCell(run.outcome)}<br><span class="muted num">${iso(run.endedAtMs)}</span>`
     : html`<span class="muted">none</span>`;
 
 /** One page of the schedule list. */
@@ -177,21 +157,7 @@ export interface ListPage {
 
 /** A table of `rows`, each a list of cells, under `headings`. */
 function table(headings: readonly string[], rows: readonly Html[][]): Html {
-  return html`<table>
-    <thead>
-      <tr>
-        ${headings.map((heading) => html`<th>${heading}</th>`)}
-      </tr>
-    </thead>
-    <tbody>
-      ${rows.map(
-        (cells) =>
-          html`<tr>
-            ${cells}
-          </tr>`,
-      )}
-    </tbody>
-  </table>`;
+  return html`<table><thead><tr>${headings.map((heading) => html`<th>${heading}</th>`)}</tr></thead><tbody>${rows.map((cells) => html`<tr>${cells}</tr>`)}</tbody></table>`;
 }
 
 /** A cell; `num` keeps a number or a time on one line, `mono` sets ids and patterns apart. */
@@ -216,23 +182,16 @@ export function listPage(ctx: PageContext, page: ListPage): string {
         td(lastRun(latest.run)),
       ];
     });
-    return html`<section>
-      <h2>${team}</h2>
-      ${table(headings, cells)}
-    </section>`;
+    return html`<section><h2>${team}</h2>${table(headings, cells)}</section>`;
   });
   const shown = rows.length === 0 ? 'none' : `${offset + 1}-${offset + rows.length}`;
   const link = (from: number, label: string) =>
     html`<a href="${CONSOLE_PATH}?offset=${from}&amp;limit=${limit}">${label}</a>`;
-  const pager = html`<nav class="pages">
-    ${offset > 0 ? link(Math.max(0, offset - limit), 'previous page') : ''}${offset + limit < total ? link(offset + limit, 'next page') : ''}
-  </nav>`;
+  const pager = html`<nav class="pages">${offset > 0 ? link(Math.max(0, offset - limit), 'previous page') : ''}${offset + limit < total ? link(offset + limit, 'next page') : ''}</nav>`;
   return layout(
     ctx,
     'Schedules',
-    html`<h1>Schedules</h1>
-      <p class="muted">${shown} of ${total} schedules on this replica, at ${iso(ctx.nowMs)}</p>
-      ${sections}${pager}`,
+    html`<h1>Schedules</h1><p class="muted">${shown} of ${total} schedules on this replica, at ${iso(ctx.nowMs)}</p>${sections}${pager}`,
   );
 }
 
@@ -299,9 +258,7 @@ function auditTable(actions: readonly ControlAction[]): Html {
 
 function activeTable(queue: string, active: readonly ActiveRun[]): Html {
   if (active.length === 0)
-    return html`<p class="muted">
-      No run in progress (no active job of this schedule in queue <span class="mono">${queueName(queue)}</span>).
-    </p>`;
+    return html`<p class="muted">No run in progress (no active job of this schedule in queue <span class="mono">${queueName(queue)}</span>).</p>`;
   const time = (ms: number | undefined) => (ms === undefined ? '-' : iso(ms));
   return table(
     ['job', 'tick (UTC)', 'lease holder (worker)', 'fencing token', 'attempt', 'taken (UTC)'],
@@ -324,19 +281,13 @@ function reportTable(report: BackfillReport): Html {
           ['tick (UTC)', 'would', 'why'],
           report.ticks.map((tick) => [td(iso(tick.tickMs), 'num'), td(tick.action), td(tick.why)]),
         );
-  return html`<section id="backfill-report">
-    <h2>Backfill dry run: ${report.fired} would fire, ${report.skipped} skipped</h2>
-    ${ticks}
-  </section>`;
+  return html`<section id="backfill-report"><h2>Backfill dry run: ${report.fired} would fire, ${report.skipped} skipped</h2>${ticks}</section>`;
 }
 
 /** The `by` and `note` fields every action form has. */
 const saidFields = (by: string | undefined): Html =>
-  html`<label
-      >by
-      <input type="text" name="by" required maxlength="${MAX_BY_CHARS}" value="${by ?? ''}" placeholder="who you are"
-    /></label>
-    <label>note <input type="text" name="note" maxlength="${MAX_NOTE_CHARS}" placeholder="why" /></label>`;
+  html`<label>by <input type="text" name="by" required maxlength="${MAX_BY_CHARS}" value="${by ?? ''}" placeholder="who you are"></label>
+<label>note <input type="text" name="note" maxlength="${MAX_NOTE_CHARS}" placeholder="why"></label>`;
 
 /** A form that posts one action of the schedule, its own fields first. */
 const actionForm = (
@@ -347,10 +298,7 @@ const actionForm = (
   by: string | undefined,
   button: string,
 ): Html =>
-  html`<form method="post" action="${schedulePath(summary.schedule.id)}/${name}">
-    <h3>${title}</h3>
-    ${fields}${saidFields(by)}<button type="submit">${button}</button>
-  </form>`;
+  html`<form method="post" action="${schedulePath(summary.schedule.id)}/${name}"><h3>${title}</h3>${fields}${saidFields(by)}<button type="submit">${button}</button></form>`;
 
 function actionForms(ctx: PageContext, summary: ScheduleSummary): Html {
   const configPaused =
@@ -369,18 +317,12 @@ function actionForms(ctx: PageContext, summary: ScheduleSummary): Html {
     ctx.by,
     'Trigger now',
   );
-  const range = html`<label>from (UTC) <input type="datetime-local" step="1" name="from" required /></label>
-    <label>to (UTC) <input type="datetime-local" step="1" name="to" required /></label>
-    <label
-      >at most this many ticks
-      <input type="number" name="max" min="1" max="${BACKFILL_MAX_LIMIT}" value="${DEFAULT_BACKFILL_MAX}"
-    /></label>
-    <label><input type="checkbox" name="dryRun" checked /> dry run: list what would fire, fire nothing</label>`;
+  const range = html`<label>from (UTC) <input type="datetime-local" step="1" name="from" required></label>
+<label>to (UTC) <input type="datetime-local" step="1" name="to" required></label>
+<label>at most this many ticks <input type="number" name="max" min="1" max="${BACKFILL_MAX_LIMIT}" value="${DEFAULT_BACKFILL_MAX}"></label>
+<label><input type="checkbox" name="dryRun" checked> dry run: list what would fire, fire nothing</label>`;
   const backfill = actionForm(summary, 'backfill', 'Backfill', range, ctx.by, 'Backfill');
-  return html`<section id="actions">
-    <h2>Act</h2>
-    <div class="forms">${pauseOrResume}${trigger}${backfill}</div>
-  </section>`;
+  return html`<section id="actions"><h2>Act</h2><div class="forms">${pauseOrResume}${trigger}${backfill}</div></section>`;
 }
 
 /** One schedule: state, next ticks, the runs in progress, the forms (signed in), and its tick, run and audit histories. */
@@ -392,75 +334,30 @@ export function schedulePage(
   report?: BackfillReport,
 ): string {
   const { schedule } = detail;
-  const facts = html`<dl class="facts">
-    <dt>state</dt>
-    <dd>${stateCell(detail)}</dd>
-    <dt>cron</dt>
-    <dd><span class="mono">${schedule.cron}</span> in ${schedule.timezone}</dd>
-    <dt>next ticks</dt>
-    <dd class="num">${nextTicks(detail)}</dd>
-    <dt>overlap</dt>
-    <dd>${schedule.overlap}</dd>
-    <dt>queue</dt>
-    <dd class="mono">${queueName(schedule.queue)}</dd>
-  </dl>`;
-  const more = html`<p class="muted">
-    The newest ${count} of each.
-    <a href="${schedulePath(schedule.id)}?count=${Math.min(count * 5, MAX_COUNT)}">Show more</a>
-  </p>`;
-  const content = html`<p class="muted"><a href="${CONSOLE_PATH}">Schedules</a> / ${schedule.team}</p>
-    <h1>${schedule.id}</h1>
-    ${facts}
-    <section id="running">
-      <h2>Running now</h2>
-      ${activeTable(schedule.queue, active)}
-    </section>
-    ${report ? reportTable(report) : ''}${ctx.signedIn ? actionForms(ctx, detail) : ''}
-    <section id="ticks">
-      <h2>Ticks</h2>
-      ${tickTable(detail.ticks)}
-    </section>
-    <section id="runs">
-      <h2>Runs</h2>
-      ${runTable(detail.runs)}
-    </section>
-    <section id="audit">
-      <h2>Audit trail</h2>
-      ${auditTable(detail.actions)}
-    </section>
-    ${more}`;
+  const facts = html`<dl class="facts"><dt>state</dt><dd>${stateCell(detail)}</dd><dt>cron</dt><dd><span class="mono">${schedule.cron}</span> in ${schedule.timezone}</dd>
+<dt>next ticks</dt><dd class="num">${nextTicks(detail)}</dd><dt>overlap</dt><dd>${schedule.overlap}</dd><dt>queue</dt><dd class="mono">${queueName(schedule.queue)}</dd></dl>`;
+  const more = html`<p class="muted">The newest ${count} of each. <a href="${schedulePath(schedule.id)}?count=${Math.min(count * 5, MAX_COUNT)}">Show more</a></p>`;
+  const content = html`<p class="muted"><a href="${CONSOLE_PATH}">Schedules</a> / ${schedule.team}</p><h1>${schedule.id}</h1>${facts}
+<section id="running"><h2>Running now</h2>${activeTable(schedule.queue, active)}</section>
+${report ? reportTable(report) : ''}${ctx.signedIn ? actionForms(ctx, detail) : ''}
+<section id="ticks"><h2>Ticks</h2>${tickTable(detail.ticks)}</section>
+<section id="runs"><h2>Runs</h2>${runTable(detail.runs)}</section>
+<section id="audit"><h2>Audit trail</h2>${auditTable(detail.actions)}</section>${more}`;
   return layout(ctx, schedule.id, content);
 }
 
 /** The sign-in form, or why there is none (no token configured). */
 export function signInPage(ctx: PageContext, next: string): string {
   const content = ctx.writable
-    ? html`<h1>Sign in</h1>
-        <p>
-          The control token is the content of the file <span class="mono">TICKWARDEN_CONTROL_TOKEN_FILE</span> names
-          (the Secret <span class="mono">tickwarden-control-token</span> on Kubernetes). It is sent once; the browser
-          keeps a session cookie, not the token.
-        </p>
-        <form method="post" action="${CONSOLE_PATH}sign-in">
-          <input type="hidden" name="next" value="${next}" />
-          <label>control token <input type="password" name="token" required autocomplete="current-password" /></label
-          ><button type="submit">Sign in</button>
-        </form>`
-    : html`<h1>Read-only</h1>
-        <p>
-          This replica has no control token (<span class="mono">TICKWARDEN_CONTROL_TOKEN_FILE</span> is not set): the
-          console shows, and cannot act.
-        </p>`;
+    ? html`<h1>Sign in</h1><p>The control token is the content of the file <span class="mono">TICKWARDEN_CONTROL_TOKEN_FILE</span> names (the Secret
+<span class="mono">tickwarden-control-token</span> on Kubernetes). It is sent once; the browser keeps a session cookie, not the token.</p>
+<form method="post" action="${CONSOLE_PATH}sign-in"><input type="hidden" name="next" value="${next}">
+<label>control token <input type="password" name="token" required autocomplete="current-password"></label><button type="submit">Sign in</button></form>`
+    : html`<h1>Read-only</h1><p>This replica has no control token (<span class="mono">TICKWARDEN_CONTROL_TOKEN_FILE</span> is not set): the console shows, and cannot act.</p>`;
   return layout(ctx, 'Sign in', content);
 }
 
 /** A page that says what went wrong (not found, refused, Redis unreachable). */
 export function messagePage(ctx: PageContext, title: string, message: string): string {
-  return layout(
-    ctx,
-    title,
-    html`<h1>${title}</h1>
-      <p>${message}</p>
-      <p><a href="${CONSOLE_PATH}">All schedules</a></p>`,
-  );
+  return layout(ctx, title, html`<h1>${title}</h1><p>${message}</p><p><a href="${CONSOLE_PATH}">All schedules</a></p>`);
 }

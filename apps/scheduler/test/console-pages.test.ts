@@ -94,7 +94,7 @@ describe('html and escaping', () => {
       '&lt;script&gt;alert(1)&lt;/script&gt; &quot;quoted&quot; &amp; &#39;single&#39; &lt;img src=x onerror=alert(2)&gt;',
     );
     const inner = html`<b>${'<i>'}</b>`;
-    expect(html`<p title="${'" onclick="x'}">${inner}${['a', html`<br />`, 1]}${undefined}</p>`.text).toBe(
+    expect(html`<p title="${'" onclick="x'}">${inner}${['a', html`<br>`, 1]}${undefined}</p>`.text).toBe(
       '<p title="&quot; onclick=&quot;x"><b>&lt;i&gt;</b>a<br>1</p>',
     );
   });
