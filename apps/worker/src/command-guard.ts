@@ -4,7 +4,7 @@ import readline from 'node:readline';
 import type { Readable, Writable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import type { Logger } from 'pino';
-import { HandlerError } from './handlers/types.ts';
+import { HandlerError } from './run-context.ts';
 import type { WorkerMetrics } from './metrics.ts';
 
 // The guard process sits next to this file, as .ts in the sources and .js once built.

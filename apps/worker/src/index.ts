@@ -22,17 +22,13 @@ export {
   type LastDeferral,
   type RunProgress,
 } from './run-progress.ts';
-export {
-  LEASE_KILL_MARGIN_MS,
-  runCommand,
-  type CommandHandlerConfig,
-  type CommandRunOptions,
-} from './handlers/command.ts';
+export { runCommand, type CommandHandlerConfig } from './handlers/command.ts';
+export { LEASE_KILL_MARGIN_MS, type CommandRunOptions } from './handlers/guarded-program.ts';
 export { HTTP_DESTINATION_REFUSED, HTTP_ERROR_BODY_LIMIT, runHttp, type HttpHandlerConfig } from './handlers/http.ts';
 export { runHandler, type HandlerOptions } from './handlers/index.ts';
 export { resolveModulePath, runModule, type ModuleHandlerConfig } from './handlers/module.ts';
 export { DEFAULT_OUTPUT_LIMITS, OutputLog, type OutputLimits } from './handlers/output.ts';
-export { HandlerError, type LeaseValidity, type RunContext, type RunDetails } from './handlers/types.ts';
+export { HandlerError, type LeaseValidity, type RunContext, type RunDetails } from './run-context.ts';
 export {
   CANCEL_PREVIOUS_EXTEND_MS,
   DEFER_DELAY_MS,
@@ -53,9 +49,8 @@ export {
   takeOverLease,
   type TakeOverOptions,
 } from './lease-takeover.ts';
-export { LeaseValidityTracker } from './lease-validity-tracker.ts';
 export { WorkerMetrics } from './metrics.ts';
-export { RunLeaseValidity } from './run-lease-validity.ts';
+export { LeaseValidityTracker, RunLeaseValidity } from './run-lease.ts';
 export {
   lockDurationFor,
   MAX_STALLED_COUNT,

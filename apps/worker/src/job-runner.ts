@@ -33,10 +33,10 @@ import {
 import { LEASE_ENDING_BEFORE_START, runHandler } from './handlers/index.ts';
 import { LAUNCHER_UNAVAILABLE } from './launcher-protocol.ts';
 import type { OutputLimits } from './handlers/output.ts';
-import { HandlerError, type LeaseValidity, type RunDetails } from './handlers/types.ts';
+import { HandlerError, type LeaseValidity, type RunDetails } from './run-context.ts';
 import { peersToMarkRevoked, predecessorsWaitUntil, type ActivePeer } from './cancel-previous.ts';
 import { firstStartId, leaseNodeTimeoutMs, pause, TAKEOVER_RETRY_MS, takeOverLease } from './lease-takeover.ts';
-import { LeaseValidityTracker } from './lease-validity-tracker.ts';
+import { LeaseValidityTracker } from './run-lease.ts';
 import type { WorkerMetrics } from './metrics.ts';
 
 /** Why a run's signal aborted. */

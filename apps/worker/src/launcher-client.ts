@@ -2,7 +2,7 @@ import net from 'node:net';
 import { PassThrough, Writable } from 'node:stream';
 import { GUARD_READY_TIMEOUT_MS, hostMonotonicMs } from './command-guard.ts';
 import type { LaunchedProgram, ProgramExit, ProgramLauncher, ProgramSpec } from './handlers/program.ts';
-import { HandlerError } from './handlers/types.ts';
+import { HandlerError } from './run-context.ts';
 import { LAUNCHER_UNAVAILABLE, onMessages, send, type LauncherEvent } from './launcher-protocol.ts';
 
 /** A ping waits at most this long for the launcher's answer, ms. */

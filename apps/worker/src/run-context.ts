@@ -53,9 +53,3 @@ export class HandlerError extends Error {
 }
 
 export const tickIso = (context: Pick<RunContext, 'tickMs'>): string => new Date(context.tickMs).toISOString();
-
-/** A promise that resolves when `signal` aborts (at once if it already has). */
-export function whenAborted(signal: AbortSignal): Promise<void> {
-  if (signal.aborted) return Promise.resolve();
-  return new Promise((resolve) => signal.addEventListener('abort', () => resolve(), { once: true }));
-}

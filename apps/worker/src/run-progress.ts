@@ -1,5 +1,5 @@
 import type { Job } from 'bullmq';
-import type { RunDetails } from './handlers/types.ts';
+import type { RunDetails } from './run-context.ts';
 
 /**
  * What a job's BullMQ `progress` holds once a handler started for it. BullMQ

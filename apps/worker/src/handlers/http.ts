@@ -11,7 +11,7 @@ import {
 } from '@tickwarden/config';
 import { Agent, fetch, Headers, type Response } from 'undici';
 import { resolveValues } from './secrets.ts';
-import { HandlerError, tickIso, type RunContext, type RunDetails } from './types.ts';
+import { HandlerError, tickIso, type RunContext, type RunDetails } from '../run-context.ts';
 
 export type HttpHandlerConfig = Extract<HandlerConfig, { kind: 'http' }>;
 

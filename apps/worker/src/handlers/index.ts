@@ -1,10 +1,11 @@
 import type { HttpDestinations, ScheduleConfig } from '@tickwarden/config';
-import { runCommand, type CommandRunOptions } from './command.ts';
+import { runCommand } from './command.ts';
+import type { CommandRunOptions } from './guarded-program.ts';
 import { runHttp } from './http.ts';
 import { runModule } from './module.ts';
-import type { RunContext, RunDetails } from './types.ts';
+import type { RunContext, RunDetails } from '../run-context.ts';
 
-export { LEASE_ENDING_BEFORE_START } from './command.ts';
+export { LEASE_ENDING_BEFORE_START } from './guarded-program.ts';
 
 /** What every handler kind may need: a command's options, and where http handlers may connect. */
 export interface HandlerOptions extends CommandRunOptions {

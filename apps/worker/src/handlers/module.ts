@@ -1,10 +1,16 @@
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { HandlerConfig } from '@tickwarden/config';
-import { LEASE_KILL_MARGIN_MS, runEnv, runGuarded, type CommandRunOptions, type GroupKillCause } from './command.ts';
+import {
+  LEASE_KILL_MARGIN_MS,
+  runEnv,
+  runGuarded,
+  type CommandRunOptions,
+  type GroupKillCause,
+} from './guarded-program.ts';
 import type { RunnerReport } from './module-runner.ts';
 import type { OutputLevel, OutputLog } from './output.ts';
-import { HandlerError, type RunContext, type RunDetails } from './types.ts';
+import { HandlerError, type RunContext, type RunDetails } from '../run-context.ts';
 
 export type ModuleHandlerConfig = Extract<HandlerConfig, { kind: 'module' }>;
 

@@ -1,5 +1,5 @@
 import type { Readable } from 'node:stream';
-import type { RunContext } from './types.ts';
+import type { RunContext } from '../run-context.ts';
 
 /** Output caps per run: lines logged (all streams together), and bytes per line. */
 export interface OutputLimits {

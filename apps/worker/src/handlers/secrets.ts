@@ -1,7 +1,7 @@
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { ConfigValue } from '@tickwarden/config';
-import { HandlerError } from './types.ts';
+import { HandlerError } from '../run-context.ts';
 
 /** The `code` of the HandlerError of a Secret value the worker could not read. */
 export const SECRET_UNAVAILABLE = 'SECRET_UNAVAILABLE';
