@@ -14,9 +14,9 @@ import type { ControlAction, Run } from './ports.ts';
 import { RedisReplicaStore } from './replica-store.ts';
 import type { Schedule } from './schedule.ts';
 import { TickPlanner } from './tick-planner.ts';
-import { TickPublisher } from './tick-publisher.ts';
+import { TickPublisher, type Published } from './tick-publisher.ts';
 import { TickRecorder } from './tick-recorder.ts';
-import { tickWindow } from './tick-window.ts';
+import { tickWindow, type TickWindow } from './tick-window.ts';
 
 /** The connections and names an action runs with. */
 export interface ControlContext {
@@ -74,21 +74,32 @@ export async function triggerSchedule(
   { note, by }: Said,
 ): Promise<{ jobId: string; fence: number }> {
   const now = ctx.now();
-  const planner = new TickPlanner(schedule);
-  const next = planner.next(now);
-  const nextDueMs = next === undefined ? undefined : planner.dueMs(next);
-  const tick = {
-    schedule,
-    tickMs: now,
-    dueMs: now,
-    nextDueMs,
-    jobId: manualJobId(schedule.id, now),
-    ...tickWindow(schedule, now, nextDueMs),
-  };
+  const tick = { schedule, tickMs: now, dueMs: now, jobId: manualJobId(schedule.id, now), ...dueNow(schedule, now) };
   const lease = await ctx.redlock.acquire(leaseResource(schedule.id, schedule.overlap, now), schedule.leaseTtlMs, {
     claim: manualClaim(now),
     claimRetentionMs: tick.retentionMs,
   });
+  const [outcome] = await publishNow(ctx, [{ tick, lease }], 'triggered');
+  if (outcome !== 'published')
+    throw new Error(`could not enqueue the run of ${schedule.id} (${outcome}): see the queue Redis`);
+  await audit(ctx, schedule, { action: 'trigger', by, note, detail: `job ${tick.jobId}, fence ${lease.fence}` });
+  return { jobId: tick.jobId, fence: lease.fence };
+}
+
+/** When a run published now is due next, and its window (start deadline, claim retention). */
+function dueNow(schedule: Schedule, nowMs: number): TickWindow & { nextDueMs: number | undefined } {
+  const planner = new TickPlanner(schedule);
+  const next = planner.next(nowMs);
+  const nextDueMs = next === undefined ? undefined : planner.dueMs(next);
+  return { nextDueMs, ...tickWindow(schedule, nowMs, nextDueMs) };
+}
+
+/** Publishes an operator's runs through the replicas' one path (TickPublisher); per run, what became of it. */
+async function publishNow(
+  ctx: ControlContext,
+  runs: readonly Run[],
+  as: 'triggered' | 'backfilled',
+): Promise<Published[]> {
   const queue = new BullJobQueue(ctx.redis, ctx.redlock.settings.clock, ctx.publisherId);
   const recorder = new TickRecorder({
     replicaId: ctx.publisherId,
@@ -97,21 +108,18 @@ export async function triggerSchedule(
     now: ctx.now,
   });
   try {
-    const [outcome] = await new TickPublisher({
+    const published = await new TickPublisher({
       replicaId: ctx.publisherId,
       leases: ctx.redlock,
       queue,
       recorder,
       now: ctx.now,
-    }).publish([{ tick, lease }], 'triggered');
+    }).publish(runs, as);
     await recorder.flush();
-    if (outcome !== 'published')
-      throw new Error(`could not enqueue the run of ${schedule.id} (${outcome}): see the queue Redis`);
+    return published;
   } finally {
     await queue.close();
   }
-  await audit(ctx, schedule, { action: 'trigger', by, note, detail: `job ${tick.jobId}, fence ${lease.fence}` });
-  return { jobId: tick.jobId, fence: lease.fence };
 }
 
 /** A backfill's range (both ends included, wall ms) and bounds. */
@@ -243,10 +251,7 @@ async function fire(
   plan: readonly BackfillTick[],
   nowMs: number,
 ): Promise<BackfilledTick[]> {
-  const planner = new TickPlanner(schedule);
-  const next = planner.next(nowMs);
-  const nextDueMs = next === undefined ? undefined : planner.dueMs(next);
-  const window = tickWindow(schedule, nowMs, nextDueMs);
+  const { nextDueMs, ...window } = dueNow(schedule, nowMs);
   const ticks: BackfilledTick[] = [];
   const runs: Run[] = [];
   for (const tick of plan) {
@@ -298,31 +303,7 @@ async function fire(
 
 /** Publishes the runs' jobs as `backfilled`; the ticks whose job was not enqueued, with what became of it. */
 async function publish(ctx: ControlContext, runs: readonly Run[]): Promise<Map<number, string>> {
-  if (runs.length === 0) return new Map();
-  const queue = new BullJobQueue(ctx.redis, ctx.redlock.settings.clock, ctx.publisherId);
-  const recorder = new TickRecorder({
-    replicaId: ctx.publisherId,
-    store: new RedisReplicaStore(ctx.redis),
-    logger: ctx.logger,
-    now: ctx.now,
-  });
-  try {
-    const published = await new TickPublisher({
-      replicaId: ctx.publisherId,
-      leases: ctx.redlock,
-      queue,
-      recorder,
-      now: ctx.now,
-    }).publish(runs, 'backfilled');
-    await recorder.flush();
-    return new Map(
-      runs.flatMap((run, i) =>
-        published[i] === 'published' || published[i] === 'published-by-another'
-          ? []
-          : [[run.tick.tickMs, published[i] ?? 'failed']],
-      ),
-    );
-  } finally {
-    await queue.close();
-  }
+  const published = runs.length === 0 ? [] : await publishNow(ctx, runs, 'backfilled');
+  const failed = (outcome: Published | undefined) => outcome !== 'published' && outcome !== 'published-by-another';
+  return new Map(runs.flatMap((run, i) => (failed(published[i]) ? [[run.tick.tickMs, published[i] ?? 'failed']] : [])));
 }
