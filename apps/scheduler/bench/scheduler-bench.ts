@@ -14,7 +14,7 @@
  * and `bench-results/scheduler.md` at the repo root. Every process it starts
  * is killed by PID, every Redis stopped, also on error or Ctrl-C.
  *
- * Knobs (for quick runs; the defaults are the benchmark): BENCH_WINDOW_S (60),
+ * Knobs (for quick runs; the defaults are the benchmark): BENCH_WINDOW_S (60), BENCH_REPLICAS (3),
  * BENCH_BOUNDARIES (2), BENCH_SCENARIOS (`ab,c`), BENCH_SYSTEMS (`tickwarden,bullmq`);
  * BENCH_LOG_DIR=<dir> keeps every process's output there; BENCH_TW_LOG_LEVEL (`info`) is the replicas' LOG_LEVEL;
  * BENCH_TW_NODE_FLAGS (default the deployed `PROCESS_NODE_FLAGS.scheduler` of @tickwarden/runtime; empty for none) are the replicas' node flags.
@@ -39,7 +39,8 @@ const envNumber = (name: string, fallback: number): number => {
   return Number.isFinite(value) && value > 0 ? value : fallback;
 };
 
-const REPLICAS = 3;
+/** Scheduler replicas / BullMQ producers (BENCH_REPLICAS; the benchmark runs 3, and (a) again with 6: lock work must not grow with them). */
+const REPLICAS = envNumber('BENCH_REPLICAS', 3);
 const LOCK_NODES = 5;
 const PER_SECOND_SCHEDULES = 1_000;
 const PER_SECOND_PATTERN = '* * * * * *';
@@ -245,6 +246,7 @@ interface RoleNode {
 interface RoleCounters {
   calls: number;
   cpuS: number;
+  byCommand: Record<string, number>;
   /** EVALSHA / EVAL calls (Lua scripts: lock batches, BullMQ's commands) and their total server time. */
   scriptCalls: number;
   scriptUsec: number;
@@ -269,7 +271,7 @@ async function redisSnapshot(nodes: readonly RoleNode[]): Promise<RedisSnapshot>
     })),
   );
   for (const { role, commands, cpu } of infos) {
-    const counters = (snapshot.byRole[role] ??= { calls: 0, cpuS: 0, scriptCalls: 0, scriptUsec: 0 });
+    const counters = (snapshot.byRole[role] ??= { calls: 0, cpuS: 0, byCommand: {}, scriptCalls: 0, scriptUsec: 0 });
     const cpuS = Number(cpu['used_cpu_user'] ?? 0) + Number(cpu['used_cpu_sys'] ?? 0);
     snapshot.cpuS += cpuS;
     counters.cpuS += cpuS;
@@ -280,6 +282,7 @@ async function redisSnapshot(nodes: readonly RoleNode[]): Promise<RedisSnapshot>
       snapshot.byCommand[command] = (snapshot.byCommand[command] ?? 0) + calls;
       snapshot.calls += calls;
       counters.calls += calls;
+      counters.byCommand[command] = (counters.byCommand[command] ?? 0) + calls;
       if (command === 'evalsha' || command === 'eval') {
         counters.scriptCalls += calls;
         counters.scriptUsec += Number(/usec=(\d+)/.exec(value)?.[1] ?? 0);
@@ -295,6 +298,8 @@ interface RoleDelta {
   scriptsPerS: number;
   /** Mean server time of one script call, ms (INFO commandstats usec / calls). */
   scriptMeanMs: number;
+  /** Calls of each command in the interval, most called first (Lua-internal calls included). */
+  byCommand: Record<string, number>;
 }
 
 interface RedisDelta {
@@ -324,6 +329,12 @@ function redisDelta(before: RedisSnapshot, after: RedisSnapshot): RedisDelta {
       cpuPct: ((a.cpuS - b.cpuS) / seconds) * 100,
       scriptsPerS: scripts / seconds,
       scriptMeanMs: scripts > 0 ? (a.scriptUsec - b.scriptUsec) / scripts / 1000 : Number.NaN,
+      byCommand: Object.fromEntries(
+        Object.entries(a.byCommand)
+          .map(([command, calls]): [string, number] => [command, calls - (b.byCommand[command] ?? 0)])
+          .filter(([, calls]) => calls > 0)
+          .sort((x, y) => y[1] - x[1]),
+      ),
     };
   }
   return {
@@ -587,8 +598,7 @@ class Fleet {
       ]);
       this.#dir = mkdtempSync(path.join(os.tmpdir(), 'tickwarden-scheduler-bench-'));
       const entries = this.scheduleNames.map(
-        (name) =>
-          `  - name: ${name}\n    cron: "${this.pattern}"\n    handler: { kind: command, argv: ["true"] }\n    overlap: allow\n`,
+        (name) => `  - name: ${name}\n    cron: "${this.pattern}"\n    handler: { kind: command, argv: ["true"] }\n`,
       );
       writeFileSync(path.join(this.#dir, `${TEAM}.yaml`), `team: ${TEAM}\nschedules:\n${entries.join('')}`);
     } else {
@@ -1338,6 +1348,7 @@ function perSecondTables(results: Partial<Record<System, PerSecondResult>>): str
     '',
     ...tableOf(rowsA, systems),
     '',
+    ...commandBreakdown(systems.map((s) => [s, r(s).redis, r(s).window.expected])),
     `### (b) the same during a rolling restart of the ${REPLICAS} (SIGTERM one, start its replacement, ${ROLLING_PAUSE_MS / 1000} s after it is ready the next)`,
     '',
     ...tableOf(rowsB, systems),
@@ -1345,11 +1356,28 @@ function perSecondTables(results: Partial<Record<System, PerSecondResult>>): str
   ];
 }
 
+/** Where the Redis commands of (a) go: per tick, by server role and command (Lua-internal calls included), the 0.1 and over. */
+function commandBreakdown(rows: readonly [System, RedisDelta, number][]): string[] {
+  const lines = ['Redis commands per tick of (a), by server role and command (INFO commandstats):', ''];
+  for (const [system, redis, ticks] of rows) {
+    const cells = (['lock', 'queue'] as const).flatMap((role) => {
+      const delta = redis.byRole[role];
+      if (!delta) return [];
+      const perTick = Object.entries(delta.byCommand)
+        .map(([command, calls]): [string, number] => [command, calls / ticks])
+        .filter(([, n]) => n >= 0.05);
+      return [`${role} ${fmt(delta.calls / ticks, 1)}: ${perTick.map(([c, n]) => `${c} ${fmt(n, 1)}`).join(', ')}`];
+    });
+    lines.push(`- ${LABEL[system]}: ${cells.join('; ')}`);
+  }
+  return [...lines, ''];
+}
+
 function burstTables(results: Partial<Record<System, BurstResult>>): string[] {
   const systems = SYSTEMS.filter((s) => results[s]);
   const r = (s: System): BurstResult => results[s] as BurstResult;
   const rows: Row[] = [
-    ['start-up (Redis, consumer, 3 ready), ms', (s) => fmt(r(s).startupMs)],
+    [`start-up (Redis, consumer, ${REPLICAS} ready), ms`, (s) => fmt(r(s).startupMs)],
     [
       'replica V8 heap used / RSS once ready, before any boundary, MB (/metrics)',
       (s) => metricsText(r(s).readyMetrics, (m) => `${fmt(m.heapUsedMb)}/${fmt(m.rssMb)}`),
@@ -1556,7 +1584,7 @@ async function main(): Promise<void> {
   const header = [
     `Scheduler benchmark, ${env.date}: ${env.nproc} CPUs (${env.cpu}), ${env.memoryGb} GB, Node ${env.node}, redis-server ${env.redisServer} (local processes, AOF off), BullMQ ${env.bullmq}; total ${fmt(seconds)} s.`,
     `Code at commit ${env.commit}${env.srcChanges.length > 0 ? ` with uncommitted changes in ${env.srcChanges.join(', ')}` : ''}, built once at the start (every phase's replicas run that build); load average (1/5/15 min) ${env.loadAverageAtStart.join(' / ')} at start, ${loadAverageAtEnd.join(' / ')} at end.`,
-    `Tickwarden: ${REPLICAS} scheduler processes (\`node ${[...TW_NODE_FLAGS, ''].join(' ')}apps/scheduler/dist/main.js\`, compiled by \`nx run scheduler:build\` as the image runs it; LOG_LEVEL=${TW_LOG_LEVEL}), ${LOCK_NODES} lock Redis + 1 queue Redis, one config file, \`overlap: allow\`, default lease TTL. ` +
+    `Tickwarden: ${REPLICAS} scheduler processes (\`node ${[...TW_NODE_FLAGS, ''].join(' ')}apps/scheduler/dist/main.js\`, compiled by \`nx run scheduler:build\` as the image runs it; LOG_LEVEL=${TW_LOG_LEVEL}), ${LOCK_NODES} lock Redis + 1 queue Redis, one config file, every setting but cron and handler at its default (\`overlap: skip\`, lease TTL 30 s). ` +
       `BullMQ: ${REPLICAS} producer processes (bench/bullmq-producer.ts type-stripped to plain JavaScript) each upserting the same job schedulers at start (100 upserts in flight), one Redis. ` +
       'The systems run one after the other (never at the same time), each on fresh Redis servers; the consumer is the same process for both: one BullMQ Worker, concurrency 100, that records each job and completes it at once.',
     `Ticks: Tickwarden \`job.data.tickMs\`; BullMQ the \`<ms>\` of the job id \`repeat:<scheduler>:<ms>\`. Missed = an expected tick the consumer never started (waited up to ${DRAIN_MS / 1000} s after the window); duplicate = a tick it started more than once. ` +
