@@ -166,6 +166,7 @@ async function main(): Promise<number> {
     onOutcome: (event) => metrics.recordOutcome(event),
     onObservation: (observation) => metrics.observeTick(observation),
     onQueueReset: () => metrics.queueResets.inc(),
+    onContenders: (contenders) => metrics.contenders.set(contenders),
   });
   scheduler.setSchedules(config.schedules);
   scheduler.start();

@@ -51,6 +51,11 @@ export class SchedulerMetrics extends ProcessMetrics {
     help: 'Times this replica found the queue Redis had lost its data (its epoch changed): pauses written back, history and open ticks gone',
     registers: [this.registry],
   });
+  readonly contenders = new Gauge({
+    name: 'tickwarden_scheduler_contenders',
+    help: 'Replicas this replica shares the tick contests with, itself included (heartbeats in the queue Redis); 0: no view, it contests every tick',
+    registers: [this.registry],
+  });
   readonly tickLag = new Histogram({
     name: 'tickwarden_tick_enqueue_lag_seconds',
     help: 'From the tick to its job being enqueued or recovered; 0 when enqueued ahead of the tick (contest lead)',

@@ -146,4 +146,17 @@ export interface ReplicaStore {
   /** Raises the schedules' high-water marks; resolves each one's mark from before. */
   raiseMarks(marks: ReadonlyMap<string, number>): Promise<Map<string, number | undefined>>;
   forgetMarks(scheduleIds: readonly string[]): Promise<void>;
+  /**
+   * Stamps this replica's heartbeat (by the queue Redis's clock: replicas' clocks may differ), or
+   * deletes it when it does not `register`, and deletes those older than `forgetMs`; resolves the
+   * queue Redis's time and the replicas heard from within `liveMs`.
+   */
+  beat(
+    replicaId: string,
+    register: boolean,
+    liveMs: number,
+    forgetMs: number,
+  ): Promise<{ serverMs: number; live: string[] }>;
+  /** Deletes this replica's heartbeat (it stops). */
+  leave(replicaId: string): Promise<void>;
 }

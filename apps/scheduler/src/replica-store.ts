@@ -18,6 +18,8 @@ const auditKey = (scheduleId: string) => `${KEY_PREFIX}:audit:{${scheduleId}}`;
 const OPEN_KEY = `${KEY_PREFIX}:open`;
 /** Hash of schedule id -> the latest tick (epoch ms) any replica has taken up. */
 const MARKS_KEY = `${KEY_PREFIX}:marks`;
+/** Hash of replica id -> its last heartbeat, ms by the queue Redis's clock (see Contenders). */
+const REPLICAS_KEY = `${KEY_PREFIX}:replicas`;
 /** A random id set once per life of the queue Redis's data: a different one means it lost everything (an empty restart, a failover to a replica that had not got the writes). */
 const EPOCH_KEY = `${KEY_PREFIX}:epoch`;
 /** Marks per script call: a call with tens of thousands of arguments overflows ioredis' stack. */
@@ -121,6 +123,28 @@ const TAKE_DUE = `
 local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[2]))
 for _, member in ipairs(due) do redis.call('ZADD', KEYS[1], 'XX', ARGV[3], member) end
 return due
+`;
+
+/**
+ * beat: stamps a replica's heartbeat with this server's clock (or deletes it), deletes heartbeats
+ * older than ARGV[4], and returns the server's time and the replicas heard from within ARGV[3].
+ * KEYS[1] heartbeats
+ * ARGV[1] replica id, ARGV[2] '1' to stamp its heartbeat, '0' to delete it, ARGV[3] live window
+ *         (ms), ARGV[4] forget after (ms)
+ * Returns { server time (ms), live replica id, ... }.
+ */
+const BEAT = `
+local time = redis.call('TIME')
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+if ARGV[2] == '1' then redis.call('HSET', KEYS[1], ARGV[1], now) else redis.call('HDEL', KEYS[1], ARGV[1]) end
+local all = redis.call('HGETALL', KEYS[1])
+local out = { now }
+for i = 1, #all, 2 do
+  local age = now - tonumber(all[i + 1])
+  if age <= tonumber(ARGV[3]) then out[#out + 1] = all[i]
+  elseif age > tonumber(ARGV[4]) then redis.call('HDEL', KEYS[1], all[i]) end
+end
+return out
 `;
 
 /**
@@ -268,6 +292,28 @@ export class RedisReplicaStore implements ReplicaStore {
     for (let at = 0; at < scheduleIds.length; at += MARKS_PER_CALL)
       pipeline.hdel(MARKS_KEY, ...scheduleIds.slice(at, at + MARKS_PER_CALL));
     for (const [error] of (await pipeline.exec()) ?? []) if (error) throw error;
+  }
+
+  async beat(
+    replicaId: string,
+    register: boolean,
+    liveMs: number,
+    forgetMs: number,
+  ): Promise<{ serverMs: number; live: string[] }> {
+    const [serverMs, ...live] = (await this.#redis.eval(
+      BEAT,
+      1,
+      REPLICAS_KEY,
+      replicaId,
+      register ? '1' : '0',
+      String(liveMs),
+      String(forgetMs),
+    )) as [number, ...string[]];
+    return { serverMs, live };
+  }
+
+  async leave(replicaId: string): Promise<void> {
+    await this.#redis.hdel(REPLICAS_KEY, replicaId);
   }
 
   /** Adds an operator's action to the schedule's audit trail, trimmed to its history retention. */

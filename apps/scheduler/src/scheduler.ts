@@ -4,6 +4,7 @@ import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import { BullJobQueue } from './bull-job-queue.ts';
 import type { JobQueue, LeaseGrants, LockQuorum, OpenTick, ReplicaStore, Run, Tick } from './ports.ts';
+import { Contenders } from './contenders.ts';
 import { RedisReplicaStore } from './replica-store.ts';
 import type { Schedule } from './schedule.ts';
 import { contestLoss, TickContest } from './tick-contest.ts';
@@ -56,6 +57,10 @@ export interface SchedulerOptions {
   onObservation?: ObservationListener;
   /** Told when the queue Redis is found to have lost its data (metrics). */
   onQueueReset?: () => void;
+  /** Told the number of replicas sharing the contests after each heartbeat (metrics; 0: no view). */
+  onContenders?: (contenders: number) => void;
+  /** Every tick is contested by this replica, not only those it is the preferred contender of (tests of races between contenders). */
+  contestAll?: boolean;
   /** Replaces the replica store (tests). */
   store?: ReplicaStore;
   /** Replaces the job queue (tests). */
@@ -79,6 +84,7 @@ export class Scheduler {
   readonly #marks: TickMarks;
   readonly #loop: TickLoop;
   readonly #resolver: TickResolver;
+  readonly #contenders: Contenders;
   readonly #inFlight = new Set<Promise<void>>();
   #started = false;
   /** Ticks taken up whose opening failed (the queue Redis down): no replica could recover them, so they are opened again until it works. */
@@ -124,6 +130,14 @@ export class Scheduler {
       onWake: (wake) => this.#onWake(wake),
       alarmAtMs: () => this.#marks.gapCheckAtMs,
     });
+    this.#contenders = new Contenders({
+      replicaId,
+      store: this.#store,
+      clock,
+      logger,
+      canContest: () => !this.#contests.cutOff,
+      onView: options.onContenders,
+    });
     this.#resolver = new TickResolver({
       replicaId,
       store: this.#store,
@@ -161,6 +175,7 @@ export class Scheduler {
 
   start(): void {
     this.#started = true;
+    this.#contenders.start();
     this.#marks.start(this.#loop.nowMs(), this.#options.gapCheckDelayMs);
     this.#loop.start();
     this.#resolver.start();
@@ -171,6 +186,8 @@ export class Scheduler {
   /** Stops taking up ticks and waits for contests, enqueues and recoveries in flight; writes the last marks (and the gap check, if it has not run) and records; closes the queues. */
   async stop(): Promise<void> {
     this.#options.queueConnection.off('ready', this.#onQueueReady);
+    // Contesting on while the other replicas learn that this one leaves: its ticks pass to them without a gap.
+    await this.#contenders.leave();
     this.#loop.stop();
     await this.#resolver.stop();
     while (this.#inFlight.size > 0) await Promise.allSettled([...this.#inFlight]);
@@ -222,11 +239,13 @@ export class Scheduler {
   }
 
   /**
-   * Contests ticks one due second after the other, the soonest first: a replica that starts finds
-   * its whole contest lead at once, and the ticks due first must not wait for the contest and
-   * enqueue of all the later ones.
+   * Contests the ticks this replica is the preferred contender of (see Contenders) one due second
+   * after the other, the soonest first: a replica that starts finds its whole contest lead at
+   * once, and the ticks due first must not wait for the contest and enqueue of all the later ones.
    */
-  async #contestInDueOrder(ticks: DueTick[]): Promise<void> {
+  async #contestInDueOrder(due: DueTick[]): Promise<void> {
+    await this.#contenders.ready;
+    const ticks = this.#options.contestAll ? due : due.filter((tick) => this.#contenders.prefers(tick));
     const bySecond = Map.groupBy(ticks, (tick) => Math.floor(tick.dueMs / 1000));
     for (const second of [...bySecond.keys()].sort((a, b) => a - b)) await this.#contest(bySecond.get(second) ?? []);
   }

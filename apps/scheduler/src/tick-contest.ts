@@ -220,6 +220,11 @@ export class TickContest {
     }
   }
 
+  /** Whether the last acquire found this replica cut from a lock quorum (until a probe finds one). */
+  get cutOff(): boolean {
+    return this.#cutOff !== undefined;
+  }
+
   isPaused(tick: Tick): boolean {
     return tick.schedule.paused || this.#paused.has(tick.schedule.id);
   }

@@ -19,12 +19,14 @@ import {
   revokes,
   TickContest,
 } from '../src/tick-contest.ts';
+import { Contenders, CONTENDER_BEAT_MS, CONTENDER_LIVE_MS, hash32, preferredContender } from '../src/contenders.ts';
 import { splitLateTicks } from '../src/tick-loop.ts';
 import type { JobQueue, LeaseGrants, LockQuorum, Run, Tick } from '../src/ports.ts';
 import { holderAfterAdd, TickPublisher } from '../src/tick-publisher.ts';
 import { TickRecorder } from '../src/tick-recorder.ts';
 import { parseJobId, resolution } from '../src/tick-resolver.ts';
 import { LATE_TICK_WINDOW_MS, RECOVERY_DELAY_MS, tickWindow, wonLate } from '../src/tick-window.ts';
+import { ManualClock } from './support.ts';
 
 const causes = (...votes: NodeCause[]) => new Map(votes.map((vote, i) => [`node-${i}:6379`, vote]));
 
@@ -465,5 +467,161 @@ describe('revokes: cancel-previous cancels the run before it, never a newer one'
     expect(notBeforeMs({ schedule, dueMs: 5000 })).toBe(5000 - CLOCK_SKEW_TOLERANCE_MS);
     expect(notBeforeMs({ schedule: { overlap: 'skip' }, dueMs: 5000 })).toBeUndefined();
     expect(notBeforeMs({ schedule: { overlap: 'allow' }, dueMs: 5000 })).toBeUndefined();
+  });
+});
+
+describe('preferredContender: one replica contests each tick (rendezvous hashing)', () => {
+  const replicas = (...ids: string[]) => ids.map((id) => ({ id, hash: hash32(id) }));
+  const keys = Array.from(
+    { length: 6000 },
+    (_, i) => `team/s${i % 1000}@${1_800_000_000_000 + 1000 * Math.floor(i / 1000)}`,
+  );
+
+  it('every replica with the same list picks the same one, whatever the order; shares are even', () => {
+    const three = replicas('scheduler-0', 'scheduler-1', 'scheduler-2');
+    const counts = new Map<string, number>();
+    for (const key of keys) {
+      const owner = preferredContender(three, key) as string;
+      expect(preferredContender(three.toReversed(), key)).toBe(owner);
+      counts.set(owner, (counts.get(owner) ?? 0) + 1);
+    }
+    expect([...counts.keys()].sort()).toEqual(['scheduler-0', 'scheduler-1', 'scheduler-2']);
+    for (const count of counts.values()) expect(Math.abs(count - 2000)).toBeLessThan(200);
+  });
+
+  it('a replica leaving moves only the ticks it held; one joining takes about its share from each', () => {
+    const three = replicas('a', 'b', 'c');
+    const two = replicas('a', 'b');
+    const four = replicas('a', 'b', 'c', 'd');
+    let moved = 0;
+    for (const key of keys) {
+      const before = preferredContender(three, key);
+      if (before !== 'c') expect(preferredContender(two, key)).toBe(before);
+      const after = preferredContender(four, key);
+      if (after !== before) {
+        expect(after).toBe('d');
+        moved++;
+      }
+    }
+    expect(Math.abs(moved - keys.length / 4)).toBeLessThan(300);
+    expect(preferredContender([], 'team/a@1')).toBeUndefined();
+  });
+});
+
+describe('Contenders: the view each replica shares the contests by', () => {
+  const logger = pino({ level: 'silent' });
+  const tick = (i: number) => ({ jobId: `team/s${i}@1800000000000` });
+  const flush = () => new Promise((resolve) => setImmediate(resolve));
+
+  it('contests only its preferred ticks while its view is fresh, every tick without one; it hands its ticks over when it leaves', async () => {
+    const clock = new ManualClock(1_800_000_000_000);
+    let live = ['r0', 'r1', 'r2'];
+    let failing = false;
+    const left: string[] = [];
+    const views: number[] = [];
+    const contenders = new Contenders({
+      replicaId: 'r1',
+      clock,
+      logger,
+      canContest: () => true,
+      onView: (n) => views.push(n),
+      store: {
+        beat: async () => {
+          if (failing) throw new Error('queue Redis down');
+          return { serverMs: clock.wallMicros() / 1000, live };
+        },
+        leave: async (id) => void left.push(id),
+      },
+    });
+    const mine = () => Array.from({ length: 300 }, (_, i) => tick(i)).filter((t) => contenders.prefers(t)).length;
+    // Before the first beat answered: no view, every tick.
+    expect(mine()).toBe(300);
+    contenders.start();
+    await contenders.ready;
+    expect(mine()).toBeGreaterThan(60);
+    expect(mine()).toBeLessThan(140);
+    live = ['r1'];
+    clock.advance(CONTENDER_BEAT_MS);
+    await flush();
+    expect(mine()).toBe(300);
+    live = ['r0', 'r2'];
+    clock.advance(CONTENDER_BEAT_MS);
+    await flush();
+    // Itself always counts, heard from or not.
+    expect(mine()).toBeLessThan(140);
+    failing = true;
+    const fresh = CONTENDER_LIVE_MS / CONTENDER_BEAT_MS;
+    for (let beat = 0; beat <= fresh; beat++) {
+      clock.advance(CONTENDER_BEAT_MS);
+      await flush();
+    }
+    expect(mine()).toBe(300);
+    // A view stays fresh for CONTENDER_LIVE_MS from the start of its beat; then none.
+    expect(views).toEqual([3, 1, 3, ...Array<number>(fresh).fill(3), 0]);
+    failing = false;
+    clock.advance(CONTENDER_BEAT_MS);
+    await flush();
+    // Leaving with others in view: a beat and a bit before it resolves, beating no more.
+    let done = false;
+    const leaving = contenders.leave().then(() => (done = true));
+    await flush();
+    clock.advance(CONTENDER_BEAT_MS);
+    await flush();
+    expect(done).toBe(false);
+    clock.advance(200);
+    await leaving;
+    expect(views.length).toBe(fresh + 5);
+    expect(left).toEqual(['r1']);
+  });
+
+  it('withdraws while it cannot win contests (cut from a lock quorum, or its clock off the queue Redis by more than the tolerance), contesting every tick', async () => {
+    const clock = new ManualClock(1_800_000_000_000);
+    let cutOff = false;
+    let skewMs = 0;
+    const registered: boolean[] = [];
+    const views: number[] = [];
+    const contenders = new Contenders({
+      replicaId: 'r1',
+      clock,
+      logger,
+      canContest: () => !cutOff,
+      onView: (n) => views.push(n),
+      store: {
+        beat: async (_id, register) => {
+          registered.push(register);
+          return { serverMs: clock.wallMicros() / 1000 - skewMs, live: ['r0', 'r2'] };
+        },
+        leave: async () => undefined,
+      },
+    });
+    const mine = () => Array.from({ length: 300 }, (_, i) => tick(i)).filter((t) => contenders.prefers(t)).length;
+    const beat = async () => {
+      clock.advance(CONTENDER_BEAT_MS);
+      await flush();
+    };
+    contenders.start();
+    await contenders.ready;
+    expect(mine()).toBeLessThan(140);
+    cutOff = true;
+    await beat();
+    expect(mine()).toBe(300);
+    cutOff = false;
+    await beat();
+    expect(mine()).toBeLessThan(140);
+    // Measured at one beat, acted on at the next.
+    skewMs = CLOCK_SKEW_TOLERANCE_MS + 500;
+    await beat();
+    await beat();
+    expect(mine()).toBe(300);
+    skewMs = 0;
+    await beat();
+    await beat();
+    expect(mine()).toBeLessThan(140);
+    expect(registered).toEqual([true, false, true, true, false, false, true]);
+    expect(views).toEqual([3, 0, 3, 3, 0, 0, 3]);
+    const leaving = contenders.leave();
+    await flush();
+    clock.advance(CONTENDER_BEAT_MS * 2);
+    await leaving;
   });
 });

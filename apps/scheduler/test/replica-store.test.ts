@@ -46,6 +46,20 @@ describe('the replica store (queue Redis)', () => {
     ).toEqual([true, false]);
   });
 
+  it("heartbeats by the server's clock: live ones listed, old ones deleted, a leaving or withdrawing replica gone at once", async () => {
+    await connection.hset('tickwarden:control:replicas', 'gone', '1', 'quiet', String(Date.now() - 10_000));
+    const first = await store.beat('r0', true, 6000, 60_000);
+    expect(Math.abs(first.serverMs - Date.now())).toBeLessThan(1000);
+    expect(first.live).toEqual(['r0']);
+    expect((await store.beat('r1', true, 6000, 60_000)).live.sort()).toEqual(['r0', 'r1']);
+    expect(Object.keys(await connection.hgetall('tickwarden:control:replicas')).sort()).toEqual(['quiet', 'r0', 'r1']);
+    await store.leave('r0');
+    expect((await store.beat('r1', true, 6000, 60_000)).live).toEqual(['r1']);
+    // A replica that withdraws reads the others without standing among them.
+    expect((await store.beat('r1', false, 6000, 60_000)).live).toEqual([]);
+    await connection.del('tickwarden:control:replicas');
+  });
+
   it('whether 1,000 ticks are recorded (a recovery sweep) is asked in round trips of at most 500 reads, answers in order', async () => {
     const sizes: number[] = [];
     const spied = new Redis(redis.urls[0] ?? '', { maxRetriesPerRequest: null });
