@@ -33,8 +33,10 @@ export interface CallSettings {
   /** Extensions set the key again on nodes that lost it (restarted empty) while the lease is valid. Default true. */
   reestablish: boolean;
   /**
-   * Batch calls send at most this many resources per script call per node; larger
-   * batches are split (keeps each script short, so a node stays responsive). Default 2000.
+   * Batch calls send at most this many resources per script call per node; larger batches are
+   * split into calls sent at once, which a node runs one after the other, serving other clients
+   * in between: no single call holds a node for long (a resource costs a script up to about five
+   * Redis commands). Default 200.
    */
   maxBatchSize: number;
   /** Watchdog: extend every `ttl * extendRatio`. Default 1/3. */
@@ -70,7 +72,7 @@ export const DEFAULT_SETTINGS: Readonly<RedlockSettings> = Object.freeze({
   claimRetentionMs: 86_400_000,
   fenceRetentionMs: 86_400_000,
   reestablish: true,
-  maxBatchSize: 2000,
+  maxBatchSize: 200,
   extendRatio: 1 / 3,
   abortMarginMs: 200,
   maxHoldMs: 0,
