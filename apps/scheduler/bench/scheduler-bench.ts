@@ -372,6 +372,8 @@ interface SlowEntry {
   atMs: number;
   ms: number;
   command: string;
+  /** A script call's number of keys (resources, for the lock nodes' batch scripts). */
+  keys: number;
 }
 
 async function readSlowlog(nodes: readonly RoleNode[]): Promise<SlowEntry[]> {
@@ -387,6 +389,7 @@ async function readSlowlog(nodes: readonly RoleNode[]): Promise<SlowEntry[]> {
           atMs: atS * 1000,
           ms: usec / 1000,
           command: String(args[0] ?? '?').toLowerCase(),
+          keys: /^eval/i.test(String(args[0])) ? Number(args[2] ?? 0) : 0,
         }));
       } catch {
         return [];
@@ -400,7 +403,9 @@ async function readSlowlog(nodes: readonly RoleNode[]): Promise<SlowEntry[]> {
 
 interface SlowSummary {
   /** Entries slower than the threshold, per role: count, and the slowest, ms. */
-  byRole: Partial<Record<Role, { count: number; maxMs: number; p50Ms: number }>>;
+  byRole: Partial<
+    Record<Role, { count: number; maxMs: number; p50Ms: number; over10Ms: number; keysOfSlowest: number[] }>
+  >;
 }
 
 function summarizeSlowlog(
@@ -414,7 +419,17 @@ function summarizeSlowlog(
     const ms = sortedOf(
       entries.filter((e) => e.role === role && e.atMs >= from - 1000 && e.atMs < to + 1000).map((e) => e.ms),
     );
-    byRole[role] = { count: ms.length, maxMs: ms.at(-1) ?? 0, p50Ms: percentile(ms, 0.5) };
+    const slowest = entries
+      .filter((e) => e.role === role && e.atMs >= from - 1000 && e.atMs < to + 1000)
+      .sort((a, b) => b.ms - a.ms)
+      .slice(0, 5);
+    byRole[role] = {
+      count: ms.length,
+      maxMs: ms.at(-1) ?? 0,
+      p50Ms: percentile(ms, 0.5),
+      over10Ms: ms.filter((x) => x > 10).length,
+      keysOfSlowest: slowest.map((e) => e.keys),
+    };
   }
   return { byRole };
 }
@@ -1215,7 +1230,9 @@ const slowText = (slow: SlowSummary): string =>
   (['lock', 'queue'] as const)
     .map((role) => {
       const x = slow.byRole[role];
-      return x ? `${fmt(x.count)}, ${fmt(x.maxMs, 1)}` : 'n/a';
+      return x
+        ? `${fmt(x.count)} (${fmt(x.over10Ms)} over 10 ms), ${fmt(x.maxMs, 1)} (keys: ${x.keysOfSlowest.join(' ')})`
+        : 'n/a';
     })
     .join(' / ');
 
@@ -1265,7 +1282,7 @@ function perSecondTables(results: Partial<Record<System, PerSecondResult>>): str
     ['Redis CPU, % of one core (all servers)', (s) => fmt(r(s).redis.cpuPct, 1)],
     ['lock nodes: script calls per s, mean server ms per script (commandstats)', (s) => lockScripts(r(s).redis)],
     [
-      `Redis scripts slower than ${SLOWLOG_US / 1000} ms (SLOWLOG): lock nodes count, max ms / queue Redis count, max ms`,
+      `Redis scripts slower than ${SLOWLOG_US / 1000} ms (SLOWLOG): lock nodes count (over 10 ms), max ms (keys of the 5 slowest) / queue Redis the same`,
       (s) => slowText(r(s).slow),
     ],
     [`RSS per ${'replica'}/producer, peak MB`, (s) => list(r(s).members, (m) => m.rssMaxMb)],
@@ -1334,7 +1351,7 @@ function perSecondTables(results: Partial<Record<System, PerSecondResult>>): str
     ['Redis commands per tick per schedule', (s) => fmt(r(s).commandsPerTickPerScheduleRolling, 1)],
     ['lock nodes: script calls per s, mean server ms per script (commandstats)', (s) => lockScripts(r(s).redisRolling)],
     [
-      `Redis scripts slower than ${SLOWLOG_US / 1000} ms (SLOWLOG): lock nodes count, max ms / queue Redis count, max ms`,
+      `Redis scripts slower than ${SLOWLOG_US / 1000} ms (SLOWLOG): lock nodes count (over 10 ms), max ms (keys of the 5 slowest) / queue Redis the same`,
       (s) => slowText(r(s).slowRolling),
     ],
     [
