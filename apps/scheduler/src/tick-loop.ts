@@ -127,7 +127,9 @@ export class TickLoop {
       this.#planners.set(schedule.id, planner);
       const first = this.#firstTick(planner, now);
       if (first === undefined) continue;
-      this.#heap.push(this.#pending(planner, first, undefined));
+      // The tick before the first is the previous run, whichever replica contested it: its due time decides as for any other.
+      const previous = planner.previous(first);
+      this.#heap.push(this.#pending(planner, first, previous === undefined ? undefined : planner.dueMs(previous)));
       change.planned.push({ scheduleId: schedule.id, firstTickMs: first });
     }
     // Patterns only removed schedules used would stay parsed forever.
@@ -149,8 +151,8 @@ export class TickLoop {
   /**
    * A tick to contest: `contestLeadMs` ahead of its due time (a third of the lease TTL at most, so
    * the run starts with most of it left), except for `skip` when its previous run is due within
-   * the lead, or unknown (the first tick taken up): that run would still hold the lease, so the
-   * tick is contested when due. `cancel-previous` is always contested when due: its contest
+   * the lead, or there is none (a pattern's first tick): that run would still hold the lease, so
+   * the tick is contested when due. `cancel-previous` is always contested when due: its contest
    * revokes the previous run, which must go on until then.
    */
   #pending(planner: TickPlanner, tickMs: number, previousDueMs: number | undefined): PendingTick {

@@ -43,6 +43,18 @@ describe('TickLoop', () => {
     expect(wakes.every((wake) => wake.due.every((tick) => wake.nowMs >= tick.dueMs))).toBe(true);
   });
 
+  it("a skip schedule's first tick taken up is contested ahead when its previous tick was due before the lead, as any other", () => {
+    const clock = new ManualClock(START);
+    const { loop, wakes } = loopOn(clock, 9500);
+    loop.setSchedules([scheduleFixture({ id: 'a/minutely', cron: '0 * * * * *' })]);
+    loop.start();
+    clock.advance(60_000);
+    const [first] = wakes.flatMap((wake) => wake.due);
+    const due = START - 500 + 60_000;
+    expect(first).toMatchObject({ tickMs: due, ahead: true });
+    expect(wakes.find((wake) => wake.due.length > 0)?.nowMs).toBe(due - 9500);
+  });
+
   it('a wall clock stepped forward: logged, and the ticks skipped are late (recovery decides them), not contested', () => {
     const clock = new ManualClock(START);
     const { loop, logs, contested, late } = loopOn(clock);
