@@ -5,7 +5,7 @@ import { sortErrors } from './errors.ts';
 import { MAX_FILE_BYTES, MAX_SCHEDULES, MAX_SCHEDULES_PER_FILE, formatBytes } from './limits.ts';
 import { Locator, countLines, type Position } from './locate.ts';
 import { ALLOWED_KEYS, NAME_PATTERN, fileSchema, type ParsedFile, type ParsedSchedule } from './schema.ts';
-import { fileParts, scheduleItems, wholeFile, type FilePart } from './split.ts';
+import { fileParts, scheduleItems, wholeFile, type FilePart } from './yaml-parts.ts';
 import type { ConfigError, ConfigResult, HandlerConfig, ScheduleConfig } from './types.ts';
 
 type Path = (string | number)[];
@@ -120,7 +120,7 @@ type Loose = Record<string, unknown>;
 const isLoose = (value: unknown): value is Loose =>
   typeof value === 'object' && value !== null && !Array.isArray(value);
 
-/** Schedules are parsed in parts of about this many bytes of YAML (see split.ts); a smaller file is parsed whole. */
+/** Schedules are parsed in parts of about this many bytes of YAML (see yaml-parts.ts); a smaller file is parsed whole. */
 const PART_BYTES = 4096;
 
 const YAML_OPTIONS = {
@@ -133,7 +133,7 @@ const YAML_OPTIONS = {
 } as const;
 
 /**
- * Checks one file. A big one is parsed in parts (split.ts) to bound the parser's garbage; if a
+ * Checks one file. A big one is parsed in parts (yaml-parts.ts) to bound the parser's garbage; if a
  * part has a YAML syntax error or warning, the file is parsed whole instead, so the error is
  * reported as it stands in the file (a cut through a broken file would misplace it).
  */

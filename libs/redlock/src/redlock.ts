@@ -19,7 +19,7 @@ import { resourceBase } from './keys.ts';
 import type { AcquireRequest, BatchResult, Lease, ReleaseResult } from './lease.ts';
 import { LeaseWatchdog } from './lease-watchdog.ts';
 import { IoredisLockNode, type LockNode } from './lock-node.ts';
-import { causesExcept, countVotes, runRound, type NodeReply, type RoundSpec } from './node-calls.ts';
+import { causesExcept, countVotes, runRound, type NodeReply, type RoundSpec } from './quorum-round.ts';
 import {
   decodeAcquire,
   decodeExtend,

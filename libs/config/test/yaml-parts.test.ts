@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { sortErrors } from '../src/errors.ts';
-import { scheduleItems } from '../src/split.ts';
+import { scheduleItems } from '../src/yaml-parts.ts';
 import { checkFile } from '../src/validate.ts';
 import { yaml } from './support.ts';
 
