@@ -8,6 +8,7 @@ import { PROCESS_NODE_FLAGS } from '@tickwarden/runtime';
 import {
   freePort,
   ManagedProcess,
+  startAppProcess,
   startRedisNodes,
   type ClientLink,
   type RedisDriver,
@@ -196,23 +197,25 @@ export class Cluster {
     const [queueUrl] = queueLink.urls;
     if (queueUrl === undefined) throw new Error('the queue Redis has no URL');
     const env: Record<string, string> = {
-      TICKWARDEN_CONFIG: this.#options.configDir,
-      TICKWARDEN_LOCK_NODES: link.urls.join(','),
-      TICKWARDEN_QUEUE_REDIS: queueUrl,
-      TICKWARDEN_HTTP_PORT: String(httpPort),
-      LOG_LEVEL: this.#options.logLevel ?? 'debug',
       ...this.tlsEnv,
-      ...(role === 'scheduler' ? { TICKWARDEN_REPLICA_ID: name } : { TICKWARDEN_STALLED_INTERVAL: STALLED_INTERVAL }),
+      ...(role === 'scheduler' ? {} : { TICKWARDEN_STALLED_INTERVAL: STALLED_INTERVAL }),
       ...(clockOffsetMs === 0 ? {} : skewedClockEnv(clockOffsetMs)),
       ...(clockFile === undefined ? {} : followedClockEnv(clockFile)),
       ...this.#options.env,
       ...this.#options.roleEnv?.[role],
     };
     if (role === 'worker') env['TICKWARDEN_LAUNCHER_SOCKET'] = await this.#launcherFor(name);
-    const process_ = ManagedProcess.start({
+    const process_ = startAppProcess({
+      role,
       name,
-      command: process.execPath,
-      args: ['--conditions=@tickwarden/source', ...PROCESS_NODE_FLAGS[role], ENTRY[role]],
+      main: ENTRY[role],
+      nodeFlags: PROCESS_NODE_FLAGS[role],
+      configDir: this.#options.configDir,
+      lockNodes: link.urls,
+      queueRedis: queueUrl,
+      httpPort,
+      replicaId: role === 'scheduler' ? name : undefined,
+      logLevel: this.#options.logLevel ?? 'debug',
       env,
     });
     const app: AppProcess = { name, role, process: process_, httpPort, link, queueLink, clockOffsetMs, clockFile };

@@ -4,7 +4,15 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { freePort, makeTestCertificates, ManagedProcess, waitUntil, type TestCertificates } from '@tickwarden/testkit';
+import {
+  freePort,
+  makeTestCertificates,
+  ManagedProcess,
+  startAppProcess,
+  waitUntil,
+  type AppProcessRole,
+  type TestCertificates,
+} from '@tickwarden/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Cluster } from '../src/index.ts';
 
@@ -110,18 +118,24 @@ describe('TLS end to end: rediss:// with a private CA and a client certificate',
   });
 
   it('the scheduler and the worker run ticks over TLS only; the CLI triggers and reads status', async () => {
-    const start = async (name: string, main: string, env: Record<string, string>): Promise<ManagedProcess> => {
-      const app = ManagedProcess.start({
-        name,
-        command: process.execPath,
-        args: ['--conditions=@tickwarden/source', main],
-        env: { ...appEnv(), TICKWARDEN_HTTP_PORT: String(await freePort()), ...env },
+    const start = async (role: AppProcessRole, main: string, replicaId?: string): Promise<ManagedProcess> => {
+      const app = startAppProcess({
+        role,
+        name: role,
+        main,
+        configDir,
+        lockNodes: urls().locks,
+        queueRedis: urls().queue,
+        httpPort: await freePort(),
+        replicaId,
+        logLevel: 'info',
+        env: tlsEnv(),
       });
       processes.push(app);
       return app;
     };
-    await start('scheduler', SCHEDULER_MAIN, { TICKWARDEN_REPLICA_ID: 'tls-scheduler' });
-    const worker = await start('worker', WORKER_MAIN, {});
+    await start('scheduler', SCHEDULER_MAIN, 'tls-scheduler');
+    const worker = await start('worker', WORKER_MAIN);
     await waitUntil(
       () => worker.records.filter((record) => record['outcome'] === 'succeeded').length >= 3,
       'three runs over TLS',

@@ -3,7 +3,16 @@ import { randomBytes } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { freePort, ManagedProcess, startRedisNodes, waitUntil, type RedisNodes } from '@tickwarden/testkit';
+import {
+  freePort,
+  startAppProcess,
+  startRedisNodes,
+  waitUntil,
+  type AppProcessOptions,
+  type AppProcessRole,
+  type ManagedProcess,
+  type RedisNodes,
+} from '@tickwarden/testkit';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
@@ -39,22 +48,26 @@ describe('the web console in a real browser, on real replicas and a real worker'
   let writable: string;
   let readOnly: string;
 
-  async function start(name: string, entry: string, env: Record<string, string>, started: string): Promise<string> {
+  async function start(
+    role: AppProcessRole,
+    name: string,
+    main: string,
+    options: Pick<AppProcessOptions, 'configDir' | 'replicaId' | 'env'>,
+  ): Promise<string> {
     const port = await freePort();
-    const child = ManagedProcess.start({
+    const child = startAppProcess({
+      role,
       name,
-      command: process.execPath,
-      args: ['--conditions=@tickwarden/source', entry],
-      env: {
-        TICKWARDEN_CONFIG: dir,
-        TICKWARDEN_LOCK_NODES: locks.urls.join(','),
-        TICKWARDEN_QUEUE_REDIS: queue.urls[0],
-        TICKWARDEN_HTTP_PORT: String(port),
-        LOG_LEVEL: 'info',
-        ...env,
-      },
+      main,
+      configDir: dir,
+      lockNodes: locks.urls,
+      queueRedis: queue.urls[0],
+      httpPort: port,
+      logLevel: 'info',
+      ...options,
     });
     processes.push(child);
+    const started = `${role} started`;
     await child.waitForLine((line) => line.includes(`"msg":"${started}"`), started, 30_000);
     return `http://127.0.0.1:${port}`;
   }
@@ -76,19 +89,13 @@ describe('the web console in a real browser, on real replicas and a real worker'
     writeFileSync(tokenFile, `${token}\n`, { mode: 0o600 });
     const teams = path.join(dir, 'teams');
     [writable, readOnly] = await Promise.all([
-      start(
-        'console-rw',
-        SCHEDULER,
-        { TICKWARDEN_CONFIG: teams, TICKWARDEN_REPLICA_ID: 'scheduler-a', TICKWARDEN_CONTROL_TOKEN_FILE: tokenFile },
-        'scheduler started',
-      ),
-      start(
-        'console-ro',
-        SCHEDULER,
-        { TICKWARDEN_CONFIG: teams, TICKWARDEN_REPLICA_ID: 'scheduler-b' },
-        'scheduler started',
-      ),
-      start('worker', WORKER, { TICKWARDEN_CONFIG: teams }, 'worker started'),
+      start('scheduler', 'console-rw', SCHEDULER, {
+        configDir: teams,
+        replicaId: 'scheduler-a',
+        env: { TICKWARDEN_CONTROL_TOKEN_FILE: tokenFile },
+      }),
+      start('scheduler', 'console-ro', SCHEDULER, { configDir: teams, replicaId: 'scheduler-b' }),
+      start('worker', 'worker', WORKER, { configDir: teams }),
     ]);
     browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: ['--no-sandbox'] });
   });

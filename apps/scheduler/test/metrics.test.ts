@@ -4,7 +4,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { configHash } from '@tickwarden/runtime';
 import { loadConfig } from '@tickwarden/config';
-import { ManagedProcess, startRedisNodes, waitUntil, type RedisNodes } from '@tickwarden/testkit';
+import { startAppProcess, startRedisNodes, waitUntil, type ManagedProcess, type RedisNodes } from '@tickwarden/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SchedulerMetrics } from '../src/metrics.ts';
 import { longestTickIntervalMs, SchedulePeriods } from '../src/schedule-period.ts';
@@ -174,18 +174,16 @@ describe('the scheduler process: per-schedule metrics, build and config info, th
 
   it('logs the port it bound for port 0, and serves the outcomes of each schedule there; a rejected reload shows until a good one', async () => {
     writeFileSync(path.join(dir, 'ops.yaml'), team(['alpha']));
-    replica = ManagedProcess.start({
+    replica = startAppProcess({
+      role: 'scheduler',
       name: 'm0',
-      command: process.execPath,
-      args: ['--conditions=@tickwarden/source', MAIN],
-      env: {
-        TICKWARDEN_CONFIG: dir,
-        TICKWARDEN_LOCK_NODES: locks.urls.join(','),
-        TICKWARDEN_QUEUE_REDIS: queue.urls[0],
-        TICKWARDEN_REPLICA_ID: 'm0',
-        TICKWARDEN_HTTP_PORT: '0',
-        LOG_LEVEL: 'info',
-      },
+      main: MAIN,
+      configDir: dir,
+      lockNodes: locks.urls,
+      queueRedis: queue.urls[0],
+      replicaId: 'm0',
+      httpPort: 0,
+      logLevel: 'info',
     });
     const started = replica;
     await started.waitForLine((line) => line.includes('scheduler started'), 'start');

@@ -2,7 +2,15 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { freePort, ManagedProcess, sleep, startRedisNodes, waitUntil, type RedisNodes } from '@tickwarden/testkit';
+import {
+  freePort,
+  sleep,
+  startAppProcess,
+  startRedisNodes,
+  waitUntil,
+  type ManagedProcess,
+  type RedisNodes,
+} from '@tickwarden/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LATE_TICK_WINDOW_MS } from '../src/index.ts';
 
@@ -47,18 +55,16 @@ describe('scheduler replicas as OS processes', () => {
   async function startReplica(name: string, logLevel = 'info'): Promise<ManagedProcess> {
     const port = await freePort();
     ports.set(name, port);
-    const replica = ManagedProcess.start({
+    const replica = startAppProcess({
+      role: 'scheduler',
       name,
-      command: process.execPath,
-      args: ['--conditions=@tickwarden/source', MAIN],
-      env: {
-        TICKWARDEN_CONFIG: dir,
-        TICKWARDEN_LOCK_NODES: locks.urls.join(','),
-        TICKWARDEN_QUEUE_REDIS: queue.urls[0],
-        TICKWARDEN_REPLICA_ID: name,
-        TICKWARDEN_HTTP_PORT: String(port),
-        LOG_LEVEL: logLevel,
-      },
+      main: MAIN,
+      configDir: dir,
+      lockNodes: locks.urls,
+      queueRedis: queue.urls[0],
+      replicaId: name,
+      httpPort: port,
+      logLevel,
     });
     replicas.push(replica);
     await replica.waitForLine((line) => line.includes('scheduler started'), 'start');
@@ -225,16 +231,14 @@ describe('scheduler replicas as OS processes', () => {
       path.join(bad, 'broken.yaml'),
       'team: e2e\nschedules:\n  - name: x\n    cron: "61 * * * *"\n    handler: { kind: nope }\n',
     );
-    const replica = ManagedProcess.start({
+    const replica = startAppProcess({
+      role: 'scheduler',
       name: 'bad',
-      command: process.execPath,
-      args: ['--conditions=@tickwarden/source', MAIN],
-      env: {
-        TICKWARDEN_CONFIG: bad,
-        TICKWARDEN_LOCK_NODES: locks.urls.join(','),
-        TICKWARDEN_QUEUE_REDIS: queue.urls[0],
-        LOG_LEVEL: 'info',
-      },
+      main: MAIN,
+      configDir: bad,
+      lockNodes: locks.urls,
+      queueRedis: queue.urls[0],
+      logLevel: 'info',
     });
     const exit = await replica.exited;
     rmSync(bad, { recursive: true, force: true });
@@ -244,17 +248,15 @@ describe('scheduler replicas as OS processes', () => {
     expect(output).toContain('broken.yaml:5');
 
     // Lock node 3 reached through a proxy a second time, as entry 4: distinct URLs, one server (its run_id).
-    const aliased = ManagedProcess.start({
+    const aliased = startAppProcess({
+      role: 'scheduler',
       name: 'aliased',
-      command: process.execPath,
-      args: ['--conditions=@tickwarden/source', MAIN],
-      env: {
-        TICKWARDEN_CONFIG: dir,
-        TICKWARDEN_LOCK_NODES: [...locks.urls, (await locks.link('aliased')).urls[2]].join(','),
-        TICKWARDEN_LOCK_QUORUM: '4',
-        TICKWARDEN_QUEUE_REDIS: queue.urls[0],
-        LOG_LEVEL: 'info',
-      },
+      main: MAIN,
+      configDir: dir,
+      lockNodes: [...locks.urls, (await locks.link('aliased')).urls[2]].join(','),
+      queueRedis: queue.urls[0],
+      logLevel: 'info',
+      env: { TICKWARDEN_LOCK_QUORUM: '4' },
     });
     expect((await aliased.exited).code).toBe(2);
     expect(aliased.records.find((r) => r['level'] === 50)?.['msg']).toMatch(

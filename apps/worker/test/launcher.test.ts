@@ -2,7 +2,14 @@ import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:f
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { freePort, ManagedProcess, startRedisNodes, waitUntil, type RedisNodes } from '@tickwarden/testkit';
+import {
+  freePort,
+  ManagedProcess,
+  startAppProcess,
+  startRedisNodes,
+  waitUntil,
+  type RedisNodes,
+} from '@tickwarden/testkit';
 import { Redlock } from '@tickwarden/redlock';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -233,18 +240,15 @@ describe.runIf(process.getuid?.() === 0)(
     });
 
     async function startWorker(name: string, env: Record<string, string>): Promise<ManagedProcess> {
-      const worker = ManagedProcess.start({
+      const worker = startAppProcess({
+        role: 'worker',
         name,
-        command: process.execPath,
-        args: [SOURCE, WORKER],
-        env: {
-          TICKWARDEN_CONFIG: configDir,
-          TICKWARDEN_LOCK_NODES: locks.urls.join(','),
-          TICKWARDEN_QUEUE_REDIS: queue.urls[0],
-          TICKWARDEN_HTTP_PORT: String(await freePort()),
-          LOCK_REDIS_PASSWORD_0: SECRET,
-          ...env,
-        },
+        main: WORKER,
+        configDir,
+        lockNodes: locks.urls,
+        queueRedis: queue.urls[0],
+        httpPort: await freePort(),
+        env: { LOCK_REDIS_PASSWORD_0: SECRET, ...env },
       });
       processes.push(worker);
       await worker.waitForLine((line) => line.includes('"http listening"'), 'start');

@@ -4,7 +4,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { loadConfig } from '@tickwarden/config';
 import { configHash } from '@tickwarden/runtime';
-import { ManagedProcess, waitUntil } from '@tickwarden/testkit';
+import { startAppProcess, waitUntil } from '@tickwarden/testkit';
 import { describe, expect, it } from 'vitest';
 import { WorkerMetrics } from '../src/index.ts';
 import { useCluster } from './harness.ts';
@@ -106,18 +106,16 @@ describe('worker against real Redis', () => {
         })),
       });
     writeFileSync(path.join(configDir, 'ops.yaml'), team(['a']));
-    const worker = ManagedProcess.start({
+    const worker = startAppProcess({
+      role: 'worker',
       name: 'metrics-worker',
-      command: process.execPath,
-      args: ['--conditions=@tickwarden/source', MAIN],
-      env: {
-        TICKWARDEN_CONFIG: configDir,
-        TICKWARDEN_LOCK_NODES: cluster.locks.urls.join(','),
-        TICKWARDEN_QUEUE_REDIS: queueUrl(),
-        TICKWARDEN_HTTP_PORT: '0',
-        TICKWARDEN_WORKER_CONCURRENCY: '4',
-        LOG_LEVEL: 'info',
-      },
+      main: MAIN,
+      configDir,
+      lockNodes: cluster.locks.urls,
+      queueRedis: queueUrl(),
+      httpPort: 0,
+      logLevel: 'info',
+      env: { TICKWARDEN_WORKER_CONCURRENCY: '4' },
     });
     try {
       await worker.waitForLine((line) => line.includes('"http listening"'), 'start');

@@ -5,7 +5,15 @@ import { fileURLToPath } from 'node:url';
 import type { ScheduleConfig } from '@tickwarden/config';
 import { leaseResource } from '@tickwarden/contracts';
 import { Redlock, resourceKeys, type Lease } from '@tickwarden/redlock';
-import { freePort, ManagedProcess, sleep, startRedisNodes, waitUntil, type RedisNodes } from '@tickwarden/testkit';
+import {
+  freePort,
+  ManagedProcess,
+  sleep,
+  startAppProcess,
+  startRedisNodes,
+  waitUntil,
+  type RedisNodes,
+} from '@tickwarden/testkit';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
@@ -89,18 +97,16 @@ describe('worker as an OS process', () => {
     env: Record<string, string> = {},
   ): Promise<{ worker: ManagedProcess; port: number }> {
     const port = await freePort();
-    const worker = ManagedProcess.start({
+    const worker = startAppProcess({
+      role: 'worker',
       name,
-      command: process.execPath,
-      args: ['--conditions=@tickwarden/source', MAIN],
-      env: {
-        TICKWARDEN_CONFIG: configDir,
-        TICKWARDEN_LOCK_NODES: locks.urls.join(','),
-        TICKWARDEN_QUEUE_REDIS: queueNodes.urls[0],
-        TICKWARDEN_HTTP_PORT: String(port),
-        LOG_LEVEL: 'info',
-        ...env,
-      },
+      main: MAIN,
+      configDir,
+      lockNodes: locks.urls,
+      queueRedis: queueNodes.urls[0],
+      httpPort: port,
+      logLevel: 'info',
+      env,
     });
     processes.push(worker);
     await worker.waitForLine((line) => line.includes('"http listening"'), 'start');
@@ -187,10 +193,10 @@ describe('worker as an OS process', () => {
   });
 
   it('an invalid environment or config exits 2 naming every error', async () => {
-    const noEnv = ManagedProcess.start({
+    const noEnv = startAppProcess({
+      role: 'worker',
       name: 'no-env',
-      command: process.execPath,
-      args: ['--conditions=@tickwarden/source', MAIN],
+      main: MAIN,
       env: {
         TICKWARDEN_CONFIG: '',
         TICKWARDEN_LOCK_NODES: '',
@@ -214,15 +220,13 @@ describe('worker as an OS process', () => {
       path.join(bad, 'broken.yaml'),
       'team: e2e\nschedules:\n  - name: x\n    cron: "61 * * * *"\n    handler: { kind: nope }\n',
     );
-    const badConfig = ManagedProcess.start({
+    const badConfig = startAppProcess({
+      role: 'worker',
       name: 'bad-config',
-      command: process.execPath,
-      args: ['--conditions=@tickwarden/source', MAIN],
-      env: {
-        TICKWARDEN_CONFIG: bad,
-        TICKWARDEN_LOCK_NODES: locks.urls.join(','),
-        TICKWARDEN_QUEUE_REDIS: queueNodes.urls[0],
-      },
+      main: MAIN,
+      configDir: bad,
+      lockNodes: locks.urls,
+      queueRedis: queueNodes.urls[0],
     });
     expect((await badConfig.exited).code).toBe(2);
     const output = badConfig.lines.join('\n');
@@ -230,15 +234,13 @@ describe('worker as an OS process', () => {
     expect(output).toContain('broken.yaml:5');
 
     // A lock node reached through a proxy as the queue Redis: distinct URLs, one server (its run_id).
-    const oneServer = ManagedProcess.start({
+    const oneServer = startAppProcess({
+      role: 'worker',
       name: 'one-server',
-      command: process.execPath,
-      args: ['--conditions=@tickwarden/source', MAIN],
-      env: {
-        TICKWARDEN_CONFIG: configDir,
-        TICKWARDEN_LOCK_NODES: locks.urls.join(','),
-        TICKWARDEN_QUEUE_REDIS: (await locks.link('one-server')).urls[1],
-      },
+      main: MAIN,
+      configDir,
+      lockNodes: locks.urls,
+      queueRedis: (await locks.link('one-server')).urls[1],
     });
     expect((await oneServer.exited).code).toBe(2);
     expect(oneServer.records.find((r) => r['level'] === 50)?.['msg']).toMatch(

@@ -1,3 +1,4 @@
+export { startAppProcess, type AppProcessOptions, type AppProcessRole } from './app-process.ts';
 export { ContainerRedisNode, containerRuntimeAvailable, testRedisImage } from './container-redis-node.ts';
 export { FaultProxy, type Fault } from './fault-proxy.ts';
 export { freePort, LOOPBACK } from './free-port.ts';
