@@ -4,7 +4,15 @@ import { appendFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync,
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { freePort, ManagedProcess, ProcessRedisNode, sleep, waitUntil } from '@tickwarden/testkit';
+import {
+  freePort,
+  ProcessRedisNode,
+  sleep,
+  startAppProcess,
+  waitUntil,
+  type AppProcessRole,
+  type ManagedProcess,
+} from '@tickwarden/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { REPO_ROOT } from './support/paths.ts';
 
@@ -22,6 +30,11 @@ schedules:
   - name: every-second
     cron: "* * * * * *"
     overlap: allow
+    leaseTtl: 2s
+    handler: { kind: command, argv: ["true"] }
+  - name: cancelling
+    cron: "*/2 * * * * *"
+    overlap: cancel-previous
     leaseTtl: 2s
     handler: { kind: command, argv: ["true"] }
 `;
@@ -116,30 +129,23 @@ describe('Redis ACL users (deploy/k8s/acl): each role does its job and nothing m
   });
 
   it('the scheduler and the worker run ticks, the CLI pauses, resumes, triggers and reads status: no denial anywhere', async () => {
-    const start = async (name: string, main: string, env: Record<string, string>): Promise<ManagedProcess> => {
-      const app = ManagedProcess.start({
-        name,
-        command: process.execPath,
-        args: ['--conditions=@tickwarden/source', main],
-        env: {
-          TICKWARDEN_CONFIG: configDir,
-          TICKWARDEN_HTTP_PORT: String(await freePort()),
-          LOG_LEVEL: 'info',
-          ...env,
-        },
+    const start = async (role: AppProcessRole, main: string, replicaId?: string): Promise<ManagedProcess> => {
+      const app = startAppProcess({
+        role,
+        name: role,
+        main,
+        configDir,
+        lockNodes: lockUrls(role),
+        queueRedis: queueUrl(role),
+        httpPort: await freePort(),
+        replicaId,
+        logLevel: 'info',
       });
       apps.push(app);
       return app;
     };
-    await start('scheduler', SCHEDULER_MAIN, {
-      TICKWARDEN_LOCK_NODES: lockUrls('scheduler'),
-      TICKWARDEN_QUEUE_REDIS: queueUrl('scheduler'),
-      TICKWARDEN_REPLICA_ID: 'acl-scheduler',
-    });
-    const worker = await start('worker', WORKER_MAIN, {
-      TICKWARDEN_LOCK_NODES: lockUrls('worker'),
-      TICKWARDEN_QUEUE_REDIS: queueUrl('worker'),
-    });
+    await start('scheduler', SCHEDULER_MAIN, 'acl-scheduler');
+    const worker = await start('worker', WORKER_MAIN);
     const succeeded = (): number => worker.records.filter((record) => record['outcome'] === 'succeeded').length;
     await waitUntil(() => succeeded() >= 3, 'three runs as the worker user', { timeoutMs: 20_000 });
 
