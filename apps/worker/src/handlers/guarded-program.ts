@@ -4,7 +4,7 @@ import type { Readable } from 'node:stream';
 import type { CommandGuard } from '../command-guard.ts';
 import { HandlerError, tickIso, type RunContext } from '../run-context.ts';
 import { DEFAULT_OUTPUT_LIMITS, OutputLog, type OutputLimits } from './output.ts';
-import { groupGone, GuardLauncher, type ProgramExit, type ProgramLauncher } from './program.ts';
+import { groupGone, GuardLauncher, type LaunchedProgram, type ProgramExit, type ProgramLauncher } from './program.ts';
 
 /** What a command or module run needs besides its config and context. */
 export interface CommandRunOptions {
@@ -93,98 +93,37 @@ export async function runGuarded(
   context: RunContext,
   options: CommandRunOptions,
 ): Promise<GuardedResult> {
-  const { limits = DEFAULT_OUTPUT_LIMITS } = options;
   const launcher = options.launcher ?? new GuardLauncher(options.guard);
   // Nothing starts that the guard could not stop if this worker died or stalled.
   await launcher.ready(context.signal);
   const refused = startRefusal(context, program.noun);
   if (refused) throw refused;
   const started = performance.now();
-  const spec = {
-    executable: program.executable,
-    args: program.args,
-    cwd: program.cwd,
-    env: program.env,
-    reports: program.onReport !== undefined,
-  };
+  const { executable, args, cwd, env } = program;
+  const spec = { executable, args, cwd, env, reports: program.onReport !== undefined };
   const launched = await launcher.launch(spec, context.lease.msLeft() - LEASE_KILL_MARGIN_MS, context.signal);
-  const { stdin, stdout, stderr, reports } = launched;
   const group =
     launched.pgid === undefined
       ? undefined
       : new ProcessGroup(launched.pgid, program.killGraceMs, (signal) => launched.signal(signal), program.onKill);
-  const followLease = (): void => {
-    if (!group) return;
-    const killInMs = context.lease.msLeft() - LEASE_KILL_MARGIN_MS;
-    group.killIn(killInMs);
-    launched.guardKillIn(killInMs);
-  };
-  followLease();
-  const stopFollowing = context.lease.onExtended(followLease);
-  const output = new OutputLog(context, limits);
-  const followed = [output.follow(stdout, 'stdout'), output.follow(stderr, 'stderr')];
-  const { onReport } = program;
-  if (reports && onReport)
-    followed.push(
-      followLines(
-        reports,
-        REPORT_LINE_MAX_BYTES,
-        (line) => onReport(line, output),
-        (bytes) =>
-          context.logger.warn(
-            { bytes, maxBytes: REPORT_LINE_MAX_BYTES },
-            `${program.noun} wrote a report line longer than the cap: dropped`,
-          ),
-      ),
-    );
-  const streamsDone = Promise.all(followed);
-  stdin.end(JSON.stringify(context.payload ?? null));
-
+  const stopFollowingLease = followLease(launched, group, context);
+  const output = new OutputLog(context, options.limits ?? DEFAULT_OUTPUT_LIMITS);
+  const streamsDone = followOutput(launched, program, output, context);
+  launched.stdin.end(JSON.stringify(context.payload ?? null));
   const onAbort = (): void => group?.stop();
   context.signal.addEventListener('abort', onAbort, { once: true });
   if (context.signal.aborted) onAbort();
-  let notStarted: unknown;
-  let result: ProgramExit;
+  let ended: { result: ProgramExit; notStarted: unknown };
   try {
-    if (group) {
-      // The gate opens only once the guard surely has the group: a crash before that closes it, and nothing runs.
-      // Nor after the lease could lapse: this worker may have been paused meanwhile (the guard then kills the
-      // group at once, but the program could start first). Once open, the guard's kill time is still ahead.
-      try {
-        await launched.guarded(context.signal);
-        const refusal = startRefusal(context, program.noun);
-        if (refusal) throw refusal;
-        await context.started();
-        launched.openGate();
-      } catch (error) {
-        notStarted = error;
-        launched.closeGate();
-      }
-    }
-    result = await launched.exited;
-    if (group) {
-      if (group.alive()) {
-        if (!context.signal.aborted)
-          context.logger.warn(
-            { pgid: group.pgid },
-            `${program.noun} exited leaving processes in its group: stopping them`,
-          );
-        group.stop();
-      }
-      await group.gone();
-    }
+    ended = await superviseGroup(launched, group, program.noun, context);
   } finally {
-    stopFollowing();
+    stopFollowingLease();
     context.signal.removeEventListener('abort', onAbort);
     group?.dispose();
     launched.release();
   }
-  // Everything holding the pipes is gone (unless something left the group): give the streams a moment to drain.
-  await Promise.race([streamsDone, new Promise((resolve) => setTimeout(resolve, 200).unref())]);
-  stdout.destroy();
-  stderr.destroy();
-  reports?.destroy();
-
+  await drainStreams(launched, streamsDone);
+  const { result, notStarted } = ended;
   if ('error' in result) return result;
   if (context.signal.aborted) throw context.signal.reason;
   if (notStarted !== undefined) throw notStarted;
@@ -194,6 +133,89 @@ export async function runGuarded(
     durationMs: Math.round(performance.now() - started),
     outputLines: output.lines,
   };
+}
+
+/** Keeps the group's SIGKILL deadline (here and the guard's) LEASE_KILL_MARGIN_MS before the lease's validity ends, through its extensions; returns how to stop following. */
+function followLease(launched: LaunchedProgram, group: ProcessGroup | undefined, context: RunContext): () => void {
+  const follow = (): void => {
+    if (!group) return;
+    const killInMs = context.lease.msLeft() - LEASE_KILL_MARGIN_MS;
+    group.killIn(killInMs);
+    launched.guardKillIn(killInMs);
+  };
+  follow();
+  return context.lease.onExtended(follow);
+}
+
+/** Logs stdout and stderr line by line (capped), and passes report lines (fd 4) on; resolves when every stream ended. */
+function followOutput(
+  launched: LaunchedProgram,
+  program: GuardedProgram,
+  output: OutputLog,
+  context: RunContext,
+): Promise<unknown> {
+  const followed = [output.follow(launched.stdout, 'stdout'), output.follow(launched.stderr, 'stderr')];
+  const { onReport } = program;
+  if (launched.reports && onReport)
+    followed.push(
+      followLines(
+        launched.reports,
+        REPORT_LINE_MAX_BYTES,
+        (line) => onReport(line, output),
+        (bytes) =>
+          context.logger.warn(
+            { bytes, maxBytes: REPORT_LINE_MAX_BYTES },
+            `${program.noun} wrote a report line longer than the cap: dropped`,
+          ),
+      ),
+    );
+  return Promise.all(followed);
+}
+
+/**
+ * Opens the gate once the guard surely has the group (a crash before that closes it, and nothing
+ * runs), and not after the lease could lapse (this worker may have been paused meanwhile: the
+ * guard would kill the group at once, but the program could start first); once open, the guard's
+ * kill time is still ahead. Waits for the program's exit and for its group to be gone (what it
+ * left behind is stopped). `notStarted`: why the gate stayed closed.
+ */
+async function superviseGroup(
+  launched: LaunchedProgram,
+  group: ProcessGroup | undefined,
+  noun: string,
+  context: RunContext,
+): Promise<{ result: ProgramExit; notStarted: unknown }> {
+  let notStarted: unknown;
+  if (group) {
+    try {
+      await launched.guarded(context.signal);
+      const refusal = startRefusal(context, noun);
+      if (refusal) throw refusal;
+      await context.started();
+      launched.openGate();
+    } catch (error) {
+      notStarted = error;
+      launched.closeGate();
+    }
+  }
+  const result = await launched.exited;
+  if (group) {
+    if (group.alive()) {
+      if (!context.signal.aborted)
+        context.logger.warn({ pgid: group.pgid }, `${noun} exited leaving processes in its group: stopping them`);
+      group.stop();
+    }
+    await group.gone();
+  }
+  return { result, notStarted };
+}
+
+/** Everything holding the pipes is gone (unless something left the group): gives the streams a moment to drain, then closes them. */
+async function drainStreams(launched: LaunchedProgram, streamsDone: Promise<unknown>): Promise<void> {
+  await Promise.race([streamsDone, new Promise((resolve) => setTimeout(resolve, 200).unref())]);
+  launched.stdout.destroy();
+  launched.stderr.destroy();
+  launched.reports?.destroy();
 }
 
 /** Splits a byte stream into lines for `onLine`; a line longer than `maxBytes` is dropped (`onDropped` with its length so far). Resolves at its end. */
