@@ -512,13 +512,15 @@ describe('replicated schedulers', () => {
     cutA.partition([0, 1, 2]);
     cutB.partition([2, 3, 4]);
     const healthy = startReplica('x-healthy', schedules);
-    const from = nextSecond(1000);
     const cut = [
       startReplica('x-cut-a', schedules, systemClock, systemClock, { lockUrls: cutA.urls }),
       startReplica('x-cut-b', schedules, systemClock, systemClock, { lockUrls: cutB.urls }),
     ];
+    // The cut replicas withdraw from the contenders a beat after their first contest fails; until
+    // then the ticks they are preferred for go to recovery. Counted from after that.
+    const from = nextSecond(2500);
     try {
-      await sleep(9000);
+      await sleep(10_000);
     } finally {
       await Promise.all([healthy, ...cut].map(stopReplica));
       cutA.heal();
@@ -547,7 +549,8 @@ describe('replicated schedulers', () => {
     const previous = new Redlock(locks.urls.slice(0, 2));
     await previous.acquire(resource, tick + 2500 - Date.now());
     await locks.node(4).pause();
-    const replica = startReplica('w0', [schedule]);
+    // Contested at the due time only (no lead): this test is about the due-time contest won late.
+    const replica = startReplica('w0', [schedule], systemClock, systemClock, { contestLeadMs: 0 });
     try {
       // Another replica, on time, found the lease taken and recorded the skip.
       await sleep(tick + 300 - Date.now());
