@@ -94,8 +94,17 @@ describe('scheduler replicas as OS processes', () => {
     const base = `http://127.0.0.1:${ports.get('p2')}`;
     expect((await fetch(`${base}/healthz`)).status).toBe(200);
     expect((await fetch(`${base}/readyz`)).status).toBe(200);
-    expect(await (await fetch(`${base}/metrics`)).text()).toMatch(
-      /(tickwarden_ticks_total\{outcome="enqueued"\}|tickwarden_tick_observations_total\{observation="lost-race"\}) [1-9]/,
+    // Each replica contests only the ticks it is the preferred contender of (about a third here), so wait for one.
+    await waitUntil(
+      async () => {
+        const text = await (await fetch(`${base}/metrics`)).text();
+        return (
+          /^tickwarden_scheduler_contenders 3$/m.test(text) &&
+          /^tickwarden_ticks_total\{outcome="enqueued"\} [1-9]/m.test(text)
+        );
+      },
+      'p2 to see 3 contenders and enqueue a tick',
+      { intervalMs: 200 },
     );
     r0?.signal('SIGKILL');
     await sleep(2000);
