@@ -25,6 +25,7 @@ import { mkdir, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { MAX_SCHEDULES_PER_FILE } from '@tickwarden/config';
 import { queueName } from '@tickwarden/contracts';
 import { PROCESS_NODE_FLAGS } from '@tickwarden/runtime';
 import { DEFAULT_CONTEST_LEAD_MS } from '../src/scheduler.ts';
@@ -44,7 +45,8 @@ const REPLICAS = envNumber('BENCH_REPLICAS', 3);
 const LOCK_NODES = 5;
 const PER_SECOND_SCHEDULES = 1_000;
 const PER_SECOND_PATTERN = '* * * * * *';
-const BURST_SCHEDULES = 10_000;
+/** (c)'s schedules (BENCH_BURST_SCHEDULES), in team files of at most MAX_SCHEDULES_PER_FILE each. */
+const BURST_SCHEDULES = envNumber('BENCH_BURST_SCHEDULES', 100_000);
 const BURST_PATTERN = '0 * * * * *';
 /**
  * From all replicas/producers ready to the window of (a): steady state. Tickwarden replicas that
@@ -612,10 +614,20 @@ class Fleet {
         startRedisNodes({ count: 1, aof: false }),
       ]);
       this.#dir = mkdtempSync(path.join(os.tmpdir(), 'tickwarden-scheduler-bench-'));
-      const entries = this.scheduleNames.map(
-        (name) => `  - name: ${name}\n    cron: "${this.pattern}"\n    handler: { kind: command, argv: ["true"] }\n`,
-      );
-      writeFileSync(path.join(this.#dir, `${TEAM}.yaml`), `team: ${TEAM}\nschedules:\n${entries.join('')}`);
+      // One team per file, as teams would: names stay unique across teams (the consumer drops the team).
+      const names = this.scheduleNames;
+      for (let from = 0, file = 0; from < names.length; from += MAX_SCHEDULES_PER_FILE, file++) {
+        const entries = names
+          .slice(from, from + MAX_SCHEDULES_PER_FILE)
+          .map(
+            (name) =>
+              `  - name: ${name}\n    cron: "${this.pattern}"\n    handler: { kind: command, argv: ["true"] }\n`,
+          );
+        writeFileSync(
+          path.join(this.#dir, `${TEAM}-${file}.yaml`),
+          `team: ${TEAM}-${file}\nschedules:\n${entries.join('')}`,
+        );
+      }
     } else {
       this.#queue = await startRedisNodes({ count: 1, aof: false });
     }

@@ -15,7 +15,7 @@ export interface ScheduleStatusOptions {
   schedules: () => readonly ScheduleConfig[];
   /** The queue Redis (the replica's connection): pauses, tick history, run history, audit trail. */
   redis: Redis;
-  /** The next ticks of a schedule, from the replica's own planners (parsing 50,000 cron patterns per request would stall its tick loop). */
+  /** The next ticks of a schedule, from the replica's own planners (parsing 100,000 cron patterns per request would stall its tick loop). */
   upcoming: (scheduleId: string, afterMs: number, count: number) => number[];
   /** Wall time, ms. */
   now: () => number;

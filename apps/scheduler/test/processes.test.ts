@@ -210,7 +210,7 @@ describe('scheduler replicas as OS processes', () => {
     expect(listed.map((schedule) => schedule['id'])).toEqual(['e2e/alpha', 'e2e/beta']);
     expect(listed[0]).toMatchObject({ team: 'e2e', cron: '* * * * * *', timezone: 'UTC', state: 'active' });
     expect((listed[0]?.['next'] as string[]).length).toBe(3);
-    // Pages of at most 1,000: a replica with 50,000 schedules answers one page at a time.
+    // Pages of at most 1,000: a replica with 100,000 schedules answers one page at a time.
     expect(
       ((await get('/api/schedules?limit=1&offset=1')).body['schedules'] as Record<string, unknown>[]).map(
         (schedule) => schedule['id'],

@@ -29,6 +29,7 @@ export {
   type HttpDestinations,
 } from './http-destinations.ts';
 export { loadConfig } from './load.ts';
+export { loadConfigOffThread } from './load-off-thread.ts';
 export { redactUrl } from './redact.ts';
 export {
   formatBytes,

@@ -28,7 +28,7 @@ export const MAX_FILE_BYTES = 4 * MIB;
 /** The most schedules in one file: one team's file cannot take all of MAX_SCHEDULES. */
 export const MAX_SCHEDULES_PER_FILE = 10_000;
 /** The most schedules in the whole configuration: every replica plans each of them. */
-export const MAX_SCHEDULES = 50_000;
+export const MAX_SCHEDULES = 100_000;
 
 /**
  * The most entries a schedule's history keeps of each kind (tick outcomes, run results, control

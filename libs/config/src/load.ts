@@ -21,6 +21,21 @@ export async function loadConfig(
   path: string,
   options: { httpDestinations?: HttpDestinations | undefined } = {},
 ): Promise<ConfigResult> {
+  const read = await readConfigFiles(path);
+  if (!read.ok) return read;
+  return finishConfig(validateConfigTexts(read.texts), read, options.httpDestinations);
+}
+
+/** A configuration's files as read: the texts of those that could be read, and an error for each other one. */
+export interface ConfigFiles {
+  ok: true;
+  files: string[];
+  texts: ConfigText[];
+  readErrors: ConfigError[];
+}
+
+/** Reads the configuration at `path` as `loadConfig` does; fails (an error at 1:1) when there is no file to read. */
+export async function readConfigFiles(path: string): Promise<ConfigFiles | { ok: false; errors: ConfigError[] }> {
   let files: string[];
   try {
     const stats = await stat(path);
@@ -44,11 +59,18 @@ export async function loadConfig(
       readErrors.push(fileError(file, `cannot read the file: ${reason(error)}`));
     }
   }
-  const result = validateConfigTexts(texts);
-  const policyErrors =
-    result.ok && options.httpDestinations ? httpDestinationErrors(result.config, options.httpDestinations) : [];
-  if (readErrors.length === 0 && policyErrors.length === 0) return result;
-  return failure(sortErrors([...readErrors, ...policyErrors, ...(result.ok ? [] : result.errors)], files));
+  return { ok: true, files, texts, readErrors };
+}
+
+/** The validated texts' result with the files that could not be read and, on a valid config, the http destination policy. */
+export function finishConfig(
+  result: ConfigResult,
+  read: ConfigFiles,
+  httpDestinations: HttpDestinations | undefined,
+): ConfigResult {
+  const policyErrors = result.ok && httpDestinations ? httpDestinationErrors(result.config, httpDestinations) : [];
+  if (read.readErrors.length === 0 && policyErrors.length === 0) return result;
+  return failure(sortErrors([...read.readErrors, ...policyErrors, ...(result.ok ? [] : result.errors)], read.files));
 }
 
 async function yamlFilesIn(directory: string): Promise<string[]> {
@@ -67,7 +89,7 @@ async function yamlFilesIn(directory: string): Promise<string[]> {
   return files;
 }
 
-const failure = (errors: ConfigError[]): ConfigResult => ({ ok: false, errors });
+const failure = (errors: ConfigError[]): { ok: false; errors: ConfigError[] } => ({ ok: false, errors });
 
 const fileError = (file: string, message: string): ConfigError => ({ file, line: 1, column: 1, path: [], message });
 

@@ -51,23 +51,32 @@ export function validateConfigText(text: string, file: string): ConfigResult {
  * them: every error of every file, plus `team/name` identities defined in more than one file.
  */
 export function validateConfigTexts(inputs: readonly ConfigText[]): ConfigResult {
-  const files = inputs.map((input) => input.file);
-  const errors: ConfigError[] = [];
-  const schedules: ScheduleConfig[] = [];
-  const firstById = new Map<string, Identity>();
-  const total = new ScheduleTotal();
-  for (const input of inputs) {
-    const check = checkFile(input.text, input.file);
+  const config = new ConfigAssembler();
+  for (const input of inputs) config.add(input.file, checkFile(input.text, input.file));
+  return config.result(inputs.map((input) => input.file));
+}
+
+/**
+ * Puts the checks of a configuration's files together, in file order: their errors and schedules,
+ * `team/name` identities defined in more than one file, and the total against MAX_SCHEDULES.
+ */
+export class ConfigAssembler {
+  readonly #errors: ConfigError[] = [];
+  readonly #schedules: ScheduleConfig[] = [];
+  readonly #firstById = new Map<string, Identity>();
+  readonly #total = new ScheduleTotal();
+
+  add(file: string, check: FileCheck): void {
     // Loops, not push(...spread): a spread of a long array overflows the call stack.
-    for (const error of check.errors) errors.push(error);
-    for (const schedule of check.schedules) schedules.push(schedule);
-    total.add(check, input.file);
+    for (const error of check.errors) this.#errors.push(error);
+    for (const schedule of check.schedules) this.#schedules.push(schedule);
+    this.#total.add(check, file);
     for (const identity of check.identities) {
-      const first = firstById.get(identity.id);
-      if (first === undefined) firstById.set(identity.id, identity);
+      const first = this.#firstById.get(identity.id);
+      if (first === undefined) this.#firstById.set(identity.id, identity);
       else if (first.file !== identity.file) {
         // (duplicates inside one file are reported by checkFile)
-        errors.push({
+        this.#errors.push({
           file: identity.file,
           line: identity.line,
           column: identity.column,
@@ -77,10 +86,15 @@ export function validateConfigTexts(inputs: readonly ConfigText[]): ConfigResult
       }
     }
   }
-  const totalError = total.error();
-  if (totalError !== undefined) errors.push(totalError);
-  if (errors.length > 0) return { ok: false, errors: sortErrors(errors, files) };
-  return { ok: true, config: { schedules, files } };
+
+  /** The configuration of `files` (the order errors are sorted in), or every error found. */
+  result(files: string[]): ConfigResult {
+    const errors = [...this.#errors];
+    const totalError = this.#total.error();
+    if (totalError !== undefined) errors.push(totalError);
+    if (errors.length > 0) return { ok: false, errors: sortErrors(errors, files) };
+    return { ok: true, config: { schedules: this.#schedules, files } };
+  }
 }
 
 /** Counts the schedules of every file against MAX_SCHEDULES; the error stands at the file that goes past it. */
@@ -201,14 +215,16 @@ class FileChecker {
   /** Checks one part; false when it had YAML problems and `yamlProblems` is `retry-whole`. */
   part(part: FilePart, yamlProblems: YamlProblems): boolean {
     const doc = parseDocument(part.text, YAML_OPTIONS);
-    if (yamlProblems === 'retry-whole' && (doc.errors.length > 0 || doc.warnings.length > 0)) return false;
+    if (yamlProblems === 'retry-whole' && (doc.errors.length > 0 || doc.warnings.length > 0 || !hasItems(doc, part)))
+      return false;
     const locator = new Locator(doc, this.#lines, part.sourceOffset);
     const at: At = (path, position, message) => {
       const inFile = fileLevelPath(path, part);
       if (inFile !== undefined)
         this.#errors.push({ file: this.#file, line: position.line, column: position.column, path: inFile, message });
     };
-    const data = parsedData(doc, locator, at);
+    const data = parsedData(doc, locator, at, yamlProblems);
+    if (data === CUT_ALIAS) return false;
     if (data === undefined) return true;
     // Past the limit the file is rejected whole: checking each schedule would only cost time.
     if (!this.#count(data, locator)) return true;
@@ -232,6 +248,13 @@ class FileChecker {
   }
 }
 
+/** Whether a part's `schedules` list has the items it was cut with. */
+function hasItems(doc: Document, part: FilePart): boolean {
+  if (part.items === undefined) return true;
+  const list = doc.get('schedules', true);
+  return isSeq(list) && list.items.length === part.items;
+}
+
 /**
  * A part's path as a path of the file: `schedules[i]` counted from the file's first schedule;
  * undefined for an error outside the schedules that another part reports.
@@ -243,7 +266,10 @@ function fileLevelPath(path: Path, part: FilePart): Path | undefined {
 }
 
 /** The document as plain data, or undefined after reporting why there is none (YAML errors, a bad alias, an empty file). */
-function parsedData(doc: Document, locator: Locator, at: At): unknown {
+/** parsedData's answer when an alias of a part names no anchor in it (it may be in another part): the file is parsed whole. */
+const CUT_ALIAS = Symbol('cut alias');
+
+function parsedData(doc: Document, locator: Locator, at: At, yamlProblems: YamlProblems): unknown {
   for (const error of doc.errors) {
     const unclosed = error.code === 'MISSING_CHAR' ? unclosedQuote(doc, error.pos[0]) : undefined;
     if (unclosed === undefined) at([], locator.offsetPosition(error.pos[0]), `YAML syntax error: ${error.message}`);
@@ -264,6 +290,7 @@ function parsedData(doc: Document, locator: Locator, at: At): unknown {
   try {
     data = doc.toJS({ maxAliasCount: 100 });
   } catch (error) {
+    if (yamlProblems === 'retry-whole') return CUT_ALIAS;
     aliasErrors(doc, locator, error, at);
     return undefined;
   }

@@ -4,8 +4,10 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import {
   formatConfigError,
   loadConfig,
+  loadConfigOffThread,
   parseHttpDestinations,
   validateConfigText,
+  type ConfigResult,
   type ScheduleConfig,
 } from '../src/index.ts';
 import { configOf, minimalSchedule, tempDir, yaml } from './support.ts';
@@ -208,7 +210,11 @@ describe('valid configurations', () => {
   });
 });
 
-describe('loadConfig', () => {
+// Both loaders, the same answers: the replicas load off their event loop, the CLI in it.
+describe.each([
+  ['loadConfig', loadConfig],
+  ['loadConfigOffThread', loadConfigOffThread],
+])('%s', (_name, loadConfig) => {
   let dir: string;
   let remove: () => Promise<void>;
   beforeEach(async () => {
@@ -344,5 +350,45 @@ describe('loadConfig', () => {
     expect(result.ok ? [] : result.errors.map(formatConfigError)).toEqual([
       `${join(dir, 'gone.yaml')}:1:1: cannot read the file: no such file or directory`,
     ]);
+  });
+});
+
+describe('loadConfigOffThread with many schedules', () => {
+  /** The longest the event loop went without running a 1 ms timer while `work` ran, ms. */
+  async function longestStall(work: () => Promise<unknown>): Promise<number> {
+    let last = performance.now();
+    let longest = 0;
+    const timer = setInterval(() => {
+      const now = performance.now();
+      longest = Math.max(longest, now - last);
+      last = now;
+    }, 1);
+    await work();
+    clearInterval(timer);
+    return Math.max(longest, performance.now() - last);
+  }
+
+  it('gives the same result as loadConfig, and leaves the event loop free while it parses', async () => {
+    const { dir, remove } = await tempDir();
+    try {
+      for (let file = 0; file < 3; file++) {
+        const names = Array.from({ length: 5_000 }, (_, i) => `s${i}`);
+        await writeFile(
+          join(dir, `team-${file}.yaml`),
+          yaml(`team: team-${file}`, 'schedules:', ...names.flatMap(minimalSchedule)),
+        );
+      }
+      let inThread: unknown;
+      let offThread: unknown;
+      const inThreadStall = await longestStall(async () => (inThread = await loadConfig(dir)));
+      const offThreadStall = await longestStall(async () => (offThread = await loadConfigOffThread(dir)));
+      expect(configOf(offThread as ConfigResult).schedules).toHaveLength(15_000);
+      expect(offThread).toEqual(inThread);
+      // In the caller's thread the whole parse is one stall; off it, only each file's checks arriving.
+      expect(offThreadStall).toBeLessThan(100);
+      expect(inThreadStall).toBeGreaterThan(3 * offThreadStall);
+    } finally {
+      await remove();
+    }
   });
 });

@@ -151,7 +151,7 @@ describe('limits of a configuration', () => {
       ),
     });
     expect(errorsOf(files)).toEqual([
-      `z.yaml:3:1: schedules: expected at most 50000 schedules in all files together, got 50001 (this file goes past the limit)`,
+      `z.yaml:3:1: schedules: expected at most 100000 schedules in all files together, got 100001 (this file goes past the limit)`,
     ]);
   });
 

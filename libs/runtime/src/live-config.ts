@@ -1,4 +1,9 @@
-import { formatConfigError, loadConfig, type HttpDestinations, type TickwardenConfig } from '@tickwarden/config';
+import {
+  formatConfigError,
+  loadConfigOffThread,
+  type HttpDestinations,
+  type TickwardenConfig,
+} from '@tickwarden/config';
 import type { Logger } from 'pino';
 import { ConfigWatcher } from './config-watcher.ts';
 
@@ -36,7 +41,7 @@ export async function startLiveConfig(options: LiveConfigOptions): Promise<LiveC
       changedBeforeStart = true;
       return;
     }
-    const reloaded = await loadConfig(path, { httpDestinations });
+    const reloaded = await loadConfigOffThread(path, { httpDestinations });
     if (!reloaded.ok) {
       onReloadResult?.('invalid');
       for (const error of reloaded.errors) logger.error({ configError: error }, formatConfigError(error));
@@ -54,7 +59,7 @@ export async function startLiveConfig(options: LiveConfigOptions): Promise<LiveC
   const watcher = new ConfigWatcher(path, pollMs, reload, reloadFailed);
   // The baseline is taken before the first load, so a change made meanwhile is reloaded, never missed.
   await watcher.start();
-  const loaded = await loadConfig(path, { httpDestinations });
+  const loaded = await loadConfigOffThread(path, { httpDestinations });
   if (!loaded.ok) {
     watcher.stop();
     for (const error of loaded.errors) logger.error({ configError: error }, formatConfigError(error));

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { validateConfigTexts, type TickwardenConfig } from '@tickwarden/config';
 import { Redlock } from '@tickwarden/redlock';
-import { sleep, startRedisNodes } from '@tickwarden/testkit';
+import { startRedisNodes, waitUntil } from '@tickwarden/testkit';
 import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
 import {
@@ -103,24 +103,28 @@ describe('ProcessMetrics', () => {
     const dir = mkdtempSync(path.join(tmpdir(), 'tickwarden-metrics-'));
     writeFileSync(path.join(dir, 'a.yaml'), team('first'));
     const metrics = new ProcessMetrics();
+    let reloads = 0;
     const live = await startLiveConfig({
       path: dir,
       logger: pino({ level: 'silent' }),
       pollMs: 20,
       onReload: (reloaded) => metrics.configApplied(reloaded),
-      onReloadResult: (result) => metrics.recordConfigReload(result),
+      onReloadResult: (result) => {
+        metrics.recordConfigReload(result);
+        reloads++;
+      },
     });
     if (!live) throw new Error('not started');
     metrics.configApplied(live.config);
     const firstHash = configHash(live.config);
     try {
       writeFileSync(path.join(dir, 'a.yaml'), 'team: a\nschedules: [ { name: broken } ]\n');
-      await sleep(150);
+      await waitUntil(() => reloads === 1, 'the rejected reload');
       let text = await metrics.registry.metrics();
       expect(text).toMatch(/^tickwarden_config_last_reload_successful 0$/m);
       expect(text).toContain(`tickwarden_config_info{hash="${firstHash}"} 1`);
       writeFileSync(path.join(dir, 'a.yaml'), team('second'));
-      await sleep(150);
+      await waitUntil(() => reloads === 2, 'the good reload');
       text = await metrics.registry.metrics();
       expect(text).toMatch(/^tickwarden_config_last_reload_successful 1$/m);
       expect(text).not.toContain(firstHash);

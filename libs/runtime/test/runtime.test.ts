@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { pino } from 'pino';
-import { sleep } from '@tickwarden/testkit';
+import { sleep, waitUntil } from '@tickwarden/testkit';
 import { Registry, Counter } from 'prom-client';
 import { describe, expect, it } from 'vitest';
 import { ConfigWatcher, MAX_BODY_BYTES, startHttpServer, startLiveConfig, type PageRequest } from '../src/index.ts';
@@ -84,13 +84,13 @@ describe('startLiveConfig', () => {
     try {
       expect(live?.config.schedules.map((schedule) => schedule.name)).toEqual(['first']);
       writeFileSync(path.join(dir, 'a.yaml'), team('second'));
-      await sleep(150);
+      await waitUntil(() => results.length === 1, 'the first reload');
       expect(results).toEqual(['invalid']);
       expect(logs.filter((log) => log.level >= 50)).toMatchObject([
         { level: 50, path: dir, msg: `config reload of ${dir} failed: keeping the last good config` },
       ]);
       writeFileSync(path.join(dir, 'a.yaml'), team('third'));
-      await sleep(150);
+      await waitUntil(() => results.length === 2, 'the second reload');
       expect([results, applied]).toEqual([['invalid', 'applied'], ['third']]);
     } finally {
       live?.stop();
