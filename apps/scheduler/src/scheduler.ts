@@ -5,6 +5,7 @@ import type { Logger } from 'pino';
 import { BullJobQueue } from './bull-job-queue.ts';
 import type { JobQueue, LeaseGrants, LockQuorum, OpenTick, ReplicaStore, Run, Tick } from './ports.ts';
 import { Contenders } from './contenders.ts';
+import { ContestQueue } from './contest-queue.ts';
 import { RedisReplicaStore } from './replica-store.ts';
 import type { Schedule } from './schedule.ts';
 import { contestLoss, TickContest } from './tick-contest.ts';
@@ -31,6 +32,9 @@ const REOPEN_RETRY_MS = 1000;
 const MAX_UNOPENED = 200_000;
 /** Ticks in flight whose start deadline passed are dropped at most this often, ms. */
 const PRUNE_INTERVAL_MS = 1000;
+/** Contests run in batches of at most this many ticks of one due second, this many batches at a time (ContestQueue). */
+const CONTEST_BATCH = 1_000;
+const CONTESTS_IN_FLIGHT = 4;
 
 export interface SchedulerOptions {
   replicaId: string;
@@ -86,6 +90,15 @@ export class Scheduler {
   readonly #resolver: TickResolver;
   readonly #contenders: Contenders;
   readonly #inFlight = new Set<Promise<void>>();
+  readonly #contestQueue = new ContestQueue<DueTick>({
+    maxBatch: CONTEST_BATCH,
+    maxInFlight: CONTESTS_IN_FLIGHT,
+    run: (batch) => {
+      const contested = this.#contestPreferred(batch);
+      this.#track(contested, 'tick contest failed');
+      return contested.catch(() => undefined);
+    },
+  });
   #started = false;
   /** Ticks taken up whose opening failed (the queue Redis down): no replica could recover them, so they are opened again until it works. */
   #unopened: OpenTick[] = [];
@@ -229,7 +242,7 @@ export class Scheduler {
     this.#pruneInFlight(nowMs);
     // Open until some replica records the tick's outcome: if every replica deciding it stops, recovery finds it here.
     this.#open(opened);
-    if (due.length > 0) this.#track(this.#contestInDueOrder(due), 'tick contest failed');
+    this.#contestQueue.add(due);
     if (late.length > 0)
       this.#options.logger.info(
         { late: late.length, firstTick: new Date((late[0] as Tick).tickMs).toISOString() },
@@ -238,16 +251,11 @@ export class Scheduler {
     this.#track(this.#flushMarks(nowMs), 'could not write tick marks');
   }
 
-  /**
-   * Contests the ticks this replica is the preferred contender of (see Contenders) one due second
-   * after the other, the soonest first: a replica that starts finds its whole contest lead at
-   * once, and the ticks due first must not wait for the contest and enqueue of all the later ones.
-   */
-  async #contestInDueOrder(due: DueTick[]): Promise<void> {
+  /** Contests the ticks of a batch this replica is the preferred contender of (see Contenders). */
+  async #contestPreferred(batch: DueTick[]): Promise<void> {
     await this.#contenders.ready;
-    const ticks = this.#options.contestAll ? due : due.filter((tick) => this.#contenders.prefers(tick));
-    const bySecond = Map.groupBy(ticks, (tick) => Math.floor(tick.dueMs / 1000));
-    for (const second of [...bySecond.keys()].sort((a, b) => a - b)) await this.#contest(bySecond.get(second) ?? []);
+    const ticks = this.#options.contestAll ? batch : batch.filter((tick) => this.#contenders.prefers(tick));
+    if (ticks.length > 0) await this.#contest(ticks);
   }
 
   async #contest(ticks: DueTick[]): Promise<void> {

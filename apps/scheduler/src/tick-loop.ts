@@ -29,6 +29,12 @@ export interface ScheduleChange {
   planned: { scheduleId: string; firstTickMs: number }[];
 }
 
+/**
+ * At most this many ticks are taken up per wake: 100,000 due at one boundary are taken up over
+ * many wakes, each a few ms, and the event loop serves timers and replies in between.
+ */
+export const MAX_TICKS_PER_WAKE = 1_000;
+
 export interface TickLoopOptions {
   clock: Clock;
   logger: Logger;
@@ -223,7 +229,11 @@ export class TickLoop {
     const popped: PendingTick[] = [];
     const takenUp: Tick[] = [];
     const built = new Map<PendingTick, Tick>();
-    for (let top = this.#heap.peek(); top && top.contestAtMs <= now; top = this.#heap.peek()) {
+    for (
+      let top = this.#heap.peek();
+      top && top.contestAtMs <= now && popped.length < MAX_TICKS_PER_WAKE;
+      top = this.#heap.peek()
+    ) {
       const pending = this.#heap.pop() as PendingTick;
       const planner = this.#planners.get(pending.scheduleId);
       if (!planner) continue;

@@ -19,6 +19,7 @@ import {
   revokes,
   TickContest,
 } from '../src/tick-contest.ts';
+import { ContestQueue } from '../src/contest-queue.ts';
 import { Contenders, CONTENDER_BEAT_MS, CONTENDER_LIVE_MS, hash32, preferredContender } from '../src/contenders.ts';
 import { splitLateTicks } from '../src/tick-loop.ts';
 import type { JobQueue, LeaseGrants, LockQuorum, Run, Tick } from '../src/ports.ts';
@@ -623,5 +624,51 @@ describe('Contenders: the view each replica shares the contests by', () => {
     await flush();
     clock.advance(CONTENDER_BEAT_MS * 2);
     await leaving;
+  });
+});
+
+describe('ContestQueue: a boundary of many ticks goes through a few batches at a time, soonest first', () => {
+  /** A queue whose batches end when the test says so. */
+  function queue(maxBatch: number, maxInFlight: number) {
+    const started: number[][] = [];
+    const finish: (() => void)[] = [];
+    const contests = new ContestQueue<{ dueMs: number }>({
+      maxBatch,
+      maxInFlight,
+      run: (batch) => {
+        started.push(batch.map((tick) => tick.dueMs));
+        return new Promise<void>((resolve) => finish.push(resolve));
+      },
+    });
+    const endNext = async (): Promise<void> => {
+      finish.shift()?.();
+      await new Promise((resolve) => setImmediate(resolve));
+    };
+    return { contests, started, endNext };
+  }
+  const ticks = (...dueMs: number[]) => dueMs.map((ms) => ({ dueMs: ms }));
+
+  it('runs batches of one due second, at most maxBatch ticks, at most maxInFlight at a time', async () => {
+    const { contests, started, endNext } = queue(2, 2);
+    contests.add(ticks(2000, 1000, 1500, 1999, 2500, 3000));
+    expect(started).toEqual([[1000, 1500], [1999]]);
+    expect(contests.waiting).toBe(3);
+    await endNext();
+    expect(started.at(-1)).toEqual([2000, 2500]);
+    await endNext();
+    await endNext();
+    expect(started.at(-1)).toEqual([3000]);
+    expect(contests.waiting).toBe(0);
+  });
+
+  it('puts a tick due now before ticks waiting that are contested ahead of their time', async () => {
+    const { contests, started, endNext } = queue(10, 1);
+    contests.add(ticks(9000));
+    contests.add(ticks(19_000, 19_500));
+    contests.add(ticks(10_000, 19_000));
+    await endNext();
+    expect(started).toEqual([[9000], [10_000]]);
+    await endNext();
+    expect(started.at(-1)).toEqual([19_000, 19_000, 19_500]);
   });
 });

@@ -491,7 +491,8 @@ describe('replicated schedulers', () => {
           observations.some((o) => o.replica === 'm0' && o.tickMs === tick && o.observation === 'lock-unavailable') ||
           records(schedule.id, tick, tick + 1).has(tick),
         'the due-time contest to end',
-        { timeoutMs: 5000 },
+        // From now: the tick is at least 2 s away.
+        { timeoutMs: tick - Date.now() + 5000 },
       );
       await contender.release(held);
       await waitUntil(() => records(schedule.id, tick, tick + 1).has(tick), 'the tick decided', { timeoutMs: 5000 });

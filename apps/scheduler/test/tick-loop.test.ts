@@ -2,7 +2,7 @@
 import { Writable } from 'node:stream';
 import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
-import { TickLoop, type Wake } from '../src/tick-loop.ts';
+import { MAX_TICKS_PER_WAKE, TickLoop, type Wake } from '../src/tick-loop.ts';
 import { ManualClock, scheduleFixture } from './support.ts';
 
 function loopOn(clock: ManualClock, contestLeadMs = 0) {
@@ -53,6 +53,21 @@ describe('TickLoop', () => {
     const due = START - 500 + 60_000;
     expect(first).toMatchObject({ tickMs: due, ahead: true });
     expect(wakes.find((wake) => wake.due.length > 0)?.nowMs).toBe(due - 9500);
+  });
+
+  it(`takes up at most ${MAX_TICKS_PER_WAKE} ticks per wake, and the rest of those due in the wakes right after`, () => {
+    const clock = new ManualClock(START);
+    const { loop, wakes, contested } = loopOn(clock);
+    const count = 2 * MAX_TICKS_PER_WAKE + 5;
+    loop.setSchedules(Array.from({ length: count }, (_, i) => scheduleFixture({ id: `a/s${i}`, cron: '0 * * * * *' })));
+    loop.start();
+    clock.advance(60_000);
+    expect(wakes.map((wake) => wake.due.length).filter((n) => n > 0)).toEqual([
+      MAX_TICKS_PER_WAKE,
+      MAX_TICKS_PER_WAKE,
+      5,
+    ]);
+    expect(new Set(contested())).toEqual(new Set([START - 500 + 60_000]));
   });
 
   it('a wall clock stepped forward: logged, and the ticks skipped are late (recovery decides them), not contested', () => {
