@@ -125,7 +125,7 @@ async function main(): Promise<number> {
   // Probes answer before the schedules are planned, which takes a while for a big config (the startupProbe allows for it).
   const server = await startHttpServer(
     httpPort,
-    metrics.registry,
+    metrics.exposition,
     async () => {
       const reasons: string[] = [];
       const probe = await redlock.probe();

@@ -15,14 +15,44 @@ import type { OutcomeEvent } from './tick-recorder.ts';
 /** What the per-schedule metrics need of a configured schedule. */
 export type MeteredSchedule = { id: string; cron: string; timezone: string };
 
-/** What this replica exports of one configured schedule, to drop its series when it leaves the config. */
+/** What this replica exports of one configured schedule. */
 interface ScheduleSeries {
   team: string;
   schedule: MeteredSchedule;
-  /** The `outcome`/`reason` pairs of `tickwarden_schedule_ticks_total` it has. */
-  ticks: Map<string, TickLabels>;
+  /** `tickwarden_schedule_ticks_total` by `outcome`/`reason` pair. */
+  ticks: Map<string, { labels: TickLabels; count: number }>;
   lastTick: { tickMs: number; outcome: TickOutcome } | undefined;
 }
+
+/** The per-schedule families, written by the replica itself (see SchedulerMetrics.exposition). */
+const SCHEDULE_FAMILIES = {
+  ticks: {
+    name: 'tickwarden_schedule_ticks_total',
+    type: 'counter',
+    help: 'Tick outcomes per schedule, each tick counted once for the cluster by the replica whose record it is (sum over replicas); reason: why a missed tick was missed',
+  },
+  lastTick: {
+    name: 'tickwarden_schedule_last_tick_timestamp_seconds',
+    type: 'gauge',
+    help: "The newest tick of the schedule this replica recorded an outcome for (its time, unix seconds), labelled with that outcome; max over replicas is the cluster's newest",
+  },
+  period: {
+    name: 'tickwarden_schedule_period_seconds',
+    type: 'gauge',
+    help: 'The longest interval between two consecutive ticks of the schedule over the next 8 days (at least 3 intervals): the period of the no-success alert',
+  },
+} as const;
+
+/** Schedules written per slice of a scrape: the event loop runs ticks in between. */
+const SERIES_PER_SLICE = 2_000;
+
+const labelValue = (value: string): string =>
+  value.replaceAll('\\', '\\\\').replaceAll('"', '\\"').replaceAll('\n', '\\n');
+const labelText = (labels: Record<string, string | undefined>): string =>
+  Object.entries(labels)
+    .filter((entry): entry is [string, string] => entry[1] !== undefined)
+    .map(([name, value]) => `${name}="${labelValue(value)}"`)
+    .join(',');
 
 /** `tickwarden_schedule_ticks_total`'s labels besides the schedule's: `reason` only on a missed tick. */
 type TickLabels = { outcome: TickOutcome; reason?: MissReason | 'other' };
@@ -70,28 +100,16 @@ export class SchedulerMetrics extends ProcessMetrics {
   });
 
   /**
-   * Per schedule (labels `team`, `schedule`; one series set per configured schedule, created by
-   * its first outcome, dropped when it leaves the config): the outcomes this replica recorded.
+   * What /metrics serves: the registry's metrics, then the per-schedule families (labels `team`,
+   * `schedule`; a schedule's series appear with its first outcome and go when it leaves the
+   * config). Those are kept as plain counts and written by the replica in slices: with 100,000
+   * schedules prom-client's labelled metrics cost each tick tens of µs and held the event loop for
+   * seconds per scrape (bench/schedule-metrics-cost.ts).
    */
-  readonly scheduleTicks = new Counter({
-    name: 'tickwarden_schedule_ticks_total',
-    help: 'Tick outcomes per schedule, each tick counted once for the cluster by the replica whose record it is (sum over replicas); reason: why a missed tick was missed',
-    labelNames: ['team', 'schedule', 'outcome', 'reason'] as const,
-    registers: [this.registry],
-  });
-  readonly scheduleLastTick = new Gauge({
-    name: 'tickwarden_schedule_last_tick_timestamp_seconds',
-    help: "The newest tick of the schedule this replica recorded an outcome for (its time, unix seconds), labelled with that outcome; max over replicas is the cluster's newest",
-    labelNames: ['team', 'schedule', 'outcome'] as const,
-    registers: [this.registry],
-  });
-  readonly schedulePeriod = new Gauge({
-    name: 'tickwarden_schedule_period_seconds',
-    help: 'The longest interval between two consecutive ticks of the schedule over the next 8 days (at least 3 intervals): the period of the no-success alert',
-    labelNames: ['team', 'schedule'] as const,
-    registers: [this.registry],
-    collect: () => this.#collectPeriods(),
-  });
+  readonly exposition = {
+    contentType: this.registry.contentType,
+    metrics: async (): Promise<string> => `${await this.registry.metrics()}${await this.#scheduleText()}`,
+  };
   readonly #schedules = new Map<string, ScheduleSeries>();
   readonly #periods: SchedulePeriods;
 
@@ -109,7 +127,7 @@ export class SchedulerMetrics extends ProcessMetrics {
    */
   setSchedules(schedules: readonly MeteredSchedule[]): void {
     const configured = new Map(schedules.map((schedule) => [schedule.id, schedule]));
-    for (const [id, series] of this.#schedules) if (!configured.has(id)) this.#drop(series);
+    for (const id of this.#schedules.keys()) if (!configured.has(id)) this.#schedules.delete(id);
     for (const schedule of configured.values()) {
       const series = this.#schedules.get(schedule.id);
       if (series) series.schedule = schedule;
@@ -137,31 +155,47 @@ export class SchedulerMetrics extends ProcessMetrics {
     this.recordTick(outcome, lagMs, recorded);
     const series = this.#schedules.get(scheduleId);
     if (!recorded || !series) return;
-    const labels = { team: series.team, schedule: scheduleId };
-    const tick: TickLabels = outcome === 'missed' ? { outcome, reason: missReason(reason) } : { outcome };
-    series.ticks.set(`${tick.outcome} ${tick.reason ?? ''}`, tick);
-    this.scheduleTicks.inc({ ...labels, ...tick });
-    const last = series.lastTick;
-    if (last !== undefined && tickMs < last.tickMs) return;
-    if (last !== undefined && last.outcome !== outcome)
-      this.scheduleLastTick.remove({ ...labels, outcome: last.outcome });
-    series.lastTick = { tickMs, outcome };
-    this.scheduleLastTick.set({ ...labels, outcome }, tickMs / 1000);
+    const labels: TickLabels = outcome === 'missed' ? { outcome, reason: missReason(reason) } : { outcome };
+    const key = `${labels.outcome} ${labels.reason ?? ''}`;
+    const counted = series.ticks.get(key);
+    if (counted) counted.count++;
+    else series.ticks.set(key, { labels, count: 1 });
+    if (series.lastTick === undefined || tickMs >= series.lastTick.tickMs) series.lastTick = { tickMs, outcome };
   }
 
-  #drop(series: ScheduleSeries): void {
-    const labels = { team: series.team, schedule: series.schedule.id };
-    for (const tick of series.ticks.values()) this.scheduleTicks.remove({ ...labels, ...tick });
-    if (series.lastTick) this.scheduleLastTick.remove({ ...labels, outcome: series.lastTick.outcome });
-    this.#schedules.delete(series.schedule.id);
-  }
-
-  #collectPeriods(): void {
-    this.schedulePeriod.reset();
-    for (const { team, schedule } of this.#schedules.values()) {
-      const ms = this.#periods.get(schedule.cron, schedule.timezone);
-      if (ms !== undefined) this.schedulePeriod.set({ team, schedule: schedule.id }, ms / 1000);
-    }
+  /** The per-schedule families in the text format, a slice of schedules at a time. */
+  async #scheduleText(): Promise<string> {
+    // Joined slice by slice: one join of 300,000 lines would itself hold the event loop.
+    const slices: string[] = [];
+    const family = async (
+      { name, type, help }: (typeof SCHEDULE_FAMILIES)[keyof typeof SCHEDULE_FAMILIES],
+      write: (series: ScheduleSeries, labels: string, lines: string[]) => void,
+    ): Promise<void> => {
+      let lines = [`# HELP ${name} ${help}`, `# TYPE ${name} ${type}`];
+      let written = 0;
+      for (const series of this.#schedules.values()) {
+        write(series, labelText({ team: series.team, schedule: series.schedule.id }), lines);
+        if (++written % SERIES_PER_SLICE !== 0) continue;
+        slices.push(`${lines.join('\n')}\n`);
+        lines = [];
+        await new Promise((resolve) => setImmediate(resolve));
+      }
+      if (lines.length > 0) slices.push(`${lines.join('\n')}\n`);
+    };
+    const { ticks, lastTick, period } = SCHEDULE_FAMILIES;
+    await family(ticks, (series, labels, lines) => {
+      for (const { labels: tick, count } of series.ticks.values())
+        lines.push(`${ticks.name}{${labels},${labelText(tick)}} ${count}`);
+    });
+    await family(lastTick, (series, labels, lines) => {
+      const last = series.lastTick;
+      if (last) lines.push(`${lastTick.name}{${labels},outcome="${last.outcome}"} ${last.tickMs / 1000}`);
+    });
+    await family(period, (series, labels, lines) => {
+      const ms = this.#periods.get(series.schedule.cron, series.schedule.timezone);
+      if (ms !== undefined) lines.push(`${period.name}{${labels}} ${ms / 1000}`);
+    });
+    return slices.join('');
   }
 
   /** An outcome this replica decided; counted when it became the tick's record. */

@@ -102,7 +102,7 @@ describe('SchedulerMetrics per schedule', () => {
     // a schedule not configured (removed while its tick was open): the totals only
     metrics.recordOutcome(event('gone/old', 'missed', NOW - 1000, { reason: 'schedule-removed' }));
     await metrics.periodsComputed();
-    const text = await metrics.registry.metrics();
+    const text = await metrics.exposition.metrics();
     const nightly = 'team="payments",schedule="payments/nightly"';
     expect(sample(text, `tickwarden_schedule_ticks_total{${nightly},outcome="enqueued"}`)).toBe(2);
     expect(sample(text, `tickwarden_schedule_ticks_total{${nightly},outcome="missed",reason="no-lock-quorum"}`)).toBe(
@@ -123,12 +123,12 @@ describe('SchedulerMetrics per schedule', () => {
     metrics.recordOutcome(event('payments/nightly', 'skipped-paused', NOW));
     expect(
       sample(
-        await metrics.registry.metrics(),
+        await metrics.exposition.metrics(),
         `tickwarden_schedule_last_tick_timestamp_seconds{${nightly},outcome="skipped-paused"}`,
       ),
     ).toBe(NOW / 1000);
     expect(
-      (await metrics.registry.metrics()).match(/^tickwarden_schedule_last_tick_timestamp_seconds\{/gm),
+      (await metrics.exposition.metrics()).match(/^tickwarden_schedule_last_tick_timestamp_seconds\{/gm),
     ).toHaveLength(1);
   });
 
@@ -139,9 +139,9 @@ describe('SchedulerMetrics per schedule', () => {
     metrics.recordOutcome(event('payments/nightly', 'missed', NOW + 1000, { reason: 'queue-unavailable' }));
     metrics.recordOutcome(event('reporting/hourly', 'enqueued', NOW));
     await metrics.periodsComputed();
-    expect(await metrics.registry.metrics()).toContain('payments/nightly');
+    expect(await metrics.exposition.metrics()).toContain('payments/nightly');
     metrics.setSchedules(schedules.slice(1));
-    const text = await metrics.registry.metrics();
+    const text = await metrics.exposition.metrics();
     expect(text).not.toContain('payments/nightly');
     expect(
       sample(text, 'tickwarden_schedule_ticks_total{team="reporting",schedule="reporting/hourly",outcome="enqueued"}'),

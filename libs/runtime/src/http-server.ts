@@ -52,7 +52,7 @@ type Respond = (status: number, body: string, type?: string) => void;
  */
 export function startHttpServer(
   port: number,
-  registry: Registry,
+  registry: Pick<Registry, 'metrics' | 'contentType'>,
   ready: ReadinessCheck,
   routes: HttpRoutes = {},
 ): Promise<http.Server> {
