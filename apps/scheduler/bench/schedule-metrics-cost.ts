@@ -17,7 +17,7 @@ const schedules = Array.from({ length: count }, (_, i) => ({
 const ms = (from: number): string => `${Math.round(performance.now() - from)} ms`;
 
 let started = performance.now();
-metrics.setSchedules(schedules);
+await metrics.setSchedules(schedules);
 const set = ms(started);
 await metrics.periodsComputed();
 started = performance.now();

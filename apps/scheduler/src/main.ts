@@ -65,11 +65,11 @@ async function main(): Promise<number> {
   const live = await startLiveConfig({
     path: configPath,
     logger,
-    onReload: (reloaded) => {
+    onReload: async (reloaded) => {
       config = reloaded;
-      scheduler?.setSchedules(reloaded.schedules);
-      metrics.setSchedules(reloaded.schedules);
-      metrics.configApplied(reloaded);
+      await scheduler?.setSchedules(reloaded.schedules);
+      await metrics.setSchedules(reloaded.schedules);
+      await metrics.configApplied(reloaded);
     },
     onReloadResult: (result) => metrics.recordConfigReload(result),
     // The workers refuse such a config: the replicas must not fire its ticks either.
@@ -78,8 +78,8 @@ async function main(): Promise<number> {
   if (!live) return 2;
   if (config === undefined) {
     config = live.config;
-    metrics.setSchedules(config.schedules);
-    metrics.configApplied(config);
+    await metrics.setSchedules(config.schedules);
+    await metrics.configApplied(config);
   }
 
   const redlock = new Redlock(
@@ -168,7 +168,7 @@ async function main(): Promise<number> {
     onQueueReset: () => metrics.queueResets.inc(),
     onContenders: (contenders) => metrics.contenders.set(contenders),
   });
-  scheduler.setSchedules(config.schedules);
+  await scheduler.setSchedules(config.schedules);
   scheduler.start();
   logger.info(
     {

@@ -1,5 +1,5 @@
 import type { Redlock } from '@tickwarden/redlock';
-import { ProcessMetrics } from '@tickwarden/runtime';
+import { ProcessMetrics, yieldToLoop } from '@tickwarden/runtime';
 import { Counter, Gauge, Histogram } from 'prom-client';
 import {
   MISS_REASONS,
@@ -125,10 +125,10 @@ export class SchedulerMetrics extends ProcessMetrics {
    * configured are dropped, and outcomes of schedules not configured are counted only in the
    * totals (a tick of a removed schedule is `missed`, reason `schedule-removed`).
    */
-  setSchedules(schedules: readonly MeteredSchedule[]): void {
-    const configured = new Map(schedules.map((schedule) => [schedule.id, schedule]));
-    for (const id of this.#schedules.keys()) if (!configured.has(id)) this.#schedules.delete(id);
-    for (const schedule of configured.values()) {
+  async setSchedules(schedules: readonly MeteredSchedule[]): Promise<void> {
+    const configured = new Set<string>();
+    for (const [i, schedule] of schedules.entries()) {
+      configured.add(schedule.id);
       const series = this.#schedules.get(schedule.id);
       if (series) series.schedule = schedule;
       else
@@ -138,8 +138,10 @@ export class SchedulerMetrics extends ProcessMetrics {
           ticks: new Map(),
           lastTick: undefined,
         });
+      if (i % SERIES_PER_SLICE === SERIES_PER_SLICE - 1) await yieldToLoop();
     }
-    this.#periods.retainOnly(configured.values());
+    for (const id of this.#schedules.keys()) if (!configured.has(id)) this.#schedules.delete(id);
+    this.#periods.retainOnly(schedules);
   }
 
   /** Resolves once every configured pattern's period is computed (tests). */
@@ -178,7 +180,7 @@ export class SchedulerMetrics extends ProcessMetrics {
         if (++written % SERIES_PER_SLICE !== 0) continue;
         slices.push(`${lines.join('\n')}\n`);
         lines = [];
-        await new Promise((resolve) => setImmediate(resolve));
+        await yieldToLoop();
       }
       if (lines.length > 0) slices.push(`${lines.join('\n')}\n`);
     };

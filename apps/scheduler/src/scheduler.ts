@@ -179,11 +179,16 @@ export class Scheduler {
     return ticks;
   }
 
-  /** Replaces the schedules: removed ones stop firing, added or changed ones start at their next tick (or catch up). */
-  setSchedules(schedules: readonly Schedule[]): void {
-    const { removed, planned } = this.#loop.setSchedules(schedules);
-    if (removed.length > 0) this.#track(this.#marks.forget(removed), 'could not drop the marks of removed schedules');
-    for (const { scheduleId, firstTickMs } of planned) this.#marks.planned(scheduleId, firstTickMs);
+  /**
+   * Replaces the schedules: removed ones stop firing, added or changed ones start at their next
+   * tick (or catch up). A big config is applied in slices (TickLoop.setSchedules); resolves when
+   * all are planned.
+   */
+  setSchedules(schedules: readonly Schedule[]): Promise<void> {
+    return this.#loop.setSchedules(schedules, ({ removed, planned }) => {
+      if (removed.length > 0) this.#track(this.#marks.forget(removed), 'could not drop the marks of removed schedules');
+      for (const { scheduleId, firstTickMs } of planned) this.#marks.planned(scheduleId, firstTickMs);
+    });
   }
 
   start(): void {

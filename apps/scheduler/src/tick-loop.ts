@@ -1,5 +1,6 @@
 import { tickJobId } from '@tickwarden/contracts';
 import type { Clock } from '@tickwarden/redlock';
+import { yieldToLoop } from '@tickwarden/runtime';
 import type { Logger } from 'pino';
 import type { Tick } from './ports.ts';
 import type { Schedule } from './schedule.ts';
@@ -34,6 +35,8 @@ export interface ScheduleChange {
  * many wakes, each a few ms, and the event loop serves timers and replies in between.
  */
 export const MAX_TICKS_PER_WAKE = 1_000;
+/** Schedules compared or planned per slice of setSchedules: 100,000 take many slices of a few ms. */
+export const SCHEDULES_PER_SLICE = 500;
 
 export interface TickLoopOptions {
   clock: Clock;
@@ -94,6 +97,8 @@ export class TickLoop {
   #timer: unknown;
   #running = false;
   #lastWake: { wall: number; mono: number } | undefined;
+  /** Which setSchedules call is the newest: an older one stops at its next slice. */
+  #generation = 0;
 
   constructor(options: TickLoopOptions) {
     this.#options = options;
@@ -113,35 +118,62 @@ export class TickLoop {
     return this.#planners.get(scheduleId);
   }
 
-  /** Replaces the schedules: removed ones stop firing, added or changed ones start at their next tick (or catch up). */
-  setSchedules(schedules: readonly Schedule[]): ScheduleChange {
+  /**
+   * Replaces the schedules: removed ones stop firing, added or changed ones start at their next
+   * tick after the call (or catch up). Works SCHEDULES_PER_SLICE schedules at a time, the event
+   * loop free in between, and hands each slice's change to `onChange`: a small config is done
+   * before this returns. A newer call takes over from where an older one stopped.
+   */
+  async setSchedules(
+    schedules: readonly Schedule[],
+    onChange: (change: ScheduleChange) => void = () => undefined,
+  ): Promise<void> {
+    const generation = ++this.#generation;
     const now = this.nowMs();
     const incoming = new Map(schedules.map((schedule) => [schedule.id, schedule]));
     const dropped = new Set<string>();
+    let planned: ScheduleChange['planned'] = [];
+    let done = 0;
+    // Awaited only at the end of a slice: a small config is planned before this returns.
+    const sliceEnds = (): boolean => ++done % SCHEDULES_PER_SLICE === 0;
+    /** At the end of a slice: hands out what was planned, lets the loop run; false once a newer call took over. */
+    const yielded = async (): Promise<boolean> => {
+      if (planned.length > 0) onChange({ removed: [], planned });
+      planned = [];
+      if (this.#running) this.arm();
+      await yieldToLoop();
+      return generation === this.#generation;
+    };
     for (const [id, planner] of this.#planners) {
       const next = incoming.get(id);
-      if (!next || JSON.stringify(next) !== JSON.stringify(planner.schedule)) {
+      if (!next || JSON.stringify(next) !== planner.fingerprint) {
         this.#planners.delete(id);
         dropped.add(id);
       }
+      if (sliceEnds() && !(await yielded())) return;
     }
     this.#heap.removeSchedules(dropped);
-    const change: ScheduleChange = { removed: [...dropped].filter((id) => !incoming.has(id)), planned: [] };
+    onChange({ removed: [...dropped].filter((id) => !incoming.has(id)), planned: [] });
     for (const schedule of schedules) {
-      if (this.#planners.has(schedule.id)) continue;
-      const planner = new TickPlanner(schedule, this.#crons);
-      this.#planners.set(schedule.id, planner);
-      const first = this.#firstTick(planner, now);
-      if (first === undefined) continue;
-      // The tick before the first is the previous run, whichever replica contested it: its due time decides as for any other.
-      const previous = planner.previous(first);
-      this.#heap.push(this.#pending(planner, first, previous === undefined ? undefined : planner.dueMs(previous)));
-      change.planned.push({ scheduleId: schedule.id, firstTickMs: first });
+      if (!this.#planners.has(schedule.id)) this.#plan(schedule, now, planned);
+      if (sliceEnds() && !(await yielded())) return;
     }
+    onChange({ removed: [], planned });
     // Patterns only removed schedules used would stay parsed forever.
     this.#crons.retainOnly(schedules);
     if (this.#running) this.arm();
-    return change;
+  }
+
+  /** Plans a schedule's first tick after `now` (or its catch-up), into the heap and `planned`. */
+  #plan(schedule: Schedule, now: number, planned: ScheduleChange['planned']): void {
+    const planner = new TickPlanner(schedule, this.#crons);
+    this.#planners.set(schedule.id, planner);
+    const first = this.#firstTick(planner, now);
+    if (first === undefined) return;
+    // The tick before the first is the previous run, whichever replica contested it: its due time decides as for any other.
+    const previous = planner.previous(first);
+    this.#heap.push(this.#pending(planner, first, previous === undefined ? undefined : planner.dueMs(previous)));
+    planned.push({ scheduleId: schedule.id, firstTickMs: first });
   }
 
   /**

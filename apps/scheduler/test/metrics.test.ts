@@ -91,7 +91,7 @@ describe('SchedulerMetrics per schedule', () => {
 
   it('counts recorded outcomes by team, schedule, outcome (and reason when missed), keeps the newest tick and its outcome, and the period', async () => {
     const metrics = new SchedulerMetrics({ now: () => NOW });
-    metrics.setSchedules(schedules);
+    await metrics.setSchedules(schedules);
     metrics.recordOutcome(event('payments/nightly', 'enqueued', NOW - 2 * 24 * HOUR));
     metrics.recordOutcome(event('payments/nightly', 'missed', NOW - 24 * HOUR, { reason: 'no-lock-quorum' }));
     metrics.recordOutcome(event('payments/nightly', 'missed', NOW - 24 * HOUR + 1000, { reason: 'something new' }));
@@ -134,13 +134,13 @@ describe('SchedulerMetrics per schedule', () => {
 
   it('drops every series of a schedule that leaves the config', async () => {
     const metrics = new SchedulerMetrics({ now: () => NOW });
-    metrics.setSchedules(schedules);
+    await metrics.setSchedules(schedules);
     metrics.recordOutcome(event('payments/nightly', 'enqueued', NOW));
     metrics.recordOutcome(event('payments/nightly', 'missed', NOW + 1000, { reason: 'queue-unavailable' }));
     metrics.recordOutcome(event('reporting/hourly', 'enqueued', NOW));
     await metrics.periodsComputed();
     expect(await metrics.exposition.metrics()).toContain('payments/nightly');
-    metrics.setSchedules(schedules.slice(1));
+    await metrics.setSchedules(schedules.slice(1));
     const text = await metrics.exposition.metrics();
     expect(text).not.toContain('payments/nightly');
     expect(
@@ -203,7 +203,7 @@ describe('the scheduler process: per-schedule metrics, build and config info, th
     expect(text).toMatch(/^tickwarden_build_info\{version="0\.0\.0",node="v\d+\.\d+\.\d+"\} 1$/m);
     const loaded = await loadConfig(dir);
     if (!loaded.ok) throw new Error('invalid test config');
-    expect(sample(text, `tickwarden_config_info{hash="${configHash(loaded.config)}"}`)).toBe(1);
+    expect(sample(text, `tickwarden_config_info{hash="${await configHash(loaded.config)}"}`)).toBe(1);
     expect(sample(text, 'tickwarden_config_last_reload_successful')).toBe(1);
     expect(sample(text, 'tickwarden_lock_quorum_reachable')).toBe(1);
 
@@ -212,7 +212,7 @@ describe('the scheduler process: per-schedule metrics, build and config info, th
     await started.waitForLine((line) => line.includes('config reload rejected'), 'the reload rejected');
     text = await scrape();
     expect(sample(text, 'tickwarden_config_last_reload_successful')).toBe(0);
-    expect(sample(text, `tickwarden_config_info{hash="${configHash(loaded.config)}"}`)).toBe(1);
+    expect(sample(text, `tickwarden_config_info{hash="${await configHash(loaded.config)}"}`)).toBe(1);
 
     // Applied: alpha leaves the config and its series go, beta's come.
     writeFileSync(path.join(dir, 'ops.yaml'), team(['beta']));
@@ -225,7 +225,7 @@ describe('the scheduler process: per-schedule metrics, build and config info, th
     text = await scrape();
     expect(sample(text, 'tickwarden_config_last_reload_successful')).toBe(1);
     expect(text).not.toContain('ops/alpha');
-    expect(text).not.toContain(configHash(loaded.config));
+    expect(text).not.toContain(await configHash(loaded.config));
     expect((await started.stop('SIGTERM')).code).toBe(0);
   });
 });

@@ -2,7 +2,7 @@
 import { Writable } from 'node:stream';
 import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
-import { MAX_TICKS_PER_WAKE, TickLoop, type Wake } from '../src/tick-loop.ts';
+import { MAX_TICKS_PER_WAKE, SCHEDULES_PER_SLICE, TickLoop, type Wake } from '../src/tick-loop.ts';
 import { ManualClock, scheduleFixture } from './support.ts';
 
 function loopOn(clock: ManualClock, contestLeadMs = 0) {
@@ -55,11 +55,13 @@ describe('TickLoop', () => {
     expect(wakes.find((wake) => wake.due.length > 0)?.nowMs).toBe(due - 9500);
   });
 
-  it(`takes up at most ${MAX_TICKS_PER_WAKE} ticks per wake, and the rest of those due in the wakes right after`, () => {
+  it(`takes up at most ${MAX_TICKS_PER_WAKE} ticks per wake, and the rest of those due in the wakes right after`, async () => {
     const clock = new ManualClock(START);
     const { loop, wakes, contested } = loopOn(clock);
     const count = 2 * MAX_TICKS_PER_WAKE + 5;
-    loop.setSchedules(Array.from({ length: count }, (_, i) => scheduleFixture({ id: `a/s${i}`, cron: '0 * * * * *' })));
+    await loop.setSchedules(
+      Array.from({ length: count }, (_, i) => scheduleFixture({ id: `a/s${i}`, cron: '0 * * * * *' })),
+    );
     loop.start();
     clock.advance(60_000);
     expect(wakes.map((wake) => wake.due.length).filter((n) => n > 0)).toEqual([
@@ -68,6 +70,31 @@ describe('TickLoop', () => {
       5,
     ]);
     expect(new Set(contested())).toEqual(new Set([START - 500 + 60_000]));
+  });
+
+  it(`plans a big config ${SCHEDULES_PER_SLICE} schedules at a time, the event loop free in between; a newer config takes over`, async () => {
+    const clock = new ManualClock(START);
+    const { loop } = loopOn(clock);
+    const config = (cron: string) =>
+      Array.from({ length: 3 * SCHEDULES_PER_SLICE }, (_, i) => scheduleFixture({ id: `a/s${i}`, cron }));
+    const planned: number[] = [];
+    const first = loop.setSchedules(config('0 * * * * *'), (change) => planned.push(change.planned.length));
+    // Returned after the first slice.
+    const sum = () => planned.reduce((total, n) => total + n, 0);
+    expect(sum()).toBe(SCHEDULES_PER_SLICE);
+    expect(loop.planner(`a/s${SCHEDULES_PER_SLICE - 1}`)).toBeDefined();
+    expect(loop.planner(`a/s${SCHEDULES_PER_SLICE}`)).toBeUndefined();
+    await first;
+    expect(sum()).toBe(3 * SCHEDULES_PER_SLICE);
+    expect(planned.filter((n) => n > 0).length).toBeGreaterThan(1);
+
+    const older = loop.setSchedules(config('30 * * * * *'));
+    const newer = loop.setSchedules(config('45 * * * * *'));
+    await Promise.all([older, newer]);
+    const crons = new Set(
+      Array.from({ length: 3 * SCHEDULES_PER_SLICE }, (_, i) => loop.planner(`a/s${i}`)?.schedule.cron),
+    );
+    expect(crons).toEqual(new Set(['45 * * * * *']));
   });
 
   it('a wall clock stepped forward: logged, and the ticks skipped are late (recovery decides them), not contested', () => {

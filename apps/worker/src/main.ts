@@ -57,17 +57,17 @@ async function main(): Promise<number> {
   const live = await startLiveConfig({
     path: configPath,
     logger,
-    onReload: (config) => {
+    onReload: async (config) => {
       service?.setConfig(config);
       if (service) metrics.runSlots.set(concurrency * service.queues.length);
       metrics.retainSchedules(config.schedules.map((schedule) => schedule.id));
-      metrics.configApplied(config);
+      await metrics.configApplied(config);
     },
     onReloadResult: (result) => metrics.recordConfigReload(result),
     httpDestinations,
   });
   if (!live) return 2;
-  metrics.configApplied(live.config);
+  await metrics.configApplied(live.config);
 
   const redlock = new Redlock(
     lockNodes.map((url) => IoredisLockNode.fromUrl(url, redisOptionsFor(url, tls.value))),

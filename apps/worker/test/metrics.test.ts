@@ -126,7 +126,7 @@ describe('worker against real Redis', () => {
       if (!first.ok) throw new Error('invalid test config');
       let text = await scrape();
       expect(text).toMatch(/^tickwarden_build_info\{version="0\.0\.0",node="v\d+\.\d+\.\d+"\} 1$/m);
-      expect(sample(text, `tickwarden_config_info{hash="${configHash(first.config)}"}`)).toBe(1);
+      expect(sample(text, `tickwarden_config_info{hash="${await configHash(first.config)}"}`)).toBe(1);
       expect(sample(text, 'tickwarden_config_last_reload_successful')).toBe(1);
       expect(sample(text, 'tickwarden_worker_run_slots')).toBe(4);
       expect(sample(text, 'tickwarden_lock_quorum_reachable')).toBe(1);
@@ -135,7 +135,7 @@ describe('worker against real Redis', () => {
       await worker.waitForLine((line) => line.includes('config reload rejected'), 'the reload rejected');
       text = await scrape();
       expect(sample(text, 'tickwarden_config_last_reload_successful')).toBe(0);
-      expect(sample(text, `tickwarden_config_info{hash="${configHash(first.config)}"}`)).toBe(1);
+      expect(sample(text, `tickwarden_config_info{hash="${await configHash(first.config)}"}`)).toBe(1);
 
       // A second queue: twice the slots.
       writeFileSync(path.join(configDir, 'ops.yaml'), team(['a', 'b']));
@@ -148,7 +148,7 @@ describe('worker against real Redis', () => {
       );
       text = await scrape();
       expect(sample(text, 'tickwarden_config_last_reload_successful')).toBe(1);
-      expect(sample(text, `tickwarden_config_info{hash="${configHash(second.config)}"}`)).toBe(1);
+      expect(sample(text, `tickwarden_config_info{hash="${await configHash(second.config)}"}`)).toBe(1);
       expect((await worker.stop('SIGTERM')).code).toBe(0);
     } finally {
       await worker.stop('SIGKILL');

@@ -32,3 +32,4 @@ export {
   RunHistory,
   type RunRecord,
 } from './run-history.ts';
+export { yieldToLoop } from './yield-to-loop.ts';

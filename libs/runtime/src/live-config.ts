@@ -16,8 +16,8 @@ export interface LiveConfig {
 export interface LiveConfigOptions {
   path: string;
   logger: Logger;
-  /** Called with each valid new config (never with an invalid one). */
-  onReload: (config: TickwardenConfig) => void;
+  /** Called with each valid new config (never with an invalid one); the next reload waits for it. */
+  onReload: (config: TickwardenConfig) => void | Promise<void>;
   /** Told `applied` or `invalid` per reload (metrics); a reload that throws counts as `invalid`. */
   onReloadResult?: (result: 'applied' | 'invalid') => void;
   /** How often the files are compared, ms. Default 2000. */
@@ -48,7 +48,7 @@ export async function startLiveConfig(options: LiveConfigOptions): Promise<LiveC
       logger.error({ errors: reloaded.errors.length }, 'config reload rejected: keeping the last good config');
       return;
     }
-    onReload(reloaded.config);
+    await onReload(reloaded.config);
     onReloadResult?.('applied');
     logger.info({ schedules: reloaded.config.schedules.length }, 'config reloaded');
   };

@@ -28,40 +28,40 @@ describe('ProcessMetrics', () => {
   it('config: the hash of the running config, the last reload gauge (1 until a reload is rejected, 0 until one is applied) and its time', async () => {
     const metrics = new ProcessMetrics();
     const first = config({ '/etc/a.yaml': team('first') });
-    metrics.configApplied(first, 1_700_000_000_000);
+    await metrics.configApplied(first, 1_700_000_000_000);
     let text = await metrics.registry.metrics();
-    expect(text).toContain(`tickwarden_config_info{hash="${configHash(first)}"} 1`);
+    expect(text).toContain(`tickwarden_config_info{hash="${await configHash(first)}"} 1`);
     expect(text).toMatch(/^tickwarden_config_last_reload_successful 1$/m);
     expect(text).toMatch(/^tickwarden_config_last_reload_success_timestamp_seconds 1700000000$/m);
 
     metrics.recordConfigReload('invalid');
     text = await metrics.registry.metrics();
     expect(text).toMatch(/^tickwarden_config_last_reload_successful 0$/m);
-    expect(text).toContain(`tickwarden_config_info{hash="${configHash(first)}"} 1`);
+    expect(text).toContain(`tickwarden_config_info{hash="${await configHash(first)}"} 1`);
     expect(text).toContain('tickwarden_config_reloads_total{result="invalid"} 1');
 
     const second = config({ '/etc/a.yaml': team('second') });
-    metrics.configApplied(second, 1_700_000_060_000);
+    await metrics.configApplied(second, 1_700_000_060_000);
     metrics.recordConfigReload('applied');
     text = await metrics.registry.metrics();
     expect(text).toMatch(/^tickwarden_config_last_reload_successful 1$/m);
     expect(text).toMatch(/^tickwarden_config_last_reload_success_timestamp_seconds 1700000060$/m);
     // One series: the config it runs now.
     expect(text.match(/^tickwarden_config_info\{/gm)).toHaveLength(1);
-    expect(text).toContain(`tickwarden_config_info{hash="${configHash(second)}"} 1`);
+    expect(text).toContain(`tickwarden_config_info{hash="${await configHash(second)}"} 1`);
   });
 
-  it('configHash: the same schedules hash alike wherever and however they are written; any change of a schedule changes it', () => {
-    const hash = configHash(config({ '/etc/tickwarden/a.yaml': team('first') }));
+  it('configHash: the same schedules hash alike wherever and however they are written; any change of a schedule changes it', async () => {
+    const hash = await configHash(config({ '/etc/tickwarden/a.yaml': team('first') }));
     expect(hash).toMatch(/^[0-9a-f]{16}$/);
-    expect(configHash(config({ '/elsewhere/team-a.yml': `# a comment\n\n${team('first')}` }))).toBe(hash);
-    expect(configHash(config({ '/etc/tickwarden/a.yaml': team('first', '@hourly') }))).not.toBe(hash);
-    expect(configHash(config({ '/etc/tickwarden/a.yaml': team('other') }))).not.toBe(hash);
+    expect(await configHash(config({ '/elsewhere/team-a.yml': `# a comment\n\n${team('first')}` }))).toBe(hash);
+    expect(await configHash(config({ '/etc/tickwarden/a.yaml': team('first', '@hourly') }))).not.toBe(hash);
+    expect(await configHash(config({ '/etc/tickwarden/a.yaml': team('other') }))).not.toBe(hash);
     // Key order does not matter (another version of the validator may build its objects in another order).
     const [schedule] = config({ '/etc/a.yaml': team('first') }).schedules;
     if (!schedule) throw new Error('no schedule');
     const reversed = Object.fromEntries(Object.entries(schedule).reverse()) as typeof schedule;
-    expect(configHash({ schedules: [reversed] })).toBe(hash);
+    expect(await configHash({ schedules: [reversed] })).toBe(hash);
   });
 
   it('build info: the version given and the Node version', async () => {
@@ -115,8 +115,8 @@ describe('ProcessMetrics', () => {
       },
     });
     if (!live) throw new Error('not started');
-    metrics.configApplied(live.config);
-    const firstHash = configHash(live.config);
+    await metrics.configApplied(live.config);
+    const firstHash = await configHash(live.config);
     try {
       writeFileSync(path.join(dir, 'a.yaml'), 'team: a\nschedules: [ { name: broken } ]\n');
       await waitUntil(() => reloads === 1, 'the rejected reload');
