@@ -20,7 +20,7 @@
  * BENCH_TW_NODE_FLAGS (default the deployed `PROCESS_NODE_FLAGS.scheduler` of @tickwarden/runtime; empty for none) are the replicas' node flags.
  */
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { appendFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { mkdir, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -694,6 +694,25 @@ class Fleet {
     return all.filter((m): m is ReplicaMetrics => m !== undefined);
   }
 
+  /**
+   * Tickwarden: adds a comment to one team file, a reload that changes no schedule but parses,
+   * compares and hashes them all, and waits until every replica logged `config reloaded`. The
+   * time from the write (the replicas poll every 2 s), and each replica's event-loop delay max.
+   */
+  async reload(): Promise<ReloadResult | undefined> {
+    if (this.system !== 'tickwarden' || this.#dir === undefined) return undefined;
+    const reloads = (member: Tracked) => member.proc.lines.filter((line) => line.includes('"config reloaded"')).length;
+    const before = this.members.map(reloads);
+    await this.scrapeMembers(); // resets the event-loop delay histograms
+    const writtenAt = Date.now();
+    appendFileSync(path.join(this.#dir, `${TEAM}-0.yaml`), `# reloaded at ${writtenAt}\n`);
+    const deadline = writtenAt + 60_000;
+    while (this.members.some((member, i) => reloads(member) <= (before[i] as number)) && Date.now() < deadline)
+      await sleep(50);
+    const ms = Date.now() - writtenAt;
+    return { ms, metrics: await this.scrapeMembers() };
+  }
+
   /** Reads what the consumer and the replicas wrote since the last call. */
   read(): void {
     this.obs.readConsumer(this.consumer);
@@ -1075,9 +1094,18 @@ interface BoundaryResult {
   restartedBefore: string[];
 }
 
+/** A reload of (c)'s config while no tick is due (Fleet.reload). */
+interface ReloadResult {
+  /** From the write to the last replica's `config reloaded`, ms. */
+  ms: number;
+  /** Each replica's /metrics after it: the event-loop delay over the reload. */
+  metrics: ReplicaMetrics[];
+}
+
 interface BurstResult {
   system: System;
   startupMs: number;
+  reload: ReloadResult | undefined;
   boundaries: BoundaryResult[];
   members: ProcessStats[];
   consumer: ProcessStats | undefined;
@@ -1125,6 +1153,11 @@ async function runBurst(system: System): Promise<BurstResult> {
     await fleet.start(120_000);
     const startupMs = Date.now() - t0;
     const readyMetrics = await fleet.scrapeMembers();
+    const reload = await fleet.reload();
+    if (reload)
+      log(
+        `  reload: ${reload.ms} ms, event-loop delay max ${reload.metrics.map((m) => fmt(m.loopDelayMaxMs)).join(' / ')} ms`,
+      );
     if (system === 'bullmq')
       log(
         `  upserts: ${fleet.upserts.map((u) => `${u.name} ${u.ms} ms${u.errors ? ` (${u.errors} errors)` : ''}`).join(', ')}`,
@@ -1200,6 +1233,7 @@ async function runBurst(system: System): Promise<BurstResult> {
       errorLines: fleet.obs.errorLines,
       warnExamples: fleet.obs.warnExamples,
       readyMetrics,
+      reload,
       crashes: crashesOf([fleet.consumer, ...fleet.everyMember]),
     };
   } finally {
@@ -1408,6 +1442,13 @@ function burstTables(results: Partial<Record<System, BurstResult>>): string[] {
   const rows: Row[] = [
     [`start-up (Redis, consumer, ${REPLICAS} ready), ms`, (s) => fmt(r(s).startupMs)],
     [
+      'reload (a comment added to one team file): write to every replica reloaded, ms; replica event-loop delay max, ms',
+      (s) => {
+        const reload = r(s).reload;
+        return reload ? `${fmt(reload.ms)}; ${metricsText(reload.metrics, (m) => fmt(m.loopDelayMaxMs))}` : 'n/a';
+      },
+    ],
+    [
       'replica V8 heap used / RSS once ready, before any boundary, MB (/metrics)',
       (s) => metricsText(r(s).readyMetrics, (m) => `${fmt(m.heapUsedMb)}/${fmt(m.rssMb)}`),
     ],
@@ -1490,7 +1531,10 @@ function burstTables(results: Partial<Record<System, BurstResult>>): string[] {
     );
   }
   rows.push(
-    ['RSS per replica/producer at 10,000 schedules, peak MB', (s) => list(r(s).members, (m) => m.rssMaxMb)],
+    [
+      `RSS per replica/producer at ${fmt(BURST_SCHEDULES)} schedules, peak MB`,
+      (s) => list(r(s).members, (m) => m.rssMaxMb),
+    ],
     ['CPU per replica/producer over the boundaries, % of one core', (s) => list(r(s).members, (m) => m.cpuPct, 1)],
     ['consumer CPU %, peak RSS MB', (s) => `${fmt(r(s).consumer?.cpuPct, 1)}, ${fmt(r(s).consumer?.rssMaxMb)}`],
   );
@@ -1597,6 +1641,18 @@ function targets(
         value: `${fmt(rss)} MB`,
         target: '<= 300 MB',
         met: rss <= 300,
+      },
+      {
+        name: `(c) reload of ${fmt(BURST_SCHEDULES)} schedules: replica event-loop delay max (worst replica)`,
+        value:
+          twBurst.reload && twBurst.reload.metrics.length > 0
+            ? `${fmt(Math.max(...twBurst.reload.metrics.map((m) => m.loopDelayMaxMs)))} ms (${twBurst.reload.metrics.length} of ${REPLICAS} answered)`
+            : 'n/a',
+        target: '< 100 ms',
+        met:
+          twBurst.reload !== undefined &&
+          twBurst.reload.metrics.length === REPLICAS &&
+          twBurst.reload.metrics.every((m) => m.loopDelayMaxMs < 100),
       },
       {
         name: '(c) lock-node script calls over 10 ms',
