@@ -86,14 +86,11 @@ const cacheKey = (pattern: string, timezone: string): string => `${timezone} ${p
 /** Schedule maths, apart from timers: croner as a pure calculator. Ticks are epoch milliseconds. */
 export class TickPlanner {
   readonly schedule: Schedule;
-  /** The schedule as JSON: a reload compares it, not the objects (each reload builds new ones). */
-  readonly fingerprint: string;
   readonly #cron: SharedCron;
 
   /** `crons` shares parsed patterns between planners (default: a cache of this planner's own). */
   constructor(schedule: Schedule, crons: CronCache = new CronCache()) {
     this.schedule = schedule;
-    this.fingerprint = JSON.stringify(schedule);
     this.#cron = crons.get(schedule.cron, schedule.timezone);
   }
 
