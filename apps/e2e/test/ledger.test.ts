@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { setTimeout as sleep } from 'node:timers/promises';
+import { sleep } from '@tickwarden/testkit';
 import { afterAll, describe, expect, it } from 'vitest';
 import {
   checkLedger,

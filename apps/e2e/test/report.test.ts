@@ -43,6 +43,20 @@ function outcome(schedule: string, tickS: number, name: string, extra: LogRecord
 }
 
 /** Every tick 0..n-1 ran for 0.1 s from its tick, enqueued (logged at info). */
+/** The line a worker logs as it starts t/a's tick 1 (fence 2) at 1.05 s. */
+function startedOn(worker: string): LogRecord {
+  return {
+    level: INFO,
+    schedule: 't/a',
+    tick: iso(1),
+    attempt: 1,
+    fence: 2,
+    handler: 'module',
+    process: worker,
+    seenMs: at(1.05),
+  };
+}
+
 function steady(schedule: string, n: number, fenceFrom = 1): { lines: string[]; records: LogRecord[] } {
   const lines = Array.from({ length: n }, (_, s) => run(schedule, s, fenceFrom + s, s + 0.05, s + 0.15)).flat();
   const records = Array.from({ length: n }, (_, s) => outcome(schedule, s, 'enqueued', { seenMs: at(s) }));
@@ -676,16 +690,6 @@ describe('the run report', () => {
 
   it('a tick recorded worker-lost and never run is lost with its worker only when the worker that started it was killed or paused soon after', () => {
     const lines = run('t/a', 0, 1, 0.05, 0.2);
-    const startedOn = (worker: string): LogRecord => ({
-      level: INFO,
-      schedule: 't/a',
-      tick: iso(1),
-      attempt: 1,
-      fence: 2,
-      handler: 'module',
-      process: worker,
-      seenMs: at(1.05),
-    });
     const records = [
       outcome('t/a', 0, 'enqueued'),
       outcome('t/a', 1, 'enqueued'),
@@ -724,16 +728,6 @@ describe('the run report', () => {
 
   it('a tick whose run started on a worker killed soon after, and whose job an empty restart then lost, is lost with its worker', () => {
     const lines = run('t/a', 0, 1, 0.05, 0.2);
-    const startedOn = (worker: string): LogRecord => ({
-      level: INFO,
-      schedule: 't/a',
-      tick: iso(1),
-      attempt: 1,
-      fence: 2,
-      handler: 'module',
-      process: worker,
-      seenMs: at(1.05),
-    });
     const records = [outcome('t/a', 0, 'enqueued'), outcome('t/a', 1, 'enqueued'), startedOn('worker-1')];
     const killed: WorkerFaultWindow = { worker: 'worker-1', kind: 'kill', fromMs: at(1.1), toMs: at(3) };
     expect(report({ lines, records, toS: 1, workerFaults: [killed], queueWipesS: [5] }).lostWithWorker).toEqual([

@@ -3,6 +3,8 @@ import { parseSchedulerEnv, redactUrl, type TickwardenConfig } from '@tickwarden
 import { IoredisLockNode, Redlock } from '@tickwarden/redlock';
 import {
   boundPort,
+  envValid,
+  exitUnlessStoppedWithin,
   loadRedisTls,
   packageVersion,
   redisOptionsFor,
@@ -29,20 +31,11 @@ const DRAIN_TIMEOUT_MS = 20_000;
 
 async function main(): Promise<number> {
   const env = parseSchedulerEnv(process.env);
-  if (!env.ok) {
-    for (const error of env.errors) process.stderr.write(`${error.variable}: ${error.message}\n`);
-    return 2;
-  }
+  if (!envValid(env)) return 2;
   const tls = loadRedisTls(env.value.redisTls);
-  if (!tls.ok) {
-    for (const error of tls.errors) process.stderr.write(`${error.variable}: ${error.message}\n`);
-    return 2;
-  }
+  if (!envValid(tls)) return 2;
   const token = readControlToken(env.value.controlTokenFile);
-  if (!token.ok) {
-    for (const error of token.errors) process.stderr.write(`${error.variable}: ${error.message}\n`);
-    return 2;
-  }
+  if (!envValid(token)) return 2;
   const {
     configPath,
     lockNodes,
@@ -183,17 +176,14 @@ async function main(): Promise<number> {
 
   await untilStopSignal();
   logger.info('stopping: no new ticks; finishing in-flight enqueues');
-  const forced = setTimeout(() => {
-    logger.error('drain timed out: exiting');
-    process.exit(1);
-  }, DRAIN_TIMEOUT_MS).unref();
+  const stopped = exitUnlessStoppedWithin(DRAIN_TIMEOUT_MS, logger, 'drain timed out: exiting');
   live.stop();
   await scheduler.stop();
   server.close();
   await web.close();
   await redlock.close();
   queueConnection.disconnect();
-  clearTimeout(forced);
+  stopped();
   logger.info('stopped');
   return 0;
 }

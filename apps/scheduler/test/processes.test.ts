@@ -9,6 +9,7 @@ import {
   startRedisNodes,
   waitUntil,
   type ManagedProcess,
+  runOnBrokenConfig,
   type RedisNodes,
 } from '@tickwarden/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -235,26 +236,16 @@ describe('scheduler replicas as OS processes', () => {
   });
 
   it('an invalid config makes the process exit non-zero with every error named', async () => {
-    const bad = mkdtempSync(path.join(tmpdir(), 'tickwarden-bad-config-'));
-    writeFileSync(
-      path.join(bad, 'broken.yaml'),
-      'team: e2e\nschedules:\n  - name: x\n    cron: "61 * * * *"\n    handler: { kind: nope }\n',
-    );
-    const replica = startAppProcess({
+    const refused = await runOnBrokenConfig({
       role: 'scheduler',
       name: 'bad',
       main: MAIN,
-      configDir: bad,
       lockNodes: locks.urls,
       queueRedis: queue.urls[0],
       logLevel: 'info',
     });
-    const exit = await replica.exited;
-    rmSync(bad, { recursive: true, force: true });
-    expect(exit.code).toBe(2);
-    const output = replica.lines.join('\n');
-    expect(output).toContain('broken.yaml:4');
-    expect(output).toContain('broken.yaml:5');
+    expect(refused.code).toBe(2);
+    for (const at of refused.errorsAt) expect(refused.output).toContain(at);
 
     // Lock node 3 reached through a proxy a second time, as entry 4: distinct URLs, one server (its run_id).
     const aliased = startAppProcess({

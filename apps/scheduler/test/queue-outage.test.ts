@@ -5,7 +5,7 @@ import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Scheduler, type OutcomeEvent } from '../src/index.ts';
+import { Scheduler, type OutcomeEvent, type Schedule, type SchedulerOptions } from '../src/index.ts';
 import { RedisReplicaStore } from '../src/replica-store.ts';
 import { scheduleFixture } from './support.ts';
 
@@ -27,34 +27,41 @@ describe('the queue Redis down for a while, or back empty', () => {
     await Promise.all([locks.close(), queueRedis.close()]);
   });
 
-  it('restarted empty while a schedule is paused: the replica says so (error), writes the pause back, and the schedule stays paused', async () => {
-    const schedule = scheduleFixture({
-      id: 'team-q/paused',
-      cron: '* * * * * *',
-      overlap: 'allow',
-      leaseTtlMs: 3000,
-      payload: null,
-    });
-    const outcomes: OutcomeEvent[] = [];
-    const lines: Record<string, unknown>[] = [];
-    const logger = pino(
-      { level: 'info' },
-      { write: (line: string) => void lines.push(JSON.parse(line) as Record<string, unknown>) },
-    );
-    const admin = new Redis(queueRedis.urls[0] as string, { maxRetriesPerRequest: null });
-    await new RedisReplicaStore(admin).pause(schedule.id, { by: 'ops', atMs: Date.now(), note: 'freeze' });
+  /** A running replica as the scheduler's main starts one: its queue connection fails fast while the queue Redis is down. */
+  async function startReplica(
+    replicaId: string,
+    schedules: Schedule[],
+    options: Partial<SchedulerOptions> & Pick<SchedulerOptions, 'onOutcome'>,
+  ) {
     const redlock = new Redlock(locks.urls, { nodeTimeoutMs: 250 });
     const queue = new Redis(queueRedis.urls[0] as string, { maxRetriesPerRequest: 1, enableOfflineQueue: false });
     queue.on('error', () => undefined);
     const scheduler = new Scheduler({
-      replicaId: 'p0',
+      replicaId,
       redlock,
       queueConnection: queue,
-      logger,
-      onOutcome: (event) => outcomes.push(event),
+      logger: pino({ level: process.env['TEST_LOG'] ?? 'silent' }),
+      ...options,
     });
-    scheduler.setSchedules([schedule]);
+    await scheduler.setSchedules(schedules);
     scheduler.start();
+    return {
+      redlock,
+      async stop(): Promise<void> {
+        await scheduler.stop();
+        await redlock.close();
+        queue.disconnect();
+      },
+    };
+  }
+
+  it('restarted empty while a schedule is paused: the replica says so (error), writes the pause back, and the schedule stays paused', async () => {
+    const schedule = scheduleFixture({ id: 'team-q/paused', cron: '* * * * * *', overlap: 'allow', leaseTtlMs: 3000 });
+    const outcomes: OutcomeEvent[] = [];
+    const { logger, lines } = capturingLogger();
+    const admin = new Redis(queueRedis.urls[0] as string, { maxRetriesPerRequest: null });
+    await new RedisReplicaStore(admin).pause(schedule.id, { by: 'ops', atMs: Date.now(), note: 'freeze' });
+    const replica = await startReplica('p0', [schedule], { logger, onOutcome: (event) => outcomes.push(event) });
     try {
       await waitUntil(() => outcomes.some((o) => o.outcome === 'skipped-paused'), 'a paused tick');
       await queueRedis.nodes[0]?.restart({ keepData: false });
@@ -81,38 +88,19 @@ describe('the queue Redis down for a while, or back empty', () => {
         outcomes.filter((o) => o.tickMs > wipedAt && (o.outcome === 'enqueued' || o.outcome === 'recovered')),
       ).toEqual([]);
     } finally {
-      await scheduler.stop();
-      await redlock.close();
-      queue.disconnect();
+      await replica.stop();
       admin.disconnect();
     }
   });
 
   it('killed for 4 s and restarted from its AOF: every tick of the outage is published once, none lost', async () => {
-    const schedule = scheduleFixture({
-      id: 'team-q/outage',
-      cron: '* * * * * *',
-      overlap: 'allow',
-      leaseTtlMs: 3000,
-      payload: null,
-    });
+    const schedule = scheduleFixture({ id: 'team-q/outage', cron: '* * * * * *', overlap: 'allow', leaseTtlMs: 3000 });
     const outcomes: (OutcomeEvent & { replica: string })[] = [];
-    const replicas = ['q0', 'q1'].map((name) => {
-      const redlock = new Redlock(locks.urls, { nodeTimeoutMs: 250 });
-      // As the scheduler's main has it: fail fast while the queue Redis is down instead of queueing commands.
-      const queue = new Redis(queueRedis.urls[0] as string, { maxRetriesPerRequest: 1, enableOfflineQueue: false });
-      queue.on('error', () => undefined);
-      const scheduler = new Scheduler({
-        replicaId: name,
-        redlock,
-        queueConnection: queue,
-        logger: pino({ level: process.env['TEST_LOG'] ?? 'silent' }),
-        onOutcome: (event) => outcomes.push({ ...event, replica: name }),
-      });
-      scheduler.setSchedules([schedule]);
-      scheduler.start();
-      return { scheduler, redlock, queue };
-    });
+    const replicas = await Promise.all(
+      ['q0', 'q1'].map((name) =>
+        startReplica(name, [schedule], { onOutcome: (event) => outcomes.push({ ...event, replica: name }) }),
+      ),
+    );
     await sleep(2000);
     const node = queueRedis.nodes[0];
     if (!node) throw new Error('no queue Redis');
@@ -123,13 +111,7 @@ describe('the queue Redis down for a while, or back empty', () => {
     const downTo = Date.now();
     // The default start deadline (leaseTtl + 10 s) leaves the recoveries time to run.
     await sleep(8000);
-    await Promise.all(
-      replicas.map(async ({ scheduler, redlock, queue }) => {
-        await scheduler.stop();
-        await redlock.close();
-        queue.disconnect();
-      }),
-    );
+    await Promise.all(replicas.map((replica) => replica.stop()));
 
     const connection = new Redis(queueRedis.urls[0] as string, { maxRetriesPerRequest: null });
     const queue = new Queue(queueName(schedule.queue), { connection });
@@ -157,46 +139,23 @@ describe('the queue Redis down for a while, or back empty', () => {
 
   it('restarted empty while jobs wait and after one started: each vanished tick is published again once, the started one never', async () => {
     // A 30 s lease: ticks are enqueued 9.5 s ahead, so several wait as delayed jobs when the data goes.
-    const schedule = scheduleFixture({
-      id: 'team-q/wiped',
-      cron: '* * * * * *',
-      overlap: 'allow',
-      leaseTtlMs: 30_000,
-      payload: null,
-    });
+    const schedule = scheduleFixture({ id: 'team-q/wiped', cron: '* * * * * *', overlap: 'allow', leaseTtlMs: 30_000 });
     // Its mark is only written at the gap check: after the loss, only the replica's memory has it.
-    const hourly = scheduleFixture({
-      id: 'team-q/hourly',
-      cron: '0 0 * * * *',
-      overlap: 'allow',
-      leaseTtlMs: 30_000,
-      payload: null,
-    });
+    const hourly = scheduleFixture({ id: 'team-q/hourly', cron: '0 0 * * * *', overlap: 'allow', leaseTtlMs: 30_000 });
     const outcomes: OutcomeEvent[] = [];
-    const lines: Record<string, unknown>[] = [];
-    const logger = pino(
-      { level: 'info' },
-      { write: (line: string) => void lines.push(JSON.parse(line) as Record<string, unknown>) },
-    );
-    const redlock = new Redlock(locks.urls, { nodeTimeoutMs: 250 });
-    const connection = new Redis(queueRedis.urls[0] as string, { maxRetriesPerRequest: 1, enableOfflineQueue: false });
-    connection.on('error', () => undefined);
-    const scheduler = new Scheduler({
-      replicaId: 'w0',
-      redlock,
-      queueConnection: connection,
-      logger,
-      gapCheckDelayMs: 0,
-      onOutcome: (event) => outcomes.push(event),
-    });
+    const { logger, lines } = capturingLogger();
     const admin = new Redis(queueRedis.urls[0] as string, { maxRetriesPerRequest: null });
     const queue = new Queue(queueName(schedule.queue), { connection: admin });
     const published = (tickMs: number) =>
       outcomes.filter(
         (o) => o.tickMs === tickMs && (o.outcome === 'enqueued' || o.outcome === 'recovered') && !o.found,
       );
-    scheduler.setSchedules([schedule, hourly]);
-    scheduler.start();
+    const replica = await startReplica('w0', [schedule, hourly], {
+      logger,
+      gapCheckDelayMs: 0,
+      onOutcome: (event) => outcomes.push(event),
+    });
+    const { redlock } = replica;
     const hourlyMark = () => admin.hget('tickwarden:control:marks', hourly.id);
     try {
       await waitUntil(() => outcomes.filter((o) => o.outcome === 'enqueued').length >= 4, 'ticks enqueued');
@@ -242,11 +201,19 @@ describe('the queue Redis down for a while, or back empty', () => {
       expect(await queue.getJob(tickJobId(schedule.id, startedTick))).toBeUndefined();
       expect(await hourlyMark()).toBe(mark);
     } finally {
-      await scheduler.stop();
-      await redlock.close();
+      await replica.stop();
       await queue.close();
-      connection.disconnect();
       admin.disconnect();
     }
   });
 });
+
+/** An info-level logger whose records (parsed) are kept in `lines`. */
+function capturingLogger() {
+  const lines: Record<string, unknown>[] = [];
+  const logger = pino(
+    { level: 'info' },
+    { write: (line: string) => void lines.push(JSON.parse(line) as Record<string, unknown>) },
+  );
+  return { logger, lines };
+}

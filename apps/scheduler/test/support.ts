@@ -1,24 +1,10 @@
 import type { Clock } from '@tickwarden/redlock';
+import { scheduleConfig } from '@tickwarden/testkit';
 import type { Schedule } from '../src/index.ts';
 
-/** A schedule with the config's defaults; tests override what they exercise. */
-export function scheduleFixture(overrides: Partial<Schedule> & Pick<Schedule, 'id' | 'cron'>): Schedule {
-  return {
-    timezone: 'UTC',
-    overlap: 'skip',
-    leaseTtlMs: 30_000,
-    jitterMs: 0,
-    catchUpMs: 0,
-    startDeadlineMs: undefined,
-    maxRuntimeMs: undefined,
-    attempts: 1,
-    backoff: { type: 'fixed', delayMs: 0 },
-    paused: false,
-    history: { keep: 20, maxAgeMs: 7 * 86_400_000 },
-    queue: 'default',
-    payload: null,
-    ...overrides,
-  };
+/** A schedule as the scheduler gets it from a team file; its tests always say when it fires. */
+export function scheduleFixture(fields: Partial<Schedule> & Pick<Schedule, 'id' | 'cron'>): Schedule {
+  return scheduleConfig(fields);
 }
 
 /**

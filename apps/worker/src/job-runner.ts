@@ -435,16 +435,12 @@ export class JobRunner {
       firstStart: run.firstStart,
       successorTick: new Date(successorDueMs).toISOString(),
     };
-    this.#record(
+    return this.#notRun(
+      run,
       'superseded',
-      data,
-      run.job,
-      run.log,
-      run.started,
       fields,
       "the schedule's next tick is due (cancel-previous): superseded, not run",
     );
-    return { outcome: 'superseded' };
   }
 
   /** The tick's start deadline (wall ms), or undefined when none applies: none set (older jobs), or a handler already started for the tick. */
@@ -479,16 +475,7 @@ export class JobRunner {
       ...(reason === undefined ? {} : { reason }),
       ...(run.deferrals > 0 ? { deferrals: run.deferrals } : {}),
     };
-    this.#record(
-      'missed-deadline',
-      data,
-      run.job,
-      run.log,
-      run.started,
-      fields,
-      'run missed its start deadline: not run',
-    );
-    return { outcome: 'missed-deadline' };
+    return this.#notRun(run, 'missed-deadline', fields, 'run missed its start deadline: not run');
   }
 
   /**
@@ -576,21 +563,17 @@ export class JobRunner {
    * missed-deadline past the start deadline).
    */
   async #takeLease(run: Attempt): Promise<Lease | RunResult> {
-    const { data, job, log, started } = run;
+    const { data } = run;
     try {
       return run.firstStart ? await this.#takeOver(data, run.jobId) : await this.#acquireAfterPrevious(data, run.jobId);
     } catch (error) {
       if (error instanceof ClaimStartedError) {
-        this.#record(
+        return this.#notRun(
+          run,
           'already-started',
-          data,
-          job,
-          log,
-          started,
           { fence: data.lease.fence, startedBy: error.holder },
           'another start of this tick came first (a job of it enqueued again after the queue Redis lost its data, or this job handed on while this worker was paused): not run',
         );
-        return { outcome: 'already-started' };
       }
       if (error instanceof LockTakenError) {
         // A backfill runs each tick asked for: it waits for the run in its way (a deferral) instead of skipping.
@@ -598,28 +581,15 @@ export class JobRunner {
           return this.#defer(run, "another run holds the schedule's lease: the backfilled tick waits for it", {
             takenOn: error.takenOn,
           });
-        if (data.overlap === 'cancel-previous') {
-          this.#record(
+        const fields = { fence: data.lease.fence, takenOn: error.takenOn };
+        if (data.overlap === 'cancel-previous')
+          return this.#notRun(
+            run,
             'superseded',
-            data,
-            job,
-            log,
-            started,
-            { fence: data.lease.fence, takenOn: error.takenOn },
+            fields,
             'a later run of the schedule holds its lease (cancel-previous): superseded, not run',
           );
-          return { outcome: 'superseded' };
-        }
-        this.#record(
-          'skipped-overlap',
-          data,
-          job,
-          log,
-          started,
-          { fence: data.lease.fence, takenOn: error.takenOn },
-          "another run holds the schedule's lease: skipped",
-        );
-        return { outcome: 'skipped-overlap' };
+        return this.#notRun(run, 'skipped-overlap', fields, "another run holds the schedule's lease: skipped");
       }
       if (error instanceof AcquireAbortedError)
         return this.#defer(run, 'the worker is shutting down while the run waited for its lease');
@@ -966,6 +936,17 @@ export class JobRunner {
       'run failed; retried if attempts remain',
     );
     return error;
+  }
+
+  /** Records a run that does not start, with its outcome, and returns that outcome (the job completes). */
+  #notRun(
+    run: Attempt,
+    outcome: Exclude<RunResult['outcome'], 'succeeded'>,
+    fields: Record<string, unknown>,
+    message: string,
+  ): RunResult {
+    this.#record(outcome, run.data, run.job, run.log, run.started, fields, message);
+    return { outcome };
   }
 
   #record(

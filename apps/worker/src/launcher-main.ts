@@ -1,7 +1,7 @@
 // The launcher process: starts the worker's programs under its own user (see launcher-server.ts).
 // `--check`: exits 0 when the launcher on TICKWARDEN_LAUNCHER_SOCKET answers, 1 otherwise (a probe).
 import { parseLauncherEnv } from '@tickwarden/config';
-import { runMain, untilStopSignal } from '@tickwarden/runtime';
+import { envValid, runMain, untilStopSignal } from '@tickwarden/runtime';
 import { pino } from 'pino';
 import { CommandGuard } from './command-guard.ts';
 import { RemoteLauncher } from './launcher-client.ts';
@@ -9,10 +9,7 @@ import { LauncherServer } from './launcher-server.ts';
 
 async function main(): Promise<number> {
   const env = parseLauncherEnv(process.env);
-  if (!env.ok) {
-    for (const error of env.errors) process.stderr.write(`${error.variable}: ${error.message}\n`);
-    return 2;
-  }
+  if (!envValid(env)) return 2;
   const { socketPath, logLevel } = env.value;
   if (process.argv.includes('--check')) return (await new RemoteLauncher(socketPath).check()) ? 0 : 1;
   const logger = pino({ level: logLevel, base: { launcher: process.pid } });

@@ -4,6 +4,8 @@ import { formatDuration, parseWorkerEnv, redactUrl } from '@tickwarden/config';
 import { IoredisLockNode, Redlock } from '@tickwarden/redlock';
 import {
   boundPort,
+  envValid,
+  exitUnlessStoppedWithin,
   loadRedisTls,
   packageVersion,
   redisOptionsFor,
@@ -22,15 +24,9 @@ const EXIT_SLACK_MS = 5_000;
 
 async function main(): Promise<number> {
   const env = parseWorkerEnv(process.env);
-  if (!env.ok) {
-    for (const error of env.errors) process.stderr.write(`${error.variable}: ${error.message}\n`);
-    return 2;
-  }
+  if (!envValid(env)) return 2;
   const tls = loadRedisTls(env.value.redisTls);
-  if (!tls.ok) {
-    for (const error of tls.errors) process.stderr.write(`${error.variable}: ${error.message}\n`);
-    return 2;
-  }
+  if (!envValid(tls)) return 2;
   const {
     configPath,
     lockNodes,
@@ -141,18 +137,12 @@ async function main(): Promise<number> {
       'killGraceMs' in schedule.handler ? schedule.handler.killGraceMs : 0,
     ),
   );
-  const forced = setTimeout(
-    () => {
-      logger.error('shutdown timed out: exiting');
-      process.exit(1);
-    },
-    graceMs + killGraceMs + EXIT_SLACK_MS,
-  ).unref();
+  const stopped = exitUnlessStoppedWithin(graceMs + killGraceMs + EXIT_SLACK_MS, logger, 'shutdown timed out: exiting');
   live.stop();
   await running.stop(graceMs);
   server.close();
   await redlock.close();
-  clearTimeout(forced);
+  stopped();
   logger.info('stopped');
   return 0;
 }

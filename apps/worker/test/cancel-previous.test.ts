@@ -6,7 +6,7 @@ import { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import { markHandlerStarted, peersToMarkRevoked, predecessorsWaitUntil, TAKEOVER_SLACK_MS } from '../src/index.ts';
 import { useCluster } from './harness.ts';
-import { enqueueTick, nodeCommand, outcomes, scheduleFixture, settledJob } from './support.ts';
+import { enqueueTick, nodeCommand, outcomes, shortLeaseSchedule, settledJob } from './support.ts';
 
 /** The next tick of a schedule ticking every `periodMs` (whole seconds), at least 300 ms from now: ticks are the schedule's cron's, as a scheduler's are. */
 const nextTick = (periodMs: number): number => Math.ceil((Date.now() + 300) / periodMs) * periodMs;
@@ -51,7 +51,7 @@ describe('worker: overlap cancel-previous with a real worker', () => {
     const { connection, scheduler } = cluster;
     const ttl = 4000;
     const period = 2000;
-    const schedule = scheduleFixture('team-a/cancel', beating('cancel.txt', 2400), {
+    const schedule = shortLeaseSchedule('team-a/cancel', beating('cancel.txt', 2400), {
       cron: '*/2 * * * * *',
       queue: 'q-cancel',
       overlap: 'cancel-previous',
@@ -110,7 +110,7 @@ describe('worker: overlap cancel-previous with a real worker', () => {
   it('a queued predecessor whose lease a later tick revoked is superseded without running, and does not delay its successor', async () => {
     const { connection, scheduler } = cluster;
     const ttl = 5000;
-    const schedule = scheduleFixture('team-a/cancel-queued', beating('cancel-queued.txt', 300), {
+    const schedule = shortLeaseSchedule('team-a/cancel-queued', beating('cancel-queued.txt', 300), {
       queue: 'q-cancel-queued',
       overlap: 'cancel-previous',
       leaseTtlMs: ttl,
@@ -144,7 +144,7 @@ describe('worker: overlap cancel-previous with a real worker', () => {
 
   it('the lease confirmed after the handler-started mark: a moment without a quorum there is tried again while the lease is valid, and the run goes on', async () => {
     const { connection, scheduler } = cluster;
-    const schedule = scheduleFixture('team-a/cancel-confirm', beating('cancel-confirm.txt', 300), {
+    const schedule = shortLeaseSchedule('team-a/cancel-confirm', beating('cancel-confirm.txt', 300), {
       cron: '0 0 * * * *',
       queue: 'q-cancel-confirm',
       overlap: 'cancel-previous',
@@ -180,7 +180,7 @@ describe('worker: overlap cancel-previous with a real worker', () => {
 
   it("a job that starts only after its schedule's next tick is due (deferred, retried or re-run after a stall) is superseded, not run after the newer tick", async () => {
     const { connection, scheduler } = cluster;
-    const schedule = scheduleFixture('team-a/cancel-late', beating('cancel-late.txt', 300), {
+    const schedule = shortLeaseSchedule('team-a/cancel-late', beating('cancel-late.txt', 300), {
       queue: 'q-cancel-late',
       overlap: 'cancel-previous',
       leaseTtlMs: 5000,
@@ -211,7 +211,7 @@ describe('worker: overlap cancel-previous with a real worker', () => {
     const ttl = 2000;
     const period = 1000;
     const queue = 'q-cancel-dead';
-    const schedule = scheduleFixture('team-a/cancel-dead', beating('cancel-dead.txt', 300), {
+    const schedule = shortLeaseSchedule('team-a/cancel-dead', beating('cancel-dead.txt', 300), {
       queue,
       overlap: 'cancel-previous',
       leaseTtlMs: ttl,

@@ -20,6 +20,17 @@ import { captureLogger, groupAlive, runContext, testLease } from './support.ts';
 
 const abortReason = () => new Error('stop now');
 
+/**
+ * A guard that never kills: these tests see the worker's own kills (command-guard.test.ts tests the
+ * guard's, process.test.ts the guard's with the worker paused).
+ */
+const passiveGuard = {
+  ready: () => Promise.resolve(),
+  watch: () => undefined,
+  watching: () => Promise.resolve(),
+  unwatch: () => undefined,
+} as unknown as CommandGuard;
+
 /** Gives this (worker) process credentials as a Deployment does; returns what takes them away again. */
 function withWorkerSecrets(): () => void {
   const secrets = {
@@ -547,13 +558,6 @@ describe('command handler: bound to the lease', () => {
     `${ignoreTerm ? "process.on('SIGTERM', () => console.log('got SIGTERM'));" : ''}
      const beat = () => require('node:fs').appendFileSync(${JSON.stringify(path.join(dir, name))}, Date.now() + '\\n');
      console.log('pid ' + process.pid); beat(); setInterval(beat, 20);`;
-  // Never kills: these tests see the worker's own kills (command-guard.test.ts tests the guard's).
-  const passiveGuard = {
-    ready: () => Promise.resolve(),
-    watch: () => undefined,
-    watching: () => Promise.resolve(),
-    unwatch: () => undefined,
-  } as unknown as CommandGuard;
   const pidOf = (records: Record<string, unknown>[]) =>
     Number(String(records.find((r) => String(r['msg']).startsWith('pid '))?.['msg']).slice(4));
 
@@ -613,43 +617,28 @@ describe('command handler: bound to the lease', () => {
     const writesMarker = command(`require('node:fs').writeFileSync(${JSON.stringify(marker)}, 'ran')`, 1000);
     // 50 ms of validity left: within the kill margin already.
     let started = 0;
-    const atSpawn = await runCommand(
-      writesMarker,
+    const counted = (overrides: Partial<RunContext> = {}): RunContext =>
       runContext(new AbortController().signal, logger, {
-        lease: testLease(50),
+        ...overrides,
         started: () => {
           started += 1;
         },
-      }),
-      { guard: passiveGuard },
-    ).catch((e: unknown) => e);
+      });
+    const atSpawn = await runCommand(writesMarker, counted({ lease: testLease(50) }), { guard: passiveGuard }).catch(
+      (e: unknown) => e,
+    );
     expect((atSpawn as HandlerError).details['code']).toBe('LEASE_ENDING_BEFORE_START');
     // Valid at spawn, but the guard is told only after the validity ended (as when the worker is SIGSTOPped there).
     const slowGuard = { ...passiveGuard, watching: () => sleep(400) } as unknown as CommandGuard;
-    const atGate = await runCommand(
-      writesMarker,
-      runContext(new AbortController().signal, logger, {
-        lease: testLease(300),
-        started: () => {
-          started += 1;
-        },
-      }),
-      { guard: slowGuard },
-    ).catch((e: unknown) => e);
+    const atGate = await runCommand(writesMarker, counted({ lease: testLease(300) }), { guard: slowGuard }).catch(
+      (e: unknown) => e,
+    );
     expect((atGate as HandlerError).details['code']).toBe('LEASE_ENDING_BEFORE_START');
     await sleep(200);
     expect(existsSync(marker)).toBe(false);
     // Not started: the worker puts such a run back instead of failing it.
     expect(started).toBe(0);
-    await runCommand(
-      writesMarker,
-      runContext(new AbortController().signal, logger, {
-        started: () => {
-          started += 1;
-        },
-      }),
-      { guard: passiveGuard },
-    );
+    await runCommand(writesMarker, counted(), { guard: passiveGuard });
     expect(existsSync(marker)).toBe(true);
     expect(started).toBe(1);
   });
@@ -719,13 +708,6 @@ describe('module handler', () => {
   });
 
   const guarded = { guard };
-  // Never kills: the lease test sees the worker's own kill (process.test.ts has the guard's, with the worker paused).
-  const passiveGuard = {
-    ready: () => Promise.resolve(),
-    watch: () => undefined,
-    watching: () => Promise.resolve(),
-    unwatch: () => undefined,
-  } as unknown as CommandGuard;
   const config = (exportName: string, killGraceMs = 300) => ({
     kind: 'module' as const,
     path: './jobs/jobs.mjs',
@@ -771,31 +753,16 @@ describe('module handler', () => {
   });
 
   it('a throwing export fails the run; a missing export fails it too; a default export that leaves timers running still ends', async () => {
-    const failed = await runModule(
-      config('fail'),
-      context(new AbortController().signal).context,
-      configFile,
-      guarded,
-    ).catch((e: unknown) => e);
+    const runExport = (exportName: string) =>
+      runModule(config(exportName), context(new AbortController().signal).context, configFile, guarded);
+    const failed = await runExport('fail').catch((e: unknown) => e);
     expect((failed as Error).message).toBe('module RangeError: boom');
     expect((failed as HandlerError).details).toEqual({ errorName: 'RangeError' });
     expect((failed as Error).stack).toContain('jobs.mjs');
-    const missing = await runModule(
-      config('notAFunction'),
-      context(new AbortController().signal).context,
-      configFile,
-      guarded,
-    ).catch((e: unknown) => e);
+    const missing = await runExport('notAFunction').catch((e: unknown) => e);
     expect((missing as Error).message).toMatch(/has no function export "notAFunction" \(found number\)/);
-    await expect(
-      runModule(config('default'), context(new AbortController().signal).context, configFile, guarded),
-    ).resolves.toBeDefined();
-    const crashed = await runModule(
-      config('crash'),
-      context(new AbortController().signal).context,
-      configFile,
-      guarded,
-    ).catch((e: unknown) => e);
+    await expect(runExport('default')).resolves.toBeDefined();
+    const crashed = await runExport('crash').catch((e: unknown) => e);
     expect((crashed as Error).message).toBe('module process crashed: SyntaxError: late');
   });
 

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import type { ScheduleConfig } from '@tickwarden/config';
 import { queueName } from '@tickwarden/contracts';
-import { Redlock } from '@tickwarden/redlock';
+import { Redlock, type RedlockEvents } from '@tickwarden/redlock';
 import { startRedisNodes, type RedisNodes } from '@tickwarden/testkit';
 import { Job, Queue } from 'bullmq';
 import { Redis } from 'ioredis';
@@ -12,13 +12,14 @@ import { afterAll, afterEach, beforeAll } from 'vitest';
 import { WorkerMetrics, WorkerService } from '../src/index.ts';
 import { captureLogger } from './support.ts';
 
-/** A WorkerService started by {@link useCluster}, with its captured log records and metrics. */
+/** A WorkerService started by {@link useCluster}, with its captured log records, metrics and lease events. */
 export interface TestWorker {
   service: WorkerService;
   records: Record<string, unknown>[];
   metrics: WorkerMetrics;
   redlock: Redlock;
   logger: Logger;
+  events: { aborted: RedlockEvents['aborted'][0][]; extended: RedlockEvents['extended'][0][] };
 }
 
 export interface TestWorkerOptions {
@@ -31,10 +32,14 @@ export interface TestWorkerOptions {
 /** Five lock nodes, a queue node, a scheduler-side Redlock and workers, for one test file; every worker is stopped after each test. */
 export interface Cluster {
   locks: RedisNodes;
+  /** The queue Redis: one node. */
+  queueNodes: RedisNodes;
   connection: Redis;
   /** The test's scheduler: generous node timeouts (other test files load the machine too). */
   scheduler: Redlock;
   startWorker(schedules: ScheduleConfig[], options?: TestWorkerOptions): Promise<TestWorker>;
+  /** A Redlock on the lock nodes (default) or on `lockUrls`, closed after the test. */
+  redlock(lockUrls?: readonly string[]): Redlock;
   /** A path in the file's temporary directory. */
   file(name: string): string;
   /** The lines of such a file (none if it does not exist). */
@@ -48,8 +53,6 @@ export function useCluster(): Cluster {
   const dir = mkdtempSync(path.join(tmpdir(), 'tickwarden-worker-'));
   const services: WorkerService[] = [];
   const redlocks: Redlock[] = [];
-  let queueNodes: RedisNodes | undefined;
-  let queueUrl = '';
   const cluster = {
     file: (name: string) => path.join(dir, name),
     lines: (name: string) => {
@@ -59,13 +62,15 @@ export function useCluster(): Cluster {
     async startWorker(schedules: ScheduleConfig[], options: TestWorkerOptions = {}): Promise<TestWorker> {
       const workerId = options.workerId ?? 'test-worker';
       const { logger, records } = captureLogger({ worker: workerId });
-      const redlock = new Redlock(options.lockUrls ?? cluster.locks.urls);
-      redlocks.push(redlock);
+      const redlock = cluster.redlock(options.lockUrls);
+      const events: TestWorker['events'] = { aborted: [], extended: [] };
+      redlock.on('aborted', (event) => events.aborted.push(event));
+      redlock.on('extended', (event) => events.extended.push(event));
       const metrics = new WorkerMetrics();
       metrics.observe(redlock);
       const service = new WorkerService({
         workerId,
-        queueRedis: queueUrl,
+        queueRedis: cluster.queueNodes.urls[0] as string,
         redlock,
         logger,
         config: { schedules, files: [] },
@@ -74,7 +79,12 @@ export function useCluster(): Cluster {
       });
       services.push(service);
       await service.start();
-      return { service, records, metrics, redlock, logger };
+      return { service, records, metrics, redlock, logger, events };
+    },
+    redlock(lockUrls?: readonly string[]): Redlock {
+      const redlock = new Redlock(lockUrls ?? cluster.locks.urls);
+      redlocks.push(redlock);
+      return redlock;
     },
     async job(queue: string, jobId: string): Promise<Job> {
       const q = new Queue(queueName(queue), { connection: cluster.connection });
@@ -87,15 +97,12 @@ export function useCluster(): Cluster {
   } as Cluster;
 
   beforeAll(async () => {
-    const [locks, queue] = await Promise.all([
+    [cluster.locks, cluster.queueNodes] = await Promise.all([
       startRedisNodes({ count: 5, aof: false }),
       startRedisNodes({ count: 1, aof: false }),
     ]);
-    queueNodes = queue;
-    queueUrl = queue.urls[0] as string;
-    cluster.locks = locks;
-    cluster.connection = new Redis(queueUrl, { maxRetriesPerRequest: null });
-    cluster.scheduler = new Redlock(locks.urls, { nodeTimeoutMs: 500 });
+    cluster.connection = new Redis(cluster.queueNodes.urls[0] as string, { maxRetriesPerRequest: null });
+    cluster.scheduler = new Redlock(cluster.locks.urls, { nodeTimeoutMs: 500 });
   });
   afterEach(async () => {
     await Promise.all(services.splice(0).map((service) => service.stop(1000)));
@@ -104,7 +111,7 @@ export function useCluster(): Cluster {
   afterAll(async () => {
     cluster.connection.disconnect();
     await cluster.scheduler.close();
-    await Promise.all([cluster.locks.close(), queueNodes?.close()]);
+    await Promise.all([cluster.locks.close(), cluster.queueNodes.close()]);
     rmSync(dir, { recursive: true, force: true });
   });
   return cluster;

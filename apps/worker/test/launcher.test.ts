@@ -26,7 +26,7 @@ import {
   groupAlive,
   nodeCommand,
   runContext,
-  scheduleFixture,
+  shortLeaseSchedule,
   settledJob,
   testLease,
 } from './support.ts';
@@ -259,7 +259,7 @@ describe.runIf(process.getuid?.() === 0)(
     async function probe(worker: ManagedProcess): Promise<string[]> {
       const found: string[] = [];
       for (const name of ['command', 'module']) {
-        const schedule = scheduleFixture(`uid/${name}`, nodeCommand(''), { queue: 'uid', leaseTtlMs: 5000 });
+        const schedule = shortLeaseSchedule(`uid/${name}`, nodeCommand(''), { queue: 'uid', leaseTtlMs: 5000 });
         const { jobId } = await enqueueTick(scheduler, connection, schedule, { data: { payload: null } });
         await settledJob(connection, 'uid', jobId);
         await waitUntil(

@@ -4,7 +4,7 @@ import { sleep, waitUntil } from '@tickwarden/testkit';
 import { Queue } from 'bullmq';
 import { describe, expect, it } from 'vitest';
 import { useCluster } from './harness.ts';
-import { enqueueTick, nodeCommand, outcomes, scheduleFixture, settledJob } from './support.ts';
+import { enqueueTick, nodeCommand, outcomes, shortLeaseSchedule, settledJob } from './support.ts';
 
 // Every schedule here has the defaults that matter: attempts 1 (a consumed attempt loses the tick).
 describe('worker: a lease it cannot take defers the job instead of consuming its attempt', () => {
@@ -17,12 +17,12 @@ describe('worker: a lease it cannot take defers the job instead of consuming its
 
   it('a worker cut from a lock majority defers the job (attemptsMade stays 0), stops taking jobs and says so; a healthy worker runs it once; healed, the first takes jobs again (also on a queue a reload added meanwhile)', async () => {
     const { connection, scheduler, lines } = cluster;
-    const schedule = scheduleFixture('team-a/cut', recording('cut.txt'), {
+    const schedule = shortLeaseSchedule('team-a/cut', recording('cut.txt'), {
       queue: 'q-cut',
       leaseTtlMs: 2000,
       startDeadlineMs: 30_000,
     });
-    const added = scheduleFixture('team-a/added', recording('cut-added.txt'), {
+    const added = shortLeaseSchedule('team-a/added', recording('cut-added.txt'), {
       queue: 'q-cut-added',
       leaseTtlMs: 2000,
       startDeadlineMs: 30_000,
@@ -121,7 +121,7 @@ describe('worker: a lease it cannot take defers the job instead of consuming its
 
   it('a worker not taking jobs stops promptly, and its quorum polling stops with it', async () => {
     const { connection, scheduler } = cluster;
-    const schedule = scheduleFixture('team-a/cut-stop', recording('cut-stop.txt'), {
+    const schedule = shortLeaseSchedule('team-a/cut-stop', recording('cut-stop.txt'), {
       queue: 'q-cut-stop',
       leaseTtlMs: 1000,
       startDeadlineMs: 30_000,
@@ -153,7 +153,7 @@ describe('worker: a lease it cannot take defers the job instead of consuming its
 
   it('one lock node slower than the node timeout, two down and one of them coming back: the takeover still succeeds (per-node timeout TTL/10, retried within the lease validity)', async () => {
     const { connection, scheduler, lines } = cluster;
-    const schedule = scheduleFixture('team-a/slow-nodes', recording('slow-nodes.txt'), {
+    const schedule = shortLeaseSchedule('team-a/slow-nodes', recording('slow-nodes.txt'), {
       queue: 'q-slow-nodes',
       leaseTtlMs: 3000,
       startDeadlineMs: 30_000,
@@ -187,7 +187,7 @@ describe('worker: a lease it cannot take defers the job instead of consuming its
   it('a worker whose lock links are slower than its takeovers wait (but answer within a second) stops taking jobs too: a healthy worker runs them', async () => {
     const { connection, scheduler, lines } = cluster;
     // A 3 s lease TTL: takeovers wait 300 ms per node; 200 ms each way makes every node too slow for them.
-    const schedule = scheduleFixture('team-a/slow-links', recording('slow-links.txt'), {
+    const schedule = shortLeaseSchedule('team-a/slow-links', recording('slow-links.txt'), {
       queue: 'q-slow-links',
       leaseTtlMs: 3000,
       startDeadlineMs: 30_000,
@@ -213,7 +213,7 @@ describe('worker: a lease it cannot take defers the job instead of consuming its
 
   it("a job ready before its due time by the worker's clock (its scheduler's clock is ahead) is put back and starts at its due time, no attempt consumed", async () => {
     const { connection, scheduler, lines } = cluster;
-    const schedule = scheduleFixture('team-a/early', recording('early.txt'), {
+    const schedule = shortLeaseSchedule('team-a/early', recording('early.txt'), {
       queue: 'q-early',
       leaseTtlMs: 5000,
       startDeadlineMs: 30_000,
@@ -234,7 +234,7 @@ describe('worker: a lease it cannot take defers the job instead of consuming its
 
   it('no lock quorum for any worker past the start deadline: the job keeps being deferred, then ends as missed-deadline naming the lease failure; the handler never ran', async () => {
     const { connection, scheduler, lines } = cluster;
-    const schedule = scheduleFixture('team-a/no-quorum', recording('no-quorum.txt'), {
+    const schedule = shortLeaseSchedule('team-a/no-quorum', recording('no-quorum.txt'), {
       queue: 'q-no-quorum',
       leaseTtlMs: 1000,
       startDeadlineMs: 2500,
@@ -271,7 +271,7 @@ describe('worker: a lease it cannot take defers the job instead of consuming its
 
   it('shutdown while a job waits for its lease: the job is deferred at once (not failed, no attempt consumed) and another worker runs it', async () => {
     const { connection, scheduler, lines } = cluster;
-    const schedule = scheduleFixture('team-a/stop-wait', recording('stop-wait.txt'), {
+    const schedule = shortLeaseSchedule('team-a/stop-wait', recording('stop-wait.txt'), {
       queue: 'q-stop-wait',
       leaseTtlMs: 10_000,
       startDeadlineMs: 30_000,
@@ -310,7 +310,7 @@ describe('worker: a lease it cannot take defers the job instead of consuming its
   it("a backfilled tick's job waits while another run holds the lease (no skip, no supersede; deferred after 10 s), then runs once", async () => {
     const { connection, scheduler, lines } = cluster;
     // cancel-previous: its next tick is long due, which supersedes a late start of any other job.
-    const schedule = scheduleFixture('team-a/backfilled', recording('backfilled.txt'), {
+    const schedule = shortLeaseSchedule('team-a/backfilled', recording('backfilled.txt'), {
       queue: 'q-backfilled',
       overlap: 'cancel-previous',
       leaseTtlMs: 2000,

@@ -8,7 +8,7 @@ import { startAppProcess, waitUntil } from '@tickwarden/testkit';
 import { describe, expect, it } from 'vitest';
 import { WorkerMetrics } from '../src/index.ts';
 import { useCluster } from './harness.ts';
-import { enqueueTick, nodeCommand, scheduleFixture, settledJob } from './support.ts';
+import { enqueueTick, nodeCommand, shortLeaseSchedule, settledJob } from './support.ts';
 
 /** The value of one series in a Prometheus text exposition, or undefined. */
 function sample(text: string, series: string): number | undefined {
@@ -67,8 +67,8 @@ describe('worker against real Redis', () => {
     `redis://${cluster.connection.options.host ?? '127.0.0.1'}:${cluster.connection.options.port ?? 6379}`;
 
   it('runs of a succeeding and a failing schedule: outcomes, duration and the last success, labelled with team and schedule', async () => {
-    const ok = scheduleFixture('team-m/ok', nodeCommand(''), { queue: 'q-metrics' });
-    const failing = scheduleFixture('team-m/failing', nodeCommand('process.exit(3)'), { queue: 'q-metrics' });
+    const ok = shortLeaseSchedule('team-m/ok', nodeCommand(''), { queue: 'q-metrics' });
+    const failing = shortLeaseSchedule('team-m/failing', nodeCommand('process.exit(3)'), { queue: 'q-metrics' });
     const { metrics } = await cluster.startWorker([ok, failing]);
     const before = Date.now() / 1000;
     const [a, b] = await Promise.all([

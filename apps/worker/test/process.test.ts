@@ -12,6 +12,7 @@ import {
   startAppProcess,
   startRedisNodes,
   waitUntil,
+  runOnBrokenConfig,
   type RedisNodes,
 } from '@tickwarden/testkit';
 import { Redis } from 'ioredis';
@@ -22,7 +23,7 @@ import {
   nodeCommand,
   processRunning,
   runningMembers,
-  scheduleFixture,
+  shortLeaseSchedule,
   settledJob,
 } from './support.ts';
 
@@ -120,7 +121,7 @@ describe('worker as an OS process', () => {
     );
 
   it('SIGTERM: a running command job finishes within the grace, then the process exits 0; probes and metrics answer before', async () => {
-    const schedule = scheduleFixture('graceful/job', recordedSleep('graceful.txt', 1500), {
+    const schedule = shortLeaseSchedule('graceful/job', recordedSleep('graceful.txt', 1500), {
       queue: 'graceful',
       leaseTtlMs: 2000,
     });
@@ -163,7 +164,7 @@ describe('worker as an OS process', () => {
   });
 
   it('SIGTERM past the grace: the run is aborted (its process group is gone), its lease released, the process exits 0', async () => {
-    const schedule = scheduleFixture('impatient/job', recordedSleep('impatient.txt', 30_000), {
+    const schedule = shortLeaseSchedule('impatient/job', recordedSleep('impatient.txt', 30_000), {
       queue: 'impatient',
       leaseTtlMs: 2000,
     });
@@ -214,24 +215,15 @@ describe('worker as an OS process', () => {
     ])
       expect(stderr).toContain(`${variable}:`);
 
-    const bad = path.join(dir, 'bad');
-    mkdirSync(bad);
-    writeFileSync(
-      path.join(bad, 'broken.yaml'),
-      'team: e2e\nschedules:\n  - name: x\n    cron: "61 * * * *"\n    handler: { kind: nope }\n',
-    );
-    const badConfig = startAppProcess({
+    const refused = await runOnBrokenConfig({
       role: 'worker',
       name: 'bad-config',
       main: MAIN,
-      configDir: bad,
       lockNodes: locks.urls,
       queueRedis: queueNodes.urls[0],
     });
-    expect((await badConfig.exited).code).toBe(2);
-    const output = badConfig.lines.join('\n');
-    expect(output).toContain('broken.yaml:4');
-    expect(output).toContain('broken.yaml:5');
+    expect(refused.code).toBe(2);
+    for (const at of refused.errorsAt) expect(refused.output).toContain(at);
 
     // A lock node reached through a proxy as the queue Redis: distinct URLs, one server (its run_id).
     const oneServer = startAppProcess({
@@ -249,7 +241,7 @@ describe('worker as an OS process', () => {
   });
 
   it('hot reload: an added schedule (a module handler, relative to its file) runs on a newly consumed queue; a bad reload is rejected and the last good config keeps running', async () => {
-    const first = scheduleFixture('reload/first', nodeCommand(''), { queue: 'reload' });
+    const first = shortLeaseSchedule('reload/first', nodeCommand(''), { queue: 'reload' });
     writeTeam('reload', [{ name: 'first', handler: commandYaml(first), queue: 'reload' }]);
     // TICKWARDEN_QUEUES unset: every queue of the config, including ones a reload adds.
     const { worker } = await startWorker('reload');
@@ -260,7 +252,7 @@ describe('worker as an OS process', () => {
       path.join(configDir, 'jobs', 'added.mjs'),
       "export async function run(ctx) { ctx.logger.info('module ran', { fence: ctx.fence, attempt: ctx.attempt }); }\n",
     );
-    const added = scheduleFixture(
+    const added = shortLeaseSchedule(
       'reload/added',
       { kind: 'module', path: './jobs/added.mjs', exportName: 'run', killGraceMs: 1000 },
       { queue: 'reload-new' },
@@ -321,7 +313,7 @@ describe('worker as an OS process', () => {
   }
 
   it("a worker SIGKILLed between a command's fork and telling its guard of it: the command never runs (it waits behind a gate the worker opens only once the guard has its group)", async () => {
-    const schedule = scheduleFixture('forked/job', heartbeat('forked.txt'), { queue: 'forked', leaseTtlMs: 2000 });
+    const schedule = shortLeaseSchedule('forked/job', heartbeat('forked.txt'), { queue: 'forked', leaseTtlMs: 2000 });
     const victim = await startFixture('forked-a', schedule, { FIXTURE_DIE_AFTER_SPAWN_OF: 'forked.txt' });
     const victimGuard = guardPid(victim);
     await enqueueTick(scheduler, connection, schedule);
@@ -337,7 +329,7 @@ describe('worker as an OS process', () => {
 
   it('a worker SIGKILLed mid-run: its guard kills the command at once; the attempt is recorded worker-lost and (attempts 2) retried on another worker only after the lease expired, with a greater fence, never overlapping', async () => {
     const ttl = 3000;
-    const schedule = scheduleFixture('crash/job', recordedSleep('crash.txt', 3000), {
+    const schedule = shortLeaseSchedule('crash/job', recordedSleep('crash.txt', 3000), {
       queue: 'crash',
       leaseTtlMs: ttl,
       attempts: 2,
@@ -400,7 +392,7 @@ describe('worker as an OS process', () => {
   });
 
   it('a worker paused (SIGSTOP) past its lease: the guard kills the command before another run can take the lease; resumed, the run fails as lease lost', async () => {
-    const schedule = scheduleFixture('paused/job', heartbeat('paused.txt'), { queue: 'paused', leaseTtlMs: 2000 });
+    const schedule = shortLeaseSchedule('paused/job', heartbeat('paused.txt'), { queue: 'paused', leaseTtlMs: 2000 });
     writeTeam('paused', [{ name: 'job', handler: commandYaml(schedule), leaseTtl: '2s', queue: 'paused' }]);
     const { worker } = await startWorker('paused', { TICKWARDEN_QUEUES: 'paused' });
     const { jobId, lease } = await enqueueTick(scheduler, connection, schedule);
@@ -446,7 +438,7 @@ describe('worker as an OS process', () => {
          await new Promise(() => {});
        }\n`,
     );
-    const schedule = scheduleFixture(
+    const schedule = shortLeaseSchedule(
       'paused-module/job',
       { kind: 'module', path: './jobs/beat.mjs', exportName: 'run', killGraceMs: 10_000 },
       { queue: 'paused-module', leaseTtlMs: 2000 },

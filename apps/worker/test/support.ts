@@ -3,7 +3,7 @@ import { Writable } from 'node:stream';
 import type { HandlerConfig, ScheduleConfig } from '@tickwarden/config';
 import { leaseResource, queueName, tickClaim, tickJobId, type TickJobData } from '@tickwarden/contracts';
 import type { Lease, Redlock } from '@tickwarden/redlock';
-import { waitUntil } from '@tickwarden/testkit';
+import { scheduleConfig, waitUntil } from '@tickwarden/testkit';
 import { Job, Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { pino, type Logger } from 'pino';
@@ -47,35 +47,16 @@ export function runContext(signal: AbortSignal, logger: Logger, overrides: Parti
   };
 }
 
-/** A schedule with the config's defaults; tests override what they exercise. */
-export function scheduleFixture(
+/**
+ * A schedule firing every second with a 1 s lease: a lost or stalled run is taken over, and a cut
+ * one expires, within a test's patience.
+ */
+export function shortLeaseSchedule(
   id: string,
   handler: HandlerConfig,
   overrides: Partial<ScheduleConfig> = {},
 ): ScheduleConfig {
-  const [team = 'team', name = 'job'] = id.split('/');
-  return {
-    id,
-    team,
-    name,
-    cron: '* * * * * *',
-    timezone: 'UTC',
-    handler,
-    payload: { from: id },
-    overlap: 'skip',
-    leaseTtlMs: 1000,
-    maxRuntimeMs: undefined,
-    startDeadlineMs: undefined,
-    catchUpMs: 0,
-    jitterMs: 0,
-    attempts: 1,
-    backoff: { type: 'fixed', delayMs: 0 },
-    paused: false,
-    history: { keep: 20, maxAgeMs: 7 * 86_400_000 },
-    queue: 'default',
-    source: { file: '/etc/tickwarden/teams.yaml', line: 1 },
-    ...overrides,
-  };
+  return scheduleConfig({ id, handler, leaseTtlMs: 1000, ...overrides });
 }
 
 /** A command handler running `node -e script`. */

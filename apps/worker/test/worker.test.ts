@@ -1,14 +1,11 @@
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
 import { DEFAULT_STALLED_INTERVAL_MS, type ScheduleConfig } from '@tickwarden/config';
 import { leaseResource, queueName, tickClaim, type TickJobData } from '@tickwarden/contracts';
-import { Redlock, resourceKeys, type RedlockEvents } from '@tickwarden/redlock';
+import { resourceKeys, type Redlock } from '@tickwarden/redlock';
 import { RunHistory } from '@tickwarden/runtime';
-import { sleep, startRedisNodes, waitUntil, type RedisNodes } from '@tickwarden/testkit';
+import { sleep, waitUntil, type RedisNodes } from '@tickwarden/testkit';
 import { Queue, Worker, type Job } from 'bullmq';
 import { Redis } from 'ioredis';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   CommandGuard,
   GuardLauncher,
@@ -16,8 +13,6 @@ import {
   lockDurationFor,
   MAX_STALLED_COUNT,
   RemoteLauncher,
-  WorkerMetrics,
-  WorkerService,
   type ProgramLauncher,
 } from '../src/index.ts';
 import {
@@ -26,62 +21,36 @@ import {
   groupAlive,
   nodeCommand,
   outcomes,
-  scheduleFixture,
+  shortLeaseSchedule,
   settledJob,
 } from './support.ts';
+import { useCluster } from './harness.ts';
 
 describe('worker: jobs under the lease, against real Redis', () => {
+  const cluster = useCluster();
+  const { startWorker, file, lines } = cluster;
+  // Short names for the cluster's parts, which exist once its hooks ran.
   let locks: RedisNodes;
   let queueNodes: RedisNodes;
   let connection: Redis;
   let scheduler: Redlock;
-  const dir = mkdtempSync(path.join(tmpdir(), 'tickwarden-worker-'));
-  const services: WorkerService[] = [];
-  const redlocks: Redlock[] = [];
-
-  beforeAll(async () => {
-    [locks, queueNodes] = await Promise.all([
-      startRedisNodes({ count: 5, aof: false }),
-      startRedisNodes({ count: 1, aof: false }),
-    ]);
-    connection = new Redis(queueNodes.urls[0] as string, { maxRetriesPerRequest: null });
+  beforeAll(() => {
+    ({ locks, queueNodes, connection, scheduler } = cluster);
     // The queue Redis is restarted by one test: its reconnects are expected.
     connection.on('error', () => undefined);
-    // Generous per-node timeouts for the test's own calls: other test files load the machine too.
-    scheduler = new Redlock(locks.urls, { nodeTimeoutMs: 500 });
-  });
-  afterEach(async () => {
-    await Promise.all(services.splice(0).map((service) => service.stop(1000)));
-    await Promise.all(redlocks.splice(0).map((redlock) => redlock.close()));
-  });
-  afterAll(async () => {
-    connection.disconnect();
-    await scheduler.close();
-    await Promise.all([locks.close(), queueNodes.close()]);
-    rmSync(dir, { recursive: true, force: true });
   });
 
-  async function startWorker(schedules: ScheduleConfig[], options: { concurrency?: number } = {}) {
-    const { logger, records } = captureLogger();
-    const redlock = new Redlock(locks.urls);
-    redlocks.push(redlock);
-    const events = { aborted: [] as RedlockEvents['aborted'][0][], extended: [] as RedlockEvents['extended'][0][] };
-    redlock.on('aborted', (event) => events.aborted.push(event));
-    redlock.on('extended', (event) => events.extended.push(event));
-    const metrics = new WorkerMetrics();
-    metrics.observe(redlock);
-    const service = new WorkerService({
-      workerId: 'test-worker',
-      queueRedis: queueNodes.urls[0] as string,
-      redlock,
-      logger,
-      config: { schedules, files: [] },
-      concurrency: options.concurrency ?? 2,
-      metrics,
+  /** A job runner that knows only `schedule`, with a command guard of its own (the caller closes it). */
+  async function runnerFor(schedule: ScheduleConfig) {
+    const guard = new CommandGuard({ logger: captureLogger().logger });
+    await guard.start();
+    const runner = new JobRunner({
+      redlock: cluster.redlock(),
+      logger: captureLogger().logger,
+      guard,
+      schedule: (id) => (id === schedule.id ? schedule : undefined),
     });
-    services.push(service);
-    await service.start();
-    return { service, records, events, metrics, redlock };
+    return { guard, runner };
   }
 
   /** A BullMQ worker with a real worker's job lock and stalled check that takes a job and hangs; disconnecting `connection` kills it (no lock renewals). */
@@ -106,8 +75,6 @@ describe('worker: jobs under the lease, against real Redis', () => {
     return { worker, connection, tookIt };
   }
 
-  const file = (name: string) => path.join(dir, name);
-  const lines = (name: string) => (existsSync(file(name)) ? readFileSync(file(name), 'utf8').trim().split('\n') : []);
   /** Appends "<fence> <attempt> <start ms>" to a file, then runs `rest`. */
   const recording = (name: string, rest: string) =>
     nodeCommand(
@@ -126,7 +93,7 @@ describe('worker: jobs under the lease, against real Redis', () => {
   }
 
   it('takes the lease over from the scheduler, runs the handler with a greater fence, logs the run fields, releases the lease', async () => {
-    const schedule = scheduleFixture('team-a/ok', recording('ok.txt', ''), { queue: 'q-ok' });
+    const schedule = shortLeaseSchedule('team-a/ok', recording('ok.txt', ''), { queue: 'q-ok' });
     const { records, metrics } = await startWorker([schedule]);
     const { jobId, lease } = await enqueueTick(scheduler, connection, schedule);
     const job = await settledJob(connection, 'q-ok', jobId);
@@ -163,7 +130,7 @@ describe('worker: jobs under the lease, against real Redis', () => {
   });
 
   it('the majority of lock nodes paused during a run: the handler is aborted before the validity ends, the job fails as lease lost and is not retried', async () => {
-    const schedule = scheduleFixture('team-a/lost', recording('lost.txt', 'setInterval(() => {}, 1000)'), {
+    const schedule = shortLeaseSchedule('team-a/lost', recording('lost.txt', 'setInterval(() => {}, 1000)'), {
       queue: 'q-lost',
       attempts: 3,
       leaseTtlMs: 1000,
@@ -196,7 +163,7 @@ describe('worker: jobs under the lease, against real Redis', () => {
   });
 
   it('a worker paused after "run started" but before its command began, past the lease: the run is deferred (nothing ran; no attempt consumed) and runs once later', async () => {
-    const schedule = scheduleFixture('team-a/paused-before', recording('paused-before.txt', ''), {
+    const schedule = shortLeaseSchedule('team-a/paused-before', recording('paused-before.txt', ''), {
       queue: 'q-paused-before',
       leaseTtlMs: 1000,
       startDeadlineMs: 30_000,
@@ -227,7 +194,7 @@ describe('worker: jobs under the lease, against real Redis', () => {
   });
 
   it('a worker that died after taking a job, before its handler started: the job comes back within the default start deadline and runs once', async () => {
-    const schedule = scheduleFixture('team-a/orphaned', recording('orphaned.txt', ''), {
+    const schedule = shortLeaseSchedule('team-a/orphaned', recording('orphaned.txt', ''), {
       queue: 'q-orphaned',
       leaseTtlMs: 3000,
     });
@@ -257,20 +224,11 @@ describe('worker: jobs under the lease, against real Redis', () => {
     'a worker paused after its handler $end, past the job lock, before BullMQ recorded that end: the re-run records it without running the handler again',
     async ({ end, rest, state }) => {
       const name = `lost-${end}`;
-      const schedule = scheduleFixture(`team-a/${name}`, recording(`${name}.txt`, rest), {
+      const schedule = shortLeaseSchedule(`team-a/${name}`, recording(`${name}.txt`, rest), {
         queue: `q-${name}`,
         leaseTtlMs: 1000,
       });
-      const guard = new CommandGuard({ logger: captureLogger().logger });
-      await guard.start();
-      const redlock = new Redlock(locks.urls);
-      redlocks.push(redlock);
-      const runner = new JobRunner({
-        redlock,
-        logger: captureLogger().logger,
-        guard,
-        schedule: (id) => (id === schedule.id ? schedule : undefined),
-      });
+      const { guard, runner } = await runnerFor(schedule);
       // The paused worker: its handler ends, then it stands still (no lock renewals, no completion) until BullMQ's stalled check gives the job away.
       const pausedConnection = new Redis(queueNodes.urls[0] as string, { maxRetriesPerRequest: null });
       let ended!: () => void;
@@ -320,21 +278,12 @@ describe('worker: jobs under the lease, against real Redis', () => {
     'attempts $attempts: a worker that stopped while its handler ran (its end recorded nowhere) fails the attempt as worker-lost; the handler starts $runs time(s) in all',
     async ({ attempts, runs, state }) => {
       const name = `worker-lost-${attempts}`;
-      const schedule = scheduleFixture(`team-a/${name}`, recording(`${name}.txt`, 'setTimeout(() => {}, 300)'), {
+      const schedule = shortLeaseSchedule(`team-a/${name}`, recording(`${name}.txt`, 'setTimeout(() => {}, 300)'), {
         queue: `q-${name}`,
         leaseTtlMs: 1000,
         attempts,
       });
-      const guard = new CommandGuard({ logger: captureLogger().logger });
-      await guard.start();
-      const redlock = new Redlock(locks.urls);
-      redlocks.push(redlock);
-      const runner = new JobRunner({
-        redlock,
-        logger: captureLogger().logger,
-        guard,
-        schedule: (id) => (id === schedule.id ? schedule : undefined),
-      });
+      const { guard, runner } = await runnerFor(schedule);
       // The stopped worker: its queue connection goes once the handler started, so neither BullMQ nor the finished mark learns the end.
       const stoppedConnection = new Redis(queueNodes.urls[0] as string, { maxRetriesPerRequest: null });
       const stopped = new Worker(
@@ -378,7 +327,7 @@ describe('worker: jobs under the lease, against real Redis', () => {
   );
 
   it('a job that stalls twice (two workers die holding it, before its handler started) comes back each time and runs once', async () => {
-    const schedule = scheduleFixture('team-a/stalled-twice', recording('stalled-twice.txt', ''), {
+    const schedule = shortLeaseSchedule('team-a/stalled-twice', recording('stalled-twice.txt', ''), {
       queue: 'q-stalled-twice',
       leaseTtlMs: 1000,
       startDeadlineMs: 60_000,
@@ -405,7 +354,7 @@ describe('worker: jobs under the lease, against real Redis', () => {
   });
 
   it(`a job that stalled more than ${MAX_STALLED_COUNT} times, which BullMQ fails without calling the processor, is recorded failed (not silent); the handler never runs`, async () => {
-    const schedule = scheduleFixture('team-a/stalls', recording('stalls.txt', ''), { queue: 'q-stalls' });
+    const schedule = shortLeaseSchedule('team-a/stalls', recording('stalls.txt', ''), { queue: 'q-stalls' });
     const { jobId } = await enqueueTick(scheduler, connection, schedule);
     // What BullMQ's stalled check writes on the job at the stall past maxStalledCount (moveStalledJobsToWait.lua: "defa").
     await connection.hset(`bull:${queueName('q-stalls')}:${jobId}`, 'defa', 'job stalled more than allowable limit');
@@ -427,7 +376,7 @@ describe('worker: jobs under the lease, against real Redis', () => {
   });
 
   it('a lock node restarted empty during a long run: the run continues (the key is re-established) and succeeds', async () => {
-    const schedule = scheduleFixture('team-a/restart', nodeCommand('setTimeout(() => {}, 2500)'), {
+    const schedule = shortLeaseSchedule('team-a/restart', nodeCommand('setTimeout(() => {}, 2500)'), {
       queue: 'q-restart',
       leaseTtlMs: 1000,
     });
@@ -457,7 +406,7 @@ describe('worker: jobs under the lease, against real Redis', () => {
   });
 
   it('maxRuntime: each attempt is aborted as timed out and retried per attempts; the fences of successive attempts strictly increase', async () => {
-    const schedule = scheduleFixture('team-a/slow', recording('slow.txt', 'setInterval(() => {}, 1000)'), {
+    const schedule = shortLeaseSchedule('team-a/slow', recording('slow.txt', 'setInterval(() => {}, 1000)'), {
       queue: 'q-slow',
       attempts: 3,
       backoff: { type: 'fixed', delayMs: 100 },
@@ -484,7 +433,7 @@ describe('worker: jobs under the lease, against real Redis', () => {
   });
 
   it('a failed attempt is retried after its backoff and the retry can succeed', async () => {
-    const schedule = scheduleFixture(
+    const schedule = shortLeaseSchedule(
       'team-a/flaky',
       recording('flaky.txt', 'process.exit(process.env.TICKWARDEN_ATTEMPT === "1" ? 1 : 0)'),
       {
@@ -507,7 +456,7 @@ describe('worker: jobs under the lease, against real Redis', () => {
   });
 
   it('overlap skip seen from the worker: a second job of the schedule starting while the first runs is skipped', async () => {
-    const schedule = scheduleFixture('team-a/overlap', recording('overlap.txt', 'setTimeout(() => {}, 2000)'), {
+    const schedule = shortLeaseSchedule('team-a/overlap', recording('overlap.txt', 'setTimeout(() => {}, 2000)'), {
       queue: 'q-overlap',
       leaseTtlMs: 1000,
     });
@@ -535,7 +484,7 @@ describe('worker: jobs under the lease, against real Redis', () => {
   });
 
   it('a tick enqueued again after the queue Redis lost its data (same lease value, a new fence) does not run twice: already-started', async () => {
-    const schedule = scheduleFixture('team-a/wiped', recording('wiped.txt', ''), { queue: 'q-wiped' });
+    const schedule = shortLeaseSchedule('team-a/wiped', recording('wiped.txt', ''), { queue: 'q-wiped' });
     const { records, metrics } = await startWorker([schedule]);
     const first = await enqueueTick(scheduler, connection, schedule);
     expect((await settledJob(connection, 'q-wiped', first.jobId)).returnvalue).toMatchObject({ outcome: 'succeeded' });
@@ -574,7 +523,7 @@ describe('worker: jobs under the lease, against real Redis', () => {
   });
 
   it('a job started after its start deadline does not run (missed-deadline) and frees the schedule', async () => {
-    const schedule = scheduleFixture('team-a/late', recording('late.txt', ''), {
+    const schedule = shortLeaseSchedule('team-a/late', recording('late.txt', ''), {
       queue: 'q-late',
       startDeadlineMs: 1000,
     });
@@ -589,16 +538,15 @@ describe('worker: jobs under the lease, against real Redis', () => {
   });
 
   it('a run whose program cannot start for want of a launcher is deferred (no attempt consumed), then runs once one answers', async () => {
-    const schedule = scheduleFixture('team-a/no-launcher', recording('no-launcher.txt', ''), {
+    const schedule = shortLeaseSchedule('team-a/no-launcher', recording('no-launcher.txt', ''), {
       queue: 'q-no-launcher',
       startDeadlineMs: 60_000,
     });
     const guard = new CommandGuard({ logger: captureLogger().logger });
     await guard.start();
-    const redlock = new Redlock(locks.urls);
-    redlocks.push(redlock);
+    const redlock = cluster.redlock();
     const { logger, records } = captureLogger();
-    let launcher: ProgramLauncher = new RemoteLauncher(path.join(dir, 'no-launcher.sock'), { readyTimeoutMs: 200 });
+    let launcher: ProgramLauncher = new RemoteLauncher(file('no-launcher.sock'), { readyTimeoutMs: 200 });
     const runner = new JobRunner({
       redlock,
       logger,
@@ -635,9 +583,9 @@ describe('worker: jobs under the lease, against real Redis', () => {
   });
 
   it('a job of a schedule this worker does not know yet waits for its reload within the start deadline, and runs once it knows it; past the deadline it is missed', async () => {
-    const known = scheduleFixture('team-a/known', nodeCommand(''), { queue: 'q-late' });
+    const known = shortLeaseSchedule('team-a/known', nodeCommand(''), { queue: 'q-late' });
     const { service, records } = await startWorker([known]);
-    const added = scheduleFixture('team-a/added', recording('added.txt', ''), {
+    const added = shortLeaseSchedule('team-a/added', recording('added.txt', ''), {
       queue: 'q-late',
       startDeadlineMs: 20_000,
     });
@@ -651,7 +599,7 @@ describe('worker: jobs under the lease, against real Redis', () => {
       reason: "schedule not in this worker's configuration",
     });
 
-    const never = scheduleFixture('team-a/never', nodeCommand(''), { queue: 'q-late', startDeadlineMs: 1500 });
+    const never = shortLeaseSchedule('team-a/never', nodeCommand(''), { queue: 'q-late', startDeadlineMs: 1500 });
     const missed = await enqueueTick(scheduler, connection, never);
     expect((await settledJob(connection, 'q-late', missed.jobId)).returnvalue).toEqual({ outcome: 'missed-deadline' });
     expect(outcomes(records, missed.jobId).at(-1)).toMatchObject({
@@ -661,9 +609,9 @@ describe('worker: jobs under the lease, against real Redis', () => {
   });
 
   it('a job of a schedule missing from the config past its wait, or with invalid data, fails without retry', async () => {
-    const known = scheduleFixture('team-a/known', nodeCommand(''), { queue: 'q-bad' });
+    const known = shortLeaseSchedule('team-a/known', nodeCommand(''), { queue: 'q-bad' });
     const { records } = await startWorker([known]);
-    const unknown = scheduleFixture('team-a/unknown', nodeCommand(''), { queue: 'q-bad', attempts: 3 });
+    const unknown = shortLeaseSchedule('team-a/unknown', nodeCommand(''), { queue: 'q-bad', attempts: 3 });
     // No start deadline (an older scheduler's job): the worker waits two minutes after its due time.
     const { jobId, lease } = await enqueueTick(scheduler, connection, unknown, { dueMs: Date.now() - 125_000 });
     const job = await settledJob(connection, 'q-bad', jobId);
@@ -683,7 +631,7 @@ describe('worker: jobs under the lease, against real Redis', () => {
   });
 
   it('shutdown past the grace: the run is aborted as aborted-shutdown, its lease released, and the retry runs on another worker', async () => {
-    const schedule = scheduleFixture(
+    const schedule = shortLeaseSchedule(
       'team-a/shutdown',
       recording('shutdown.txt', 'if (process.env.TICKWARDEN_ATTEMPT === "1") setInterval(() => {}, 1000)'),
       { queue: 'q-shutdown', attempts: 2 },
@@ -709,13 +657,13 @@ describe('worker: jobs under the lease, against real Redis', () => {
   it('start deadline through BullMQ: a retry after a failed handler runs although late; a job whose lease could not be taken is deferred (no attempt consumed) and, back past its deadline, dropped', async () => {
     const backoff = { type: 'fixed' as const, delayMs: 1500 };
     // Attempt 1's handler fails; attempt 2 starts 1.5 s later, past the 1 s deadline, and still runs.
-    const failing = scheduleFixture(
+    const failing = shortLeaseSchedule(
       'team-a/late-retry',
       recording('late-retry.txt', 'process.exit(process.env.TICKWARDEN_ATTEMPT === "1" ? 1 : 0)'),
       { queue: 'q-deadline', attempts: 2, backoff, startDeadlineMs: 1000 },
     );
     // Its first start cannot take its lease (the lock majority is paused; the takeover tries for 1 s): deferred, it comes back past the deadline and never runs.
-    const blocked = scheduleFixture('team-a/late-blocked', recording('late-blocked.txt', ''), {
+    const blocked = shortLeaseSchedule('team-a/late-blocked', recording('late-blocked.txt', ''), {
       queue: 'q-deadline',
       attempts: 2,
       backoff,
@@ -752,11 +700,11 @@ describe('worker: jobs under the lease, against real Redis', () => {
   });
 
   it('a reload that raises the largest lease TTL replaces the queue worker: a running job finishes on the old one, new jobs get the longer BullMQ lock', async () => {
-    const short = scheduleFixture('team-a/short', recording('reload-short.txt', 'setTimeout(() => {}, 1500)'), {
+    const short = shortLeaseSchedule('team-a/short', recording('reload-short.txt', 'setTimeout(() => {}, 1500)'), {
       queue: 'q-reload',
       leaseTtlMs: 1000,
     });
-    const long = scheduleFixture('team-a/long', recording('reload-long.txt', 'setTimeout(() => {}, 1500)'), {
+    const long = shortLeaseSchedule('team-a/long', recording('reload-long.txt', 'setTimeout(() => {}, 1500)'), {
       queue: 'q-reload',
       leaseTtlMs: 45_000,
     });
@@ -788,7 +736,7 @@ describe('worker: jobs under the lease, against real Redis', () => {
   });
 
   it('the queue Redis killed and back empty: a job enqueued then runs within seconds', async () => {
-    const schedule = scheduleFixture('team-a/back', recording('back.txt', ''), { queue: 'q-back' });
+    const schedule = shortLeaseSchedule('team-a/back', recording('back.txt', ''), { queue: 'q-back' });
     const { records } = await startWorker([schedule]);
     const node = queueNodes.nodes[0];
     if (!node) throw new Error('no queue Redis');
@@ -804,7 +752,7 @@ describe('worker: jobs under the lease, against real Redis', () => {
   });
 
   describe('a later start (retry or stalled re-run) never takes over a possibly-alive previous attempt', () => {
-    const schedule = scheduleFixture('team-a/rerun', recording('rerun.txt', ''), {
+    const schedule = shortLeaseSchedule('team-a/rerun', recording('rerun.txt', ''), {
       queue: 'q-rerun',
       leaseTtlMs: 1000,
     });
@@ -813,8 +761,7 @@ describe('worker: jobs under the lease, against real Redis', () => {
     afterAll(() => guard.close());
     function runner() {
       const { logger, records } = captureLogger();
-      const redlock = new Redlock(locks.urls);
-      redlocks.push(redlock);
+      const redlock = cluster.redlock();
       return {
         runner: new JobRunner({
           redlock,

@@ -1,3 +1,6 @@
+import type { EnvResult } from '@tickwarden/config';
+import type { Logger } from 'pino';
+
 /** Runs a process's `main`: its result is the exit code; a throw prints the stack and exits 1. */
 export function runMain(name: string, main: () => Promise<number>): void {
   main().then(
@@ -19,4 +22,22 @@ export function untilStopSignal(): Promise<NodeJS.Signals> {
     process.once('SIGTERM', () => resolve('SIGTERM'));
     process.once('SIGINT', () => resolve('SIGINT'));
   });
+}
+
+/** Whether a setting read from the environment is valid; if not, writes its errors to stderr (the process then exits 2). */
+export function envValid<T>(result: EnvResult<T>): result is Extract<EnvResult<T>, { ok: true }> {
+  if (!result.ok) for (const error of result.errors) process.stderr.write(`${error.variable}: ${error.message}\n`);
+  return result.ok;
+}
+
+/**
+ * Exits the process with code 1 after `ms`, logging `message`, unless the returned function is
+ * called first: a stop that hangs must not outlast the orchestrator's grace.
+ */
+export function exitUnlessStoppedWithin(ms: number, logger: Logger, message: string): () => void {
+  const timer = setTimeout(() => {
+    logger.error(message);
+    process.exit(1);
+  }, ms).unref();
+  return () => clearTimeout(timer);
 }

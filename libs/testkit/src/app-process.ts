@@ -1,4 +1,8 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { ManagedProcess } from './managed-process.ts';
+import { writeBrokenTeamFile } from './team-files.ts';
 
 /** The two kinds of Tickwarden app process. */
 export type AppProcessRole = 'scheduler' | 'worker';
@@ -58,4 +62,22 @@ export function startAppProcess(options: AppProcessOptions): ManagedProcess {
       ...options.env,
     },
   });
+}
+
+/**
+ * Runs a scheduler or a worker on a config directory whose one team file has errors, until it exits.
+ * Returns its exit code, its output, and where it must have reported the errors (`file:line`).
+ */
+export async function runOnBrokenConfig(
+  options: Omit<AppProcessOptions, 'configDir'>,
+): Promise<{ code: number | null; output: string; errorsAt: string[] }> {
+  const configDir = mkdtempSync(path.join(tmpdir(), 'tickwarden-bad-config-'));
+  try {
+    const errorsAt = writeBrokenTeamFile(configDir);
+    const app = startAppProcess({ ...options, configDir });
+    const { code } = await app.exited;
+    return { code, output: app.lines.join('\n'), errorsAt };
+  } finally {
+    rmSync(configDir, { recursive: true, force: true });
+  }
 }

@@ -1,7 +1,7 @@
 import { GenericContainer, getContainerRuntimeClient, type StartedTestContainer } from 'testcontainers';
 import { freePort, LOOPBACK } from './free-port.ts';
 import { reaper } from './reaper.ts';
-import { adminCommand, parseInfo, redisServerArgs } from './redis-admin.ts';
+import { loopbackUrl, readInfo, redisServerArgs } from './redis-admin.ts';
 import type { RedisNode, RedisNodeOptions } from './redis-node.ts';
 import { ping, waitUntil } from './wait.ts';
 
@@ -43,8 +43,7 @@ export class ContainerRedisNode implements RedisNode {
     return `${LOOPBACK}:${this.#port}`;
   }
   get url(): string {
-    const auth = this.#options.password ? `:${encodeURIComponent(this.#options.password)}@` : '';
-    return `redis://${auth}${LOOPBACK}:${this.#port}`;
+    return loopbackUrl('redis', this.#port, this.#options.password);
   }
 
   async #create(): Promise<void> {
@@ -97,14 +96,8 @@ export class ContainerRedisNode implements RedisNode {
     await this.#create();
   }
 
-  async info(section?: string, timeoutMs = 1000): Promise<Record<string, string>> {
-    const text = await adminCommand(
-      this.#port,
-      this.#options.password,
-      section ? ['INFO', section] : ['INFO'],
-      timeoutMs,
-    );
-    return parseInfo(String(text));
+  info(section?: string, timeoutMs = 1000): Promise<Record<string, string>> {
+    return readInfo(this.#port, this.#options.password, section, timeoutMs);
   }
 
   async #remove(): Promise<void> {

@@ -1,4 +1,4 @@
-export { startAppProcess, type AppProcessOptions, type AppProcessRole } from './app-process.ts';
+export { runOnBrokenConfig, startAppProcess, type AppProcessOptions, type AppProcessRole } from './app-process.ts';
 export { ContainerRedisNode, containerRuntimeAvailable, testRedisImage } from './container-redis-node.ts';
 export { FaultProxy, type Fault } from './fault-proxy.ts';
 export { freePort, LOOPBACK } from './free-port.ts';
@@ -8,4 +8,5 @@ export { makeTestCertificates, type TestCertificates } from './redis-admin.ts';
 export { reaper } from './reaper.ts';
 export type { RedisDriver, RedisNode, RedisNodeOptions } from './redis-node.ts';
 export { ClientLink, defaultDriver, RedisNodes, startRedisNodes, type StartRedisNodesOptions } from './redis-nodes.ts';
+export { scheduleConfig } from './team-files.ts';
 export { ping, sleep, waitUntil } from './wait.ts';

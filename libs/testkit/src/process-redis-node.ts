@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { freePort, LOOPBACK } from './free-port.ts';
 import { reaper } from './reaper.ts';
-import { adminCommand, makeTlsFiles, parseInfo, redisServerArgs } from './redis-admin.ts';
+import { loopbackUrl, makeTestCertificates, readInfo, redisServerArgs } from './redis-admin.ts';
 import type { RedisNode, RedisNodeOptions } from './redis-node.ts';
 import { ping, sleep, waitUntil } from './wait.ts';
 
@@ -32,8 +32,10 @@ export class ProcessRedisNode implements RedisNode {
   /** Starts a node on a free loopback port, retrying on another port if the first was taken meanwhile. */
   static async start(options: RedisNodeOptions): Promise<ProcessRedisNode> {
     const node = new ProcessRedisNode(options);
-    if (options.tls)
-      node.#tlsFiles = options.tls === true ? makeTlsFiles(node.#dir) : { ca: options.tls.ca, ...options.tls.server };
+    if (options.tls) {
+      const certificates = options.tls === true ? makeTestCertificates(node.#dir) : options.tls;
+      node.#tlsFiles = { ca: certificates.ca, ...certificates.server };
+    }
     let lastError: unknown;
     for (let attempt = 0; attempt < START_ATTEMPTS; attempt++) {
       node.#port = await freePort();
@@ -56,13 +58,12 @@ export class ProcessRedisNode implements RedisNode {
     return `${LOOPBACK}:${this.#port}`;
   }
   get url(): string {
-    const auth = this.#options.password ? `:${encodeURIComponent(this.#options.password)}@` : '';
-    return `redis://${auth}${LOOPBACK}:${this.#port}`;
+    return loopbackUrl('redis', this.#port, this.#options.password);
   }
   get tls(): { url: string; ca: string } | undefined {
     if (!this.#tlsFiles) return undefined;
-    const auth = this.#options.password ? `:${encodeURIComponent(this.#options.password)}@` : '';
-    return { url: `rediss://${auth}${LOOPBACK}:${this.#tlsPort}`, ca: readFileSync(this.#tlsFiles.ca, 'utf8') };
+    const url = loopbackUrl('rediss', this.#tlsPort, this.#options.password);
+    return { url, ca: readFileSync(this.#tlsFiles.ca, 'utf8') };
   }
   /** PID of the running redis-server, for tests that check it is gone. */
   get pid(): number | undefined {
@@ -166,14 +167,8 @@ export class ProcessRedisNode implements RedisNode {
     await this.#spawn();
   }
 
-  async info(section?: string, timeoutMs = 1000): Promise<Record<string, string>> {
-    const text = await adminCommand(
-      this.#port,
-      this.#options.password,
-      section ? ['INFO', section] : ['INFO'],
-      timeoutMs,
-    );
-    return parseInfo(String(text));
+  info(section?: string, timeoutMs = 1000): Promise<Record<string, string>> {
+    return readInfo(this.#port, this.#options.password, section, timeoutMs);
   }
 
   async stop(): Promise<void> {

@@ -5,7 +5,7 @@ import { Redis } from 'ioredis';
 import { LOOPBACK } from './free-port.ts';
 
 /** Runs one command on a fresh connection that fails instead of retrying, and closes it. */
-export async function adminCommand(
+async function adminCommand(
   port: number,
   password: string | undefined,
   args: [string, ...string[]],
@@ -42,7 +42,7 @@ export async function adminCommand(
 }
 
 /** Parses INFO output (`field:value` lines, `#` section headers) into a record. */
-export function parseInfo(text: string): Record<string, string> {
+function parseInfo(text: string): Record<string, string> {
   const fields: Record<string, string> = {};
   for (const line of text.split('\r\n')) {
     const colon = line.indexOf(':');
@@ -51,56 +51,20 @@ export function parseInfo(text: string): Record<string, string> {
   return fields;
 }
 
-/** Writes a self-signed CA and a server certificate for 127.0.0.1 into `dir` (openssl CLI); returns the paths. */
-export function makeTlsFiles(dir: string): { ca: string; cert: string; key: string } {
-  const file = (name: string) => path.join(dir, name);
-  const run = (args: string[]) => execFileSync('openssl', args, { stdio: 'ignore' });
-  run([
-    'req',
-    '-x509',
-    '-newkey',
-    'rsa:2048',
-    '-nodes',
-    '-days',
-    '2',
-    '-subj',
-    '/CN=tickwarden-test-ca',
-    '-keyout',
-    file('ca.key'),
-    '-out',
-    file('ca.crt'),
-  ]);
-  run([
-    'req',
-    '-newkey',
-    'rsa:2048',
-    '-nodes',
-    '-subj',
-    '/CN=127.0.0.1',
-    '-keyout',
-    file('server.key'),
-    '-out',
-    file('server.csr'),
-  ]);
-  writeFileSync(file('san.ext'), 'subjectAltName=IP:127.0.0.1\n');
-  run([
-    'x509',
-    '-req',
-    '-in',
-    file('server.csr'),
-    '-CA',
-    file('ca.crt'),
-    '-CAkey',
-    file('ca.key'),
-    '-CAcreateserial',
-    '-days',
-    '2',
-    '-extfile',
-    file('san.ext'),
-    '-out',
-    file('server.crt'),
-  ]);
-  return { ca: file('ca.crt'), cert: file('server.crt'), key: file('server.key') };
+/** `INFO [section]` of the server on `port`, parsed; rejects when it does not answer within `timeoutMs`. */
+export async function readInfo(
+  port: number,
+  password: string | undefined,
+  section: string | undefined,
+  timeoutMs: number,
+): Promise<Record<string, string>> {
+  return parseInfo(String(await adminCommand(port, password, section ? ['INFO', section] : ['INFO'], timeoutMs)));
+}
+
+/** The URL of a server on 127.0.0.1, with the default user's password when it has one. */
+export function loopbackUrl(scheme: 'redis' | 'rediss', port: number, password: string | undefined): string {
+  const auth = password ? `:${encodeURIComponent(password)}@` : '';
+  return `${scheme}://${auth}${LOOPBACK}:${port}`;
 }
 
 /** PEM files of a test CA and of the server and client certificates it signed. */

@@ -3,15 +3,7 @@ import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { waitUntil } from '../src/index.ts';
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
+import { alive } from './alive.ts';
 
 describe('reaper', () => {
   it('kills the Redis servers and removes the data of a test process that was SIGKILLed', async () => {

@@ -2,6 +2,7 @@ import type { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { ProcessRedisNode, startRedisNodes, type RedisNodes } from '../src/index.ts';
 import { strictClient, outcome } from './clients.ts';
+import { alive } from './alive.ts';
 import { availableDrivers } from './drivers.ts';
 
 const drivers = await availableDrivers();
@@ -149,12 +150,3 @@ describe('cleanup', () => {
     expect(pids.filter((pid) => alive(pid ?? 0))).toEqual([]);
   });
 });
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
