@@ -8,8 +8,8 @@
  *    (what any EVALSHA costs before its first redis.call).
  * 2. Client CPU per sequential cycle on 5 nodes (process.cpuUsage, user and system): this
  *    library, node-redlock on plain ioredis clients (as its README shows) and the floor (the
- *    main benchmark's: auto-pipelined clients, SET NX PX and compare-and-delete, each resolved at
- *    a quorum), in interleaved rounds on one key each.
+ *    main benchmark's sequential one: plain clients, SET NX PX and compare-and-delete, each
+ *    resolved at a quorum), in interleaved rounds on one key each.
  *
  * Run from the repository root: `npm run bench:redlock:costs`. Prints a table and writes
  * bench-results/redlock-costs.json and .md. About 30 s.
@@ -122,13 +122,14 @@ async function clientCosts(nodes: RedisNodes): Promise<ClientCost[]> {
   const quorum = Math.floor(nodes.urls.length / 2) + 1;
   const redlock = new Redlock(nodes.urls);
   const plain = await Promise.all(nodes.urls.map((url) => readyClient(url, {})));
-  const pipelined = await Promise.all(
-    nodes.urls.map((url) => readyClient(url, { ...LOCK_CLIENT_OPTIONS, enableAutoPipelining: true })),
-  );
+  // The floor's own clients, as in the main benchmark: without auto-pipelining, the fastest for one caller at a time.
+  const floorClients = await Promise.all(nodes.urls.map((url) => readyClient(url, LOCK_CLIENT_OPTIONS)));
   try {
     const nodeRedlock = newNodeRedlock(plain, { retryCount: 10, retryDelay: 200, retryJitter: 100 });
     nodeRedlock.on('error', () => undefined);
-    const floorSha = (await Promise.all(pipelined.map((client) => client.script('LOAD', FLOOR_RELEASE))))[0] as string;
+    const floorSha = (
+      await Promise.all(floorClients.map((client) => client.script('LOAD', FLOOR_RELEASE)))
+    )[0] as string;
     const variants: [string, Cycle][] = [
       ['tickwarden', async () => void (await redlock.release(await redlock.acquire('cost-tw', TTL_MS)))],
       [
@@ -136,15 +137,15 @@ async function clientCosts(nodes: RedisNodes): Promise<ClientCost[]> {
         async () => (await nodeRedlock.acquire(['cost-nr'], TTL_MS)).release().then(() => undefined),
       ],
       [
-        'floor',
+        'floor (plain clients)',
         async () => {
           const v = value();
           await atQuorum(
-            pipelined.map((client) => client.set('cost-floor', v, 'PX', TTL_MS, 'NX')),
+            floorClients.map((client) => client.set('cost-floor', v, 'PX', TTL_MS, 'NX')),
             quorum,
           );
           await atQuorum(
-            pipelined.map((client) => client.evalsha(floorSha, 1, 'cost-floor', v)),
+            floorClients.map((client) => client.evalsha(floorSha, 1, 'cost-floor', v)),
             quorum,
           );
         },
@@ -175,7 +176,7 @@ async function clientCosts(nodes: RedisNodes): Promise<ClientCost[]> {
     return results;
   } finally {
     await redlock.close();
-    for (const client of [...plain, ...pipelined]) client.disconnect();
+    for (const client of [...plain, ...floorClients]) client.disconnect();
   }
 }
 
