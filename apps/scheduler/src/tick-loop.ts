@@ -130,7 +130,7 @@ export class TickLoop {
   ): Promise<void> {
     const generation = ++this.#generation;
     const now = this.nowMs();
-    const incoming = new Map(schedules.map((schedule) => [schedule.id, schedule]));
+    const incoming = new Map<string, Schedule>();
     const dropped = new Set<string>();
     let planned: ScheduleChange['planned'] = [];
     let done = 0;
@@ -144,6 +144,10 @@ export class TickLoop {
       await yieldToLoop();
       return generation === this.#generation;
     };
+    for (const schedule of schedules) {
+      incoming.set(schedule.id, schedule);
+      if (sliceEnds() && !(await yielded())) return;
+    }
     for (const [id, planner] of this.#planners) {
       const next = incoming.get(id);
       // As JSON: each reload builds new objects. Not kept per planner: 100,000 of them would take 40 MB.
@@ -160,8 +164,8 @@ export class TickLoop {
       if (sliceEnds() && !(await yielded())) return;
     }
     onChange({ removed: [], planned });
-    // Patterns only removed schedules used would stay parsed forever.
-    this.#crons.retainOnly(schedules);
+    // Patterns only removed schedules used would stay parsed forever (none when none was dropped).
+    if (dropped.size > 0) this.#crons.retainOnly(schedules);
     if (this.#running) this.arm();
   }
 
