@@ -1,0 +1,70 @@
+/**
+ * What a reload of N schedules (default 100,000, in team files of 10,000) costs one replica's
+ * event loop, step by step, without Redis (not part of `npm run bench:scheduler`): the load off
+ * the event loop (`loadConfigOffThread`), the tick loop's `setSchedules`, the per-schedule
+ * metrics and the config hash, twice (the first plans every schedule, the second finds them all
+ * unchanged). For each step: its time and the longest the event loop waited for a 1 ms timer.
+ *
+ *   node --optimize-for-size --conditions=@tickwarden/source apps/scheduler/bench/reload-cost.ts [N]
+ */
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { loadConfigOffThread, MAX_SCHEDULES_PER_FILE } from '@tickwarden/config';
+import { systemClock } from '@tickwarden/redlock';
+import { configHash } from '@tickwarden/runtime';
+import { pino } from 'pino';
+import { SchedulerMetrics } from '../src/metrics.ts';
+import { TickLoop } from '../src/tick-loop.ts';
+
+const count = Number(process.argv[2] ?? 100_000);
+const dir = mkdtempSync(path.join(tmpdir(), 'tickwarden-reload-cost-'));
+for (let from = 0; from < count; from += MAX_SCHEDULES_PER_FILE) {
+  const lines = [`team: team-${from}`, 'schedules:'];
+  for (let i = from; i < Math.min(count, from + MAX_SCHEDULES_PER_FILE); i++)
+    lines.push(`  - name: s${i}`, '    cron: "0 * * * * *"', '    handler: { kind: command, argv: ["true"] }');
+  writeFileSync(path.join(dir, `team-${from}.yaml`), `${lines.join('\n')}\n`);
+}
+
+let longest = 0;
+let last = performance.now();
+const timer = setInterval(() => {
+  const now = performance.now();
+  longest = Math.max(longest, now - last);
+  last = now;
+}, 1);
+async function step<T>(name: string, work: () => Promise<T>): Promise<T> {
+  longest = 0;
+  last = performance.now();
+  const started = performance.now();
+  const result = await work();
+  process.stdout.write(
+    `  ${name}: ${Math.round(performance.now() - started)} ms, event loop held up to ${Math.round(longest)} ms\n`,
+  );
+  return result;
+}
+
+const loop = new TickLoop({
+  clock: systemClock,
+  logger: pino({ level: 'silent' }),
+  maxWaitMs: 30_000,
+  contestLeadMs: 9500,
+  onWake: () => undefined,
+});
+const metrics = new SchedulerMetrics();
+try {
+  for (const reload of ['first load (every schedule new)', 'reload (every schedule unchanged)']) {
+    process.stdout.write(`${count} schedules, ${reload}:\n`);
+    const loaded = await step('load off the event loop', () => loadConfigOffThread(dir));
+    if (!loaded.ok) throw new Error(`config invalid: ${loaded.errors.length} error(s)`);
+    const schedules = loaded.config.schedules.map((schedule) => ({ ...schedule, queue: 'default' }));
+    await step('tick loop setSchedules', () => loop.setSchedules(schedules));
+    await step('per-schedule metrics', () => metrics.setSchedules(schedules));
+    await step('config hash', () => configHash(loaded.config));
+    const { rss, heapUsed } = process.memoryUsage();
+    process.stdout.write(`  RSS ${Math.round(rss / 1e6)} MB, heap used ${Math.round(heapUsed / 1e6)} MB\n`);
+  }
+} finally {
+  clearInterval(timer);
+  rmSync(dir, { recursive: true, force: true });
+}
