@@ -21,7 +21,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { freePort, ManagedProcess, sleep, startRedisNodes } from '@tickwarden/testkit';
+import { freePort, sleep, startAppProcess, startRedisNodes } from '@tickwarden/testkit';
 import { compiledScheduler } from './compiled.ts';
 
 const SAMPLE_MS = 250;
@@ -39,9 +39,7 @@ const { values } = parseArgs({
 const count = Number(values.schedules);
 const seconds = Number(values.seconds);
 const nodeFlags = values['node-flag'];
-const main = values.source
-  ? { path: fileURLToPath(new URL('../src/main.ts', import.meta.url)), args: ['--conditions=@tickwarden/source'] }
-  : { path: compiledScheduler(), args: [] };
+const main = values.source ? fileURLToPath(new URL('../src/main.ts', import.meta.url)) : compiledScheduler();
 const FIXED_PATTERNS: Record<string, string> = { minute: '0 * * * * *', second: '* * * * * *' };
 if (values.patterns !== 'mix' && !(values.patterns in FIXED_PATTERNS))
   throw new Error(`--patterns: mix, minute or second, got ${values.patterns}`);
@@ -105,18 +103,18 @@ const [locks, queue] = await Promise.all([
   startRedisNodes({ count: 1, aof: false }),
 ]);
 const port = await freePort();
-const replica = ManagedProcess.start({
+const replica = startAppProcess({
+  role: 'scheduler',
   name: 'replica',
-  command: process.execPath,
-  args: [...nodeFlags, ...main.args, main.path],
-  env: {
-    TICKWARDEN_CONFIG: dir,
-    TICKWARDEN_LOCK_NODES: locks.urls.join(','),
-    TICKWARDEN_QUEUE_REDIS: queue.urls[0],
-    TICKWARDEN_REPLICA_ID: 'memory',
-    TICKWARDEN_HTTP_PORT: String(port),
-    LOG_LEVEL: 'info',
-  },
+  main,
+  compiled: !values.source,
+  nodeFlags,
+  configDir: dir,
+  lockNodes: locks.urls,
+  queueRedis: queue.urls[0],
+  replicaId: 'memory',
+  httpPort: port,
+  logLevel: 'info',
 });
 try {
   const pid = replica.pid as number;

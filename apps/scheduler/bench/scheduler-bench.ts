@@ -29,7 +29,15 @@ import { MAX_SCHEDULES_PER_FILE } from '@tickwarden/config';
 import { queueName } from '@tickwarden/contracts';
 import { PROCESS_NODE_FLAGS } from '@tickwarden/runtime';
 import { DEFAULT_CONTEST_LEAD_MS } from '../src/scheduler.ts';
-import { freePort, ManagedProcess, sleep, startRedisNodes, type RedisNode, type RedisNodes } from '@tickwarden/testkit';
+import {
+  freePort,
+  ManagedProcess,
+  sleep,
+  startAppProcess,
+  startRedisNodes,
+  type RedisNode,
+  type RedisNodes,
+} from '@tickwarden/testkit';
 import { Redis } from 'ioredis';
 import { compiledScheduler, strippedScript } from './compiled.ts';
 
@@ -193,20 +201,22 @@ class Tracked {
 /** Every process started, so cleanup can kill it by PID. */
 const started = new Set<Tracked>();
 
-function spawnTracked(
-  name: string,
-  script: string,
-  env: Record<string, string>,
-  nodeFlags: readonly string[] = [],
-): Tracked {
+/** The bench's own scripts (consumer, producers), from the repository root. */
+function spawnTracked(name: string, script: string, env: Record<string, string>): Tracked {
   const condition = script.endsWith('.ts') ? ['--conditions=@tickwarden/source'] : [];
-  const proc = ManagedProcess.start({
+  return track(
     name,
-    command: process.execPath,
-    args: [...nodeFlags, ...condition, script],
-    env,
-    cwd: fileURLToPath(ROOT),
-  });
+    ManagedProcess.start({
+      name,
+      command: process.execPath,
+      args: [...condition, script],
+      env,
+      cwd: fileURLToPath(ROOT),
+    }),
+  );
+}
+
+function track(name: string, proc: ManagedProcess): Tracked {
   const tracked = new Tracked(name, proc);
   started.add(tracked);
   return tracked;
@@ -652,18 +662,21 @@ class Fleet {
     let member: Tracked;
     if (this.system === 'tickwarden') {
       const port = await freePort();
-      member = spawnTracked(
+      member = track(
         name,
-        MAIN,
-        {
-          TICKWARDEN_CONFIG: this.#dir as string,
-          TICKWARDEN_LOCK_NODES: (this.#locks as RedisNodes).urls.join(','),
-          TICKWARDEN_QUEUE_REDIS: this.queueUrl,
-          TICKWARDEN_REPLICA_ID: name,
-          TICKWARDEN_HTTP_PORT: String(port),
-          LOG_LEVEL: TW_LOG_LEVEL,
-        },
-        TW_NODE_FLAGS,
+        startAppProcess({
+          role: 'scheduler',
+          name,
+          main: MAIN,
+          compiled: true,
+          nodeFlags: TW_NODE_FLAGS,
+          configDir: this.#dir,
+          lockNodes: (this.#locks as RedisNodes).urls,
+          queueRedis: this.queueUrl,
+          replicaId: name,
+          httpPort: port,
+          logLevel: TW_LOG_LEVEL,
+        }),
       );
       member.httpPort = port;
     } else {

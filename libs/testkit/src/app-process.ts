@@ -20,6 +20,12 @@ export interface AppProcessOptions {
   main: string;
   /** Node flags before `main` (e.g. `PROCESS_NODE_FLAGS[role]` of @tickwarden/runtime). Default none. */
   nodeFlags?: readonly string[];
+  /**
+   * `main` is compiled JavaScript (`dist/main.js`): run without `--conditions=@tickwarden/source`,
+   * so the workspace's packages resolve to their `dist/` as in the image (the benchmarks measure
+   * that). Default false: from source.
+   */
+  compiled?: boolean;
   /** TICKWARDEN_CONFIG. */
   configDir?: string;
   /** TICKWARDEN_LOCK_NODES: the URLs, or a comma-separated list of them. */
@@ -37,8 +43,8 @@ export interface AppProcessOptions {
 }
 
 /**
- * Starts a scheduler or a worker as a real OS process running `main` from source
- * (`--conditions=@tickwarden/source`). It does not wait: callers wait for the line they need
+ * Starts a scheduler or a worker as a real OS process running `main`, from source
+ * (`--conditions=@tickwarden/source`) unless `compiled`. It does not wait: callers wait for the line they need
  * (`"scheduler started"`, `"http listening"`, ...) or for the exit of a process meant to fail.
  */
 export function startAppProcess(options: AppProcessOptions): ManagedProcess {
@@ -56,7 +62,11 @@ export function startAppProcess(options: AppProcessOptions): ManagedProcess {
   return ManagedProcess.start({
     name: options.name,
     command: process.execPath,
-    args: ['--conditions=@tickwarden/source', ...(options.nodeFlags ?? []), options.main],
+    args: [
+      ...(options.compiled ? [] : ['--conditions=@tickwarden/source']),
+      ...(options.nodeFlags ?? []),
+      options.main,
+    ],
     env: {
       ...Object.fromEntries(Object.entries(named).filter(([, value]) => value !== undefined)),
       ...options.env,
