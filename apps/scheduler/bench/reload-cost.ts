@@ -13,6 +13,7 @@ import path from 'node:path';
 import { loadConfigOffThread, MAX_SCHEDULES_PER_FILE } from '@tickwarden/config';
 import { systemClock } from '@tickwarden/redlock';
 import { configHash } from '@tickwarden/runtime';
+import { withLoopWatch } from '@tickwarden/testkit';
 import { pino } from 'pino';
 import { SchedulerMetrics } from '../src/metrics.ts';
 import { TickLoop } from '../src/tick-loop.ts';
@@ -26,20 +27,11 @@ for (let from = 0; from < count; from += MAX_SCHEDULES_PER_FILE) {
   writeFileSync(path.join(dir, `team-${from}.yaml`), `${lines.join('\n')}\n`);
 }
 
-let longest = 0;
-let last = performance.now();
-const timer = setInterval(() => {
-  const now = performance.now();
-  longest = Math.max(longest, now - last);
-  last = now;
-}, 1);
 async function step<T>(name: string, work: () => Promise<T>): Promise<T> {
-  longest = 0;
-  last = performance.now();
   const started = performance.now();
-  const result = await work();
+  const { result, longestWaitMs } = await withLoopWatch(work);
   process.stdout.write(
-    `  ${name}: ${Math.round(performance.now() - started)} ms, event loop held up to ${Math.round(longest)} ms\n`,
+    `  ${name}: ${Math.round(performance.now() - started)} ms, event loop held up to ${Math.round(longestWaitMs)} ms\n`,
   );
   return result;
 }
@@ -65,6 +57,5 @@ try {
     process.stdout.write(`  RSS ${Math.round(rss / 1e6)} MB, heap used ${Math.round(heapUsed / 1e6)} MB\n`);
   }
 } finally {
-  clearInterval(timer);
   rmSync(dir, { recursive: true, force: true });
 }

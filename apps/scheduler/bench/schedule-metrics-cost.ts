@@ -5,6 +5,7 @@
  *
  *   node --optimize-for-size --conditions=@tickwarden/source apps/scheduler/bench/schedule-metrics-cost.ts [N]
  */
+import { withLoopWatch } from '@tickwarden/testkit';
 import { SchedulerMetrics } from '../src/metrics.ts';
 
 const count = Number(process.argv[2] ?? 100_000);
@@ -31,18 +32,9 @@ for (const { id } of schedules)
     recorded: true,
   });
 const perTickUs = (((performance.now() - started) / count) * 1000).toFixed(1);
-let longest = 0;
-let last = performance.now();
-const timer = setInterval(() => {
-  const now = performance.now();
-  longest = Math.max(longest, now - last);
-  last = now;
-}, 1);
 started = performance.now();
-const text = await metrics.exposition.metrics();
+const { result: text, longestWaitMs: longest } = await withLoopWatch(() => metrics.exposition.metrics());
 const scrape = ms(started);
-clearInterval(timer);
-longest = Math.max(longest, performance.now() - last);
 process.stdout.write(
   `${count} schedules: setSchedules ${set}; recordOutcome ${perTickUs} µs per tick; ` +
     `/metrics ${scrape}, ${(text.length / 1e6).toFixed(1)} MB, event loop held up to ${Math.round(longest)} ms\n`,

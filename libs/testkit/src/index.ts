@@ -10,3 +10,4 @@ export type { RedisDriver, RedisNode, RedisNodeOptions } from './redis-node.ts';
 export { ClientLink, defaultDriver, RedisNodes, startRedisNodes, type StartRedisNodesOptions } from './redis-nodes.ts';
 export { scheduleConfig } from './team-files.ts';
 export { ping, sleep, waitUntil } from './wait.ts';
+export { withLoopWatch } from './loop-watch.ts';
