@@ -32,7 +32,10 @@ interface RuleGroup {
   rules: Rule[];
 }
 
-/** The series names the apps export: `name` and, for a histogram, its `_bucket`, `_sum` and `_count`. */
+/**
+ * The series names the apps export: `name` and, for a histogram, its `_bucket`, `_sum` and
+ * `_count`; prom-client metrics, and the families the scheduler writes itself (`name`, then `type`).
+ */
 function exportedSeries(): Set<string> {
   const names = new Set<string>();
   for (const file of METRIC_SOURCES) {
@@ -42,6 +45,8 @@ function exportedSeries(): Set<string> {
       names.add(name);
       if (kind === 'Histogram') for (const suffix of ['_bucket', '_sum', '_count']) names.add(`${name}${suffix}`);
     }
+    for (const [, name] of text.matchAll(/name: '(tickwarden_\w+)',\s*type: '(?:counter|gauge)'/g))
+      if (name !== undefined) names.add(name);
   }
   return names;
 }
