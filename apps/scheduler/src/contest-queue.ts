@@ -32,6 +32,11 @@ export class ContestQueue<T extends Queued> {
     return this.#waiting.length;
   }
 
+  /** Ticks waiting, plus batches being contested: 0 once every tick added was contested. */
+  get size(): number {
+    return this.#waiting.length + this.#inFlight;
+  }
+
   add(ticks: readonly T[]): void {
     if (ticks.length === 0) return;
     this.#waiting = mergeByDue(this.#waiting, [...ticks].sort(byDue));

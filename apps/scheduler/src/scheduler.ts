@@ -1,5 +1,5 @@
 import { systemClock, type Clock } from '@tickwarden/redlock';
-import { serverRunId } from '@tickwarden/runtime';
+import { serverRunId, yieldToLoop } from '@tickwarden/runtime';
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import { BullJobQueue } from './bull-job-queue.ts';
@@ -208,7 +208,10 @@ export class Scheduler {
     await this.#contenders.leave();
     this.#loop.stop();
     await this.#resolver.stop();
-    while (this.#inFlight.size > 0) await Promise.allSettled([...this.#inFlight]);
+    // Ticks still waiting in the contest queue are contested too: they were taken up and opened.
+    while (this.#inFlight.size > 0 || this.#contestQueue.size > 0)
+      if (this.#inFlight.size > 0) await Promise.allSettled([...this.#inFlight]);
+      else await yieldToLoop();
     this.#options.clock.clearTimeout(this.#reopenTimer);
     if (this.#unopened.length > 0) {
       const left = this.#unopened;

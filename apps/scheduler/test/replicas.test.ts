@@ -528,10 +528,17 @@ describe('replicated schedulers', () => {
       cutB.heal();
     }
     const to = Date.now() - 3000;
+    // On a failure, all that every replica said of the tick (a CI run once found a tick unpublished).
+    const said = (id: string, tick: number): string =>
+      JSON.stringify([
+        ...outcomes.filter((o) => o.scheduleId === id && o.tickMs === tick),
+        ...observations.filter((o) => o.scheduleId === id && o.tickMs === tick),
+      ]);
     for (const schedule of schedules) {
       const step = schedule.overlap === 'cancel-previous' ? 2000 : 1000;
       for (let tick = Math.ceil(from / step) * step; tick < to; tick += step) {
-        expect(publishers(schedule.id, tick), `${schedule.id} @ ${tick}`).toEqual(['x-healthy']);
+        const context = `${schedule.id} @ ${tick} (from ${from}, to ${to}): ${said(schedule.id, tick)}`;
+        expect(publishers(schedule.id, tick), context).toEqual(['x-healthy']);
       }
     }
   });
