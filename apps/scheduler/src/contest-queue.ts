@@ -6,22 +6,23 @@ interface Queued {
 export interface ContestQueueOptions<T> {
   /** Most ticks in one batch (all due in the same second). */
   maxBatch: number;
-  /** Most batches contested at a time. */
+  /** Most batches of one due second contested at a time. */
   maxInFlight: number;
   /** Contests one batch; must not reject (the caller logs its own failures). */
   run: (batch: T[]) => Promise<void>;
 }
 
 /**
- * Ticks waiting for their contest, soonest due first, contested in batches of one due second at a
- * time: 100,000 ticks due at one boundary go through a few batches at a time, so the leases, jobs
- * and replies in flight stay bounded, and a tick due now does not wait behind ticks contested
- * ahead of their time.
+ * Ticks waiting for their contest, soonest due first, contested in batches of one due second:
+ * at most `maxInFlight` batches of each second at a time, so the 100,000 ticks of one boundary go
+ * through a few batches at a time (the leases, jobs and replies in flight stay bounded), while
+ * the ticks of other seconds never wait behind them, nor behind contests held up by an outage.
  */
 export class ContestQueue<T extends Queued> {
   readonly #options: ContestQueueOptions<T>;
   #waiting: T[] = [];
-  #inFlight = 0;
+  /** Batches in flight, by due second. */
+  readonly #inFlight = new Map<number, number>();
 
   constructor(options: ContestQueueOptions<T>) {
     this.#options = options;
@@ -34,7 +35,9 @@ export class ContestQueue<T extends Queued> {
 
   /** Ticks waiting, plus batches being contested: 0 once every tick added was contested. */
   get size(): number {
-    return this.#waiting.length + this.#inFlight;
+    let batches = 0;
+    for (const count of this.#inFlight.values()) batches += count;
+    return this.#waiting.length + batches;
   }
 
   add(ticks: readonly T[]): void {
@@ -43,26 +46,29 @@ export class ContestQueue<T extends Queued> {
     this.#pump();
   }
 
+  /** Starts what each due second's lane has room for, the soonest second first. */
   #pump(): void {
-    while (this.#inFlight < this.#options.maxInFlight && this.#waiting.length > 0) {
-      this.#inFlight++;
-      void this.#options.run(this.#take()).finally(() => {
-        this.#inFlight--;
-        this.#pump();
-      });
+    const { maxBatch, maxInFlight } = this.#options;
+    const left: T[] = [];
+    for (let from = 0; from < this.#waiting.length;) {
+      const second = dueSecond(this.#waiting[from] as T);
+      let to = from;
+      while (to < this.#waiting.length && dueSecond(this.#waiting[to] as T) === second) to++;
+      for (; from < to && (this.#inFlight.get(second) ?? 0) < maxInFlight; from = Math.min(to, from + maxBatch))
+        this.#start(second, this.#waiting.slice(from, Math.min(to, from + maxBatch)));
+      for (; from < to; from++) left.push(this.#waiting[from] as T);
     }
+    this.#waiting = left;
   }
 
-  #take(): T[] {
-    const second = dueSecond(this.#waiting[0] as T);
-    let count = 1;
-    while (
-      count < this.#options.maxBatch &&
-      count < this.#waiting.length &&
-      dueSecond(this.#waiting[count] as T) === second
-    )
-      count++;
-    return this.#waiting.splice(0, count);
+  #start(second: number, batch: T[]): void {
+    this.#inFlight.set(second, (this.#inFlight.get(second) ?? 0) + 1);
+    void this.#options.run(batch).finally(() => {
+      const count = (this.#inFlight.get(second) ?? 1) - 1;
+      if (count === 0) this.#inFlight.delete(second);
+      else this.#inFlight.set(second, count);
+      this.#pump();
+    });
   }
 }
 

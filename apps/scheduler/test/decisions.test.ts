@@ -648,29 +648,39 @@ describe('ContestQueue: a boundary of many ticks goes through a few batches at a
   }
   const ticks = (...dueMs: number[]) => dueMs.map((ms) => ({ dueMs: ms }));
 
-  it('runs batches of one due second, at most maxBatch ticks, at most maxInFlight at a time', async () => {
+  it('runs batches of one due second, at most maxBatch ticks, at most maxInFlight of a second at a time', async () => {
     const { contests, started, endNext } = queue(2, 2);
-    contests.add(ticks(2000, 1000, 1500, 1999, 2500, 3000));
-    expect(started).toEqual([[1000, 1500], [1999]]);
+    contests.add(ticks(1000, 1100, 1200, 1300, 1400, 1500, 1600));
+    expect(started).toEqual([
+      [1000, 1100],
+      [1200, 1300],
+    ]);
     expect(contests.waiting).toBe(3);
     await endNext();
-    expect(started.at(-1)).toEqual([2000, 2500]);
+    expect(started.at(-1)).toEqual([1400, 1500]);
     await endNext();
     await endNext();
-    expect(started.at(-1)).toEqual([3000]);
+    expect(started.at(-1)).toEqual([1600]);
     expect([contests.waiting, contests.size]).toEqual([0, 1]);
     await endNext();
     expect(contests.size).toBe(0);
   });
 
-  it('puts a tick due now before ticks waiting that are contested ahead of their time', async () => {
+  it('ticks of another second never wait behind a second whose batches are held up', () => {
+    const { contests, started } = queue(1, 1);
+    contests.add(ticks(1000, 1500, 2000));
+    contests.add(ticks(3000));
+    expect(started).toEqual([[1000], [2000], [3000]]);
+    expect(contests.waiting).toBe(1);
+  });
+
+  it('a tick of a sooner second starts at once; ticks added to a busy second wait for it, in due order', async () => {
     const { contests, started, endNext } = queue(10, 1);
-    contests.add(ticks(9000));
-    contests.add(ticks(19_000, 19_500));
-    contests.add(ticks(10_000, 19_000));
+    contests.add(ticks(19_000));
+    contests.add(ticks(19_500, 19_200));
+    contests.add(ticks(10_000));
+    expect(started).toEqual([[19_000], [10_000]]);
     await endNext();
-    expect(started).toEqual([[9000], [10_000]]);
-    await endNext();
-    expect(started.at(-1)).toEqual([19_000, 19_000, 19_500]);
+    expect(started.at(-1)).toEqual([19_200, 19_500]);
   });
 });
