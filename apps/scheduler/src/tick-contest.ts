@@ -12,8 +12,18 @@ import {
 import type { Logger } from 'pino';
 import type { LeaseGrants, LockQuorum, PauseRecord, ReplicaStore, Tick } from './ports.ts';
 
-/** Contest settings: quick retries for split votes among replicas; no waiter marks (all contenders fire once). */
-const CONTEST = Object.freeze({ retryCount: 4, retryDelayMs: 15, retryJitterMs: 30, yieldToWaiters: false });
+/**
+ * Contest settings: quick retries for split votes among replicas; no waiter marks or queue places
+ * (all contenders fire once), and no release notifications (a retry comes within 45 ms anyway,
+ * and listening would cost each lost contest subscriptions on every node).
+ */
+const CONTEST = Object.freeze({
+  retryCount: 4,
+  retryDelayMs: 15,
+  retryJitterMs: 30,
+  yieldToWaiters: false,
+  wakeOnRelease: false,
+});
 
 /** While this replica is cut from a lock quorum, it probes the nodes at most this often before contesting again, ms. */
 export const QUORUM_PROBE_INTERVAL_MS = 500;

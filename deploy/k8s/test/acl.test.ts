@@ -230,6 +230,12 @@ describe('Redis ACL users (deploy/k8s/acl): each role does its job and nothing m
     const scheduler0 = lockPasswords[0]?.scheduler ?? '';
     expect(asRole(first, 'scheduler', scheduler0, 'SET', 'other:key', 'x')).toMatch(/NOPERM/);
     expect(asRole(first, 'scheduler', scheduler0, 'FLUSHALL')).toMatch(/NOPERM/);
+    // Release notifications (libs/redlock): the lease scripts publish, and waiters subscribe, on "tickwarden:*" only.
+    const worker0 = lockPasswords[0]?.worker ?? '';
+    const publish = "return redis.call('PUBLISH', ARGV[1], 'v')";
+    expect(asRole(first, 'worker', worker0, 'EVAL', publish, '0', 'tickwarden:{acl/x}:released')).toBe('0');
+    expect(asRole(first, 'worker', worker0, 'EVAL', publish, '0', 'other:channel')).toMatch(/NOPERM|can't publish/);
+    expect(asRole(first, 'scheduler', scheduler0, 'PUBLISH', 'other:channel', 'v')).toMatch(/NOPERM/);
     expect(asRole(second, 'scheduler', scheduler0, 'PING')).toMatch(/WRONGPASS/);
     expect(cli(first, 'default', '', 'PING')).toMatch(/WRONGPASS|NOAUTH|disabled/i);
   });

@@ -19,7 +19,7 @@ export {
 export { resourceKeys } from './keys.ts';
 export type { AcquireRequest, BatchResult, Lease, ReleaseResult } from './lease.ts';
 export { LeaseWatchdog } from './lease-watchdog.ts';
-export { IoredisLockNode, LOCK_CLIENT_OPTIONS, type LockNode } from './lock-node.ts';
+export { IoredisLockNode, LOCK_CLIENT_OPTIONS, type LockNode, type NodeSubscriber } from './lock-node.ts';
 export {
   Redlock,
   type AcquireBatchOptions,

@@ -10,6 +10,16 @@ export function resourceBase(prefix: string, resource: string): string {
   return `${prefix}:{${resource}}:`;
 }
 
+/** The channel a lock node publishes a resource's releases on when someone waits for it (release.lua). */
+export function releaseChannel(prefix: string, resource: string): string {
+  return `${resourceBase(prefix, resource)}released`;
+}
+
+/** The channel one Redlock instance hears its queued waiters' turns on (release.lua names the waiter). */
+export function inboxChannel(prefix: string, id: string): string {
+  return `${prefix}:inbox:${id}`;
+}
+
 /** The keys of one resource, as the scripts build them from its base. */
 export function resourceKeys(prefix: string, resource: string, claim?: string) {
   const base = resourceBase(prefix, resource);
@@ -18,5 +28,7 @@ export function resourceKeys(prefix: string, resource: string, claim?: string) {
     fence: `${base}fence`,
     claim: `${base}claim:${claim ?? ''}`,
     waiters: `${base}waiters`,
+    queue: `${base}queue`,
+    due: `${base}due`,
   };
 }

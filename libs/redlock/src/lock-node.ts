@@ -21,8 +21,21 @@ export interface LockNode {
    * before the same client's next call there.
    */
   run(script: LuaScript, keys: readonly string[], args: readonly string[], timeoutMs: number): Promise<unknown>;
+  /**
+   * Opens a connection of its own for release notifications (see ReleaseNotifier), which hands
+   * every message to `onMessage`; without one, waiters retry after the retry delay only.
+   */
+  openSubscriber?(onMessage: (channel: string, message: string) => void): NodeSubscriber | undefined;
   /** Closes what the library opened; clients passed in by the caller are left open. */
   close(): Promise<void>;
+}
+
+/** One node's pub/sub connection: channels come and go, the connection stays until closed. */
+export interface NodeSubscriber {
+  /** Resolves once the node confirmed the subscription. */
+  subscribe(channel: string): Promise<unknown>;
+  unsubscribe(channel: string): void;
+  close(): void;
 }
 
 /**
@@ -102,6 +115,31 @@ export class IoredisLockNode implements LockNode {
     });
     if ((client.status as string) !== 'ready')
       throw new Error(`not connected within ${timeoutMs} ms (${client.status})`);
+  }
+
+  /**
+   * A duplicate of the client (same address, credentials and TLS) in subscriber mode; none for a
+   * Cluster. It queues commands until connected (a subscription waits for the connection, its
+   * caller bounds the wait; none fails for the reconnects in between, which would leave the
+   * resubscription after a reconnect an unhandled rejection) and resubscribes after a reconnect;
+   * messages published while it was away are lost, which costs a waiter one retry delay.
+   */
+  openSubscriber(onMessage: (channel: string, message: string) => void): NodeSubscriber | undefined {
+    if (this.#client instanceof Cluster) return undefined;
+    const client = this.#client.duplicate({
+      enableOfflineQueue: true,
+      maxRetriesPerRequest: null,
+      enableReadyCheck: false,
+      autoResubscribe: true,
+      lazyConnect: false,
+    });
+    client.on('error', () => undefined);
+    client.on('message', onMessage);
+    return {
+      subscribe: (channel) => client.subscribe(channel),
+      unsubscribe: (channel) => void client.unsubscribe(channel).catch(() => undefined),
+      close: () => client.disconnect(),
+    };
   }
 
   async close(): Promise<void> {

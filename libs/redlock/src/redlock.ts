@@ -15,11 +15,12 @@ import {
   type RedlockError,
 } from './errors.ts';
 import { CallCoalescer, type ScriptCall } from './call-coalescer.ts';
-import { resourceBase } from './keys.ts';
+import { inboxChannel, releaseChannel, resourceBase } from './keys.ts';
 import type { AcquireRequest, BatchResult, Lease, ReleaseResult } from './lease.ts';
 import { LeaseWatchdog } from './lease-watchdog.ts';
 import { IoredisLockNode, type LockNode } from './lock-node.ts';
 import { causesExcept, countVotes, runRound, type NodeReply, type RoundSpec } from './quorum-round.ts';
+import { ReleaseNotifier, type ReleaseListener } from './release-notifier.ts';
 import {
   decodeAcquire,
   decodeExtend,
@@ -68,8 +69,8 @@ export interface AcquireOptions extends Partial<CallSettings> {
 /** Options of a batch acquire: call settings, plus the signal, `revoke` and `notBeforeMs` of {@link AcquireOptions}. */
 export type AcquireBatchOptions = Partial<CallSettings> & Pick<AcquireOptions, 'signal' | 'revoke' | 'notBeforeMs'>;
 
-/** What a node was asked to do when it failed. */
-export type NodeOperation = 'acquire' | 'extend' | 'release' | 'start';
+/** What a node was asked to do when it failed (`leave`: an acquire that gave up left the waiters' queue). */
+export type NodeOperation = 'acquire' | 'extend' | 'release' | 'start' | 'leave';
 
 /** Hooks for logs and metrics: the library itself prints nothing. */
 export interface RedlockEvents {
@@ -99,6 +100,18 @@ interface Contender {
   lastClaimHolders?: ClaimHolders | undefined;
 }
 
+/** An acquire that listens for releases of its resources while it waits (see #listen). */
+interface Waiting {
+  /**
+   * Since the last attempt began: `release` when a release for one of its open contenders was
+   * published, `subscribed` when its subscription took effect (its next retry is due then).
+   */
+  woken: 'release' | 'subscribed' | undefined;
+  /** Ends the wait in progress, if any. */
+  notify: (() => void) | undefined;
+  stop(): void;
+}
+
 /**
  * Redlock over N independent Redis masters: leases that a quorum grants, with
  * fencing tokens, claim-once acquisition, batch calls and a watchdog.
@@ -109,6 +122,9 @@ export class Redlock extends EventEmitter<RedlockEvents> {
   /** Highest fencing token seen on any node: proposals start above it (and above the wall clock). */
   #fenceFloor = 0;
   readonly #calls: CallCoalescer;
+  readonly #notifier: ReleaseNotifier;
+  /** The channel this instance's queued waiters hear their turns on. */
+  readonly #inbox: string;
 
   constructor(nodes: readonly NodeInput[], settings: Partial<RedlockSettings> = {}) {
     super();
@@ -121,6 +137,14 @@ export class Redlock extends EventEmitter<RedlockEvents> {
           : new IoredisLockNode(node, false),
     );
     this.#calls = new CallCoalescer(this.nodes);
+    this.#inbox = inboxChannel(this.settings.keyPrefix, this.settings.random.bytes(10).toString('hex'));
+    // A contender that loops comes back within a retry delay: its channel stays subscribed that long.
+    this.#notifier = new ReleaseNotifier(
+      this.nodes,
+      this.settings.clock,
+      this.settings.quorum,
+      this.settings.retryDelayMs + this.settings.retryJitterMs,
+    );
   }
 
   /**
@@ -199,37 +223,73 @@ export class Redlock extends EventEmitter<RedlockEvents> {
       supplied: request.value !== undefined,
       lastCauses: new Map(),
     }));
-    const started = this.settings.clock.now();
+    const { clock, random } = this.settings;
+    const started = clock.now();
+    // Waiters queue by a ticket taken once per acquire: every node orders them alike.
+    const queues = s.yieldToWaiters && !revoke;
+    const ticket = queues ? String(clock.wallMicros()) : '';
     let retriesLeft = s.retryCount;
-    for (let attempt = 1; ; attempt++) {
-      const open = contenders.filter((c) => !c.result);
-      if (signal?.aborted) {
-        for (const c of open)
-          c.result = {
-            resource: c.request.resource,
-            ok: false,
-            error: new AcquireAbortedError(c.request.resource, signal.reason),
-          };
-        break;
+    let staleRounds = 0;
+    /** When the next counted retry is due (a notification brings an attempt forward, uncounted). */
+    let dueAt: number | undefined;
+    let waiting: Waiting | undefined;
+    try {
+      for (let attempt = 1; ; attempt++) {
+        const open = contenders.filter((c) => !c.result);
+        if (signal?.aborted) {
+          for (const c of open)
+            c.result = {
+              resource: c.request.resource,
+              ok: false,
+              error: new AcquireAbortedError(c.request.resource, signal.reason),
+            };
+          break;
+        }
+        if (waiting) waiting.woken = undefined;
+        const attemptStarted = clock.now();
+        const willRetry = retriesLeft > 0;
+        const { staleOnly } = await this.#attempt(open, ttlMs, s, {
+          attempt,
+          willRetry,
+          revoke,
+          notBeforeMs,
+          acquireStarted: started,
+          ticket: queues && willRetry ? ticket : '',
+          mayBeQueued: queues && attempt > 1,
+        });
+        const pending = contenders.filter((c) => !c.result);
+        if (pending.length === 0) break;
+        // A proposal below a node's fence is not contention: propose again at once, above what was seen.
+        if (staleOnly && staleRounds++ < s.retryCount + 3) continue;
+        if (retriesLeft <= 0) {
+          for (const c of pending)
+            c.result = { resource: c.request.resource, ok: false, error: this.#acquireFailure(c, attempt) };
+          break;
+        }
+        // Subscribed only now that it has to wait (see ReleaseNotifier.listen for releases in between).
+        if (!waiting && s.wakeOnRelease) waiting = this.#listen(pending, queues, attemptStarted, s.nodeTimeoutMs);
+        // A release brings an attempt forward, uncounted; the retry after subscribing (a release may have
+        // gone unheard) is the next counted one, so an acquire never makes more attempts, nor waits longer.
+        if (!waiting?.woken) {
+          dueAt ??= clock.now() + s.retryDelayMs + s.retryJitterMs * random.fraction();
+          await this.#wait(dueAt - clock.now(), signal, waiting);
+        }
+        if (waiting?.woken === 'release') continue;
+        retriesLeft--;
+        dueAt = undefined;
       }
-      const { staleOnly } = await this.#attempt(open, ttlMs, s, {
-        attempt,
-        willRetry: retriesLeft > 0,
-        revoke,
-        notBeforeMs,
-        acquireStarted: started,
-      });
-      const pending = contenders.filter((c) => !c.result);
-      if (pending.length === 0) break;
-      // A proposal below a node's fence is not contention: propose again at once, above what was seen.
-      if (staleOnly && attempt <= s.retryCount + 3) continue;
-      if (retriesLeft-- <= 0) {
-        for (const c of pending)
-          c.result = { resource: c.request.resource, ok: false, error: this.#acquireFailure(c, attempt) };
-        break;
-      }
-      await this.#wait(s.retryDelayMs + s.retryJitterMs * this.settings.random.fraction(), signal);
+    } finally {
+      waiting?.stop();
     }
+    // Gave up while queued (aborted, or the claim went to another): leave now rather than hold the
+    // others up until the place expires. Exhausted acquires left with their last attempt.
+    const gaveUp = contenders.filter(
+      (c) =>
+        ticket !== '' &&
+        c.result?.ok === false &&
+        (c.result.error instanceof AcquireAbortedError || c.result.error instanceof ClaimAlreadyGrantedError),
+    );
+    if (gaveUp.length > 0) this.#leave(gaveUp, s);
     return contenders.map((c) => c.result as BatchResult<Lease>);
   }
 
@@ -244,29 +304,34 @@ export class Redlock extends EventEmitter<RedlockEvents> {
       revoke: boolean;
       notBeforeMs: number | undefined;
       acquireStarted: number;
+      /** The acquire's queue ticket, '' when this attempt does not queue. */
+      ticket: string;
+      /** A retry of an acquire that queues: a grant leaves the queue. */
+      mayBeQueued: boolean;
     },
   ): Promise<{ staleOnly: boolean }> {
-    const { attempt, willRetry, revoke, notBeforeMs, acquireStarted } = round;
+    const { attempt, willRetry, revoke, notBeforeMs, acquireStarted, ticket, mayBeQueued } = round;
     const { clock, keyPrefix, quorum } = this.settings;
     const n = this.nodes.length;
     const proposal = this.#nextProposal();
-    // Only an acquire that will retry leaves a waiter mark, and only its first attempt yields to one.
-    const yields = s.yieldToWaiters && willRetry && !revoke;
-    const waiterMarkMs = yields ? Math.ceil(s.retryDelayMs + s.retryJitterMs) + s.nodeTimeoutMs : 0;
+    // Only an acquire that will retry waits: its mark and queue place last until its next attempt is late.
+    const waits = willRetry && (ticket !== '' || s.wakeOnRelease);
+    const waitMs = waits ? Math.ceil(s.retryDelayMs + s.retryJitterMs) + s.nodeTimeoutMs : 0;
     const header = [
       String(ttlMs),
       String(s.claimRetentionMs),
-      String(waiterMarkMs),
-      yields && attempt === 1 ? '1' : '0',
+      String(waitMs),
+      mayBeQueued ? '1' : '0',
       String(Math.max(s.fenceRetentionMs, ttlMs)),
       revoke ? '1' : '0',
       notBeforeMs === undefined ? '' : String(Math.ceil(notBeforeMs)),
+      s.wakeOnRelease ? this.#inbox : '',
     ];
     const keys: string[] = [];
     const args: string[] = [];
     for (const { request, supplied } of open) {
       keys.push(resourceBase(keyPrefix, request.resource));
-      args.push(request.value, String(proposal), request.claim ?? '', supplied ? '0' : '1');
+      args.push(request.value, String(proposal), request.claim ?? '', supplied ? '0' : '1', ticket);
     }
     const acquired = new Array<number>(open.length).fill(0);
     /** Per contender whose claim a node reported held: nodes per value holding it (created on the first such vote). */
@@ -443,18 +508,59 @@ export class Redlock extends EventEmitter<RedlockEvents> {
     return new QuorumUnavailableError(resource, 'acquire', c.lastCauses, this.quorum, c.lastClaimHolders);
   }
 
-  #wait(ms: number, signal: AbortSignal | undefined): Promise<void> {
+  /** Takes the contenders out of their resources' queues (leave.lua), in the background: errors are emitted as `nodeError`. */
+  #leave(contenders: readonly Contender[], s: CallSettings): void {
+    const { keyPrefix } = this.settings;
+    const call = {
+      script: scripts.leave,
+      header: [],
+      keys: contenders.map((c) => resourceBase(keyPrefix, c.request.resource)),
+      args: contenders.map((c) => `${c.request.value}|${s.wakeOnRelease ? this.#inbox : ''}`),
+      timeoutMs: s.nodeTimeoutMs,
+      maxResources: s.maxBatchSize,
+    };
+    void this.#round(call, 'leave', { decode: (raw) => raw });
+  }
+
+  /**
+   * Listens for releases of the contenders' resources since `since`: queued contenders on the
+   * inbox (a release names their value when it is their turn), others on the resources' channels.
+   */
+  #listen(contenders: readonly Contender[], queues: boolean, since: number, timeoutMs: number): Waiting {
+    const { keyPrefix } = this.settings;
+    const waiting: Waiting = { woken: undefined, notify: undefined, stop: () => undefined };
+    const listening = contenders.map((c) => {
+      const listener: ReleaseListener = {
+        id: queues ? c.request.value : undefined,
+        wake: (cause) => {
+          if (c.result) return;
+          // A release outranks a subscription: it is heard, the retry it brings forward is not counted.
+          if (waiting.woken !== 'release') waiting.woken = cause;
+          waiting.notify?.();
+        },
+      };
+      return { channel: queues ? this.#inbox : releaseChannel(keyPrefix, c.request.resource), listener };
+    });
+    waiting.stop = () => {
+      for (const { channel, listener } of listening) this.#notifier.unlisten(channel, listener);
+    };
+    for (const { channel, listener } of listening) this.#notifier.listen(channel, listener, since, timeoutMs);
+    return waiting;
+  }
+
+  /** Waits `ms`, or until `waiting` is woken or `signal` aborts. */
+  #wait(ms: number, signal: AbortSignal | undefined, waiting: Waiting | undefined): Promise<void> {
     const { clock } = this.settings;
     return new Promise((resolve) => {
-      const onAbort = (): void => {
+      const done = (): void => {
         clock.clearTimeout(timer);
+        signal?.removeEventListener('abort', done);
+        if (waiting) waiting.notify = undefined;
         resolve();
       };
-      const timer = clock.setTimeout(() => {
-        signal?.removeEventListener('abort', onAbort);
-        resolve();
-      }, ms);
-      signal?.addEventListener('abort', onAbort, { once: true });
+      const timer = clock.setTimeout(done, Math.max(0, ms));
+      signal?.addEventListener('abort', done, { once: true });
+      if (waiting) waiting.notify = done;
     });
   }
 
@@ -754,6 +860,7 @@ export class Redlock extends EventEmitter<RedlockEvents> {
 
   /** Closes the clients the library opened from URLs. */
   async close(): Promise<void> {
+    this.#notifier.close();
     await Promise.all(this.nodes.map((node) => node.close()));
   }
 }

@@ -17,6 +17,7 @@ function load(name: string): LuaScript {
 export const scripts = Object.freeze({
   acquire: load('acquire'),
   extend: load('extend'),
+  leave: load('leave'),
   release: load('release'),
   start: load('start'),
 });

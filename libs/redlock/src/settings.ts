@@ -14,10 +14,17 @@ export interface CallSettings {
   /** Share of the TTL allowed for clock drift between nodes: drift = ttl * driftFactor + 2 ms. Default 0.01. */
   driftFactor: number;
   /**
-   * Fairness under contention: a contender that found the lock taken leaves a
-   * mark for `retryDelayMs + retryJitterMs`, and first attempts yield to it. Default true.
+   * Fairness under contention: a contender that found the lock taken queues on the nodes (its
+   * place lasts `retryDelayMs + retryJitterMs + nodeTimeoutMs` past each attempt), a release
+   * reserves the lock for the first in the queue, and newcomers queue behind. Default true.
    */
   yieldToWaiters: boolean;
+  /**
+   * A contender that has to wait subscribes to its resource's release channel (one connection per
+   * node per Redlock instance, opened at the first wait) and retries as soon as a release is
+   * published for it, at the latest after the retry delay. Default true.
+   */
+  wakeOnRelease: boolean;
   /** A lease is granted only if its validity (ttl - elapsed - drift) is above this, ms. Default 0. */
   minValidityMs: number;
   /** How long a granted claim id is remembered on the nodes, ms. Default 86 400 000 (24 h). */
@@ -69,6 +76,7 @@ export const DEFAULT_SETTINGS: Readonly<RedlockSettings> = Object.freeze({
   driftFactor: 0.01,
   minValidityMs: 0,
   yieldToWaiters: true,
+  wakeOnRelease: true,
   claimRetentionMs: 86_400_000,
   fenceRetentionMs: 86_400_000,
   reestablish: true,
@@ -93,6 +101,7 @@ const CALL_CHECKS: Check[] = [
   ['fenceRetentionMs', (v: number) => Number.isInteger(v) && v > 0, 'an integer number of ms above 0'],
   ['reestablish', (v: unknown) => typeof v === 'boolean', 'a boolean'],
   ['yieldToWaiters', (v: unknown) => typeof v === 'boolean', 'a boolean'],
+  ['wakeOnRelease', (v: unknown) => typeof v === 'boolean', 'a boolean'],
   ['maxBatchSize', (v: number) => Number.isInteger(v) && v >= 1, 'an integer >= 1'],
   ['extendRatio', (v: number) => Number.isFinite(v) && v > 0 && v < 1, 'a number in (0, 1)'],
   ['abortMarginMs', finiteAtLeast(0), 'a finite number of ms >= 0'],

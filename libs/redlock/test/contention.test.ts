@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { LockTakenError } from '../src/index.ts';
-import { redlockOn, sleep, useNodes } from './support.ts';
+import { LockTakenError, resourceKeys } from '../src/index.ts';
+import { inspect, redlockOn, sleep, useNodes } from './support.ts';
 
 describe('20 contenders on one resource', () => {
   const cluster = useNodes(5);
@@ -36,13 +36,16 @@ describe('20 contenders on one resource', () => {
     expect(wins.every((w) => w > 0)).toBe(true);
   });
 
-  it('a waiter mark never fails an acquire that will not retry (retryCount 0 gets a free lock)', async () => {
+  it('a lock reserved for a waiter never fails an acquire that will not retry (retryCount 0 gets it)', async () => {
     const holder = redlockOn(cluster.nodes.urls);
-    const waiter = redlockOn(cluster.nodes.urls, { retryDelayMs: 200, retryJitterMs: 100 });
+    // Not woken by the release: the lock stays reserved for it until its next attempt is late.
+    const waiter = redlockOn(cluster.nodes.urls, { retryDelayMs: 200, retryJitterMs: 100, wakeOnRelease: false });
     const lease = await holder.acquire('marked', 5000);
-    const waiting = waiter.acquire('marked', 1000); // finds it taken, leaves a mark, retries later
+    const waiting = waiter.acquire('marked', 1000); // finds it taken, queues, retries later
     await sleep(20);
     await holder.release(lease);
+    const keys = resourceKeys('tickwarden', 'marked');
+    expect(await inspect(cluster.nodes.urls[0] ?? '', (c) => c.get(keys.lock))).toBe('|');
     const once = redlockOn(cluster.nodes.urls, { retryCount: 0 });
     const got = await once.acquire('marked', 1000);
     await once.release(got);

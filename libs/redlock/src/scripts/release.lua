@@ -2,8 +2,13 @@
   release: compare-and-delete the lock of each resource; optionally also drops
   a claim recorded by the same value (only after a failed acquire attempt: a
   granted claim must outlive the lease). Fences are never deleted.
+  Waiters (a waiter mark: acquire.lua): the lock stays reserved ('|') for the
+  first waiter of the queue until its deadline, and its lease value is published
+  on its inbox (the channel named in its queue member); the release is also
+  published ('') on the resource's channel, for waiters that do not queue.
   One key per resource: its key base `<prefix>:{<resource>}:` (keys.ts); the
-  script appends `lock` and `claim:<id>`.
+  script appends `lock`, `fence`, `waiters`, `queue`, `due`, `released` (the
+  resource's channel) and `claim:<id>`.
 
   KEYS, for resource i = 1..n:
     KEYS[i]     key base of the resource
@@ -15,18 +20,47 @@
                     granted since (a failed attempt cleaning up: another holder
                     of the same value, a takeover, may have refreshed it since)
   Returns an array, one code per resource:
-    1  RELEASED     the key held our value and is deleted
+    1  RELEASED     the key held our value and is deleted (or reserved for the first waiter)
     0  NOT_HELD     the key is gone or holds another value
 ]]
 local dropClaims = ARGV[1] == '1'
+-- Drops waiters whose deadline passed; returns the first waiter left and its deadline (nil when none).
+local function head(queue, due)
+  local time = redis.call('TIME')
+  local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+  local expired = redis.call('ZRANGEBYSCORE', due, '-inf', now)
+  if #expired > 0 then
+    redis.call('ZREM', queue, unpack(expired))
+    redis.call('ZREMRANGEBYSCORE', due, '-inf', now)
+  end
+  local first = redis.call('ZRANGE', queue, 0, 0)[1]
+  return first, first and redis.call('ZSCORE', due, first)
+end
 local out = {}
 for i = 1, #KEYS do
   local base = KEYS[i]
   local lock = base .. 'lock'
   local value, claimId, fence = ARGV[3 * i - 1], ARGV[3 * i], ARGV[3 * i + 1]
-  local current = fence == '' or redis.call('GET', base .. 'fence') == fence
-  if current and redis.call('GET', lock) == value then
-    redis.call('DEL', lock)
+  -- One read for the lock, the waiter mark and the fence.
+  local held = redis.call('MGET', lock, base .. 'waiters', base .. 'fence')
+  local current = fence == '' or held[3] == fence
+  if current and held[1] == value then
+    local first, deadline
+    if held[2] then
+      first, deadline = head(base .. 'queue', base .. 'due')
+    end
+    if first then
+      redis.call('SET', lock, '|', 'PXAT', deadline)
+      local waiter, inbox = string.match(first, '^([^|]*)|(.*)$')
+      if inbox ~= '' then
+        redis.call('PUBLISH', inbox, waiter)
+      end
+    else
+      redis.call('DEL', lock)
+    end
+    if held[2] then
+      redis.call('PUBLISH', base .. 'released', '')
+    end
     out[i] = 1
   else
     out[i] = 0

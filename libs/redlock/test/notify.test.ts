@@ -1,0 +1,243 @@
+import { describe, expect, it } from 'vitest';
+import { AcquireAbortedError, LockTakenError, QuorumUnavailableError, resourceKeys, type Lease } from '../src/index.ts';
+import { inspect, redlockOn, sleep, useNodes } from './support.ts';
+
+/** Drops every subscriber connection of a node (they reconnect and resubscribe on their own). */
+async function killSubscribers(url: string): Promise<void> {
+  await inspect(url, (c) => c.call('CLIENT', 'KILL', 'TYPE', 'pubsub'));
+}
+
+/** Resolves with the time from `at` (performance.now()) until `promise` settled, and its value. */
+async function timed<T>(promise: Promise<T>, at: () => number): Promise<{ value: T; ms: number }> {
+  const value = await promise;
+  return { value, ms: performance.now() - at() };
+}
+
+describe('release notifications', () => {
+  const cluster = useNodes(3);
+
+  it('only a contender that has to wait opens a subscriber connection: one per node per instance', async () => {
+    const pubsubClients = () =>
+      Promise.all(
+        cluster.nodes.urls.map((url) =>
+          inspect(
+            url,
+            async (c) =>
+              String(await c.call('CLIENT', 'LIST', 'TYPE', 'pubsub'))
+                .split('\n')
+                .filter(Boolean).length,
+          ),
+        ),
+      );
+    const before = await pubsubClients();
+    const uncontended = redlockOn(cluster.nodes.urls);
+    for (let i = 0; i < 10; i++) await uncontended.release(await uncontended.acquire('alone', 10_000));
+    expect(await pubsubClients()).toEqual(before);
+    const waiter = redlockOn(cluster.nodes.urls);
+    const lease = await uncontended.acquire('alone', 10_000);
+    const waiting = waiter.acquire('alone', 10_000);
+    await sleep(50);
+    await uncontended.release(lease);
+    await waiter.release(await waiting);
+    expect(await pubsubClients()).toEqual(before.map((count) => count + 1));
+  });
+
+  it('a waiter wakes within a few ms of the release, long before its retry delay', async () => {
+    const holder = redlockOn(cluster.nodes.urls);
+    const waiter = redlockOn(cluster.nodes.urls, { retryDelayMs: 5000, retryJitterMs: 0 });
+    for (let round = 0; round < 3; round++) {
+      const lease = await holder.acquire('wake', 10_000);
+      let releasedAt = 0;
+      const waiting = timed(waiter.acquire('wake', 10_000), () => releasedAt);
+      await sleep(50); // queued and subscribed
+      releasedAt = performance.now();
+      await holder.release(lease);
+      const { value, ms } = await waiting;
+      // A few ms on an idle machine; the bound leaves room for a loaded 2-core CI box.
+      expect(ms).toBeLessThan(100);
+      await waiter.release(value);
+    }
+  });
+
+  it('without notifications (wakeOnRelease: false) the waiter sleeps through its retry delay', async () => {
+    const holder = redlockOn(cluster.nodes.urls);
+    const waiter = redlockOn(cluster.nodes.urls, { retryDelayMs: 300, retryJitterMs: 0, wakeOnRelease: false });
+    const lease = await holder.acquire('no-wake', 10_000);
+    const started = performance.now();
+    const waiting = waiter.acquire('no-wake', 10_000);
+    await sleep(20);
+    await holder.release(lease);
+    const got = await waiting;
+    expect(performance.now() - started).toBeGreaterThanOrEqual(290);
+    await waiter.release(got);
+  });
+
+  it('a notification lost with the subscriber connections (CLIENT KILL) costs at most one retry delay', async () => {
+    const holder = redlockOn(cluster.nodes.urls);
+    const waiter = redlockOn(cluster.nodes.urls, { retryDelayMs: 300, retryJitterMs: 0 });
+    const lease = await holder.acquire('killed', 10_000);
+    let releasedAt = 0;
+    const waiting = timed(waiter.acquire('killed', 10_000), () => releasedAt);
+    await sleep(50);
+    await Promise.all(cluster.nodes.urls.map(killSubscribers));
+    releasedAt = performance.now();
+    await holder.release(lease);
+    const { value, ms } = await waiting;
+    expect(ms).toBeLessThan(300 + 150);
+    await waiter.release(value);
+    // The connections came back and resubscribed: the next wait is woken again.
+    const again = await holder.acquire('killed', 10_000);
+    const next = timed(waiter.acquire('killed', 10_000), () => releasedAt);
+    await sleep(300);
+    releasedAt = performance.now();
+    await holder.release(again);
+    expect((await next).ms).toBeLessThan(100);
+    await waiter.release((await next).value);
+  });
+
+  it('a node restarted while a waiter waits costs it at most one retry delay, never a hang', async () => {
+    const holder = redlockOn(cluster.nodes.urls);
+    const waiter = redlockOn(cluster.nodes.urls, { retryDelayMs: 300, retryJitterMs: 0 });
+    const lease = await holder.acquire('restart', 10_000);
+    let releasedAt = 0;
+    const waiting = timed(waiter.acquire('restart', 10_000), () => releasedAt);
+    await sleep(50);
+    // Restarted with its data (AOF): the lease and the queue survive, the subscriptions do not.
+    await cluster.nodes.node(0).restart({ keepData: true });
+    releasedAt = performance.now();
+    await holder.release(lease);
+    const { value, ms } = await waiting;
+    expect(ms).toBeLessThan(300 + 150);
+    await waiter.release(value);
+  });
+
+  it('a queued waiter that gave up (aborted) holds the next waiter up for at most its wait and one retry delay', async () => {
+    const settings = { retryDelayMs: 200, retryJitterMs: 0, nodeTimeoutMs: 100 };
+    const holder = redlockOn(cluster.nodes.urls);
+    const quitter = redlockOn(cluster.nodes.urls, settings);
+    const next = redlockOn(cluster.nodes.urls, settings);
+    const lease = await holder.acquire('quit', 10_000);
+    const controller = new AbortController();
+    const quitting = quitter.acquire('quit', 10_000, { signal: controller.signal }).catch((e: unknown) => e);
+    await sleep(30);
+    const waiting = next.acquire('quit', 10_000);
+    await sleep(30);
+    controller.abort();
+    expect(await quitting).toBeInstanceOf(AcquireAbortedError);
+    const releasedAt = performance.now();
+    await holder.release(lease);
+    // Reserved for the quitter until its place expires (its wait: retry delay + jitter + node
+    // timeout after its last attempt); the next waiter's retry after that takes it.
+    const got = await waiting;
+    expect(performance.now() - releasedAt).toBeLessThan(300 + 200 + 150);
+    await next.release(got);
+  });
+
+  it('queued waiters are served in the order they queued, and a newcomer after a release queues behind them', async () => {
+    const holder = redlockOn(cluster.nodes.urls);
+    const waiters = Array.from({ length: 5 }, () => redlockOn(cluster.nodes.urls, { retryDelayMs: 2000 }));
+    const lease = await holder.acquire('order', 10_000);
+    const order: string[] = [];
+    const serve = async (name: string, acquiring: Promise<Lease>, by: (typeof waiters)[number]) => {
+      const got = await acquiring;
+      order.push(name);
+      await by.release(got);
+    };
+    const served: Promise<void>[] = [];
+    for (const [i, waiter] of waiters.entries()) {
+      served.push(serve(`w${i}`, waiter.acquire('order', 10_000), waiter));
+      await sleep(20);
+    }
+    await holder.release(lease);
+    // The releasing client comes straight back: the lock is reserved for the first waiter, so it queues last.
+    served.push(serve('newcomer', holder.acquire('order', 10_000), holder));
+    await Promise.all(served);
+    expect(order).toEqual(['w0', 'w1', 'w2', 'w3', 'w4', 'newcomer']);
+    const keys = resourceKeys('tickwarden', 'order');
+    for (const url of cluster.nodes.urls)
+      expect(await inspect(url, (c) => c.exists(keys.queue, keys.due)), 'queue emptied').toBe(0);
+  });
+});
+
+/** mulberry32: a small seeded PRNG, so a failing run can be replayed from its seed. */
+function prng(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+describe('property: waiters, releases, restarts and lost notifications', () => {
+  const cluster = useNodes(3);
+
+  it.each([1, 2])(
+    'seed %i: never two holders at once, fences increase with every grant, and waiters keep getting the lock',
+    async (seed) => {
+      const random = prng(seed);
+      const pick = <T>(items: readonly T[]): T => items[Math.floor(random() * items.length)] as T;
+      const resource = `property-${seed}`;
+      const contenders = Array.from({ length: 6 }, () =>
+        redlockOn(cluster.nodes.urls, {
+          retryDelayMs: pick([20, 50, 100]),
+          retryJitterMs: pick([0, 20]),
+          retryCount: 40,
+          yieldToWaiters: random() < 0.75,
+          wakeOnRelease: random() < 0.8,
+          nodeTimeoutMs: 250,
+        }),
+      );
+      let holder: number | undefined;
+      let lastFence = 0;
+      const violations: string[] = [];
+      let grants = 0;
+      const until = performance.now() + 3000;
+
+      const loop = async (redlock: (typeof contenders)[number], id: number): Promise<void> => {
+        while (performance.now() < until) {
+          const controller = new AbortController();
+          // A waiter that gives up mid-wait (its queue place must expire, not block the others).
+          if (random() < 0.1) setTimeout(() => controller.abort(), Math.floor(random() * 30)).unref();
+          let lease: Lease;
+          try {
+            lease = await redlock.acquire(resource, 1500, { signal: controller.signal });
+          } catch (error) {
+            const expected =
+              error instanceof AcquireAbortedError ||
+              error instanceof LockTakenError ||
+              error instanceof QuorumUnavailableError;
+            if (!expected) throw error;
+            continue;
+          }
+          if (holder !== undefined) violations.push(`${id} granted while ${holder} held`);
+          if (lease.fence <= lastFence) violations.push(`fence ${lease.fence} after ${lastFence}`);
+          holder = id;
+          lastFence = lease.fence;
+          grants++;
+          const hold = Math.floor(random() * 4);
+          if (hold > 0) await sleep(hold);
+          holder = undefined;
+          await redlock.release(lease);
+        }
+      };
+
+      const chaos = async (): Promise<void> => {
+        while (performance.now() < until - 300) {
+          await sleep(100 + Math.floor(random() * 200));
+          const url = pick(cluster.nodes.urls);
+          if (random() < 0.5) await killSubscribers(url);
+          // With its data (AOF, fsync always): the nodes keep the leases, the fences and the queue.
+          else await cluster.nodes.node(cluster.nodes.urls.indexOf(url)).restart({ keepData: true });
+        }
+      };
+
+      await Promise.all([...contenders.map(loop), chaos()]);
+      expect(violations).toEqual([]);
+      expect(grants).toBeGreaterThan(50);
+    },
+    20_000,
+  );
+});
