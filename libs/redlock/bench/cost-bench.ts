@@ -61,7 +61,8 @@ async function serverTimes(): Promise<ServerCall[]> {
       load(FLOOR_RELEASE),
     ]);
     const v = value();
-    // The acquire's arguments as the library sends them on a first attempt that may yield, without a claim.
+    // The acquire's arguments as the library sends them on a first attempt that may wait (acquire.lua's
+    // ARGV table: its inbox named, as wakeOnRelease does by default), without a claim or queue ticket.
     const acquireArgs = (i: number): [number, ...(string | number)[]] => {
       const { claimRetentionMs, fenceRetentionMs, retryDelayMs, retryJitterMs, nodeTimeoutMs } = DEFAULT_SETTINGS;
       return [
@@ -70,14 +71,16 @@ async function serverTimes(): Promise<ServerCall[]> {
         TTL_MS,
         claimRetentionMs,
         retryDelayMs + retryJitterMs + nodeTimeoutMs,
-        '1',
+        '0',
         Math.max(fenceRetentionMs, TTL_MS),
         '0',
         '',
+        'tickwarden:inbox:00000000000000000000',
         v,
         Date.now() * 1000 + i,
         '',
         '1',
+        '',
       ];
     };
     const calls: [string, 'evalsha' | 'set', (i: number) => Promise<unknown>][] = [
