@@ -18,7 +18,7 @@ export type MeteredSchedule = { id: string; cron: string; timezone: string };
 /** What this replica exports of one configured schedule. */
 interface ScheduleSeries {
   schedule: MeteredSchedule;
-  /** `tickwarden_schedule_ticks_total` by `outcome`/`reason` pair (from the first outcome on: 100,000 empty maps are 15 MB). */
+  /** `tickwarden_schedule_ticks_total` by `outcome`/`reason` pair; made at the first outcome (an empty map per schedule adds up). */
   ticks: Map<string, { labels: TickLabels; count: number }> | undefined;
   lastTick: { tickMs: number; outcome: TickOutcome } | undefined;
 }
@@ -101,9 +101,9 @@ export class SchedulerMetrics extends ProcessMetrics {
   /**
    * What /metrics serves: the registry's metrics, then the per-schedule families (labels `team`,
    * `schedule`; a schedule's series appear with its first outcome and go when it leaves the
-   * config). Those are kept as plain counts and written by the replica in slices: with 100,000
-   * schedules prom-client's labelled metrics cost each tick tens of µs and held the event loop for
-   * seconds per scrape (bench/schedule-metrics-cost.ts).
+   * config). Those are kept as plain counts and written by the replica in slices: prom-client's
+   * labelled metrics cost every outcome a label lookup and build a scrape in one synchronous
+   * piece, both of which grow with the schedules (bench/schedule-metrics-cost.ts measures it).
    */
   readonly exposition = {
     contentType: this.registry.contentType,

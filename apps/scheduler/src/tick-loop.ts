@@ -150,7 +150,7 @@ export class TickLoop {
     }
     for (const [id, planner] of this.#planners) {
       const next = incoming.get(id);
-      // As JSON: each reload builds new objects. Not kept per planner: 100,000 of them would take 40 MB.
+      // As JSON: each reload builds new objects. Computed here, not kept: it would outweigh the planners themselves.
       if (!next || JSON.stringify(next) !== JSON.stringify(planner.schedule)) {
         this.#planners.delete(id);
         dropped.add(id);
