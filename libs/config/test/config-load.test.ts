@@ -384,8 +384,8 @@ describe('loadConfigOffThread with many schedules', () => {
       const offThreadStall = await longestStall(async () => (offThread = await loadConfigOffThread(dir)));
       expect(configOf(offThread as ConfigResult).schedules).toHaveLength(15_000);
       expect(offThread).toEqual(inThread);
-      // In the caller's thread the whole parse is one stall; off it, only each file's checks arriving.
-      expect(offThreadStall).toBeLessThan(100);
+      // In the caller's thread the whole parse is one stall; off it, only each file's checks arriving
+      // (compared with each other: under a loaded CI both stalls grow).
       expect(inThreadStall).toBeGreaterThan(3 * offThreadStall);
     } finally {
       await remove();
