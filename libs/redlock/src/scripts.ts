@@ -8,9 +8,14 @@ export interface LuaScript {
   readonly sha: string;
 }
 
+// From the package root, so the same path works from src/ (sources) and from dist/ (the build): the .lua files stay in src/.
+const luaFile = (path: string): string => readFileSync(new URL(`../src/scripts/${path}.lua`, import.meta.url), 'utf8');
+
+/** A script with each `-- @include <name>` line replaced by `includes/<name>.lua`: Lua scripts cannot import. */
 function load(name: string): LuaScript {
-  // From the package root, so the same path works from src/ (sources) and from dist/ (the build): the .lua files stay in src/.
-  const source = readFileSync(new URL(`../src/scripts/${name}.lua`, import.meta.url), 'utf8');
+  const source = luaFile(name).replace(/^-- @include (\w+)$/gm, (_, include: string) =>
+    luaFile(`includes/${include}`).trimEnd(),
+  );
   return Object.freeze({ name, source, sha: createHash('sha1').update(source).digest('hex') });
 }
 

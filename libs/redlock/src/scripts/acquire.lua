@@ -67,27 +67,9 @@ local fenceRetention = ARGV[5]
 local revoke = ARGV[6] == '1'
 local notBefore = tonumber(ARGV[7])
 local inbox = ARGV[8]
-local nowMs
-local function now()
-  if not nowMs then
-    local time = redis.call('TIME')
-    nowMs = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
-  end
-  return nowMs
-end
+-- @include waiters
 local early = notBefore and now() < notBefore
 -- The queue's keys are named only on a waiter's path: the common path builds no more strings than it needs.
--- Drops waiters whose deadline passed; returns the first waiter left and its deadline (nil when none).
-local function head(base)
-  local queue, due = base .. 'queue', base .. 'due'
-  local expired = redis.call('ZRANGEBYSCORE', due, '-inf', now())
-  if #expired > 0 then
-    redis.call('ZREM', queue, unpack(expired))
-    redis.call('ZREMRANGEBYSCORE', due, '-inf', now())
-  end
-  local first = redis.call('ZRANGE', queue, 0, 0)[1]
-  return first, first and redis.call('ZSCORE', due, first)
-end
 -- Takes (or keeps, by ticket) a place in the queue until the wait is over.
 local function enqueue(base, member, ticket)
   local queue, due = base .. 'queue', base .. 'due'

@@ -17,18 +17,7 @@
     1  LEFT        the waiter was queued and is no longer
     0  NOT_QUEUED  the waiter was not queued (its place expired, or it never got one)
 ]]
--- Drops waiters whose deadline passed; returns the first waiter left and its deadline (nil when none).
-local function head(queue, due)
-  local time = redis.call('TIME')
-  local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
-  local expired = redis.call('ZRANGEBYSCORE', due, '-inf', now)
-  if #expired > 0 then
-    redis.call('ZREM', queue, unpack(expired))
-    redis.call('ZREMRANGEBYSCORE', due, '-inf', now)
-  end
-  local first = redis.call('ZRANGE', queue, 0, 0)[1]
-  return first, first and redis.call('ZSCORE', due, first)
-end
+-- @include waiters
 local out = {}
 for i = 1, #KEYS do
   local base = KEYS[i]
@@ -37,18 +26,9 @@ for i = 1, #KEYS do
   local wasFirst = redis.call('ZRANGE', queue, 0, 0)[1] == member
   out[i] = redis.call('ZREM', queue, member)
   redis.call('ZREM', due, member)
-  if wasFirst and redis.call('GET', lock) == '|' then
-    local first, deadline = head(queue, due)
-    if first then
-      redis.call('SET', lock, '|', 'PXAT', deadline)
-      local waiter, inbox = string.match(first, '^([^|]*)|(.*)$')
-      if inbox ~= '' then
-        redis.call('PUBLISH', inbox, waiter)
-      end
-    else
-      redis.call('DEL', lock)
-      redis.call('PUBLISH', base .. 'released', '')
-    end
+  if wasFirst and redis.call('GET', lock) == '|' and not reserveForFirst(base, lock) then
+    redis.call('DEL', lock)
+    redis.call('PUBLISH', base .. 'released', '')
   end
 end
 return out

@@ -24,18 +24,7 @@
     0  NOT_HELD     the key is gone or holds another value
 ]]
 local dropClaims = ARGV[1] == '1'
--- Drops waiters whose deadline passed; returns the first waiter left and its deadline (nil when none).
-local function head(queue, due)
-  local time = redis.call('TIME')
-  local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
-  local expired = redis.call('ZRANGEBYSCORE', due, '-inf', now)
-  if #expired > 0 then
-    redis.call('ZREM', queue, unpack(expired))
-    redis.call('ZREMRANGEBYSCORE', due, '-inf', now)
-  end
-  local first = redis.call('ZRANGE', queue, 0, 0)[1]
-  return first, first and redis.call('ZSCORE', due, first)
-end
+-- @include waiters
 local out = {}
 for i = 1, #KEYS do
   local base = KEYS[i]
@@ -45,17 +34,7 @@ for i = 1, #KEYS do
   local held = redis.call('MGET', lock, base .. 'waiters', base .. 'fence')
   local current = fence == '' or held[3] == fence
   if current and held[1] == value then
-    local first, deadline
-    if held[2] then
-      first, deadline = head(base .. 'queue', base .. 'due')
-    end
-    if first then
-      redis.call('SET', lock, '|', 'PXAT', deadline)
-      local waiter, inbox = string.match(first, '^([^|]*)|(.*)$')
-      if inbox ~= '' then
-        redis.call('PUBLISH', inbox, waiter)
-      end
-    else
+    if not (held[2] and reserveForFirst(base, lock)) then
       redis.call('DEL', lock)
     end
     if held[2] then
