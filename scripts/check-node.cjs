@@ -3,8 +3,9 @@
 // ERR_UNKNOWN_FILE_EXTENSION, or a dependency's stack trace, further on).
 //   node scripts/check-node.cjs      silent, exit 0 on a Node recent enough; else the message, exit 2
 // npm runs it before `npm ci` / `npm install` (preinstall: npm runs it after installing the
-// dependencies), `npm start` and `npm test`; the `tickwarden` bin requires it. CommonJS in the
-// syntax of old Node versions (10 and later; no `?.`, `??`): it must run on the Node it refuses.
+// dependencies), `npm start`, `npm test`, the benches and `npm run chaos`; the `tickwarden` bin
+// requires it. CommonJS in the syntax of old Node versions (10 and later; no `?.`, `??`): it must
+// run on the Node it refuses.
 'use strict';
 
 const fs = require('fs');
