@@ -125,6 +125,16 @@ export class Contenders {
     return preferredContender(view.replicas, tick.jobId) === this.#options.replicaId;
   }
 
+  /**
+   * Whether the fresh view holds a replica other than this one: one that can win contests, since
+   * a withdrawn replica deletes its heartbeat.
+   */
+  othersContest(): boolean {
+    const view = this.#view;
+    if (!view || this.#options.clock.now() - view.atMono > CONTENDER_LIVE_MS) return false;
+    return view.replicas.some(({ id }) => id !== this.#options.replicaId);
+  }
+
   #beat(): Promise<void> {
     this.#beating = this.#beatOnce();
     return this.#beating;

@@ -158,6 +158,7 @@ export class Scheduler {
       contest: this.#contests,
       publisher: this.#publisher,
       recorder: this.#recorder,
+      recovers: () => !this.#contests.cutOff || !this.#contenders.othersContest(),
       tickOf: (id, tickMs) => this.#loop.tick(id, tickMs),
       clock,
       logger,

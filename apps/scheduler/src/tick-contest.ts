@@ -286,7 +286,7 @@ export class TickContest {
     this.#cutOff = { unreachable, probedAtMs: now() };
     logger.warn(
       { unreachable: [...unreachable.keys()], quorum: leases.quorum },
-      'lock quorum unreachable from this replica: not contesting until a probe finds one',
+      'lock quorum unreachable from this replica: not contesting, and leaving recovery to replicas that reach one, until a probe finds one',
     );
   }
 

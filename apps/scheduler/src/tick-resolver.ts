@@ -54,6 +54,14 @@ export interface TickResolverOptions {
   contest: TickContest;
   publisher: TickPublisher;
   recorder: TickRecorder;
+  /**
+   * False while this replica cannot win a contest and another can (it is cut from a lock quorum):
+   * it then takes no open tick, since each tick it took would wait a try interval before a replica
+   * that can win it gets its turn (a `cancel-previous` tick recovered after its successor is due
+   * is superseded). With no other replica that can, it goes on: ticks past their deadline are
+   * recorded missed.
+   */
+  recovers: () => boolean;
   /** The tick of a schedule configured here, with its window; undefined when the schedule is not. */
   tickOf: (scheduleId: string, tickMs: number) => Tick | undefined;
   clock: Clock;
@@ -113,7 +121,8 @@ export class TickResolver {
 
   /** One look: takes the due open ticks and decides them. Resolves true when the batch was full. */
   async sweep(): Promise<boolean> {
-    const { store, queue, now, recorder, logger } = this.#options;
+    const { store, queue, now, recorder, logger, recovers } = this.#options;
+    if (!recovers()) return false;
     const nowMs = now();
     for (const [id, { untilMs }] of this.#failures) if (untilMs < nowMs) this.#failures.delete(id);
     const ids = await store.takeDue(nowMs, RESOLVE_BATCH, nowMs + this.#retryMs);

@@ -543,6 +543,59 @@ describe('replicated schedulers', () => {
     }
   });
 
+  it('a replica cut from a lock quorum leaves the open ticks to a replica that can win them, and takes them when none can', async () => {
+    const beat = everySecond('team-y/beat', { leaseTtlMs: 3000 });
+    const rare = scheduleFixture({ id: 'team-y/rare', cron: '0 0 0 1 1 *', overlap: 'allow', leaseTtlMs: 3000 });
+    const link = await locks.link('cut-y');
+    link.partition([0, 1, 2]);
+    const cut = startReplica('y-cut', [beat, rare], systemClock, systemClock, { lockUrls: link.urls });
+    const redis = new Redis(queueUrl());
+    const store = new RedisReplicaStore(redis);
+    // Another replica that can win contests, as far as the cut one can tell (it beats as a contender).
+    const other = setInterval(() => void store.beat('y-other', true, 2000, 60_000), 300);
+    await store.beat('y-other', true, 2000, 60_000);
+    let healthy: Replica | undefined;
+    const base = nextSecond(0) - 20_000;
+    const ticks = [0, 1, 2, 3, 4, 5].map((i) => base + i * 1000);
+    try {
+      await waitUntil(
+        () => observations.some((o) => o.replica === 'y-cut' && o.observation === 'lock-unavailable'),
+        'the cut replica found itself cut',
+        { timeoutMs: 5000 },
+      );
+      const now = Date.now();
+      await store.open(
+        ticks.map((tickMs) => ({ scheduleId: rare.id, tickMs, jobId: tickJobId(rare.id, tickMs), recoverAtMs: now })),
+      );
+      // Several of the cut replica's sweeps (every 500 ms): it takes none of the ticks.
+      await sleep(2000);
+      expect(outcomes.filter((o) => o.scheduleId === rare.id)).toEqual([]);
+      expect(observations.filter((o) => o.scheduleId === rare.id)).toEqual([]);
+      // A replica that reaches the quorum recovers them at its first sweeps.
+      healthy = startReplica('y-healthy', [beat, rare]);
+      await waitUntil(() => records(rare.id, base, base + 6000).size === ticks.length, 'the ticks recovered', {
+        timeoutMs: 3000,
+      });
+      for (const tick of ticks) expect(publishers(rare.id, tick), String(tick)).toEqual(['y-healthy']);
+      // With no replica in view that can win, the cut one recovers (here: fails, as it must).
+      clearInterval(other);
+      await Promise.all([store.leave('y-other'), stopReplica(healthy)]);
+      healthy = undefined;
+      const late = nextSecond(0) - 30_000;
+      await store.open([{ scheduleId: rare.id, tickMs: late, jobId: tickJobId(rare.id, late), recoverAtMs: 0 }]);
+      await waitUntil(
+        () => observations.some((o) => o.replica === 'y-cut' && o.scheduleId === rare.id && o.tickMs === late),
+        'the cut replica tried the tick',
+        { timeoutMs: 5000 },
+      );
+    } finally {
+      clearInterval(other);
+      await Promise.all([stopReplica(cut), healthy && stopReplica(healthy)]);
+      link.heal();
+      redis.disconnect();
+    }
+  });
+
   it("a contest won late (this replica's links slow) for a tick another replica already recorded skipped: the skip stands, nothing is enqueued, the lease is released", async () => {
     const tick = nextSecond(2000);
     const schedule = scheduleFixture({
