@@ -43,10 +43,28 @@ import { compiledScheduler, strippedScript } from './compiled.ts';
 
 // ---------------------------------------------------------------- settings
 
+// A knob set to something the bench does not know stops it at once: a typo must not run another benchmark.
+function badKnob(message: string): never {
+  process.stderr.write(`scheduler bench: ${message}\n`);
+  process.exit(2);
+}
+
 const envNumber = (name: string, fallback: number): number => {
-  const value = Number(process.env[name]);
-  return Number.isFinite(value) && value > 0 ? value : fallback;
+  const raw = process.env[name];
+  if (raw === undefined || raw === '') return fallback;
+  const value = Number(raw);
+  if (!Number.isFinite(value) || value <= 0) badKnob(`${name}: expected a number above 0, got "${raw}"`);
+  return value;
 };
+
+function envList<T extends string>(name: string, known: readonly T[]): T[] {
+  const raw = process.env[name];
+  if (raw === undefined || raw === '') return [...known];
+  const items = raw.split(',');
+  const unknown = items.filter((item) => !known.includes(item as T));
+  if (unknown.length > 0) badKnob(`${name}: unknown ${unknown.join(', ')} (known: ${known.join(', ')})`);
+  return known.filter((item) => items.includes(item));
+}
 
 /** Scheduler replicas / BullMQ producers (BENCH_REPLICAS; the benchmark runs 3, and (a) again with 6: lock work must not grow with them). */
 const REPLICAS = envNumber('BENCH_REPLICAS', 3);
@@ -66,7 +84,7 @@ const WINDOW_S = envNumber('BENCH_WINDOW_S', 60);
 /** Pause after each replacement is ready, before the next restart. */
 const ROLLING_PAUSE_MS = 10_000;
 const BOUNDARIES = envNumber('BENCH_BOUNDARIES', 2);
-const SCENARIOS = (process.env['BENCH_SCENARIOS'] ?? 'ab,c').split(',');
+const SCENARIOS = envList('BENCH_SCENARIOS', ['ab', 'c']);
 const SAMPLE_MS = 1_000;
 /** The replicas' LOG_LEVEL (the bench needs at least `info`; `debug` adds lost-race and the like to the logs BENCH_LOG_DIR keeps). */
 const TW_LOG_LEVEL = process.env['BENCH_TW_LOG_LEVEL'] ?? 'info';
@@ -94,9 +112,7 @@ const PRODUCER = strippedScript(fileURLToPath(new URL('./bullmq-producer.ts', im
 const ROOT = new URL('../../../', import.meta.url);
 
 type System = 'tickwarden' | 'bullmq';
-const SYSTEMS: readonly System[] = (['tickwarden', 'bullmq'] as const).filter((s) =>
-  (process.env['BENCH_SYSTEMS'] ?? 'tickwarden,bullmq').split(',').includes(s),
-);
+const SYSTEMS = envList('BENCH_SYSTEMS', ['tickwarden', 'bullmq'] as const);
 const LABEL: Record<System, string> = { tickwarden: 'Tickwarden', bullmq: 'BullMQ 6.7.0 Job Schedulers' };
 
 const scheduleName = (i: number): string => `s${String(i).padStart(5, '0')}`;
