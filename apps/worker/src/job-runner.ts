@@ -127,6 +127,12 @@ const EARLY_TOLERANCE_MS = 100;
 const LEASE_CHECK_MARGIN_MS = 200;
 /** How often a cancel-previous run reads the queue's active jobs while it waits for its predecessors, ms. */
 export const PREDECESSOR_POLL_MS = 100;
+/**
+ * How long a run whose program ended waits for its finished mark to be written, ms. The lease is
+ * held meanwhile: a queue Redis that does not answer must not keep it past the program's end,
+ * where the schedule's next tick would find it taken and be skipped though nothing runs.
+ */
+export const FINISHED_MARK_WAIT_MS = 1000;
 
 function tryParseTickJob(data: unknown): TickJobData | undefined {
   try {
@@ -787,25 +793,39 @@ export class JobRunner {
     }
   }
 
-  /** Writes the finished mark, still under the lease; a failure to write it is logged, not the run's failure. */
+  /**
+   * Writes the finished mark, still under the lease, waiting at most FINISHED_MARK_WAIT_MS (the
+   * write may still land later); a failure to write it is logged, not the run's failure.
+   */
   async #markFinished(
     run: Attempt,
     lease: Lease,
     log: Logger,
     end: Pick<FinishedMark, 'outcome' | 'details' | 'error'>,
   ): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    const timedOut = new Promise<never>((_, reject) => {
+      timer = setTimeout(
+        () => reject(new Error(`the queue Redis did not answer within ${FINISHED_MARK_WAIT_MS} ms`)),
+        FINISHED_MARK_WAIT_MS,
+      );
+    });
+    const write = markFinished(run.job, {
+      attemptsMade: run.job.attemptsMade,
+      attempt: run.attempt,
+      fence: lease.fence,
+      ...end,
+    });
     try {
-      await markFinished(run.job, {
-        attemptsMade: run.job.attemptsMade,
-        attempt: run.attempt,
-        fence: lease.fence,
-        ...end,
-      });
+      await Promise.race([write, timedOut]);
     } catch (error) {
+      write.catch(() => undefined);
       log.warn(
         { err: error },
-        'could not mark the run finished in its job: if BullMQ loses its end too, the run is tried again',
+        'could not mark the run finished in its job (its lease is released all the same): if BullMQ loses its end too, the run is tried again',
       );
+    } finally {
+      clearTimeout(timer);
     }
   }
 

@@ -8,6 +8,7 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   CommandGuard,
+  FINISHED_MARK_WAIT_MS,
   GuardLauncher,
   JobRunner,
   lockDurationFor,
@@ -733,6 +734,29 @@ describe('worker: jobs under the lease, against real Redis', () => {
       () => records.some((r) => r['msg'] === 'replaced queue worker closed' && r['queue'] === 'q-reload'),
       'the old queue worker to close',
     );
+  });
+
+  it('the queue Redis not answering when a program ends: its lease is released within about a second all the same, and the run is recorded once the queue is back', async () => {
+    const schedule = shortLeaseSchedule('team-a/mark', recording('mark.txt', 'setTimeout(() => {}, 1000)'), {
+      queue: 'q-mark',
+    });
+    const { records } = await startWorker([schedule]);
+    const node = queueNodes.nodes[0];
+    if (!node) throw new Error('no queue Redis');
+    const { jobId, lease } = await enqueueTick(scheduler, connection, schedule);
+    await waitUntil(() => lines('mark.txt').length === 1, 'the program started');
+    await node.pause();
+    try {
+      // The program ends a second after it started; its finished mark cannot be written.
+      const from = performance.now();
+      await waitUntil(() => leaseIsFree(lease.resource), 'the lease released', { timeoutMs: 5000 });
+      expect(performance.now() - from).toBeLessThan(1000 + FINISHED_MARK_WAIT_MS + 1500);
+    } finally {
+      await node.resume();
+    }
+    expect((await settledJob(connection, 'q-mark', jobId)).returnvalue).toMatchObject({ outcome: 'succeeded' });
+    expect(outcomes(records, jobId)).toHaveLength(1);
+    expect(lines('mark.txt')).toHaveLength(1);
   });
 
   it('the queue Redis killed and back empty: a job enqueued then runs within seconds', async () => {
