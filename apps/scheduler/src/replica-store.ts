@@ -64,16 +64,20 @@ for i = 1, #KEYS - 1 do
   end
   if write then redis.call('ZADD', key, tick, record) end
   redis.call('ZREM', KEYS[1], ARGV[j + 4])
-  local count = redis.call('ZCARD', key)
-  if count > minimum then
-    local newest = tonumber(redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')[2])
-    local old = redis.call('ZCOUNT', key, '-inf', '(' .. (newest - keep))
-    local drop = math.min(old, count - minimum)
-    if drop > 0 then redis.call('ZREMRANGEBYRANK', key, 0, drop - 1) end
-  end
+  -- Trimming drops only entries older than keep from the newest, which it never removes.
   local newest = tonumber(redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')[2])
-  if newest then redis.call('ZREMRANGEBYSCORE', key, '-inf', '(' .. (newest - math.max(keep, maxAge))) end
-  out[i] = (write and redis.call('ZSCORE', key, record)) and 1 or 0
+  if newest then
+    local count = redis.call('ZCARD', key)
+    if count > minimum then
+      local old = redis.call('ZCOUNT', key, '-inf', '(' .. (newest - keep))
+      local drop = math.min(old, count - minimum)
+      if drop > 0 then redis.call('ZREMRANGEBYRANK', key, 0, drop - 1) end
+    end
+    redis.call('ZREMRANGEBYSCORE', key, '-inf', '(' .. (newest - math.max(keep, maxAge)))
+  end
+  -- A record within keep of the newest survived the trim; only an older one is looked up.
+  local kept = write and (tonumber(tick) >= newest - keep or redis.call('ZSCORE', key, record))
+  out[i] = kept and 1 or 0
 end
 return out
 `;

@@ -124,6 +124,9 @@ describe('the replica store (queue Redis)', () => {
     expect((await store.history('team-h/age', 100)).map((r) => r.tickMs / 1000)).toEqual(
       Array.from({ length: 11 }, (_, i) => 29 - i),
     );
+    // Each write says whether it is a record of its tick now: not when older than the history keeps.
+    const late = (tickMs: number) => ({ ...entries[0], record: record(tickMs, 'enqueued') }) as (typeof entries)[0];
+    expect(await store.record([late(1500), late(21_500), late(28_500)])).toEqual([false, true, true]);
     // A tick window longer than maxAge wins: whether a tick is recorded decides recovery.
     await store.record(entries.map((entry) => ({ ...entry, scheduleId: 'team-h/window', keepMs: 20_000 })));
     expect(await store.history('team-h/window', 100)).toHaveLength(21);
