@@ -12,7 +12,7 @@ export const MISS_REASONS = [
   'no-replica',
   /** Every try to take the tick's lease found no lock quorum, until its start deadline. */
   'no-lock-quorum',
-  /** Its job could not be added to the queue Redis until its start deadline. */
+  /** The queue Redis did not answer until its start deadline: its job could not be added, or recovery could not look at it. */
   'queue-unavailable',
   /** Its start deadline passed before any replica could act on it (the replicas were stalled or down). */
   'deadline-passed',

@@ -40,6 +40,21 @@ export function resolution(input: {
   return { kind: 'contest' };
 }
 
+/**
+ * The last failure seen of a tick, for the reason of its miss: the tick's own last try, unless a
+ * look at the open ticks failed after it (the queue Redis did not answer) and after the tick was
+ * due: then nothing could try it since.
+ */
+export function lastFailureOf(
+  tryFailed: { reason: MissReason; atMs: number } | undefined,
+  lookFailedAtMs: number | undefined,
+  tick: Pick<Tick, 'dueMs'>,
+): MissReason | undefined {
+  if (lookFailedAtMs !== undefined && lookFailedAtMs > tick.dueMs && !(tryFailed && tryFailed.atMs > lookFailedAtMs))
+    return 'queue-unavailable';
+  return tryFailed?.reason;
+}
+
 /** Splits a tick's job id, `<team>/<name>@<tick ms>`, into schedule and tick. */
 export function parseJobId(jobId: string): { scheduleId: string; tickMs: number } | undefined {
   const at = jobId.lastIndexOf('@');
@@ -83,8 +98,10 @@ export class TickResolver {
   readonly #options: TickResolverOptions;
   /** Between tries of one tick, ms: 1 s plus 0-499 ms fixed per replica (from its id), so recoverers do not retry in lockstep. */
   readonly #retryMs: number;
-  /** Why this replica's last try of an open tick failed, until the tick's deadline has passed. */
-  readonly #failures = new Map<string, { reason: MissReason; untilMs: number }>();
+  /** Why and when this replica's last try of an open tick failed, until the tick's deadline has passed. */
+  readonly #failures = new Map<string, { reason: MissReason; atMs: number; untilMs: number }>();
+  /** When this replica's last look at the open ticks failed (see lastFailureOf). */
+  #lookFailedAtMs: number | undefined;
   #timer: unknown;
   #running: Promise<void> | undefined;
   #stopped = true;
@@ -112,6 +129,7 @@ export class TickResolver {
     this.#timer = this.#options.clock.setTimeout(() => {
       this.#running = this.sweep()
         .catch((error: unknown) => {
+          this.#lookFailedAtMs = this.#options.now();
           this.#options.logger.warn({ err: error }, 'recovery of open ticks failed: trying again');
           return false;
         })
@@ -144,7 +162,7 @@ export class TickResolver {
         publication: publications[i] ?? { state: 'none' },
         nowMs,
         tick,
-        lastFailure: this.#failures.get(tick.jobId)?.reason,
+        lastFailure: lastFailureOf(this.#failures.get(tick.jobId), this.#lookFailedAtMs, tick),
       });
       if (decision.kind !== 'contest') this.#failures.delete(tick.jobId);
       switch (decision.kind) {
@@ -240,6 +258,7 @@ export class TickResolver {
   }
 
   #failed(tick: Tick, reason: MissReason): void {
-    this.#failures.set(tick.jobId, { reason, untilMs: tick.dueMs + tick.startDeadlineMs + RESOLVE_INTERVAL_MS * 10 });
+    const untilMs = tick.dueMs + tick.startDeadlineMs + RESOLVE_INTERVAL_MS * 10;
+    this.#failures.set(tick.jobId, { reason, atMs: this.#options.now(), untilMs });
   }
 }

@@ -25,7 +25,7 @@ import { splitLateTicks } from '../src/tick-loop.ts';
 import type { JobQueue, LeaseGrants, LockQuorum, Run, Tick } from '../src/ports.ts';
 import { holderAfterAdd, TickPublisher } from '../src/tick-publisher.ts';
 import { TickRecorder } from '../src/tick-recorder.ts';
-import { parseJobId, resolution } from '../src/tick-resolver.ts';
+import { lastFailureOf, parseJobId, resolution } from '../src/tick-resolver.ts';
 import { LATE_TICK_WINDOW_MS, RECOVERY_DELAY_MS, tickWindow, wonLate } from '../src/tick-window.ts';
 import { ManualClock } from './support.ts';
 
@@ -220,6 +220,18 @@ describe('resolution: what recovery does with an open tick', () => {
       kind: 'missed',
       reason: 'deadline-passed',
     });
+  });
+
+  it("a miss names the last failure seen: the tick's own try, or a failed look at the open ticks after it and after the tick was due", () => {
+    const due = { dueMs: 10_000 };
+    const tried = { reason: 'no-lock-quorum', atMs: 12_000 } as const;
+    expect(lastFailureOf(tried, undefined, due)).toBe('no-lock-quorum');
+    // The queue Redis stopped answering after the try: nothing could try the tick since.
+    expect(lastFailureOf(tried, 13_000, due)).toBe('queue-unavailable');
+    expect(lastFailureOf(tried, 11_000, due)).toBe('no-lock-quorum');
+    expect(lastFailureOf(undefined, 11_000, due)).toBe('queue-unavailable');
+    // A look that failed before the tick was due says nothing of it.
+    expect(lastFailureOf(undefined, 9000, due)).toBeUndefined();
   });
 
   it('job ids split into schedule and tick', () => {
