@@ -62,31 +62,25 @@ async function serverTimes(): Promise<ServerCall[]> {
     ]);
     const v = value();
     // The acquire's arguments as the library sends them on a first attempt that may wait (acquire.lua's
-    // ARGV table: its inbox named, as wakeOnRelease does by default), without a claim or queue ticket.
+    // plain layout: no claim, its inbox named, as wakeOnRelease does by default), without a queue ticket.
     const acquireArgs = (i: number): [number, ...(string | number)[]] => {
-      const { claimRetentionMs, fenceRetentionMs, retryDelayMs, retryJitterMs, nodeTimeoutMs } = DEFAULT_SETTINGS;
+      const { fenceRetentionMs, retryDelayMs, retryJitterMs, nodeTimeoutMs } = DEFAULT_SETTINGS;
       return [
         1,
         base(`r${i}`),
         TTL_MS,
-        claimRetentionMs,
         retryDelayMs + retryJitterMs + nodeTimeoutMs,
-        '0',
         Math.max(fenceRetentionMs, TTL_MS),
-        '0',
-        '',
         'tickwarden:inbox:00000000000000000000',
         v,
         Date.now() * 1000 + i,
-        '',
-        '1',
         '',
       ];
     };
     const calls: [string, 'evalsha' | 'set', (i: number) => Promise<unknown>][] = [
       ["empty script (the acquire's arguments)", 'evalsha', (i) => client.evalsha(empty, ...acquireArgs(i))],
       ['tickwarden acquire', 'evalsha', (i) => client.evalsha(acquire, ...acquireArgs(i))],
-      ['tickwarden release', 'evalsha', (i) => client.evalsha(release, 1, base(`r${i}`), '0', v, '', '')],
+      ['tickwarden release', 'evalsha', (i) => client.evalsha(release, 1, base(`r${i}`), v)],
       ['node-redlock acquire', 'evalsha', (i) => client.evalsha(nrAcquire, 1, `nr${i}`, v, TTL_MS)],
       ['node-redlock release', 'evalsha', (i) => client.evalsha(nrRelease, 1, `nr${i}`, v)],
       ['floor SET NX PX', 'set', (i) => client.set(`fl${i}`, v, 'PX', TTL_MS, 'NX')],

@@ -16,7 +16,7 @@ export interface ScriptCall {
   maxResources: number;
 }
 
-/** Receives node `index`'s part of the reply (`ok`), or its error. */
+/** Receives node `index`'s part of the reply (`ok`: one entry per resource of the call), or its error. */
 export type ReplyHandler = (index: number, ok: boolean, value: unknown) => void;
 
 /** One caller's share of a merged call: its slice of each node's reply. */
@@ -27,8 +27,11 @@ interface Member {
 }
 
 interface Group {
-  call: ScriptCall & { keys: string[]; args: string[] };
+  /** The first call: its script, header and timeout are the group's. */
+  call: ScriptCall;
   members: Member[];
+  /** Every member's keys and per-resource arguments, made when a second call joins (a lone call sends its own). */
+  merged?: { keys: string[]; args: string[] };
 }
 
 /**
@@ -58,30 +61,15 @@ export class CallCoalescer {
 
   /** Queues `call`; `onReply` gets each node's part of the reply (or its error) once, in any order. */
   submit(call: ScriptCall, onReply: ReplyHandler): void {
-    if (!this.#merges) {
-      const args = [...call.header, ...call.args];
-      this.#nodes.forEach((node, i) =>
-        run(node, call, call.keys, args).then(
-          (raw) => onReply(i, true, raw),
-          (error: unknown) => onReply(i, false, error),
-        ),
-      );
-      return;
-    }
+    const member = { from: 0, to: call.keys.length, onReply };
+    if (!this.#merges) return this.#send({ call, members: [member] });
     const key = `${call.script.name}\n${call.timeoutMs}\n${call.maxResources}\n${call.header.join('\n')}`;
-    let group = this.#open.get(key);
-    if (group && group.call.keys.length + call.keys.length > call.maxResources) {
-      this.#full.push(group);
-      group = undefined;
+    const group = this.#open.get(key);
+    if (group && size(group) + call.keys.length <= call.maxResources) join(group, call, member);
+    else {
+      if (group) this.#full.push(group);
+      this.#open.set(key, { call, members: [member] });
     }
-    if (!group) {
-      group = { call: { ...call, keys: [], args: [] }, members: [] };
-      this.#open.set(key, group);
-    }
-    const from = group.call.keys.length;
-    group.members.push({ from, to: from + call.keys.length, onReply });
-    group.call.keys.push(...call.keys);
-    group.call.args.push(...call.args);
     if (!this.#scheduled) {
       this.#scheduled = true;
       process.nextTick(() => this.#flush());
@@ -91,24 +79,46 @@ export class CallCoalescer {
   #flush(): void {
     const groups = [...this.#full, ...this.#open.values()];
     this.#full = [];
+    // A new Map rather than clear(): clearing the long-lived one kept each turn's groups alive past young-generation GCs.
     this.#open = new Map();
     this.#scheduled = false;
-    for (const { call, members } of groups) {
-      const args = [...call.header, ...call.args];
-      const whole = members.length === 1;
-      this.#nodes.forEach((node, i) => {
-        run(node, call, call.keys, args).then(
-          (raw) => {
-            for (const { from, to, onReply } of members)
-              onReply(i, true, whole ? raw : (raw as unknown[]).slice(from, to));
-          },
-          (error: unknown) => {
-            for (const { onReply } of members) onReply(i, false, error);
-          },
-        );
-      });
-    }
+    for (const group of groups) this.#send(group);
   }
+
+  /** Sends `group` as one call to every node and hands each member its entries of each reply. */
+  #send({ call, members, merged }: Group): void {
+    const keys = merged?.keys ?? call.keys;
+    const resourceArgs = merged?.args ?? call.args;
+    const args = call.header.length === 0 ? resourceArgs : [...call.header, ...resourceArgs];
+    this.#nodes.forEach((node, i) => {
+      run(node, call, keys, args).then(
+        (raw) => {
+          // A script called for one resource replies with its entry alone (see the scripts' headers).
+          const entries = keys.length === 1 ? [raw] : (raw as unknown[]);
+          if (members.length === 1) members[0]?.onReply(i, true, entries);
+          else for (const { from, to, onReply } of members) onReply(i, true, entries.slice(from, to));
+        },
+        (error: unknown) => {
+          for (const { onReply } of members) onReply(i, false, error);
+        },
+      );
+    });
+  }
+}
+
+/** Resources in `group` so far. */
+function size(group: Group): number {
+  return (group.merged?.keys ?? group.call.keys).length;
+}
+
+/** Adds `call` to `group`, after the calls already in it. */
+function join(group: Group, call: ScriptCall, member: Member): void {
+  const merged = (group.merged ??= { keys: [...group.call.keys], args: [...group.call.args] });
+  member.from = merged.keys.length;
+  member.to = member.from + call.keys.length;
+  merged.keys.push(...call.keys);
+  merged.args.push(...call.args);
+  group.members.push(member);
 }
 
 /** `node.run`, with a synchronous throw (a custom LockNode's) turned into that node's error, not an uncaught one. */

@@ -95,7 +95,8 @@ interface Contender {
   /** The caller gave the value (a takeover): it may be its owner's live lease on the nodes (see #releaseFailed). */
   supplied: boolean;
   result?: BatchResult<Lease>;
-  lastCauses: Map<string, NodeCause>;
+  /** Set when an attempt fails it (an acquire that fails has made at least one attempt). */
+  lastCauses?: Map<string, NodeCause>;
   /** Values holding the claim in the last attempt, with their node counts (see ClaimHolders). */
   lastClaimHolders?: ClaimHolders | undefined;
 }
@@ -186,8 +187,9 @@ export class Redlock extends EventEmitter<RedlockEvents> {
     return this.settings.random.bytes(20).toString('hex');
   }
 
+  /** An integer, so that it goes to the nodes as plain decimal digits (acquire.lua compares tokens as such). */
   #nextProposal(): number {
-    return Math.max(this.settings.clock.wallMicros(), this.#fenceFloor + 1);
+    return Math.max(Math.floor(this.settings.clock.wallMicros()), this.#fenceFloor + 1);
   }
 
   /** Acquires one lease. Throws LockTakenError, QuorumUnavailableError, ClaimAlreadyGrantedError or AcquireAbortedError. */
@@ -221,7 +223,6 @@ export class Redlock extends EventEmitter<RedlockEvents> {
     const contenders: Contender[] = requests.map((request) => ({
       request: { ...request, value: request.value ?? this.#newValue() },
       supplied: request.value !== undefined,
-      lastCauses: new Map(),
     }));
     const { clock, random } = this.settings;
     const started = clock.now();
@@ -317,21 +318,29 @@ export class Redlock extends EventEmitter<RedlockEvents> {
     // Only an acquire that will retry waits: its mark and queue place last until its next attempt is late.
     const waits = willRetry && (ticket !== '' || s.wakeOnRelease);
     const waitMs = waits ? Math.ceil(s.retryDelayMs + s.retryJitterMs) + s.nodeTimeoutMs : 0;
+    // acquire.lua's layouts: a plain call (no claim, no value supplied, none of the options) sends a
+    // header of four and three arguments per resource; others add the claim retention and the options
+    // up to the last one set, and send five per resource.
     const header = [
       String(ttlMs),
-      String(s.claimRetentionMs),
       String(waitMs),
-      mayBeQueued ? '1' : '0',
       String(Math.max(s.fenceRetentionMs, ttlMs)),
-      revoke ? '1' : '0',
-      notBeforeMs === undefined ? '' : String(Math.ceil(notBeforeMs)),
       s.wakeOnRelease ? this.#inbox : '',
     ];
+    const options = [
+      mayBeQueued ? '1' : '',
+      revoke ? '1' : '',
+      notBeforeMs === undefined ? '' : String(Math.ceil(notBeforeMs)),
+    ];
+    while (options.at(-1) === '') options.pop();
+    const plain = options.length === 0 && open.every((c) => c.request.claim === undefined && !c.supplied);
+    if (!plain) header.push(String(s.claimRetentionMs), ...options);
     const keys: string[] = [];
     const args: string[] = [];
     for (const { request, supplied } of open) {
       keys.push(resourceBase(keyPrefix, request.resource));
-      args.push(request.value, String(proposal), request.claim ?? '', supplied ? '0' : '1', ticket);
+      if (plain) args.push(request.value, String(proposal), ticket);
+      else args.push(request.value, String(proposal), ticket, request.claim ?? '', supplied ? '0' : '1');
     }
     const acquired = new Array<number>(open.length).fill(0);
     /** Per contender whose claim a node reported held: nodes per value holding it (created on the first such vote). */
@@ -389,7 +398,8 @@ export class Redlock extends EventEmitter<RedlockEvents> {
     let staleOnly = true;
     open.forEach((c, i) => {
       const { request } = c;
-      if (countVotes(replies, i, 'acquired', 'refreshed') >= quorum && validity > s.minValidityMs) {
+      // `decided` counted the grants of every reply the round accepted: those in `replies`.
+      if ((acquired[i] ?? 0) >= quorum && validity > s.minValidityMs) {
         c.result = {
           resource: request.resource,
           ok: true,
@@ -500,12 +510,13 @@ export class Redlock extends EventEmitter<RedlockEvents> {
 
   #acquireFailure(c: Contender, attempts: number): RedlockError {
     const { resource } = c.request;
-    const blocked = [...c.lastCauses.values()].filter(
+    const causes = c.lastCauses ?? new Map<string, NodeCause>();
+    const blocked = [...causes.values()].filter(
       (cause) => cause === 'taken' || cause === 'queued' || cause === 'claimed' || cause === 'early',
     ).length;
     if (blocked > this.nodes.length - this.quorum)
-      return new LockTakenError(resource, c.lastCauses, attempts, c.lastClaimHolders);
-    return new QuorumUnavailableError(resource, 'acquire', c.lastCauses, this.quorum, c.lastClaimHolders);
+      return new LockTakenError(resource, causes, attempts, c.lastClaimHolders);
+    return new QuorumUnavailableError(resource, 'acquire', causes, this.quorum, c.lastClaimHolders);
   }
 
   /** Takes the contenders out of their resources' queues (leave.lua), in the background: errors are emitted as `nodeError`. */
@@ -697,13 +708,16 @@ export class Redlock extends EventEmitter<RedlockEvents> {
     s: CallSettings,
   ): Promise<ReleaseResult[]> {
     const { keyPrefix } = this.settings;
+    // Without claims to drop or fences to check, release.lua takes the values alone.
+    const plain = !dropClaims && leases.every((lease) => lease.fence === undefined);
     const keys: string[] = [];
     const args: string[] = [];
     for (const lease of leases) {
       keys.push(resourceBase(keyPrefix, lease.resource));
-      args.push(lease.value, lease.claim ?? '', lease.fence ?? '');
+      if (plain) args.push(lease.value);
+      else args.push(lease.value, lease.claim ?? '', lease.fence ?? '');
     }
-    const header = [dropClaims ? '1' : '0'];
+    const header = plain ? [] : [dropClaims ? '1' : '0'];
     const { quorum } = this.settings;
     const n = this.nodes.length;
     const released = new Array<number>(leases.length).fill(0);
@@ -844,7 +858,7 @@ export class Redlock extends EventEmitter<RedlockEvents> {
     const replies = await this.#round(
       {
         script: scripts.release,
-        header: ['0'],
+        header: [],
         keys: [],
         args: [],
         timeoutMs: nodeTimeoutMs,

@@ -28,23 +28,30 @@
 
   KEYS, for resource i = 1..n:
     KEYS[i]     key base of the resource
-  ARGV:
+  ARGV, in one of two layouts: a plain call (no claim, every value new, none of the
+  options ARGV[6..8]) sends a header of four and three arguments per resource; any
+  other call a header of h = #ARGV - 5 * #KEYS entries (five to eight: the options
+  left out past the last one set) and five per resource:
     ARGV[1]     ttl, ms
-    ARGV[2]     claim retention, ms
-    ARGV[3]     wait, ms: how long a waiter mark and a queue place last (0 = no retry follows: leave none)
-    ARGV[4]     '1' on a retry of an acquire that queues: it may be queued already (a grant leaves the queue)
-    ARGV[5]     fence retention, ms (at least the ttl)
-    ARGV[6]     '1' to revoke: take the lock from another holder
-    ARGV[7]     not before, ms since the epoch ('' = any time): grant only once this node's clock reads it
-    ARGV[8]     inbox: the channel the client hears its turn on ('' = none: it waits for the retry delay)
-    for resource i: ARGV[5i+4] lease value, ARGV[5i+5] proposed fencing token
-                    (decimal string), ARGV[5i+6] claim id ('' = no claim), ARGV[5i+7]
-                    '1' if the value is new (made up by the client): a lock already holding it
-                    was set by a takeover by that value (a recovery by the claim's holder) and
-                    is theirs, never refreshed (TAKEN); '0' a value supplied by the caller;
-                    ARGV[5i+8] queue ticket ('' = this attempt does not queue)
-  Returns an array, one entry per resource: the code, or for STALE and CLAIMED
-  a pair {code, detail}
+    ARGV[2]     wait, ms: how long a waiter mark and a queue place last (0 = no retry follows: leave none)
+    ARGV[3]     fence retention, ms (at least the ttl)
+    ARGV[4]     inbox: the channel the client hears its turn on ('' = none: it waits for the retry delay)
+    ARGV[5]     claim retention, ms
+    ARGV[6]     '1' on a retry of an acquire that queues: it may be queued already (a grant
+                leaves the queue); default '0'
+    ARGV[7]     '1' to revoke: take the lock from another holder; default '0'
+    ARGV[8]     not before, ms since the epoch; default '' (any time): grant only once this
+                node's clock reads it
+    for resource i, from ARGV[h+1]: lease value, proposed fencing token (decimal digits,
+                    no leading zeros), queue ticket ('' = this attempt does not queue); then,
+                    but for a plain call: claim id ('' = no claim), and '1' if the value is
+                    new (made up by the client): a lock already holding it was set by a
+                    takeover by that value (a recovery by the claim's holder) and is theirs,
+                    never refreshed (TAKEN); '0' a value supplied by the caller (a plain
+                    call's values are all new)
+  Returns an array, one entry per resource (a call for one resource returns its
+  entry alone: an array reply costs the node more): the code, or for STALE and
+  CLAIMED a pair {code, detail}
     1  ACQUIRED  the lock is ours, set by this call (it was free, reserved, or
                  revoked): its fence is the proposal; claim recorded
     2  REFRESHED the lock already held our value (a takeover by value): refreshed,
@@ -59,36 +66,34 @@
    -4  QUEUED    the lock is free or reserved, and another waiter is first in the queue
    -5  EARLY     this node's clock has not reached the not-before time (nothing changed)
 ]]
+-- A plain call has 4 + 3 * #KEYS arguments; the other layout cannot (its header would be shorter than five).
+local plain = #ARGV == 4 + 3 * #KEYS
+local stride = plain and 3 or 5
+local h = #ARGV - stride * #KEYS
 local ttl = ARGV[1]
-local retention = ARGV[2]
-local wait = tonumber(ARGV[3])
-local mayBeQueued = ARGV[4] == '1'
-local fenceRetention = ARGV[5]
-local revoke = ARGV[6] == '1'
-local notBefore = tonumber(ARGV[7])
-local inbox = ARGV[8]
+local wait = tonumber(ARGV[2])
+local fenceRetention = ARGV[3]
+local inbox = ARGV[4]
+local retention = not plain and ARGV[5]
+-- Options the call left out take their defaults (past the header, ARGV holds the resources' arguments).
+local mayBeQueued = h >= 6 and ARGV[6] == '1'
+local revoke = h >= 7 and ARGV[7] == '1'
+local notBefore = h >= 8 and tonumber(ARGV[8])
 -- @include waiters
-local early = notBefore and now() < notBefore
--- The queue's keys are named only on a waiter's path: the common path builds no more strings than it needs.
--- Takes (or keeps, by ticket) a place in the queue until the wait is over.
-local function enqueue(base, member, ticket)
-  local queue, due = base .. 'queue', base .. 'due'
-  redis.call('ZADD', queue, 'NX', ticket, member)
-  redis.call('ZADD', due, now() + wait, member)
-  redis.call('PEXPIRE', queue, wait)
-  redis.call('PEXPIRE', due, wait)
-end
-local function dequeue(base, member)
-  redis.call('ZREM', base .. 'queue', member)
-  redis.call('ZREM', base .. 'due', member)
-end
-local out = {}
+-- The queue's helpers and members are made only on a waiter's path (see waiters.lua).
+local q = notBefore and waiters()
+local early = notBefore and q.now() < notBefore
+-- One resource: its entry alone (see Returns), without building the array.
+local out = #KEYS ~= 1 and {}
 for i = 1, #KEYS do
   local base = KEYS[i]
   local lock = base .. 'lock'
-  local value, proposal, claimId = ARGV[5 * i + 4], ARGV[5 * i + 5], ARGV[5 * i + 6]
-  local new, ticket = ARGV[5 * i + 7] == '1', ARGV[5 * i + 8]
-  local member = (ticket ~= '' or mayBeQueued) and value .. '|' .. inbox
+  local at = h + stride * (i - 1)
+  local value, proposal, ticket = ARGV[at + 1], ARGV[at + 2], ARGV[at + 3]
+  local claimId, new = '', true
+  if not plain then
+    claimId, new = ARGV[at + 4], ARGV[at + 5] == '1'
+  end
   local claim = claimId ~= '' and base .. 'claim:' .. claimId
   local code, holder, setFree
   local claimHolder = claim and redis.call('GET', claim)
@@ -107,9 +112,11 @@ for i = 1, #KEYS do
     if holder == '|' or not (holder or setFree) then
       -- Free (a retry that may be queued only read it) or reserved: the queue's head takes it.
       if ticket ~= '' then
-        local first, deadline = head(base)
+        q = q or waiters()
+        local member = value .. '|' .. inbox
+        local first, deadline = q.head(base)
         if first and first ~= member then
-          enqueue(base, member, ticket)
+          q.enqueue(base, member, ticket, wait)
           redis.call('SET', base .. 'waiters', '1', 'PX', wait)
           if not holder then
             redis.call('SET', lock, '|', 'PXAT', deadline)
@@ -122,19 +129,23 @@ for i = 1, #KEYS do
       if wait > 0 then
         redis.call('SET', base .. 'waiters', '1', 'PX', wait)
         if ticket ~= '' then
-          enqueue(base, member, ticket)
+          q = q or waiters()
+          q.enqueue(base, value .. '|' .. inbox, ticket, wait)
         end
       end
     end
   end
   if mayBeQueued and code and wait == 0 then
     -- The last attempt failed: no retry renews its place, which must not hold a reservation.
-    dequeue(base, member)
+    q = q or waiters()
+    q.dequeue(base, value .. '|' .. inbox)
   elseif not code then
     -- The lock is ours to take (free, reserved, held by our value, or revoked): the proposal must be above the stored fence.
     local fence = base .. 'fence'
     local stored = redis.call('SET', fence, proposal, 'PX', fenceRetention, 'GET')
-    if stored and tonumber(proposal) <= tonumber(stored) then
+    -- Tokens are decimal integers without leading zeros (see #nextProposal): the longer is the greater
+    -- and equal lengths compare as strings (tonumber on 16 digits costs the node more than this whole step).
+    if stored and (#proposal < #stored or #proposal == #stored and proposal <= stored) then
       redis.call('SET', fence, stored, 'PX', fenceRetention)
       if setFree then
         redis.call('DEL', lock)
@@ -145,13 +156,17 @@ for i = 1, #KEYS do
         redis.call('SET', lock, value, 'PX', ttl)
       end
       if mayBeQueued or holder == '|' then
-        dequeue(base, member or value .. '|' .. inbox)
+        q = q or waiters()
+        q.dequeue(base, value .. '|' .. inbox)
       end
       if claim then
         redis.call('SET', claim, value, 'PX', retention)
       end
       code = holder == value and 2 or 1
     end
+  end
+  if not out then
+    return code
   end
   out[i] = code
 end

@@ -13,11 +13,13 @@
     KEYS[i]     key base of the resource
   ARGV:
     for resource i: ARGV[i] the waiter's queue member '<lease value>|<inbox>'
-  Returns an array, one code per resource:
+  Returns an array, one code per resource (a call for one resource returns its
+  code alone: an array reply costs the node more):
     1  LEFT        the waiter was queued and is no longer
     0  NOT_QUEUED  the waiter was not queued (its place expired, or it never got one)
 ]]
 -- @include waiters
+local q = waiters()
 local out = {}
 for i = 1, #KEYS do
   local base = KEYS[i]
@@ -26,9 +28,12 @@ for i = 1, #KEYS do
   local wasFirst = redis.call('ZRANGE', queue, 0, 0)[1] == member
   out[i] = redis.call('ZREM', queue, member)
   redis.call('ZREM', due, member)
-  if wasFirst and redis.call('GET', lock) == '|' and not reserveForFirst(base, lock) then
+  if wasFirst and redis.call('GET', lock) == '|' and not q.reserveForFirst(base, lock) then
     redis.call('DEL', lock)
     redis.call('PUBLISH', base .. 'released', '')
   end
+end
+if #KEYS == 1 then
+  return out[1]
 end
 return out

@@ -12,37 +12,44 @@
 
   KEYS, for resource i = 1..n:
     KEYS[i]     key base of the resource
-  ARGV:
+  ARGV: one lease value per resource (a plain release: no claims dropped, no fence
+  checked), or ARGV[1] and three per resource:
     ARGV[1]     '1' to drop claims recorded by the value too (with a fence: only while it is current)
     for resource i: ARGV[3i-1] lease value, ARGV[3i] claim id ('' = none),
                     ARGV[3i+1] fence ('' = any): with one, the lock is deleted
                     only while the resource's fence is still that - nobody was
                     granted since (a failed attempt cleaning up: another holder
                     of the same value, a takeover, may have refreshed it since)
-  Returns an array, one code per resource:
+  Returns an array, one code per resource (a call for one resource returns its
+  code alone: an array reply costs the node more):
     1  RELEASED     the key held our value and is deleted (or reserved for the first waiter)
     0  NOT_HELD     the key is gone or holds another value
 ]]
-local dropClaims = ARGV[1] == '1'
+local plain = #ARGV == #KEYS
+local dropClaims = not plain and ARGV[1] == '1'
 -- @include waiters
-local out = {}
+-- One resource: its entry alone (see Returns), without building the array.
+local out = #KEYS ~= 1 and {}
 for i = 1, #KEYS do
   local base = KEYS[i]
   local lock = base .. 'lock'
-  local value, claimId, fence = ARGV[3 * i - 1], ARGV[3 * i], ARGV[3 * i + 1]
-  -- One read for the lock, the waiter mark and the fence.
-  local held = redis.call('MGET', lock, base .. 'waiters', base .. 'fence')
+  local value, claimId, fence = ARGV[i], '', ''
+  if not plain then
+    value, claimId, fence = ARGV[3 * i - 1], ARGV[3 * i], ARGV[3 * i + 1]
+  end
+  -- One read for the lock and the waiter mark, and the fence when it is checked.
+  local held = fence == '' and redis.call('MGET', lock, base .. 'waiters')
+    or redis.call('MGET', lock, base .. 'waiters', base .. 'fence')
   local current = fence == '' or held[3] == fence
+  local code = 0
   if current and held[1] == value then
-    if not (held[2] and reserveForFirst(base, lock)) then
+    if not (held[2] and waiters().reserveForFirst(base, lock)) then
       redis.call('DEL', lock)
     end
     if held[2] then
       redis.call('PUBLISH', base .. 'released', '')
     end
-    out[i] = 1
-  else
-    out[i] = 0
+    code = 1
   end
   if dropClaims and claimId ~= '' and current then
     local claim = base .. 'claim:' .. claimId
@@ -50,5 +57,9 @@ for i = 1, #KEYS do
       redis.call('DEL', claim)
     end
   end
+  if not out then
+    return code
+  end
+  out[i] = code
 end
 return out

@@ -18,7 +18,8 @@
     ARGV[1]     claim retention, ms (for a claim this node did not have)
     for resource i: ARGV[4i-2] claim id, ARGV[4i-1] the claim's lease value,
                     ARGV[4i] start id, ARGV[4i+1] the start it continues ('' = none)
-  Returns an array, one entry per resource:
+  Returns an array, one entry per resource (a call for one resource returns its
+  entry alone: an array reply costs the node more):
     1  STARTED   the claim is started by this start id (now, or by an earlier call)
    -1  CLAIMED   {-1, holder}: another value or another start holds the claim
 ]]
@@ -41,5 +42,8 @@ for i = 1, #KEYS do
   else
     out[i] = { -1, holder }
   end
+end
+if #KEYS == 1 then
+  return out[1]
 end
 return out
