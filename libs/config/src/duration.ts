@@ -31,12 +31,15 @@ export function parseDuration(text: string): number | undefined {
   const match = DURATION.exec(text);
   if (match === null) return undefined;
   let total = 0;
-  for (const [index, [, unitMs]] of UNITS.entries()) {
+  // Index loops and no split: every schedule parses several durations (defaults included).
+  for (let index = 0; index < UNITS.length; index++) {
     const component = match[index + 1];
     if (component === undefined) continue;
-    const [whole = '', fraction = ''] = component.split('.');
-    total += Number(whole) * unitMs;
-    if (fraction !== '') {
+    const unitMs = (UNITS[index] as (typeof UNITS)[number])[1];
+    const point = component.indexOf('.');
+    total += Number(point === -1 ? component : component.slice(0, point)) * unitMs;
+    if (point !== -1) {
+      const fraction = component.slice(point + 1);
       const fractionMs = (Number(fraction) * unitMs) / 10 ** fraction.length;
       if (!Number.isInteger(fractionMs)) return undefined;
       total += fractionMs;

@@ -1,26 +1,36 @@
 /**
  * The worker thread of `loadConfigOffThread`: reads the configuration at `workerData.path` and
- * checks its files one by one, posting each file's check as it is done (load-off-thread.ts).
+ * checks its files one by one, posting each file's schedules as it is done, then the errors of
+ * the whole configuration (load-off-thread.ts).
  */
 import { parentPort, workerData } from 'node:worker_threads';
 import { readConfigFiles } from './load.ts';
-import { SCHEDULES_PER_MESSAGE, type LoadMessage } from './load-off-thread.ts';
-import { checkFile } from './validate.ts';
+import { ENTRIES_PER_MESSAGE, type LoadMessage } from './load-off-thread.ts';
+import { ConfigAssembler, checkFile } from './validate.ts';
 
 const port = parentPort;
 if (port === null) throw new Error('load-worker.ts runs as a worker thread (loadConfigOffThread)');
 const post = (message: LoadMessage): void => port.postMessage(message);
+
+function postSlices(list: 'schedules' | 'errors', entries: readonly unknown[]): void {
+  for (let from = 0; from < entries.length; from += ENTRIES_PER_MESSAGE)
+    post({ kind: 'slice', list, json: JSON.stringify(entries.slice(from, from + ENTRIES_PER_MESSAGE)) });
+}
 
 const read = await readConfigFiles((workerData as { path: string }).path);
 if (!read.ok) post({ kind: 'failed', errors: read.errors });
 else {
   // The texts stay here: the caller needs only the file names and read errors.
   post({ kind: 'read', read: { ...read, texts: [] } });
+  // The assembler keeps what the checks across files need; the schedules go as soon as they are checked.
+  const config = new ConfigAssembler();
   for (const { file, text } of read.texts) {
     const { schedules, ...check } = checkFile(text, file);
-    for (let from = 0; from < schedules.length; from += SCHEDULES_PER_MESSAGE)
-      post({ kind: 'schedules', json: JSON.stringify(schedules.slice(from, from + SCHEDULES_PER_MESSAGE)) });
-    post({ kind: 'file', file, json: JSON.stringify(check) });
+    postSlices('schedules', schedules);
+    config.add(file, { ...check, schedules: [] });
   }
-  post({ kind: 'done' });
+  const files = read.texts.map((text) => text.file);
+  const result = config.result(files);
+  if (!result.ok) postSlices('errors', result.errors);
+  post({ kind: 'done', files });
 }

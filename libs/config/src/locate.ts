@@ -61,8 +61,7 @@ export class Locator {
   }
 
   offsetPosition(offset: number): Position {
-    const { line, col } = this.#lines.linePos(this.#sourceOffset(offset));
-    return { line: Math.max(1, line), column: Math.max(1, col) };
+    return linePosition(this.#lines, this.#sourceOffset(offset));
   }
 
   /** The pair for `key`, looking into `<<` merge sources when the mapping does not set it itself. */
@@ -99,6 +98,12 @@ function isEmptyScalar(node: Node): boolean {
     node.range !== null &&
     node.range[0] === node.range[1]
   );
+}
+
+/** The 1-based line and column of an offset in the file whose lines `lines` counts. */
+export function linePosition(lines: LineCounter, offset: number): Position {
+  const { line, col } = lines.linePos(offset);
+  return { line: Math.max(1, line), column: Math.max(1, col) };
 }
 
 /** The line starts of a text, as yaml's parser counts them (after each `\n`). */

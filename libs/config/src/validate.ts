@@ -3,9 +3,10 @@ import type * as z from 'zod';
 import { cronProblem, isTimeZone } from './cron.ts';
 import { sortErrors } from './errors.ts';
 import { MAX_FILE_BYTES, MAX_SCHEDULES, MAX_SCHEDULES_PER_FILE, formatBytes } from './limits.ts';
-import { Locator, countLines, type Position } from './locate.ts';
+import { Locator, countLines, linePosition, type Position } from './locate.ts';
 import { ALLOWED_KEYS, NAME_PATTERN, fileSchema, type ParsedFile, type ParsedSchedule } from './schema.ts';
-import { fileParts, scheduleItems, wholeFile, type FilePart } from './yaml-parts.ts';
+import { fileParts, scheduleItems, wholeFile, type FilePart, type ScheduleItems } from './yaml-parts.ts';
+import { simpleItem, type SimpleItem } from './yaml-simple.ts';
 import type { ConfigError, ConfigResult, HandlerConfig, ScheduleConfig } from './types.ts';
 
 type Path = (string | number)[];
@@ -167,7 +168,7 @@ export function checkFile(text: string, file: string, partBytes = PART_BYTES): F
     const check = new FileChecker(file, lines);
     let clean = true;
     for (const part of fileParts(text, items, partBytes)) {
-      clean = check.part(part, 'retry-whole');
+      clean = check.simplePart(text, items, part) || check.part(part, 'retry-whole');
       if (!clean) break;
     }
     if (clean) return check.result();
@@ -191,6 +192,8 @@ class FileChecker {
   readonly #crons = new CronChecks();
   #scheduleCount = 0;
   #listAt: Position = { line: 1, column: 1 };
+  /** The first part's data: what is around the list is the same in every part. */
+  #around: Loose | undefined;
 
   constructor(file: string, lines: LineCounter) {
     this.#file = file;
@@ -226,6 +229,7 @@ class FileChecker {
     const data = parsedData(doc, locator, at, yamlProblems);
     if (data === CUT_ALIAS) return false;
     if (data === undefined) return true;
+    if (part.reportsTopLevel && isLoose(data)) this.#around = data;
     // Past the limit the file is rejected whole: checking each schedule would only cost time.
     if (!this.#count(data, locator)) return true;
 
@@ -235,6 +239,54 @@ class FileChecker {
       this.#identities.push(identity);
     if (this.#errors.length === 0 && parsed.success)
       for (const schedule of buildSchedules(parsed.data, this.#file, locator)) this.#schedules.push(schedule);
+    return true;
+  }
+
+  /**
+   * Checks a part whose items yaml-simple.ts reads, without the `yaml` package: the common case of a
+   * big file. False, having changed nothing, when an item has another shape or the part has anything
+   * to report: `part` then checks it and locates what it reports.
+   */
+  simplePart(text: string, items: ScheduleItems, part: FilePart): boolean {
+    const count = part.items ?? 0;
+    if (this.#around === undefined || part.reportsTopLevel || this.#scheduleCount + count > MAX_SCHEDULES_PER_FILE)
+      return false;
+    const read: SimpleItem[] = [];
+    for (let index = part.firstIndex; index < part.firstIndex + count; index++) {
+      const start = items.starts[index] as number;
+      const item = simpleItem(text, start, items.starts[index + 1] ?? items.end, items.indent);
+      if (item?.nameAt === undefined) return false;
+      read.push(item);
+    }
+    const parsed = fileSchema.safeParse({ ...this.#around, schedules: read.map((item) => item.value) });
+    if (!parsed.success || !this.#allFine(parsed.data.schedules)) return false;
+    this.#scheduleCount += count;
+    for (const [index, schedule] of parsed.data.schedules.entries()) {
+      const at = linePosition(this.#lines, (read[index] as SimpleItem).nameAt as number);
+      const identity: Identity = {
+        id: `${parsed.data.team}/${schedule.name}`,
+        file: this.#file,
+        ...at,
+        path: ['schedules', part.firstIndex + index, 'name'],
+      };
+      this.#firstByName.set(schedule.name, identity);
+      this.#identities.push(identity);
+      if (this.#errors.length > 0) continue;
+      // the item's mapping starts after its `- `, on the item's first line
+      const { line } = linePosition(this.#lines, (items.starts[part.firstIndex + index] as number) + items.indent + 2);
+      this.#schedules.push(buildSchedule(parsed.data.team, schedule, { file: this.#file, line }));
+    }
+    return true;
+  }
+
+  /** Whether the checks after the schema (`checkSchedules`) find nothing in valid schedules. */
+  #allFine(schedules: readonly ParsedSchedule[]): boolean {
+    const names = new Set<string>();
+    for (const { name, cron, timezone } of schedules) {
+      if (this.#firstByName.has(name) || names.has(name) || this.#crons.problem(cron, timezone) !== undefined)
+        return false;
+      names.add(name);
+    }
     return true;
   }
 

@@ -12,6 +12,8 @@ export interface ScheduleItems {
   starts: number[];
   /** Where the last item ends: the first line after the sequence, or the end of the text. */
   end: number;
+  /** The column of each item's `-`. */
+  indent: number;
 }
 
 /** One part of a file for the parser: the lines around the schedule list, and some of its items. */
@@ -72,7 +74,7 @@ export function scheduleItems(text: string): ScheduleItems | undefined {
   }
   if (starts.length === 0) return undefined;
   const around = text.slice(0, starts[0]) + text.slice(end);
-  return DOCUMENT_LINE.test(around) || NODE_PROPERTY.test(around) ? undefined : { starts, end };
+  return DOCUMENT_LINE.test(around) || NODE_PROPERTY.test(around) ? undefined : { starts, end, indent };
 }
 
 /**
