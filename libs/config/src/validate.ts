@@ -138,7 +138,8 @@ const isLoose = (value: unknown): value is Loose =>
 /** Schedules are parsed in parts of about this many bytes of YAML (see yaml-parts.ts); a smaller file is parsed whole. */
 const PART_BYTES = 4096;
 
-const YAML_OPTIONS = {
+/** How every team file is parsed (yaml-simple.test.ts checks the fast reader against these). */
+export const YAML_OPTIONS = {
   prettyErrors: false, // positions come from the locator; messages stay one line
   merge: true, // `<<: *defaults` to share settings between schedules
   stringKeys: true,

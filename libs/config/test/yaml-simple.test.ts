@@ -1,18 +1,9 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { parseDocument, type Scalar } from 'yaml';
+import { YAML_OPTIONS } from '../src/validate.ts';
 import { simpleItem } from '../src/yaml-simple.ts';
 import { yaml } from './support.ts';
-
-/** The same options as validate.ts. */
-const YAML_OPTIONS = {
-  prettyErrors: false,
-  merge: true,
-  stringKeys: true,
-  resolveKnownTags: false,
-  uniqueKeys: true,
-  logLevel: 'error',
-} as const;
 
 const HEAD = 'team: t\nschedules:\n';
 
