@@ -45,7 +45,7 @@ describe('tickwarden CLI', () => {
   };
   /**
    * Runs `run` on each item in turn: each CLI's time is then its own start and timeout, not its
-   * share of two cores under six CLIs starting from their sources at once (which took 11 s).
+   * share of two cores under six CLIs starting from their sources at once.
    */
   async function oneAtATime<T, R>(items: readonly T[], run: (item: T) => Promise<R>): Promise<R[]> {
     const results: R[] = [];
