@@ -7,7 +7,7 @@
  * included; on a busy machine it varies less than the time), and the longest the event loop waited
  * for a 1 ms timer.
  *
- *   node --max-semi-space-size=4 --heap-growing-percent=20 --conditions=@tickwarden/source apps/scheduler/bench/reload-cost.ts [N]
+ *   node --optimize-for-size --conditions=@tickwarden/source apps/scheduler/bench/reload-cost.ts [N]
  */
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';

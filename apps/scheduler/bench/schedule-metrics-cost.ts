@@ -3,7 +3,7 @@
  * `npm run bench:scheduler`): `setSchedules` (each reload), one `recordOutcome` per schedule (one
  * tick each), and one /metrics scrape (its time, size, and the longest the event loop waited).
  *
- *   node --max-semi-space-size=4 --heap-growing-percent=20 --conditions=@tickwarden/source apps/scheduler/bench/schedule-metrics-cost.ts [N]
+ *   node --optimize-for-size --conditions=@tickwarden/source apps/scheduler/bench/schedule-metrics-cost.ts [N]
  */
 import { withLoopWatch } from '@tickwarden/testkit';
 import { SchedulerMetrics } from '../src/metrics.ts';

@@ -533,7 +533,7 @@ describe('each policy catches what it is for (fed a mutated prod render)', () =>
       container(o, 'worker').args = ['apps/worker/src/main.ts'];
     });
     expect(policies.nodeFlags(objects)).toEqual([
-      'scheduler: args ["apps/scheduler/dist/main.js"], expected ["--max-semi-space-size=4","--heap-growing-percent=20","apps/scheduler/dist/main.js"] (PROCESS_NODE_FLAGS of @tickwarden/runtime, then the app\'s compiled main)',
+      'scheduler: args ["apps/scheduler/dist/main.js"], expected ["--optimize-for-size","apps/scheduler/dist/main.js"] (PROCESS_NODE_FLAGS of @tickwarden/runtime, then the app\'s compiled main)',
       'worker: args ["apps/worker/src/main.ts"], expected ["apps/worker/dist/main.js"] (PROCESS_NODE_FLAGS of @tickwarden/runtime, then the app\'s compiled main)',
     ]);
   });

@@ -5,14 +5,13 @@
  * local stack and the end-to-end cluster (apps/e2e), and the scheduler benchmark all take them
  * from here.
  *
- * Scheduler: a young generation of 4 MB per semi-space and an old generation that grows by a
- * fifth at a time. A replica's live heap is small but its ticks allocate fast: with default flags
- * V8 keeps old-generation garbage up to its large limit, and `--optimize-for-size` (the flag
- * before) kept the heap small by collecting the young generation at 1 MB, which made garbage
- * collection most of a replica's CPU. The figures: apps/scheduler/BENCHMARK.md ("The V8 flags,
- * once more").
+ * Scheduler: `--optimize-for-size`. A replica's live heap is small, but bursts of ticks allocate
+ * fast, and with default flags V8 keeps old-generation garbage until its large limit; with the
+ * flag it collects sooner and gives pages back, for more CPU, which the contest lead hides from
+ * the ticks. The RSS and CPU either way: apps/scheduler/BENCHMARK.md ("Narrow runs behind the
+ * contest lead and the V8 flag").
  */
 export const PROCESS_NODE_FLAGS: Readonly<Record<'scheduler' | 'worker', readonly string[]>> = Object.freeze({
-  scheduler: Object.freeze(['--max-semi-space-size=4', '--heap-growing-percent=20']),
+  scheduler: Object.freeze(['--optimize-for-size']),
   worker: Object.freeze([]),
 });
