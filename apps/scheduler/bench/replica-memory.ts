@@ -1,9 +1,10 @@
 /**
  * The memory of one scheduler replica at N schedules (not part of `npm run bench:scheduler`, and
- * much lighter): starts 3 lock Redis and a queue Redis, generates one config file, builds the
- * scheduler and runs `apps/scheduler/dist/main.js` as its own process, compiled as the image runs
- * it (LOG_LEVEL=info, as in the benchmark; `--source` runs `src/main.ts` instead, with Node's type
- * stripper), samples its RSS from /proc every 250 ms and reads its V8 heap from /metrics. Prints the RSS once the
+ * much lighter): starts 3 lock Redis and a queue Redis, generates team files of at most
+ * MAX_SCHEDULES_PER_FILE schedules each, builds the scheduler and runs
+ * `apps/scheduler/dist/main.js` as its own process, compiled as the image runs it (LOG_LEVEL=info,
+ * as in the benchmark; `--source` runs `src/main.ts` instead, with Node's type stripper), samples
+ * its RSS from /proc every 250 ms and reads its V8 heap from /metrics. Prints the RSS once the
  * replica has started (config loaded, every schedule's first tick planned) and the peak and last
  * RSS over the run, which crosses at least one minute boundary.
  *
@@ -21,6 +22,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { MAX_SCHEDULES_PER_FILE } from '@tickwarden/config';
 import { freePort, sleep, startAppProcess, startRedisNodes } from '@tickwarden/testkit';
 import { compiledScheduler } from './compiled.ts';
 
@@ -55,9 +57,10 @@ function mixed(i: number): { cron: string; timezone: string } {
   return { cron: `${spread % 60} * * * * *`, timezone };
 }
 
-function configText(): string {
-  const lines = ['team: bench', 'schedules:'];
-  for (let i = 0; i < count; i++) {
+/** The team file of schedules from..to-1 (files hold at most MAX_SCHEDULES_PER_FILE each, one team each). */
+function configText(from: number, to: number): string {
+  const lines = [`team: bench-${from}`, 'schedules:'];
+  for (let i = from; i < to; i++) {
     const { cron, timezone } =
       values.patterns === 'mix' ? mixed(i) : { cron: FIXED_PATTERNS[values.patterns] as string, timezone: 'UTC' };
     lines.push(
@@ -97,7 +100,8 @@ async function metrics(port: number): Promise<{ heapUsedMb: number; heapTotalMb:
 }
 
 const dir = mkdtempSync(path.join(tmpdir(), 'tickwarden-replica-memory-'));
-writeFileSync(path.join(dir, 'bench.yaml'), configText());
+for (let from = 0; from < count; from += MAX_SCHEDULES_PER_FILE)
+  writeFileSync(path.join(dir, `team-${from}.yaml`), configText(from, Math.min(count, from + MAX_SCHEDULES_PER_FILE)));
 const [locks, queue] = await Promise.all([
   startRedisNodes({ count: 3, aof: false }),
   startRedisNodes({ count: 1, aof: false }),

@@ -384,6 +384,13 @@ describe('loadConfigOffThread with many schedules', () => {
       const offThreadStall = await longestStall(async () => (offThread = await loadConfigOffThread(dir)));
       expect(configOf(offThread as ConfigResult).schedules).toHaveLength(15_000);
       expect(offThread).toEqual(inThread);
+      // Off the thread the schedules arrive as JSON; their repeated parts are shared again (SharedParts).
+      const [first, last] = [
+        configOf(offThread as ConfigResult).schedules[0],
+        configOf(offThread as ConfigResult).schedules[14_999],
+      ];
+      expect(last?.backoff).toBe(first?.backoff);
+      expect(last?.history).toBe(first?.history);
       // In the caller's thread the whole parse is one stall; off it, only each file's checks arriving
       // (compared with each other: under a loaded CI both stalls grow).
       expect(inThreadStall).toBeGreaterThan(3 * offThreadStall);
