@@ -53,7 +53,7 @@ try {
     process.stdout.write(`${count} schedules, ${reload}:\n`);
     const loaded = await step('load off the event loop', () => loadConfigOffThread(dir));
     if (!loaded.ok) throw new Error(`config invalid: ${loaded.errors.length} error(s)`);
-    const schedules = loaded.config.schedules.map((schedule) => ({ ...schedule, queue: 'default' }));
+    const { schedules } = loaded.config;
     await step('tick loop setSchedules', () => loop.setSchedules(schedules));
     await step('per-schedule metrics', () => metrics.setSchedules(schedules));
     await step('config hash', () => configHash(loaded.config));

@@ -3,14 +3,17 @@ import { Cron } from 'croner';
 import type { Schedule } from './schedule.ts';
 
 /**
- * A parsed pattern and its last answer: schedules sharing a pattern ask for
- * the tick after the same instant one after the other, so one remembered
- * answer saves the rest of them croner's search.
+ * A parsed pattern and its last answers: schedules sharing a pattern ask for
+ * the tick after (and before) the same instant one after the other, so one
+ * remembered answer each way saves the rest of them croner's search (its
+ * backward search is the slower one).
  */
 export interface SharedCron {
   cron: Cron;
   lastAfterMs: number;
   lastNextMs: number | undefined;
+  lastBeforeMs: number;
+  lastPreviousMs: number | undefined;
 }
 
 /** The part of croner 11's internal pattern that holds the year table. */
@@ -67,7 +70,13 @@ export class CronCache {
       // croner mutates the options object it is given: always a fresh literal. Paused: it never starts a timer.
       const cron = new Cron(pattern, { timezone, paused: true });
       shareYearTable(cron);
-      shared = { cron, lastAfterMs: Number.NaN, lastNextMs: undefined };
+      shared = {
+        cron,
+        lastAfterMs: Number.NaN,
+        lastNextMs: undefined,
+        lastBeforeMs: Number.NaN,
+        lastPreviousMs: undefined,
+      };
       this.#crons.set(key, shared);
     }
     return shared;
@@ -127,7 +136,12 @@ export class TickPlanner {
 
   /** The latest tick strictly before `beforeMs`, or undefined. */
   previous(beforeMs: number): number | undefined {
-    return this.#cron.cron.previousRuns(1, new Date(beforeMs))[0]?.getTime();
+    const shared = this.#cron;
+    if (shared.lastBeforeMs !== beforeMs) {
+      shared.lastPreviousMs = shared.cron.previousRuns(1, new Date(beforeMs))[0]?.getTime();
+      shared.lastBeforeMs = beforeMs;
+    }
+    return shared.lastPreviousMs;
   }
 
   /** The latest tick at or before `atMs` within `windowMs`, or undefined. */

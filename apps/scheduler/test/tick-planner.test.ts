@@ -1,5 +1,5 @@
 import { Cron } from 'croner';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { TickPlanner, type Schedule } from '../src/index.ts';
 import { CronCache, sharesYearTable } from '../src/tick-planner.ts';
 import { scheduleFixture } from './support.ts';
@@ -168,6 +168,26 @@ describe('CronCache', () => {
         at = expected;
       }
     }
+  });
+
+  it('searches once per instant for the planners that share a pattern, and answers as a fresh Cron whatever the order', () => {
+    const crons = new CronCache();
+    const planners = ['a', 'b', 'c'].map(
+      (id) =>
+        new TickPlanner(scheduleFixture({ id: `team/${id}`, cron: '30 2 * * *', timezone: 'Europe/Berlin' }), crons),
+    );
+    const shared = crons.get('30 2 * * *', 'Europe/Berlin');
+    const backward = vi.spyOn(shared.cron, 'previousRuns');
+    const forward = vi.spyOn(shared.cron, 'nextRun');
+    const fresh = new Cron('30 2 * * *', { timezone: 'Europe/Berlin', paused: true });
+    const instants = ['2026-03-29T00:40:00Z', '2026-10-25T05:00:00Z', '2026-03-29T00:40:00Z'].map(Date.parse);
+    for (const at of instants)
+      for (const planner of planners) {
+        expect(planner.previous(at)).toBe(fresh.previousRuns(1, new Date(at))[0]?.getTime());
+        expect(planner.next(at)).toBe(fresh.nextRun(new Date(at))?.getTime());
+      }
+    expect(backward).toHaveBeenCalledTimes(instants.length);
+    expect(forward).toHaveBeenCalledTimes(instants.length);
   });
 
   it('keeps one parsed pattern per pattern and time zone, and drops those no schedule uses any more', () => {
