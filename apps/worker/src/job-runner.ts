@@ -260,9 +260,12 @@ export class JobRunner {
             'job ready before its due time (the clock of the scheduler that enqueued it is ahead): delayed until then (no attempt consumed)',
         },
       );
-    const lateMs = this.#lateMs(run);
+    // One reading of the clock for both: read twice, a deadline passing in between failed the job of a
+    // schedule not known yet ("not in this worker's configuration") instead of recording it missed.
+    const now = this.#now();
+    const lateMs = this.#lateMs(run, now);
     if (lateMs !== undefined) return this.#missDeadline(run, lateMs, run.lastDeferral?.reason);
-    const schedule = await this.#scheduleOf(run);
+    const schedule = await this.#scheduleOf(run, now);
     if (schedule === undefined)
       return this.#defer(
         run,
@@ -461,10 +464,9 @@ export class JobRunner {
    * first start, a deferred one, a retry or a stalled re-run alike; after that,
    * later attempts continue a run that started in time.
    */
-  #lateMs(run: Attempt): number | undefined {
+  #lateMs(run: Attempt, now: number): number | undefined {
     const deadlineMs = this.#deadlineMs(run);
     if (deadlineMs === undefined) return undefined;
-    const now = this.#now();
     return now > deadlineMs ? now - run.data.dueMs : undefined;
   }
 
@@ -490,11 +492,12 @@ export class JobRunner {
    * start deadline; without one, UNKNOWN_SCHEDULE_WAIT_MS after it was due), so the job is deferred;
    * after that the job fails without retry (a schedule removed from the config).
    */
-  async #scheduleOf(run: Attempt): Promise<ScheduleConfig | undefined> {
+  async #scheduleOf(run: Attempt, now: number): Promise<ScheduleConfig | undefined> {
     const { data } = run;
     const schedule = this.#options.schedule(data.schedule);
     if (schedule) return schedule;
-    if (this.#now() < (this.#deadlineMs(run) ?? data.dueMs + UNKNOWN_SCHEDULE_WAIT_MS)) return undefined;
+    // With a start deadline the job waits until it is late (#lateMs at the same `now`): it is missed, never failed.
+    if (this.#deadlineMs(run) !== undefined || now < data.dueMs + UNKNOWN_SCHEDULE_WAIT_MS) return undefined;
     if (run.firstStart) await this.#options.redlock.release(data.lease);
     this.#record(
       'failed',

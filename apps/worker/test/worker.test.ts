@@ -609,6 +609,37 @@ describe('worker: jobs under the lease, against real Redis', () => {
     });
   });
 
+  it('a job of a schedule not known yet, processed at the very millisecond of its start deadline, is missed, not failed', async () => {
+    const unknown = shortLeaseSchedule('team-a/edge', nodeCommand(''), { queue: 'q-edge', startDeadlineMs: 1500 });
+    const { jobId, data } = await enqueueTick(scheduler, connection, unknown);
+    const deadlineMs = data.dueMs + 1500;
+    const guard = new CommandGuard({ logger: captureLogger().logger });
+    await guard.start();
+    const { logger, records } = captureLogger();
+    // Every reading of the clock is the deadline itself: no time is left to wait for a reload, and it is not a
+    // schedule removed from the config either (the wait for one ends at the start deadline).
+    const runner = new JobRunner({
+      redlock: cluster.redlock(),
+      logger,
+      guard,
+      schedule: () => undefined,
+      now: () => deadlineMs,
+    });
+    const consumer = new Worker(queueName('q-edge'), (job, token, signal) => runner.processJob(job, token, signal), {
+      connection: new Redis(queueNodes.urls[0] as string, { maxRetriesPerRequest: null }),
+    });
+    try {
+      await waitUntil(() => outcomes(records, jobId).length > 0, 'the first attempt');
+      expect(outcomes(records, jobId)[0]).toMatchObject({
+        outcome: 'missed-deadline',
+        reason: "schedule not in this worker's configuration",
+      });
+    } finally {
+      await consumer.close(true);
+      await guard.close();
+    }
+  });
+
   it('a job of a schedule missing from the config past its wait, or with invalid data, fails without retry', async () => {
     const known = shortLeaseSchedule('team-a/known', nodeCommand(''), { queue: 'q-bad' });
     const { records } = await startWorker([known]);
