@@ -1,5 +1,5 @@
 import { DEFAULT_HISTORY, type HistoryRetention } from '@tickwarden/config';
-import { appendToHistory, readHistory } from '@tickwarden/runtime';
+import { appendToHistory, readHistory, yieldToLoop } from '@tickwarden/runtime';
 import type { Redis } from 'ioredis';
 import type { ControlAction, HistoryEntry, OpenTick, PauseRecord, ReplicaStore, TickRecord } from './ports.ts';
 
@@ -24,6 +24,8 @@ const REPLICAS_KEY = `${KEY_PREFIX}:replicas`;
 const EPOCH_KEY = `${KEY_PREFIX}:epoch`;
 /** Marks per script call: a call with tens of thousands of arguments overflows ioredis' stack. */
 const MARKS_PER_CALL = 1000;
+/** Mark calls built, or replies read, per turn of the event loop. */
+const CALLS_PER_SLICE = 2;
 /** Entries per script call (history records, opened ticks). */
 const ENTRIES_PER_CALL = 500;
 /** Ticks per round trip of `recorded` (one read each): recovery asks about up to a thousand at once. */
@@ -278,6 +280,8 @@ export class RedisReplicaStore implements ReplicaStore {
         MARKS_KEY,
         ...entries.slice(at, at + MARKS_PER_CALL).flatMap(([id, tickMs]) => [id, String(tickMs)]),
       );
+      // A start-up gap check writes every schedule's mark: its calls are built, and their replies read, a few a turn.
+      if ((at / MARKS_PER_CALL) % CALLS_PER_SLICE === CALLS_PER_SLICE - 1) await yieldToLoop();
     }
     for (const [callIndex, [error, values]] of ((await pipeline.exec()) ?? []).entries()) {
       if (error) throw error;
@@ -285,6 +289,7 @@ export class RedisReplicaStore implements ReplicaStore {
         const [id] = entries[callIndex * MARKS_PER_CALL + i] as [string, number];
         previous.set(id, value === null ? undefined : Number(value));
       });
+      if (callIndex % CALLS_PER_SLICE === CALLS_PER_SLICE - 1) await yieldToLoop();
     }
     return previous;
   }

@@ -1,3 +1,4 @@
+import { yieldToLoop } from '@tickwarden/runtime';
 import type { ReplicaStore } from './ports.ts';
 
 /** Ticks of a schedule that no replica took up: after `afterMs` (its mark), before `beforeMs` (this replica's first tick). */
@@ -16,6 +17,9 @@ type GapCheck = 'waiting' | 'claiming' | 'done';
 
 /** After a failed gap check, the next try comes this much later, ms (the queue Redis may be down). */
 export const GAP_CHECK_RETRY_MS = 1000;
+
+/** Schedules the gap check goes through per turn of the event loop: 100,000 at once held it for most of a second. */
+const SCHEDULES_PER_SLICE = 2_000;
 
 /**
  * Each schedule's high-water mark: the latest tick any replica has taken up
@@ -95,9 +99,11 @@ export class TickMarks {
     const marks = new Map(pending);
     const firstTicks = claim ? this.#firstTicks : new Map<string, number>();
     // Everything before a first tick is decided now: taken up by another replica, or missed.
+    let done = 0;
     for (const [id, first] of firstTicks) {
       marks.set(id, Math.max(marks.get(id) ?? first - 1, first - 1));
       this.#latest.set(id, Math.max(this.#latest.get(id) ?? first - 1, first - 1));
+      if (++done % SCHEDULES_PER_SLICE === 0) await yieldToLoop();
     }
     if (claim) this.#gapCheck = 'claiming';
     let previous: Map<string, number | undefined>;
@@ -118,6 +124,7 @@ export class TickMarks {
     for (const [scheduleId, beforeMs] of firstTicks) {
       const afterMs = previous.get(scheduleId);
       if (afterMs !== undefined && afterMs < beforeMs - 1) gaps.push({ scheduleId, afterMs, beforeMs });
+      if (++done % SCHEDULES_PER_SLICE === 0) await yieldToLoop();
     }
     return gaps;
   }

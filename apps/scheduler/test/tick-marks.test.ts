@@ -1,10 +1,11 @@
 import { Redlock } from '@tickwarden/redlock';
-import { sleep, startRedisNodes, type RedisNodes } from '@tickwarden/testkit';
+import { sleep, startRedisNodes, withLoopWatch, type RedisNodes } from '@tickwarden/testkit';
 import { Redis } from 'ioredis';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Scheduler, type Schedule, type TickOutcome } from '../src/index.ts';
 import { RedisReplicaStore } from '../src/replica-store.ts';
+import { TickMarks } from '../src/tick-marks.ts';
 import { scheduleFixture } from './support.ts';
 
 const everySecond = (id: string, catchUpMs = 0): Schedule =>
@@ -165,6 +166,31 @@ describe('high-water marks: ticks missed while no replica ran', () => {
     expect(
       gapLines(schedule.id).map((line) => [line['missed'], line['missedAtLeast'], line['firstTick'], line['lastTick']]),
     ).toEqual([[10_000, true, new Date(markedAt + 1000).toISOString(), new Date(firstTaken - 1000).toISOString()]]);
+  });
+
+  it('the gap check of 100,000 schedules finds every gap, a slice at a time: the event loop runs in between', async () => {
+    const redis = new Redis(queueRedis.urls[0] ?? '', { maxRetriesPerRequest: null });
+    try {
+      const ids = Array.from({ length: 100_000 }, (_, i) => `bulk/s${i}`);
+      const checkOnce = async (firstTickMs: number) => {
+        const marks = new TickMarks(new RedisReplicaStore(redis));
+        for (const id of ids) marks.planned(id, firstTickMs);
+        marks.start(0, 0);
+        const started = performance.now();
+        const { result, longestWaitMs } = await withLoopWatch(() => marks.flush(firstTickMs));
+        return { gaps: result, longestWaitMs, totalMs: performance.now() - started };
+      };
+      const firstMs = Date.parse('2026-01-01T00:00:00Z');
+      expect((await checkOnce(firstMs)).gaps).toEqual([]);
+      // A replica starting an hour later, nobody having run in between: every schedule has the same gap.
+      const { gaps, longestWaitMs, totalMs } = await checkOnce(firstMs + 3_600_000);
+      expect(gaps).toHaveLength(ids.length);
+      expect(gaps[99_999]).toEqual({ scheduleId: 'bulk/s99999', afterMs: firstMs - 1, beforeMs: firstMs + 3_600_000 });
+      // Compared with the whole check, not with a figure: under a loaded CI both grow.
+      expect(longestWaitMs).toBeLessThan(totalMs / 5);
+    } finally {
+      redis.disconnect();
+    }
   });
 
   it('prunes the parsed patterns no schedule uses after a reload', async () => {
