@@ -45,8 +45,9 @@ const SCHEDULE_FAMILIES = {
 /** Schedules written per slice of a scrape: the event loop runs ticks in between. */
 const SERIES_PER_SLICE = 2_000;
 
+/** A label value in the text format: most need no escape, and a scrape writes 100,000s of them. */
 const labelValue = (value: string): string =>
-  value.replaceAll('\\', '\\\\').replaceAll('"', '\\"').replaceAll('\n', '\\n');
+  /[\\"\n]/.test(value) ? value.replaceAll('\\', '\\\\').replaceAll('"', '\\"').replaceAll('\n', '\\n') : value;
 const labelText = (labels: Record<string, string | undefined>): string =>
   Object.entries(labels)
     .filter((entry): entry is [string, string] => entry[1] !== undefined)
@@ -170,7 +171,8 @@ export class SchedulerMetrics extends ProcessMetrics {
       let lines = [`# HELP ${name} ${help}`, `# TYPE ${name} ${type}`];
       let written = 0;
       for (const series of this.#schedules.values()) {
-        write(series, labelText({ team: teamOf(series.schedule.id), schedule: series.schedule.id }), lines);
+        const { id } = series.schedule;
+        write(series, `team="${labelValue(teamOf(id))}",schedule="${labelValue(id)}"`, lines);
         if (++written % SERIES_PER_SLICE !== 0) continue;
         slices.push(`${lines.join('\n')}\n`);
         lines = [];

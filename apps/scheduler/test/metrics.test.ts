@@ -132,6 +132,16 @@ describe('SchedulerMetrics per schedule', () => {
     ).toHaveLength(1);
   });
 
+  it('escapes a backslash, a quote and a newline in a label value, and writes other values as they are', async () => {
+    const metrics = new SchedulerMetrics({ now: () => NOW });
+    await metrics.setSchedules([{ id: 'a\\b/"q"\nz', cron: '0 * * * *', timezone: 'UTC' }]);
+    metrics.recordOutcome(event('a\\b/"q"\nz', 'enqueued', NOW));
+    const text = await metrics.exposition.metrics();
+    expect(
+      sample(text, 'tickwarden_schedule_ticks_total{team="a\\\\b",schedule="a\\\\b/\\"q\\"\\nz",outcome="enqueued"}'),
+    ).toBe(1);
+  });
+
   it('drops every series of a schedule that leaves the config', async () => {
     const metrics = new SchedulerMetrics({ now: () => NOW });
     await metrics.setSchedules(schedules);
