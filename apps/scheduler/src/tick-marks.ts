@@ -94,6 +94,8 @@ export class TickMarks {
   async flush(nowMs: number, final = false): Promise<MarkGap[]> {
     const claim = this.#gapCheck === 'waiting' && (final || nowMs >= this.#gapCheckAtMs);
     if (this.#gapCheck !== 'done' && !claim) return [];
+    // Claiming from here on: the check yields to the event loop, and a flush meanwhile must not start another.
+    if (claim) this.#gapCheck = 'claiming';
     const pending = this.#pending;
     this.#pending = new Map();
     const marks = new Map(pending);
@@ -105,7 +107,6 @@ export class TickMarks {
       this.#latest.set(id, Math.max(this.#latest.get(id) ?? first - 1, first - 1));
       if (++done % SCHEDULES_PER_SLICE === 0) await yieldToLoop();
     }
-    if (claim) this.#gapCheck = 'claiming';
     let previous: Map<string, number | undefined>;
     try {
       previous = await this.#store.raiseMarks(marks);

@@ -193,6 +193,30 @@ describe('high-water marks: ticks missed while no replica ran', () => {
     }
   });
 
+  it('a flush while the gap check runs (each wake flushes) waits for it instead of starting another', async () => {
+    const redis = new Redis(queueRedis.urls[0] ?? '', { maxRetriesPerRequest: null });
+    try {
+      const store = new RedisReplicaStore(redis);
+      let claims = 0;
+      const marks = new TickMarks({
+        raiseMarks: (raised) => {
+          claims++;
+          return store.raiseMarks(raised);
+        },
+        forgetMarks: (ids) => store.forgetMarks(ids),
+      });
+      for (let i = 0; i < 10_000; i++) marks.planned(`concurrent/s${i}`, Date.parse('2026-01-01T00:00:00Z'));
+      marks.start(0, 0);
+      const checking = marks.flush(Date.now());
+      const meanwhile = marks.flush(Date.now());
+      expect(await meanwhile).toEqual([]);
+      await checking;
+      expect(claims).toBe(1);
+    } finally {
+      redis.disconnect();
+    }
+  });
+
   it('prunes the parsed patterns no schedule uses after a reload', async () => {
     const replica = startReplica('p0', [
       scheduleFixture({ id: 'prune/a', cron: '0 0 * * *' }),
