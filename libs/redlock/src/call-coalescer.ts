@@ -76,6 +76,14 @@ export class CallCoalescer {
     }
   }
 
+  /**
+   * Sends `call` unmerged to the nodes at `indices` only; `onReply` gets positions in `indices`
+   * (a call that only some nodes need, such as a failed attempt's cleanup).
+   */
+  submitTo(indices: readonly number[], call: ScriptCall, onReply: ReplyHandler): void {
+    this.#send({ call, members: [{ from: 0, to: call.keys.length, onReply }] }, indices);
+  }
+
   #flush(): void {
     const groups = [...this.#full, ...this.#open.values()];
     this.#full = [];
@@ -85,12 +93,13 @@ export class CallCoalescer {
     for (const group of groups) this.#send(group);
   }
 
-  /** Sends `group` as one call to every node and hands each member its entries of each reply. */
-  #send({ call, members, merged }: Group): void {
+  /** Sends `group` as one call to every node (or those at `indices`) and hands each member its entries of each reply. */
+  #send({ call, members, merged }: Group, indices?: readonly number[]): void {
     const keys = merged?.keys ?? call.keys;
     const resourceArgs = merged?.args ?? call.args;
     const args = call.header.length === 0 ? resourceArgs : [...call.header, ...resourceArgs];
-    this.#nodes.forEach((node, i) => {
+    const nodes = indices?.map((index) => this.#nodes[index] as LockNode) ?? this.#nodes;
+    nodes.forEach((node, i) => {
       run(node, call, keys, args).then(
         (raw) => {
           // A script called for one resource replies with its entry alone (see the scripts' headers).

@@ -14,7 +14,7 @@ import {
   type NodeCause,
   type RedlockError,
 } from './errors.ts';
-import { CallCoalescer, type ScriptCall } from './call-coalescer.ts';
+import { CallCoalescer, type ReplyHandler, type ScriptCall } from './call-coalescer.ts';
 import { inboxChannel, releaseChannel, resourceBase } from './keys.ts';
 import type { AcquireRequest, BatchResult, Lease, ReleaseResult } from './lease.ts';
 import { LeaseWatchdog } from './lease-watchdog.ts';
@@ -83,6 +83,9 @@ export interface RedlockEvents {
   aborted: [{ resource: string; reason: RedlockError; validityLeftMs: number }];
 }
 
+/** The votes by which a node set the lock for the contender (and recorded its claim). */
+const GRANTS: ReadonlySet<AcquireVote> = new Set(['acquired', 'refreshed']);
+
 /** The value that holds a claim on at least `quorum` nodes, if one does. */
 function quorumHolder(counts: ReadonlyMap<string, number> | undefined, quorum: number): string | undefined {
   for (const [value, count] of counts ?? []) if (count >= quorum) return value;
@@ -149,20 +152,24 @@ export class Redlock extends EventEmitter<RedlockEvents> {
   }
 
   /**
-   * One script call on every node (merged with same-shaped calls made alongside it), judged by
-   * `spec`. Node errors are emitted as `nodeError` events under `operation`, also those of
-   * replies that come after the round was decided.
+   * One script call on every node (merged with same-shaped calls made alongside it), or unmerged
+   * on the nodes at `only`, judged by `spec`. Node errors are emitted as `nodeError` events under
+   * `operation`, also those of replies that come after the round was decided.
    */
   async #round<T>(
     call: ScriptCall,
     operation: NodeOperation | undefined,
     spec: Omit<RoundSpec<T>, 'timeoutMs' | 'lateError'>,
+    only?: readonly number[],
   ): Promise<NodeReply<T>[]> {
     const emit = (node: LockNode, error: Error): void => {
       if (operation !== undefined && this.listenerCount('nodeError') > 0)
         this.emit('nodeError', { node: node.id, operation, error });
     };
-    const replies = await runRound(this.nodes, this.settings.clock, (onReply) => this.#calls.submit(call, onReply), {
+    const nodes = only?.map((index) => this.nodes[index] as LockNode) ?? this.nodes;
+    const send = (onReply: ReplyHandler): void =>
+      only ? this.#calls.submitTo(only, call, onReply) : this.#calls.submit(call, onReply);
+    const replies = await runRound(nodes, this.settings.clock, send, {
       ...spec,
       timeoutMs: call.timeoutMs,
       lateError: emit,
@@ -366,7 +373,7 @@ export class Redlock extends EventEmitter<RedlockEvents> {
           if (reply.ok) {
             const holders = claimHoldersOf?.get(reply.reply);
             reply.reply.forEach((vote, i) => {
-              if (vote === 'acquired' || vote === 'refreshed') acquired[i] = (acquired[i] ?? 0) + 1;
+              if (GRANTS.has(vote)) acquired[i] = (acquired[i] ?? 0) + 1;
               const holder = holders?.[i];
               if (holder === undefined) return;
               const counts = (claimedBy[i] ??= new Map());
@@ -461,14 +468,20 @@ export class Redlock extends EventEmitter<RedlockEvents> {
     const fence = String(proposal);
     const madeUp = failed.filter((c) => !c.supplied);
     const supplied = failed.filter((c) => c.supplied);
+    const { granted, unknown } = this.#whereSet(madeUp, open, replies);
+    const cleanUp = (only: readonly number[]) =>
+      this.#releaseValues(
+        madeUp.map((c) => ({ ...c.request, fence })),
+        true,
+        s,
+        only,
+      );
+    // Where no node granted, only nodes whose vote is unknown may hold anything: cleaned up in the
+    // background, since waiting on the nodes the round was decided without would cost most failed
+    // attempts (a waiter's) a round trip. Fence-checked, it is harmless whenever it lands.
+    if (granted.length === 0 && unknown.length > 0) void cleanUp(unknown);
     await Promise.all([
-      madeUp.length > 0
-        ? this.#releaseValues(
-            madeUp.map((c) => ({ ...c.request, fence })),
-            true,
-            s,
-          )
-        : undefined,
+      granted.length > 0 ? cleanUp([...granted, ...unknown].sort((a, b) => a - b)) : undefined,
       ...replies.map((reply) => {
         if (!reply.ok) return undefined;
         const fresh = supplied.filter((c) => reply.reply[open.indexOf(c)] === 'acquired');
@@ -482,6 +495,29 @@ export class Redlock extends EventEmitter<RedlockEvents> {
           : undefined;
       }),
     ]);
+  }
+
+  /**
+   * Where the attempt that `replies` judged may have set a lock or claim of `contenders`: the
+   * nodes that granted one (`granted`), and those whose vote is unknown (an error, a timeout, or
+   * no reply yet when the round was decided). Any other vote (taken, queued, claimed, stale,
+   * early) means the node set nothing for it, so no cleanup need go there.
+   */
+  #whereSet(
+    contenders: readonly Contender[],
+    open: readonly Contender[],
+    replies: readonly NodeReply<readonly AcquireVote[]>[],
+  ): { granted: number[]; unknown: number[] } {
+    const indices = contenders.map((c) => open.indexOf(c));
+    const granted: number[] = [];
+    const unknown: number[] = [];
+    if (indices.length === 0) return { granted, unknown };
+    this.nodes.forEach((node, n) => {
+      const reply = replies.find((r) => r.node === node);
+      if (!reply?.ok) unknown.push(n);
+      else if (indices.some((i) => GRANTS.has(reply.reply[i] as AcquireVote))) granted.push(n);
+    });
+    return { granted, unknown };
   }
 
   /** One fence-checked release call on one node (no claims dropped); its error is emitted, never thrown. */
@@ -701,11 +737,15 @@ export class Redlock extends EventEmitter<RedlockEvents> {
     return (await Promise.all(chunks.map(call))).flat();
   }
 
-  /** Releases by value (and, with `fence`, only while the resource's fence is still that: see release.lua). */
+  /**
+   * Releases by value (and, with `fence`, only while the resource's fence is still that: see
+   * release.lua), on every node or on those at `only` (the others are known to hold none of them).
+   */
   async #releaseValues(
     leases: readonly { resource: string; value: string; claim?: string | undefined; fence?: string }[],
     dropClaims: boolean,
     s: CallSettings,
+    only?: readonly number[],
   ): Promise<ReleaseResult[]> {
     const { keyPrefix } = this.settings;
     // Without claims to drop or fences to check, release.lua takes the values alone.
@@ -721,7 +761,8 @@ export class Redlock extends EventEmitter<RedlockEvents> {
     const { quorum } = this.settings;
     const n = this.nodes.length;
     const released = new Array<number>(leases.length).fill(0);
-    let answered = 0;
+    // Nodes left out hold none of the leases: as good as answered `not-held`.
+    let answered = n - (only?.length ?? n);
     // Decided like acquire and extend, so a slow minority does not hold up every release: once
     // each lease is released on a quorum (free for others) or no longer can be. Calls to one
     // node run in order, so this client's next call there lands after the release.
@@ -736,8 +777,10 @@ export class Redlock extends EventEmitter<RedlockEvents> {
           return released.every((count) => count >= quorum || count + (n - answered) < quorum);
         },
       },
+      only,
     );
-    const unconfirmed = this.nodes.filter((node) => !replies.some((r) => r.node === node)).map((node) => node.id);
+    const asked = only?.map((index) => this.nodes[index] as LockNode) ?? this.nodes;
+    const unconfirmed = asked.filter((node) => !replies.some((r) => r.node === node)).map((node) => node.id);
     return leases.map((lease, i) => {
       const result: ReleaseResult = {
         resource: lease.resource,

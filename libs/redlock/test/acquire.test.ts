@@ -94,6 +94,52 @@ describe.each([1, 3, 5])('acquire and release with %i node(s)', (count) => {
   });
 });
 
+describe("a failed attempt's cleanup goes only where the attempt may have set something", () => {
+  const cluster = useNodes(3);
+
+  /** Records each script call a node of `redlock` is sent, by script name and node index. */
+  function recordCalls(redlock: Redlock): { script: string; node: number }[] {
+    const calls: { script: string; node: number }[] = [];
+    redlock.nodes.forEach((node, i) => {
+      const run = node.run.bind(node);
+      node.run = (script, ...rest) => {
+        calls.push({ script: script.name, node: i });
+        return run(script, ...rest);
+      };
+    });
+    return calls;
+  }
+
+  it('releases on the node that granted, never on those that answered taken', async () => {
+    const holder = redlockOn(cluster.nodes.urls);
+    const lease = await holder.acquire('split', 5000);
+    const keys = resourceKeys(holder.settings.keyPrefix, 'split');
+    // Free on node 2 only: the contender gets node 2 and fails on 0 and 1, which both answer before
+    // the attempt can be decided (one grant and one node left could still make the quorum of two).
+    await inspect(cluster.nodes.urls[2] ?? '', (c) => c.del(keys.lock));
+    const contender = redlockOn(cluster.nodes.urls, { retryCount: 0 });
+    const calls = recordCalls(contender);
+    await expect(contender.acquire('split', 5000)).rejects.toBeInstanceOf(LockTakenError);
+    await waitUntil(
+      async () => (await inspect(cluster.nodes.urls[2] ?? '', (c) => c.get(keys.lock))) === null,
+      'the cleanup on node 2',
+    );
+    expect(calls.filter((c) => c.script === 'release').map((c) => c.node)).toEqual([2]);
+    await holder.release(lease);
+  });
+
+  it("sends nothing to the nodes that answered when none granted (a waiter's failed attempt)", async () => {
+    const holder = redlockOn(cluster.nodes.urls);
+    const lease = await holder.acquire('held', 5000);
+    const contender = redlockOn(cluster.nodes.urls, { retryCount: 0 });
+    const calls = recordCalls(contender);
+    await expect(contender.acquire('held', 5000)).rejects.toBeInstanceOf(LockTakenError);
+    // Decided after two `taken`: at most the third node, whose vote was unknown then, gets a release.
+    expect(calls.filter((c) => c.script === 'release').length).toBeLessThanOrEqual(1);
+    await holder.release(lease);
+  });
+});
+
 describe('an event-loop stall longer than the node timeout (a GC pause)', () => {
   const cluster = useNodes(3);
 

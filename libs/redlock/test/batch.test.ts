@@ -46,14 +46,17 @@ describe.each([3, 5])('batch calls with %i nodes', (count) => {
       redlock.acquire('merged-taken', 5000),
       ...resources.map((resource) => redlock.acquire(resource, 5000)),
     ]);
-    // One merged acquire, then one release of what the failed contender got.
-    expect([...calls.values()]).toEqual(Array(count).fill(2));
+    // One merged acquire; the failed contender lost on a quorum of answers, and its cleanup goes only
+    // to the nodes that had not answered yet (see #whereSet): at most count - quorum of them.
+    const afterAcquire = [...calls.values()];
+    expect(afterAcquire.every((n) => n === 1 || n === 2)).toBe(true);
+    expect(afterAcquire.filter((n) => n === 2).length).toBeLessThanOrEqual(count - (Math.floor(count / 2) + 1));
     expect(taken?.status === 'rejected' && taken.reason).toBeInstanceOf(LockTakenError);
     const leases = won.map((outcome) => (outcome.status === 'fulfilled' ? outcome.value : undefined));
     expect(leases.map((lease) => lease?.resource)).toEqual(resources);
     const released = await Promise.all(leases.map((lease) => redlock.release(lease as NonNullable<typeof lease>)));
     expect(released.every((r) => r.released.length + r.unconfirmed.length === count && r.failed.size === 0)).toBe(true);
-    expect([...calls.values()]).toEqual(Array(count).fill(3));
+    expect([...calls.values()]).toEqual(afterAcquire.map((n) => n + 1));
     await other.release(held);
   });
 
