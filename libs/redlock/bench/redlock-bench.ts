@@ -41,6 +41,28 @@ const BATCH_SIZE = 1_000;
 const TTL_MS = 10_000;
 /** The library's defaults (node-redlock's are the same numbers; its jitter is ±100 around 200). */
 const RETRY = { retryCount: 10, retryDelayMs: 200, retryJitterMs: 100 } as const;
+/** What `BENCH_ROWS` may name (comma-separated): the measurements to run; all of them by default. */
+const MEASUREMENTS = ['sequential', 'concurrent', 'contention', 'batch'] as const;
+type Measurement = (typeof MEASUREMENTS)[number];
+const isMeasurement = (name: string): name is Measurement => (MEASUREMENTS as readonly string[]).includes(name);
+
+/** The measurements `BENCH_ROWS` names; an unknown name exits with status 2 before any node starts. */
+function selectedMeasurements(): ReadonlySet<Measurement> {
+  const names = (process.env['BENCH_ROWS'] ?? '').split(',').map((name) => name.trim());
+  if (names.every((name) => name === '')) return new Set(MEASUREMENTS);
+  const unknown = names.filter((name) => !isMeasurement(name));
+  if (unknown.length > 0) {
+    process.stderr.write(
+      `BENCH_ROWS: unknown ${unknown.map((name) => `"${name}"`).join(', ')}; expected a comma-separated list of ${MEASUREMENTS.join(', ')}\n`,
+    );
+    process.exit(2);
+  }
+  return new Set(names.filter(isMeasurement));
+}
+const MEASURED = selectedMeasurements();
+/** `items` when `measurement` runs, else none (its rows and targets are left out of the report). */
+const ifMeasured = <T>(measurement: Measurement, items: T[]): T[] => (MEASURED.has(measurement) ? items : []);
+
 /** Issue #22's targets for tickwarden. */
 const TARGET = { seqVsPeer: 1, seqVsFloor: 1, concVsPeer: 3, jain: 0.95, maxGapMs: 10 } as const;
 
@@ -717,45 +739,51 @@ function table(run: RunResult): string {
   // Failed cycles are left out of the rate: say how many there were.
   const failed = (errors: number): string => (errors > 0 ? ` (${fmt(errors)} failed)` : '');
   const rows: Row[] = [
-    [
-      `sequential acquire+release (${fmt(SEQ_CYCLES)} cycles per round), cycles/s`,
-      (x) => fmtSpread(x.sequential.cyclesPerSec) + failed(x.sequential.errors),
-    ],
-    [
-      'sequential acquire p50 / p99, ms (all rounds)',
-      (x) => `${fmt(x.sequential.acquireP50Ms, 3)} / ${fmt(x.sequential.acquireP99Ms, 3)}`,
-    ],
-    [
-      'sequential release p50 / p99, ms (all rounds)',
-      (x) => `${fmt(x.sequential.releaseP50Ms, 3)} / ${fmt(x.sequential.releaseP99Ms, 3)}`,
-    ],
-    [
-      'sequential: Redis commands per cycle (all nodes, Lua-internal included; INFO commandstats)',
-      (x) => fmt(x.sequential.commandsPerCycle, 1),
-    ],
-    [
-      'sequential: server time per cycle, µs (the commands the client sent, all nodes summed; INFO commandstats usec)',
-      (x) => fmt(x.sequential.serverUsPerCycle, 1),
-    ],
-    [
-      `${CONC_LOOPS} concurrent loops (own keys, ${CONC_MS / 1000} s per round), cycles/s`,
-      (x) => fmtSpread(x.concurrent.cyclesPerSec) + failed(x.concurrent.errors),
-    ],
-    [
-      `${CONC_LOOPS} concurrent: CPU per cycle, µs: this process / all redis-servers`,
-      (x) => `${fmt(x.concurrent.clientCpuUsPerCycle, 1)} / ${fmt(x.concurrent.redisCpuUsPerCycle, 1)}`,
-    ],
-    ...contentionRows,
-    [
-      `batch of ${fmt(BATCH_SIZE)}: acquire wall time, ms`,
-      (x) => {
-        const short = x.batch.rounds.filter((r) => r.acquired !== BATCH_SIZE).map((r) => r.acquired);
-        return fmtSpread(x.batch.acquireMs, 1) + (short.length > 0 ? ` (${short.join(', ')} acquired)` : '');
-      },
-    ],
-    [`batch of ${fmt(BATCH_SIZE)}: release wall time, ms`, (x) => fmtSpread(x.batch.releaseMs, 1)],
-    ['batch acquire: commands sent to node 0 (INFO commandstats)', batchCmds('acquire')],
-    ['batch release: commands sent to node 0 (INFO commandstats)', batchCmds('release')],
+    ...ifMeasured<Row>('sequential', [
+      [
+        `sequential acquire+release (${fmt(SEQ_CYCLES)} cycles per round), cycles/s`,
+        (x) => fmtSpread(x.sequential.cyclesPerSec) + failed(x.sequential.errors),
+      ],
+      [
+        'sequential acquire p50 / p99, ms (all rounds)',
+        (x) => `${fmt(x.sequential.acquireP50Ms, 3)} / ${fmt(x.sequential.acquireP99Ms, 3)}`,
+      ],
+      [
+        'sequential release p50 / p99, ms (all rounds)',
+        (x) => `${fmt(x.sequential.releaseP50Ms, 3)} / ${fmt(x.sequential.releaseP99Ms, 3)}`,
+      ],
+      [
+        'sequential: Redis commands per cycle (all nodes, Lua-internal included; INFO commandstats)',
+        (x) => fmt(x.sequential.commandsPerCycle, 1),
+      ],
+      [
+        'sequential: server time per cycle, µs (the commands the client sent, all nodes summed; INFO commandstats usec)',
+        (x) => fmt(x.sequential.serverUsPerCycle, 1),
+      ],
+    ]),
+    ...ifMeasured<Row>('concurrent', [
+      [
+        `${CONC_LOOPS} concurrent loops (own keys, ${CONC_MS / 1000} s per round), cycles/s`,
+        (x) => fmtSpread(x.concurrent.cyclesPerSec) + failed(x.concurrent.errors),
+      ],
+      [
+        `${CONC_LOOPS} concurrent: CPU per cycle, µs: this process / all redis-servers`,
+        (x) => `${fmt(x.concurrent.clientCpuUsPerCycle, 1)} / ${fmt(x.concurrent.redisCpuUsPerCycle, 1)}`,
+      ],
+    ]),
+    ...ifMeasured('contention', contentionRows),
+    ...ifMeasured<Row>('batch', [
+      [
+        `batch of ${fmt(BATCH_SIZE)}: acquire wall time, ms`,
+        (x) => {
+          const short = x.batch.rounds.filter((r) => r.acquired !== BATCH_SIZE).map((r) => r.acquired);
+          return fmtSpread(x.batch.acquireMs, 1) + (short.length > 0 ? ` (${short.join(', ')} acquired)` : '');
+        },
+      ],
+      [`batch of ${fmt(BATCH_SIZE)}: release wall time, ms`, (x) => fmtSpread(x.batch.releaseMs, 1)],
+      ['batch acquire: commands sent to node 0 (INFO commandstats)', batchCmds('acquire')],
+      ['batch release: commands sent to node 0 (INFO commandstats)', batchCmds('release')],
+    ]),
   ];
   // The commands of a sequential cycle by name, most frequent in tickwarden's cycle first.
   const ours = run.results.tickwarden.sequential.commandsByName;
@@ -769,16 +797,18 @@ function table(run: RunResult): string {
     `|---|${IMPLS.map(() => '---:').join('|')}|`,
     ...rows.map(([name, cell]) => `| ${name} | ${IMPLS.map((impl) => cell(run.results[impl], impl)).join(' | ')} |`),
     '',
-    `Redis commands per sequential cycle by command, ${run.nodes} nodes together (INFO commandstats calls over all rounds / cycles; the script calls themselves and the commands they ran):`,
-    '',
-    `| command | ${IMPLS.map((impl) => COLUMN[impl]).join(' | ')} |`,
-    `|---|${IMPLS.map(() => '---:').join('|')}|`,
-    ...names.map(
-      (name) =>
-        `| ${name.toUpperCase()} | ${IMPLS.map((impl) => fmt(run.results[impl].sequential.commandsByName[name] ?? 0, 2)).join(' | ')} |`,
-    ),
-    `| total | ${IMPLS.map((impl) => fmt(run.results[impl].sequential.commandsPerCycle, 2)).join(' | ')} |`,
-    '',
+    ...ifMeasured('sequential', [
+      `Redis commands per sequential cycle by command, ${run.nodes} nodes together (INFO commandstats calls over all rounds / cycles; the script calls themselves and the commands they ran):`,
+      '',
+      `| command | ${IMPLS.map((impl) => COLUMN[impl]).join(' | ')} |`,
+      `|---|${IMPLS.map(() => '---:').join('|')}|`,
+      ...names.map(
+        (name) =>
+          `| ${name.toUpperCase()} | ${IMPLS.map((impl) => fmt(run.results[impl].sequential.commandsByName[name] ?? 0, 2)).join(' | ')} |`,
+      ),
+      `| total | ${IMPLS.map((impl) => fmt(run.results[impl].sequential.commandsPerCycle, 2)).join(' | ')} |`,
+      '',
+    ]),
     `Targets (tickwarden, ${run.nodes} nodes; rates compared by their medians):`,
     '',
     ...run.targets.map((t) =>
@@ -808,34 +838,38 @@ function targets(r: Record<ImplName, ImplResult>): Target[] {
   const seqFloor = best(r, FLOORS, seq);
   const concFloor = best(r, FLOORS, conc);
   const list: Target[] = [
-    {
-      name: 'sequential cycles/s vs node-redlock (plain clients)',
-      value: ratio(seq(ours), seq(r['node-redlock'])),
-      target: `>= ${fmt(TARGET.seqVsPeer, 2)}x`,
-      met: seq(ours) >= TARGET.seqVsPeer * seq(r['node-redlock']),
-    },
-    {
-      name: `sequential cycles/s vs the best floor, ${COLUMN[seqFloor]}`,
-      value: ratio(seq(ours), seq(r[seqFloor])),
-      target: `>= ${fmt(TARGET.seqVsFloor, 2)}x`,
-      met: seq(ours) >= TARGET.seqVsFloor * seq(r[seqFloor]),
-    },
-    {
-      name: `${CONC_LOOPS}-concurrent cycles/s vs node-redlock (plain clients)`,
-      value: ratio(conc(ours), conc(r['node-redlock'])),
-      target: `>= ${fmt(TARGET.concVsPeer, 2)}x`,
-      met: conc(ours) >= TARGET.concVsPeer * conc(r['node-redlock']),
-    },
-    {
-      name: `${CONC_LOOPS}-concurrent cycles/s vs node-redlock (auto-pipelined clients)`,
-      value: ratio(conc(ours), conc(r['node-redlock-pipelined'])),
-    },
-    {
-      name: `${CONC_LOOPS}-concurrent cycles/s vs the best floor, ${COLUMN[concFloor]}`,
-      value: ratio(conc(ours), conc(r[concFloor])),
-    },
+    ...ifMeasured<Target>('sequential', [
+      {
+        name: 'sequential cycles/s vs node-redlock (plain clients)',
+        value: ratio(seq(ours), seq(r['node-redlock'])),
+        target: `>= ${fmt(TARGET.seqVsPeer, 2)}x`,
+        met: seq(ours) >= TARGET.seqVsPeer * seq(r['node-redlock']),
+      },
+      {
+        name: `sequential cycles/s vs the best floor, ${COLUMN[seqFloor]}`,
+        value: ratio(seq(ours), seq(r[seqFloor])),
+        target: `>= ${fmt(TARGET.seqVsFloor, 2)}x`,
+        met: seq(ours) >= TARGET.seqVsFloor * seq(r[seqFloor]),
+      },
+    ]),
+    ...ifMeasured<Target>('concurrent', [
+      {
+        name: `${CONC_LOOPS}-concurrent cycles/s vs node-redlock (plain clients)`,
+        value: ratio(conc(ours), conc(r['node-redlock'])),
+        target: `>= ${fmt(TARGET.concVsPeer, 2)}x`,
+        met: conc(ours) >= TARGET.concVsPeer * conc(r['node-redlock']),
+      },
+      {
+        name: `${CONC_LOOPS}-concurrent cycles/s vs node-redlock (auto-pipelined clients)`,
+        value: ratio(conc(ours), conc(r['node-redlock-pipelined'])),
+      },
+      {
+        name: `${CONC_LOOPS}-concurrent cycles/s vs the best floor, ${COLUMN[concFloor]}`,
+        value: ratio(conc(ours), conc(r[concFloor])),
+      },
+    ]),
   ];
-  for (const [i, row] of CONTENTION_ROWS.entries()) {
+  for (const [i, row] of MEASURED.has('contention') ? CONTENTION_ROWS.entries() : []) {
     const c = ours.contention[i] as Contention;
     const rate = (impl: RetryingName): number => r[impl].contention[i]?.acquisitionsPerSec.median ?? Number.NaN;
     const peer = best(r, NODE_REDLOCKS, (x) => x.contention[i]?.acquisitionsPerSec.median ?? Number.NaN);
@@ -873,6 +907,7 @@ function targets(r: Record<ImplName, ImplResult>): Target[] {
   const calls = Math.ceil(BATCH_SIZE / DEFAULT_SETTINGS.maxBatchSize);
   const perNode = (counts: readonly CommandCounts[]): string => counts.map(scriptCalls).join(',');
   const expected = (counts: readonly CommandCounts[]): boolean => counts.every((d) => scriptCalls(d) === calls);
+  if (!MEASURED.has('batch')) return list;
   list.push({
     name: 'batch: script calls per node (acquireBatch / releaseBatch, every node, each round)',
     value: ours.batch.rounds.map((b) => `${perNode(b.acquireCommands)} / ${perNode(b.releaseCommands)}`).join('; '),
@@ -942,8 +977,10 @@ async function runFor(nodes: RedisNodes, count: number, runId: string): Promise<
   log(`${count} nodes: connecting and warming up (${SEQ_WARMUP} cycles each)`);
   const adapters = {} as Record<ImplName, Adapter>;
   let results: Record<ImplName, ImplResult>;
+  // The sequential, concurrent and batch measurements share one adapter per implementation.
+  const shared = MEASURED.has('sequential') || MEASURED.has('concurrent') || MEASURED.has('batch');
   try {
-    for (const impl of IMPLS) {
+    for (const impl of shared ? IMPLS : []) {
       adapters[impl] = await makeAdapter(impl, urls);
       await warmUp(adapters[impl], `${tag(impl)}:seq`);
       for (let i = 0; i < SEQ_WARMUP; i++) await (await adapters[impl].acquire(`${tag(impl)}:seq`, TTL_MS)).release();
@@ -951,17 +988,17 @@ async function runFor(nodes: RedisNodes, count: number, runId: string): Promise<
     const seq = perImpl(IMPLS, () => new SequentialSamples());
     const conc = perImpl(IMPLS, () => new ConcurrentSamples());
     const batches = perImpl(IMPLS, (): BatchRound[] => []);
-    for (let round = 0; round < ROUNDS; round++) {
+    for (let round = 0; round < (MEASURED.has('sequential') ? ROUNDS : 0); round++) {
       log(`${count} nodes: sequential, round ${round + 1}/${ROUNDS}`);
       for (const impl of rotate(IMPLS, round))
         await sequentialRound(adapters[impl], impl, `${tag(impl)}:seq`, nodes, count, seq[impl]);
     }
-    for (let round = 0; round < ROUNDS; round++) {
+    for (let round = 0; round < (MEASURED.has('concurrent') ? ROUNDS : 0); round++) {
       log(`${count} nodes: ${CONC_LOOPS} concurrent loops, round ${round + 1}/${ROUNDS}`);
       for (const impl of rotate(IMPLS, round))
         await concurrentRound(adapters[impl], `${tag(impl)}:conc`, nodes, count, conc[impl]);
     }
-    for (let round = 0; round < ROUNDS; round++) {
+    for (let round = 0; round < (MEASURED.has('batch') ? ROUNDS : 0); round++) {
       log(`${count} nodes: batch of ${BATCH_SIZE}, round ${round + 1}/${ROUNDS}`);
       for (const impl of rotate(IMPLS, round))
         batches[impl].push(await batchRound(adapters[impl], nodes, count, `${tag(impl)}:batch:${round}`));
@@ -975,8 +1012,10 @@ async function runFor(nodes: RedisNodes, count: number, runId: string): Promise<
   } finally {
     await Promise.all(Object.values(adapters).map((adapter) => adapter.close()));
   }
-  const contention = await contentionPhase(urls, count, tag);
-  for (const impl of RETRYING) results[impl].contention = contention[impl];
+  if (MEASURED.has('contention')) {
+    const contention = await contentionPhase(urls, count, tag);
+    for (const impl of RETRYING) results[impl].contention = contention[impl];
+  }
   return { nodes: count, results, targets: targets(results) };
 }
 
@@ -1003,7 +1042,7 @@ async function main(): Promise<void> {
     node: process.version,
     redisServer: server['redis_version'] ?? 'unknown',
     nodeRedlock: '5.0.0-beta.2',
-    command: 'npm run bench:redlock',
+    command: `${MEASURED.size < MEASUREMENTS.length ? `BENCH_ROWS=${[...MEASURED].join(',')} ` : ''}npm run bench:redlock`,
     commit: git('rev-parse', '--short', 'HEAD'),
     /** Uncommitted changes under libs/redlock/src when the run started (the library measured may differ from the commit). */
     srcChanges: git('status', '--porcelain', '--', 'libs/redlock/src')
@@ -1021,6 +1060,11 @@ async function main(): Promise<void> {
   const header = [
     `Redlock benchmark, ${env.date}: ${env.nproc} CPUs (${env.cpu}), Node ${env.node}, redis-server ${env.redisServer} (local processes, AOF off), total ${fmt(seconds, 0)} s.`,
     `Library at commit ${env.commit}${changed.length > 0 ? ` with uncommitted changes in ${changed.join(', ')}` : ''}; load average (1/5/15 min) ${env.loadAverageAtStart.join(' / ')} at start, ${loadAverageAtEnd.join(' / ')} at end.`,
+    ...(MEASURED.size < MEASUREMENTS.length
+      ? [
+          `Measured only: ${[...MEASURED].join(', ')} (\`${env.command}\`); the other rows and their targets are left out.`,
+        ]
+      : []),
     `Every figure comes from ${ROUNDS} rounds with the implementations interleaved in a rotating order; rates are median [min-max] over the rounds, latencies and per-cycle costs are over all rounds together.`,
     'tickwarden builds its clients from the URLs (LOCK_CLIENT_OPTIONS: no auto-pipelining; it merges calls made together into one script call per node itself). node-redlock 5.0.0-beta.2 runs on default ioredis clients as its README shows, and on auto-pipelined ones (LOCK_CLIENT_OPTIONS + enableAutoPipelining).',
     'The floor is SET NX PX on every node, then compare-and-delete (EVALSHA) on every node, each step decided at a quorum, no retries: on plain clients (LOCK_CLIENT_OPTIONS), the fastest for one caller at a time, and on auto-pipelined clients, the fastest for many; each target compares with the faster of the two in its workload.',
