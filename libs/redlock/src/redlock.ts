@@ -529,7 +529,8 @@ export class Redlock extends EventEmitter<RedlockEvents> {
   ): Promise<void> {
     const { keyPrefix, clock } = this.settings;
     const keys = leases.map((lease) => resourceBase(keyPrefix, lease.resource));
-    const args = ['0', ...leases.flatMap((lease) => [lease.value, '', fence])];
+    // release.lua's '2': a failed attempt cleaning up, claims kept.
+    const args = ['2', ...leases.flatMap((lease) => [lease.value, '', fence])];
     let timer: unknown;
     const timeout = new Promise<never>(
       (_, reject) => (timer = clock.setTimeout(() => reject(new NodeTimeoutError(s.nodeTimeoutMs)), s.nodeTimeoutMs)),
@@ -740,16 +741,17 @@ export class Redlock extends EventEmitter<RedlockEvents> {
   /**
    * Releases by value (and, with `fence`, only while the resource's fence is still that: see
    * release.lua), on every node or on those at `only` (the others are known to hold none of them).
+   * `cleanup`: a failed attempt's (its claims are dropped too, its queue places kept).
    */
   async #releaseValues(
     leases: readonly { resource: string; value: string; claim?: string | undefined; fence?: string }[],
-    dropClaims: boolean,
+    cleanup: boolean,
     s: CallSettings,
     only?: readonly number[],
   ): Promise<ReleaseResult[]> {
     const { keyPrefix } = this.settings;
     // Without claims to drop or fences to check, release.lua takes the values alone.
-    const plain = !dropClaims && leases.every((lease) => lease.fence === undefined);
+    const plain = !cleanup && leases.every((lease) => lease.fence === undefined);
     const keys: string[] = [];
     const args: string[] = [];
     for (const lease of leases) {
@@ -757,7 +759,7 @@ export class Redlock extends EventEmitter<RedlockEvents> {
       if (plain) args.push(lease.value);
       else args.push(lease.value, lease.claim ?? '', lease.fence ?? '');
     }
-    const header = plain ? [] : [dropClaims ? '1' : '0'];
+    const header = plain ? [] : [cleanup ? '1' : '0'];
     const { quorum } = this.settings;
     const n = this.nodes.length;
     const released = new Array<number>(leases.length).fill(0);

@@ -1,5 +1,12 @@
 import { describe, expect, it } from 'vitest';
-import { AcquireAbortedError, LockTakenError, QuorumUnavailableError, resourceKeys, type Lease } from '../src/index.ts';
+import {
+  AcquireAbortedError,
+  LockTakenError,
+  QuorumUnavailableError,
+  resourceKeys,
+  scripts,
+  type Lease,
+} from '../src/index.ts';
 import { waitUntil } from '@tickwarden/testkit';
 import { inspect, redlockOn, sleep, useNodes } from './support.ts';
 
@@ -162,6 +169,82 @@ describe('release notifications', () => {
       return places;
     };
     await waitUntil(async () => (await left()) === 0, 'the queue emptied on every node', { timeoutMs: 3000 });
+  });
+});
+
+describe('a waiter that won the lease while still queued on a slow node', () => {
+  const cluster = useNodes(3);
+
+  /**
+   * The race: the waiter's retry reaches node 2 before the holder's release does there, so it is
+   * taken there (and queued again) while it wins on nodes 0 and 1. Made by hand: the holder's lock
+   * is deleted on nodes 0 and 1 while the waiter sleeps between attempts.
+   */
+  async function wonWhileQueued(resource: string) {
+    const holder = redlockOn(cluster.nodes.urls);
+    const held = await holder.acquire(resource, 10_000);
+    // Its queue places last 2.1 s (retry delay + node timeout): longer than the checks below wait.
+    const waiter = redlockOn(cluster.nodes.urls, {
+      retryDelayMs: 100,
+      retryJitterMs: 0,
+      nodeTimeoutMs: 2000,
+      wakeOnRelease: false,
+    });
+    const waiting = waiter.acquire(resource, 10_000);
+    await sleep(30); // its first attempt: taken everywhere, queued
+    const keys = resourceKeys('tickwarden', resource);
+    for (const url of cluster.nodes.urls.slice(0, 2)) await inspect(url, (c) => c.del(keys.lock));
+    const lease = await waiting;
+    const slow = cluster.nodes.urls[2] ?? '';
+    const lockOnSlowNode = () => inspect(slow, (c) => c.get(keys.lock));
+    const queueOnSlowNode = () => inspect(slow, (c) => c.zrange(keys.queue, '0', '-1'));
+    expect(await lockOnSlowNode()).toBe(held.value);
+    expect(await queueOnSlowNode()).toEqual([expect.stringMatching(lease.value)]);
+    return { holder, held, waiter, lease, lockOnSlowNode, queueOnSlowNode };
+  }
+
+  it("the holder's release reserves the lock for it there; its own release passes that on", async () => {
+    const { holder, held, waiter, lease, lockOnSlowNode } = await wonWhileQueued('won-then-reserved');
+    await holder.release(held);
+    expect(await lockOnSlowNode()).toBe('|');
+    await waiter.release(lease);
+    // Nobody else waits: free, not reserved until the waiter's deadline (a release decided at the
+    // quorum of nodes 0 and 1 still lands on node 2).
+    await waitUntil(async () => (await lockOnSlowNode()) === null, 'the reservation passed on', { timeoutMs: 500 });
+  });
+
+  it('its release landing first takes its place out, so the late release frees the lock', async () => {
+    const { holder, held, waiter, lease, lockOnSlowNode, queueOnSlowNode } = await wonWhileQueued('won-then-released');
+    await waiter.release(lease);
+    await waitUntil(async () => (await queueOnSlowNode()).length === 0, 'its place taken out', { timeoutMs: 500 });
+    await holder.release(held);
+    expect(await lockOnSlowNode()).toBeNull();
+  });
+
+  it("a failed attempt's cleanup keeps the value's place (it retries); a lease's release takes it out", async () => {
+    const holder = redlockOn(cluster.nodes.urls);
+    const held = await holder.acquire('cleanup-keeps-place', 10_000);
+    const waiter = redlockOn(cluster.nodes.urls, { retryDelayMs: 2000, retryJitterMs: 0, wakeOnRelease: false });
+    const waiting = waiter.acquire('cleanup-keeps-place', 10_000);
+    await sleep(30);
+    const keys = resourceKeys('tickwarden', 'cleanup-keeps-place');
+    const queued = await inspect(cluster.nodes.urls[0] ?? '', (c) => c.zrange(keys.queue, '0', '-1'));
+    expect(queued).toHaveLength(1);
+    const [value] = (queued[0] ?? '').split('|');
+    const fence = await inspect(cluster.nodes.urls[0] ?? '', (c) => c.get(keys.fence));
+    // What a failed attempt's cleanup sends ('1': claims dropped too): the value, no claim, its fence.
+    const base = keys.lock.slice(0, -'lock'.length);
+    const release = (mode: string) =>
+      inspect(cluster.nodes.urls[0] ?? '', (c) =>
+        c.eval(scripts.release.source, 1, base, mode, value ?? '', '', fence ?? ''),
+      );
+    const queue = () => inspect(cluster.nodes.urls[0] ?? '', (c) => c.zrange(keys.queue, '0', '-1'));
+    await release('1');
+    expect(await queue()).toEqual(queued);
+    await release('0');
+    expect(await queue()).toEqual([]);
+    await holder.release(held);
+    await waiter.release(await waiting);
   });
 });
 

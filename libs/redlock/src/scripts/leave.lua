@@ -28,9 +28,8 @@ for i = 1, #KEYS do
   local wasFirst = redis.call('ZRANGE', queue, 0, 0)[1] == member
   out[i] = redis.call('ZREM', queue, member)
   redis.call('ZREM', due, member)
-  if wasFirst and redis.call('GET', lock) == '|' and not q.reserveForFirst(base, lock) then
-    redis.call('DEL', lock)
-    redis.call('PUBLISH', base .. 'released', '')
+  if wasFirst and redis.call('GET', lock) == '|' then
+    q.passOn(base, lock)
   end
 end
 if #KEYS == 1 then

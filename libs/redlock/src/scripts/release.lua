@@ -6,6 +6,13 @@
   first waiter of the queue until its deadline, and its lease value is published
   on its inbox (the channel named in its queue member); the release is also
   published ('') on the resource's channel, for waiters that do not queue.
+  A lease released where the lock is not its own may still be queued there: its
+  last attempt found the lock taken on this node (the previous holder's release
+  had not landed yet) while it won on a quorum of others. Its release takes
+  those places out and passes on a reservation made for it since, as leave.lua
+  does: else the lock would stay reserved for a waiter that is done until its
+  deadline. A failed attempt cleaning up keeps them: its acquire retries and
+  needs its place.
   One key per resource: its key base `<prefix>:{<resource>}:` (keys.ts); the
   script appends `lock`, `fence`, `waiters`, `queue`, `due`, `released` (the
   resource's channel) and `claim:<id>`.
@@ -14,7 +21,10 @@
     KEYS[i]     key base of the resource
   ARGV: one lease value per resource (a plain release: no claims dropped, no fence
   checked), or ARGV[1] and three per resource:
-    ARGV[1]     '1' to drop claims recorded by the value too (with a fence: only while it is current)
+    ARGV[1]     what releases: '0' a lease (as a plain release does); '1' a failed
+                attempt cleaning up, dropping the claims the value recorded too
+                (with a fence: only while it is current); '2' a failed attempt
+                cleaning up, claims kept (a takeover's: they may be its owner's)
     for resource i: ARGV[3i-1] lease value, ARGV[3i] claim id ('' = none),
                     ARGV[3i+1] fence ('' = any): with one, the lock is deleted
                     only while the resource's fence is still that - nobody was
@@ -22,11 +32,13 @@
                     of the same value, a takeover, may have refreshed it since)
   Returns an array, one code per resource (a call for one resource returns its
   code alone: an array reply costs the node more):
-    1  RELEASED     the key held our value and is deleted (or reserved for the first waiter)
+    1  RELEASED     the key held our value, or was reserved for it, and is deleted (or
+                    reserved for the first waiter)
     0  NOT_HELD     the key is gone or holds another value
 ]]
 local plain = #ARGV == #KEYS
 local dropClaims = not plain and ARGV[1] == '1'
+local cleanup = not plain and ARGV[1] ~= '0'
 -- @include waiters
 -- One resource: its entry alone (see Returns), without building the array.
 local out = #KEYS ~= 1 and {}
@@ -50,6 +62,13 @@ for i = 1, #KEYS do
       redis.call('PUBLISH', base .. 'released', '')
     end
     code = 1
+  elseif held[2] and not cleanup then
+    -- Not ours here, but we may be queued: leave, passing on a reservation made for us (see above).
+    local q = waiters()
+    if q.dequeueValue(base, value) and held[1] == '|' then
+      q.passOn(base, lock)
+      code = 1
+    end
   end
   if dropClaims and claimId ~= '' and current then
     local claim = base .. 'claim:' .. claimId

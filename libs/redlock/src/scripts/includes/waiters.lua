@@ -51,5 +51,25 @@ local function waiters()
     end
     return true
   end
+  -- Passes a reservation on: to the next waiter, or, with none left, frees the lock and publishes
+  -- the release on the resource's channel.
+  function q.passOn(base, lock)
+    if not q.reserveForFirst(base, lock) then
+      redis.call('DEL', lock)
+      redis.call('PUBLISH', base .. 'released', '')
+    end
+  end
+  -- Takes every place `value` has in the queue out (members '<value>|<inbox>': a value holds no
+  -- '|'); true when one of them was the first live waiter.
+  function q.dequeueValue(base, value)
+    local prefix = value .. '|'
+    local first = q.head(base)
+    for _, member in ipairs(redis.call('ZRANGE', base .. 'queue', 0, -1)) do
+      if string.sub(member, 1, #prefix) == prefix then
+        q.dequeue(base, member)
+      end
+    end
+    return first ~= nil and string.sub(first, 1, #prefix) == prefix
+  end
   return q
 end
