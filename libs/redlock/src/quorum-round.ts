@@ -15,9 +15,14 @@ export interface RoundSpec<T> {
   /**
    * Gets the errors of nodes that were still silent when the round was decided
    * early (not after a timeout: those nodes already got a NodeTimeoutError). No
-   * timer waits for them; their other replies are not even decoded.
+   * timer waits for them; their other replies are decoded only for `late`.
    */
   lateError?: (node: LockNode, error: Error) => void;
+  /**
+   * When given, gets those nodes' replies too (decoded), and their errors, as they come: what a
+   * round decided without them may still need to know (a failed attempt's cleanup).
+   */
+  late?: (reply: NodeReply<T>) => void;
 }
 
 /**
@@ -25,7 +30,8 @@ export interface RoundSpec<T> {
  * replies gathered when it is decided, when every node answered, or at the
  * timeout (one timer for the round: nodes still silent then, after the replies
  * already received are read, get a NodeTimeoutError). Errors after an early
- * decision go to `spec.lateError`; replies after the timeout are ignored.
+ * decision go to `spec.lateError`, and with `spec.late` every reply after it;
+ * replies after the timeout are ignored.
  */
 export function runRound<T>(
   nodes: readonly LockNode[],
@@ -33,7 +39,15 @@ export function runRound<T>(
   send: (onReply: ReplyHandler) => void,
   spec: RoundSpec<T>,
 ): Promise<NodeReply<T>[]> {
-  const { decode, timeoutMs, decided, lateError } = spec;
+  const { decode, timeoutMs, decided, lateError, late } = spec;
+  const judge = (node: LockNode, error: Error | undefined, value: unknown): NodeReply<T> => {
+    if (error) return { node, ok: false, error };
+    try {
+      return { node, ok: true, reply: decode(value) };
+    } catch (error) {
+      return { node, ok: false, error: error as Error };
+    }
+  };
   return new Promise((resolve) => {
     const replies: NodeReply<T>[] = [];
     let settled = false;
@@ -60,18 +74,10 @@ export function runRound<T>(
     send((i, ok, value) => {
       const node = nodes[i] as LockNode;
       const error = ok ? undefined : value instanceof Error ? value : new Error(String(value));
-      if (settled) {
-        if (error && !timedOut) lateError?.(node, error);
-        return;
-      }
-      if (error) return accept({ node, ok: false, error });
-      let reply: NodeReply<T>;
-      try {
-        reply = { node, ok: true, reply: decode(value) };
-      } catch (error) {
-        reply = { node, ok: false, error: error as Error };
-      }
-      accept(reply);
+      if (!settled) return accept(judge(node, error, value));
+      if (timedOut) return;
+      if (error) lateError?.(node, error);
+      late?.(judge(node, error, value));
     });
   });
 }

@@ -104,6 +104,25 @@ interface Contender {
   lastClaimHolders?: ClaimHolders | undefined;
 }
 
+/**
+ * The replies an attempt's round gets after it was decided: kept until the attempt knows what to do
+ * with them (`handle`), then handed over as they come.
+ */
+class LateReplies<T> {
+  #kept: NodeReply<T>[] = [];
+  #handler: ((reply: NodeReply<T>) => void) | undefined;
+
+  readonly add = (reply: NodeReply<T>): void => {
+    if (this.#handler) this.#handler(reply);
+    else this.#kept.push(reply);
+  };
+
+  handle(handler: (reply: NodeReply<T>) => void): void {
+    this.#handler = handler;
+    for (const reply of this.#kept.splice(0)) handler(reply);
+  }
+}
+
 /** An acquire that listens for releases of its resources while it waits (see #listen). */
 interface Waiting {
   /**
@@ -357,11 +376,13 @@ export class Redlock extends EventEmitter<RedlockEvents> {
     /** Per node reply that had `claimed` votes: the value holding each claim (created on the first). */
     let claimHoldersOf: Map<readonly AcquireVote[], (string | undefined)[]> | undefined;
     let answered = 0;
+    const late = new LateReplies<readonly AcquireVote[]>();
     const start = clock.now();
     const replies = await this.#round(
       { script: scripts.acquire, header, keys, args, timeoutMs: s.nodeTimeoutMs, maxResources: s.maxBatchSize },
       'acquire',
       {
+        late: late.add,
         decode: (raw) => {
           const { votes, maxFence, claimHolders } = decodeAcquire(raw, open.length);
           if (maxFence > this.#fenceFloor) this.#fenceFloor = maxFence;
@@ -444,7 +465,8 @@ export class Redlock extends EventEmitter<RedlockEvents> {
       if (!(countVotes(replies, i, 'stale') > 0 && countVotes(replies, i, 'acquired', 'refreshed', 'stale') >= quorum))
         staleOnly = false;
     });
-    if (failed.length > 0) await this.#releaseFailed(failed, open, replies, proposal, s);
+    if (failed.length > 0) await this.#releaseFailed(failed, open, replies, late, proposal, s);
+    else late.handle(() => undefined);
     return { staleOnly: failed.length > 0 && staleOnly };
   }
 
@@ -462,13 +484,14 @@ export class Redlock extends EventEmitter<RedlockEvents> {
     failed: readonly Contender[],
     open: readonly Contender[],
     replies: readonly NodeReply<readonly AcquireVote[]>[],
+    late: LateReplies<readonly AcquireVote[]>,
     proposal: number,
     s: CallSettings,
   ): Promise<void> {
     const fence = String(proposal);
     const madeUp = failed.filter((c) => !c.supplied);
     const supplied = failed.filter((c) => c.supplied);
-    const { granted, unknown } = this.#whereSet(madeUp, open, replies);
+    const { granted, errored, silent } = this.#whereSet(madeUp, open, replies);
     const cleanUp = (only: readonly number[]) =>
       this.#releaseValues(
         madeUp.map((c) => ({ ...c.request, fence })),
@@ -477,11 +500,18 @@ export class Redlock extends EventEmitter<RedlockEvents> {
         only,
       );
     // Where no node granted, only nodes whose vote is unknown may hold anything: cleaned up in the
-    // background, since waiting on the nodes the round was decided without would cost most failed
-    // attempts (a waiter's) a round trip. Fence-checked, it is harmless whenever it lands.
-    if (granted.length === 0 && unknown.length > 0) void cleanUp(unknown);
+    // background (those that errored now, the silent ones once their late vote shows a grant),
+    // since waiting for the nodes the round was decided without would cost most failed attempts (a
+    // waiter's) a round trip. Fence-checked, a cleanup is harmless whenever it lands.
+    if (granted.length === 0) {
+      if (errored.length > 0) void cleanUp(errored);
+      late.handle((reply) => {
+        const index = this.nodes.indexOf(reply.node);
+        if (silent.includes(index) && this.#mayHaveSet(madeUp, open, reply)) void cleanUp([index]);
+      });
+    } else late.handle(() => undefined);
     await Promise.all([
-      granted.length > 0 ? cleanUp([...granted, ...unknown].sort((a, b) => a - b)) : undefined,
+      granted.length > 0 ? cleanUp([...granted, ...errored, ...silent].sort((a, b) => a - b)) : undefined,
       ...replies.map((reply) => {
         if (!reply.ok) return undefined;
         const fresh = supplied.filter((c) => reply.reply[open.indexOf(c)] === 'acquired');
@@ -499,25 +529,33 @@ export class Redlock extends EventEmitter<RedlockEvents> {
 
   /**
    * Where the attempt that `replies` judged may have set a lock or claim of `contenders`: the
-   * nodes that granted one (`granted`), and those whose vote is unknown (an error, a timeout, or
-   * no reply yet when the round was decided). Any other vote (taken, queued, claimed, stale,
-   * early) means the node set nothing for it, so no cleanup need go there.
+   * nodes that granted one (`granted`), and those whose vote is unknown: an error or a timeout
+   * (`errored`), or no reply yet when the round was decided (`silent`). Any other vote (taken,
+   * queued, claimed, stale, early) means the node set nothing for them, so no cleanup need go there.
    */
   #whereSet(
     contenders: readonly Contender[],
     open: readonly Contender[],
     replies: readonly NodeReply<readonly AcquireVote[]>[],
-  ): { granted: number[]; unknown: number[] } {
-    const indices = contenders.map((c) => open.indexOf(c));
-    const granted: number[] = [];
-    const unknown: number[] = [];
-    if (indices.length === 0) return { granted, unknown };
+  ): { granted: number[]; errored: number[]; silent: number[] } {
+    const where = { granted: [] as number[], errored: [] as number[], silent: [] as number[] };
+    if (contenders.length === 0) return where;
     this.nodes.forEach((node, n) => {
       const reply = replies.find((r) => r.node === node);
-      if (!reply?.ok) unknown.push(n);
-      else if (indices.some((i) => GRANTS.has(reply.reply[i] as AcquireVote))) granted.push(n);
+      if (!reply) where.silent.push(n);
+      else if (!reply.ok) where.errored.push(n);
+      else if (this.#mayHaveSet(contenders, open, reply)) where.granted.push(n);
     });
-    return { granted, unknown };
+    return where;
+  }
+
+  /** Whether `reply` (an error, or a vote that grants) leaves it possible that its node set something for `contenders`. */
+  #mayHaveSet(
+    contenders: readonly Contender[],
+    open: readonly Contender[],
+    reply: NodeReply<readonly AcquireVote[]>,
+  ): boolean {
+    return !reply.ok || contenders.some((c) => GRANTS.has(reply.reply[open.indexOf(c)] as AcquireVote));
   }
 
   /** One fence-checked release call on one node (no claims dropped); its error is emitted, never thrown. */
