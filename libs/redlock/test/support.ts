@@ -1,7 +1,7 @@
 import { startRedisNodes, type RedisNodes } from '@tickwarden/testkit';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll } from 'vitest';
-import { Redlock, systemClock, type Clock, type RedlockSettings } from '../src/index.ts';
+import { Redlock, systemClock, type Clock, type NodeInput, type RedlockSettings } from '../src/index.ts';
 
 /** Starts `count` real Redis nodes for the enclosing describe block; stopped after it. */
 export function useNodes(count: number): { readonly nodes: RedisNodes } {
@@ -21,7 +21,7 @@ const opened: Redlock[] = [];
  * A Redlock on `urls`, closed after the file. Fast retries, and a per-node timeout
  * generous enough for a loaded 2-core CI machine, unless a test overrides them.
  */
-export function redlockOn(urls: readonly string[], settings: Partial<RedlockSettings> = {}): Redlock {
+export function redlockOn(urls: readonly NodeInput[], settings: Partial<RedlockSettings> = {}): Redlock {
   const redlock = new Redlock(urls, { retryDelayMs: 20, retryJitterMs: 20, nodeTimeoutMs: 250, ...settings });
   opened.push(redlock);
   return redlock;
