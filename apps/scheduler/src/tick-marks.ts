@@ -18,7 +18,7 @@ type GapCheck = 'waiting' | 'claiming' | 'done';
 /** After a failed gap check, the next try comes this much later, ms (the queue Redis may be down). */
 export const GAP_CHECK_RETRY_MS = 1000;
 
-/** Schedules the gap check goes through per turn of the event loop: 100,000 at once held it for most of a second. */
+/** Schedules the gap check goes through per turn of the event loop: all of a big config at once would hold up the ticks. */
 const SCHEDULES_PER_SLICE = 2_000;
 
 /**

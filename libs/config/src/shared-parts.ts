@@ -2,8 +2,8 @@ import type { ConfigValue, HandlerConfig, ScheduleConfig } from './types.ts';
 
 /**
  * One copy of the parts that many loaded schedules repeat. JSON.parse (the load worker's transfer)
- * gives every schedule its own copy of each string and object, so at 100,000 schedules the same
- * file path, team, time zone and defaults took tens of MB. A `SharedParts` lives for one load: the
+ * gives every schedule its own copy of each string and object, so a big config held the same
+ * file path, team, time zone and defaults once per schedule. A `SharedParts` lives for one load: the
  * schedules it has seen keep the first copy of each equal string, of each backoff and history
  * retention, and one empty object for empty headers and environments. The shared objects are
  * frozen, so code that tried to change one for a single schedule would throw instead of changing

@@ -139,7 +139,7 @@ const HASH_SLICE = 1_000;
 /** JSON with object keys sorted at every depth (undefined members left out, as JSON.stringify does). */
 function canonicalJson(value: unknown): string {
   if (value === null || typeof value !== 'object') return JSON.stringify(value) ?? 'null';
-  // Built by concatenation: 100,000 schedules' entries, filters and maps were most of a reload's hash.
+  // Built by concatenation: an array of entries, filtered and mapped per object, costs far more at this scale.
   let out = '';
   if (Array.isArray(value)) {
     for (const item of value as unknown[])
