@@ -166,6 +166,13 @@ export const OUTAGE_SLACK_MS = 2_000;
  * or a queue Redis cut from some processes, stops no process and loses nothing.
  */
 export const IN_FLIGHT_SLACK_MS = 1_000;
+/**
+ * A tick nobody published (its preferred contender could not take it) waits for recovery: apps/
+ * scheduler's RECOVERY_DELAY_MS (1 s) after its contest, which a lock node's timeout stretches.
+ * Recovery reads and publishes through the queue Redis, so the queue Redis going down within that
+ * wait explains the miss too, but only of a tick with no `enqueued` or `recovered` record.
+ */
+export const RECOVERY_WAIT_MS = 1_500;
 /** The outages whose window starts IN_FLIGHT_SLACK_MS early. */
 const IN_FLIGHT_REASONS: readonly OutageWindow['reason'][] = ['no-replica', 'queue-redis-down'];
 /** Clock and log-reading slack of the lease evidence behind a skip (harness poll, event-loop stalls), ms. */
@@ -455,7 +462,8 @@ export function buildReport(input: ReportInput): TickReport {
       lostWithWorker.push(key);
       continue;
     }
-    missed.push({ tick: key, reason: outage ?? 'unexplained', outcomes: [...outcomes].sort() });
+    const reason = outage ?? (recoveryBlocked(tickMs, outcomes, queueDown) ? 'queue-redis-down' : 'unexplained');
+    missed.push({ tick: key, reason, outcomes: [...outcomes].sort() });
   }
 
   const enqueueCounts = [...byTick]
@@ -508,6 +516,14 @@ export function buildReport(input: ReportInput): TickReport {
 export function publishedTwice(publishedAtMs: readonly number[], queueWipesMs: readonly number[]): boolean {
   const sorted = [...publishedAtMs].sort((a, b) => a - b);
   return sorted.some((at, i) => i > 0 && !queueWipesMs.some((wipe) => wipe > (sorted[i - 1] as number) && wipe < at));
+}
+
+/** Whether a tick nobody published was due within RECOVERY_WAIT_MS (and the in-flight slack) before the queue Redis went down. */
+function recoveryBlocked(tickMs: number, outcomes: ReadonlySet<string>, queueDown: readonly OutageWindow[]): boolean {
+  if (outcomes.has('enqueued') || outcomes.has('recovered')) return false;
+  return queueDown.some(
+    (window) => tickMs >= window.fromMs - IN_FLIGHT_SLACK_MS - RECOVERY_WAIT_MS && tickMs < window.fromMs,
+  );
 }
 
 /** The outage a tick falls in (with the slacks above), if any. */

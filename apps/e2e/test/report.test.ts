@@ -177,6 +177,35 @@ describe('the run report', () => {
       expect(result.startLag.count).toBe(4);
     });
 
+    it('a tick nobody published, due within the recovery wait before it went down, is explained; one enqueued or due earlier is not', () => {
+      // Ticks 0, 1 and 5 ran; 2-4 did not: 2 and 3 were recorded missed after the outage, 4 nothing.
+      const lines = [0, 1, 5].flatMap((s) => run('t/a', s, s + 1, s + 0.05, s + 0.15));
+      const missedLate = (s: number) => outcome('t/a', s, 'missed', { reason: 'queue-unavailable', level: 40 });
+      const records = [0, 1, 5].map((s) => outcome('t/a', s, 'enqueued', { seenMs: at(s) }));
+      const reasons = (extra: ReturnType<typeof outcome>[], outage = down) =>
+        report({ lines, records: [...records, ...extra], toS: 5, outages: [outage] }).missed.map((miss) => [
+          miss.tick,
+          miss.reason,
+        ]);
+      // Down at 4.5 s: tick 2 waited 2.5 s, tick 3 1.5 s.
+      expect(reasons([missedLate(2), missedLate(3)])).toEqual([
+        [`t/a ${iso(2)}`, 'queue-redis-down'],
+        [`t/a ${iso(3)}`, 'queue-redis-down'],
+        [`t/a ${iso(4)}`, 'queue-redis-down'],
+      ]);
+      // Published before the outage: it was not waiting for recovery (its job should have run).
+      expect(reasons([missedLate(2), outcome('t/a', 3, 'enqueued', { seenMs: at(3) })])).toContainEqual([
+        `t/a ${iso(3)}`,
+        'unexplained',
+      ]);
+      // Down at 5.6 s: 3.6 s and 2.6 s are past the in-flight slack and the recovery wait.
+      expect(reasons([missedLate(2), missedLate(3)], { ...down, fromMs: at(5.6) })).toEqual([
+        [`t/a ${iso(2)}`, 'unexplained'],
+        [`t/a ${iso(3)}`, 'unexplained'],
+        [`t/a ${iso(4)}`, 'queue-redis-down'],
+      ]);
+    });
+
     it('a queue Redis cut from the replicas that reach a lock majority stops no process and loses no job: no early slack', () => {
       const result = report({
         lines: [],
