@@ -260,8 +260,8 @@ export class JobRunner {
             'job ready before its due time (the clock of the scheduler that enqueued it is ahead): delayed until then (no attempt consumed)',
         },
       );
-    // One reading of the clock for both: read twice, a deadline passing in between failed the job of a
-    // schedule not known yet ("not in this worker's configuration") instead of recording it missed.
+    // One reading of the clock decides both: a deadline passing between two readings would fail the job of
+    // a schedule not known yet as removed from the config, where it is a missed start deadline.
     const now = this.#now();
     const lateMs = this.#lateMs(run, now);
     if (lateMs !== undefined) return this.#missDeadline(run, lateMs, run.lastDeferral?.reason);
