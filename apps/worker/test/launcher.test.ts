@@ -103,7 +103,11 @@ describe('the launcher: programs started in another process, over its socket', (
     expect(await timed.exited).toEqual({ code: null, signal: 'SIGKILL' });
     expect(performance.now() - from).toBeGreaterThan(250);
     expect(performance.now() - from).toBeLessThan(2000);
-    expect(launcher.records.some((r) => r['code'] === 'COMMAND_GUARD_KILLED' && r['pgid'] === timed.pgid)).toBe(true);
+    // The kill's log line comes over the launcher's stdout, which may be read after the exit came over its socket.
+    await waitUntil(
+      () => launcher.records.some((r) => r['code'] === 'COMMAND_GUARD_KILLED' && r['pgid'] === timed.pgid),
+      "the guard's kill record",
+    );
     timed.release();
 
     const left = await remote.launch(sleeping, 60_000, signal);
