@@ -17,7 +17,8 @@
  * Knobs (for quick runs; the defaults are the benchmark): BENCH_WINDOW_S (60), BENCH_REPLICAS (3),
  * BENCH_BOUNDARIES (2), BENCH_SCENARIOS (`ab,c`), BENCH_SYSTEMS (`tickwarden,bullmq`);
  * BENCH_LOG_DIR=<dir> keeps every process's output there; BENCH_TW_LOG_LEVEL (`info`) is the replicas' LOG_LEVEL;
- * BENCH_TW_NODE_FLAGS (default the deployed `PROCESS_NODE_FLAGS.scheduler` of @tickwarden/runtime; empty for none) are the replicas' node flags.
+ * BENCH_TW_NODE_FLAGS (default the deployed `PROCESS_NODE_FLAGS.scheduler` of @tickwarden/runtime; empty for none) are the replicas' node flags;
+ * BENCH_STALL_S=<s> stops every replica / producer (SIGSTOP) for that long 10 s into (a)'s window: does the system catch up?
  */
 import { execFileSync } from 'node:child_process';
 import { appendFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -81,6 +82,10 @@ const BURST_PATTERN = '0 * * * * *';
  */
 const WARMUP_MS = DEFAULT_CONTEST_LEAD_MS + 5000;
 const WINDOW_S = envNumber('BENCH_WINDOW_S', 60);
+/** Off unless set: a stall of every replica / producer in (a), to see the system catch up after it. */
+const STALL_S = envNumber('BENCH_STALL_S', 0);
+/** When in (a)'s window the stall starts, ms. */
+const STALL_AT_MS = 10_000;
 /** Pause after each replacement is ready, before the next restart. */
 const ROLLING_PAUSE_MS = 10_000;
 const BOUNDARIES = envNumber('BENCH_BOUNDARIES', 2);
@@ -997,6 +1002,19 @@ interface PerSecondResult {
   warnExamples: Record<string, string[]>;
 }
 
+/** Stops every member (SIGSTOP) at `atMs` for STALL_S, then continues them. */
+async function stall(members: readonly Tracked[], atMs: number): Promise<void> {
+  await sleepUntil(atMs);
+  const pids = members.flatMap((member) => (member.proc.pid ? [member.proc.pid] : []));
+  log(`  (a) stalling ${pids.length} processes for ${STALL_S} s`);
+  try {
+    for (const pid of pids) process.kill(pid, 'SIGSTOP');
+    await sleep(STALL_S * 1000);
+  } finally {
+    for (const pid of pids) process.kill(pid, 'SIGCONT');
+  }
+}
+
 async function runPerSecond(system: System): Promise<PerSecondResult> {
   log(
     `(a)+(b) ${LABEL[system]}: starting Redis, consumer and ${REPLICAS} ${system === 'tickwarden' ? 'replicas' : 'producers'} with ${PER_SECOND_SCHEDULES} per-second schedules`,
@@ -1016,6 +1034,7 @@ async function runPerSecond(system: System): Promise<PerSecondResult> {
     const cpu0 = machineCpu();
     const snap0 = await redisSnapshot(fleet.nodes);
     const progress = setInterval(() => fleet.read(), 2000);
+    if (STALL_S > 0) await stall(fleet.members, w0 + STALL_AT_MS);
     await sleepUntil(w1 - 500);
     const cpu1 = machineCpu();
     const snap1 = await redisSnapshot(fleet.nodes);
@@ -1737,7 +1756,7 @@ async function main(): Promise<void> {
 
   const header = [
     `Scheduler benchmark, ${env.date}: ${env.nproc} CPUs (${env.cpu}), ${env.memoryGb} GB, Node ${env.node}, redis-server ${env.redisServer} (local processes, AOF off), BullMQ ${env.bullmq}; total ${fmt(seconds)} s.`,
-    `Code at commit ${env.commit}${env.srcChanges.length > 0 ? ` with uncommitted changes in ${env.srcChanges.join(', ')}` : ''}, built once at the start (every phase's replicas run that build); load average (1/5/15 min) ${env.loadAverageAtStart.join(' / ')} at start, ${loadAverageAtEnd.join(' / ')} at end.`,
+    `Code at commit ${env.commit}${env.srcChanges.length > 0 ? ` with uncommitted changes in ${env.srcChanges.join(', ')}` : ''}, built once at the start (every phase's replicas run that build); load average (1/5/15 min) ${env.loadAverageAtStart.join(' / ')} at start, ${loadAverageAtEnd.join(' / ')} at end.${STALL_S > 0 ? ` BENCH_STALL_S=${STALL_S}: every replica / producer stopped (SIGSTOP) for ${STALL_S} s, ${STALL_AT_MS / 1000} s into (a)'s window.` : ''}`,
     `Tickwarden: ${REPLICAS} scheduler processes (\`node ${[...TW_NODE_FLAGS, ''].join(' ')}apps/scheduler/dist/main.js\`, compiled by \`nx run scheduler:build\` as the image runs it; LOG_LEVEL=${TW_LOG_LEVEL}), ${LOCK_NODES} lock Redis + 1 queue Redis, one config file, every setting but cron and handler at its default (\`overlap: skip\`, lease TTL 30 s). ` +
       `BullMQ: ${REPLICAS} producer processes (bench/bullmq-producer.ts type-stripped to plain JavaScript) each upserting the same job schedulers at start (100 upserts in flight), one Redis. ` +
       'The systems run one after the other (never at the same time), each on fresh Redis servers; the consumer is the same process for both: one BullMQ Worker, concurrency 100, that records each job and completes it at once.',

@@ -158,6 +158,18 @@ export function notBeforeMs(
 }
 
 /**
+ * Whether a tick's contest goes without retries: `skip`, whose lease is the schedule's. A contest
+ * that finds it held found the previous run holding it (or the contender that won the tick), and a
+ * retry within the retry window changes nothing but the lock work: a replica that lags contests
+ * ticks whose previous run is still queued, and their retries multiplied its lock work until it
+ * could not catch up (BENCHMARK.md). What a retry could still win (a node that timed out),
+ * recovery tries again.
+ */
+function contestedOnce(tick: Tick): boolean {
+  return tick.schedule.overlap === 'skip';
+}
+
+/**
  * Contests ticks' leases: claim-once on the tick, one batch call per lock node for the ticks of one
  * lease TTL (and one revoke mode and not-before time); `cancel-previous` ticks revoke the previous
  * run's lease in the same step (see {@link revokes}), never before their due time by the lock
@@ -321,7 +333,7 @@ export class TickContest {
         revoke: revokes(request.tick, now),
         notBefore: notBeforeMs(request.tick),
       })),
-      ({ tick, revoke, notBefore }) => `${tick.schedule.leaseTtlMs} ${revoke} ${notBefore}`,
+      ({ tick, revoke, notBefore }) => `${tick.schedule.leaseTtlMs} ${revoke} ${notBefore} ${contestedOnce(tick)}`,
     );
     await Promise.all(
       [...groups.values()].map(async (group) => {
@@ -339,6 +351,7 @@ export class TickContest {
           schedule.leaseTtlMs,
           {
             ...CONTEST,
+            ...(contestedOnce(first) ? { retryCount: 0 } : {}),
             nodeTimeoutMs: contestNodeTimeoutMs(schedule.leaseTtlMs, group.length),
             claimRetentionMs,
             revoke,

@@ -342,6 +342,20 @@ describe('TickRecorder: a record that cannot be written is never silent', () => 
   });
 });
 
+/** A due tick for TickContest: a 3 s lease, due at 1000. */
+function contestTick(id: string, overlap: 'skip' | 'allow', ahead: boolean): Tick {
+  return {
+    schedule: { id, overlap, leaseTtlMs: 3000, paused: false },
+    tickMs: 1000,
+    dueMs: 1000,
+    nextDueMs: 2000,
+    jobId: `${id}@1000`,
+    startDeadlineMs: 60_000,
+    retentionMs: 120_000,
+    ahead,
+  } as unknown as Tick;
+}
+
 describe('TickContest: a replica cut from a lock quorum leaves no claims behind', () => {
   const silent = causes(
     new Error('no answer within 301 ms'),
@@ -363,16 +377,7 @@ describe('TickContest: a replica cut from a lock quorum leaves no claims behind'
   });
 
   it('after such an acquire it contests nothing (each tick fails as unavailable) until a probe, at most every QUORUM_PROBE_INTERVAL_MS, finds a quorum', async () => {
-    const tick = (id: string) =>
-      ({
-        schedule: { id, overlap: 'skip', leaseTtlMs: 3000, paused: false },
-        tickMs: 1000,
-        dueMs: 1000,
-        nextDueMs: 2000,
-        jobId: `${id}@1000`,
-        startDeadlineMs: 60_000,
-        retentionMs: 120_000,
-      }) as unknown as Tick;
+    const tick = (id: string) => contestTick(id, 'skip', false);
     let nowMs = 0;
     let quorumBack = false;
     const acquired: string[] = [];
@@ -419,6 +424,39 @@ describe('TickContest: a replica cut from a lock quorum leaves no claims behind'
       ['run:t/a', 'run:t/d'],
       [301, 301],
     ]);
+  });
+});
+
+describe('TickContest: retries', () => {
+  it('a skip tick is contested without retries, ahead or when due; allow keeps the retries', async () => {
+    const retries = new Map<string, number | undefined>();
+    const leases: LeaseGrants & LockQuorum = {
+      nodes: [0, 1, 2],
+      quorum: 2,
+      settings: { clock: systemClock },
+      acquireBatch: async (requests, _ttl, options) =>
+        requests.map((request) => {
+          retries.set(request.resource, options?.retryCount);
+          return { resource: request.resource, ok: false, error: new LockTakenError(request.resource, new Map(), 1) };
+        }),
+      releaseBatch: async () => [],
+      probe: async () => ({ quorum: true, unreachable: new Map() }),
+    };
+    const contest = new TickContest({
+      leases,
+      store: { pausedInEpoch: async () => ({ epoch: 'e', paused: new Map() }), pause: async () => undefined },
+      logger: pino({ level: 'silent' }),
+      now: () => 0,
+    });
+    await contest.contest([
+      contestTick('t/skip-ahead', 'skip', true),
+      contestTick('t/skip-due', 'skip', false),
+      contestTick('t/allow-ahead', 'allow', true),
+      contestTick('t/allow-due', 'allow', false),
+    ]);
+    // One batch per retry policy: the skip ticks without retries, the allow ticks with the contest's.
+    const of = (name: string) => [...retries].find(([resource]) => resource.includes(name))?.[1];
+    expect(['skip-ahead', 'skip-due', 'allow-ahead', 'allow-due'].map(of)).toEqual([0, 0, 4, 4]);
   });
 });
 

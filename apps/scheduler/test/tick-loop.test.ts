@@ -43,6 +43,15 @@ describe('TickLoop', () => {
     expect(wakes.every((wake) => wake.due.every((tick) => wake.nowMs >= tick.dueMs))).toBe(true);
   });
 
+  it('a skip schedule whose previous run is due before the lead is contested the whole lead ahead', () => {
+    const clock = new ManualClock(START);
+    const { loop, wakes } = loopOn(clock, 2000);
+    loop.setSchedules([scheduleFixture({ id: 'a/every-5s', cron: '*/5 * * * * *' })]);
+    loop.start();
+    clock.advance(10_000);
+    expect(wakes.flatMap((wake) => wake.due.map((tick) => tick.dueMs - wake.nowMs))).toEqual([2000, 2000]);
+  });
+
   it("a skip schedule's first tick taken up is contested ahead when its previous tick was due before the lead, as any other", () => {
     const clock = new ManualClock(START);
     const { loop, wakes } = loopOn(clock, 9500);
