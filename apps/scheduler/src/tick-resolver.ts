@@ -43,16 +43,19 @@ export function resolution(input: {
 /**
  * The last failure seen of a tick, for the reason of its miss: the tick's own last try, unless a
  * look at the open ticks failed after it (the queue Redis did not answer) and after the tick was
- * due: then nothing could try it since.
+ * due: then nothing could try it since. A replica that never tried the tick (another one took it
+ * from the open ticks until its deadline) but is cut from the lock quorum names that: it recovers
+ * only when no replica in view can win a contest (see TickResolverOptions.recovers).
  */
 export function lastFailureOf(
   tryFailed: { reason: MissReason; atMs: number } | undefined,
   lookFailedAtMs: number | undefined,
   tick: Pick<Tick, 'dueMs'>,
+  cutOff: boolean,
 ): MissReason | undefined {
   if (lookFailedAtMs !== undefined && lookFailedAtMs > tick.dueMs && !(tryFailed && tryFailed.atMs > lookFailedAtMs))
     return 'queue-unavailable';
-  return tryFailed?.reason;
+  return tryFailed?.reason ?? (cutOff ? 'no-lock-quorum' : undefined);
 }
 
 /** Splits a tick's job id, `<team>/<name>@<tick ms>`, into schedule and tick. */
@@ -139,7 +142,7 @@ export class TickResolver {
 
   /** One look: takes the due open ticks and decides them. Resolves true when the batch was full. */
   async sweep(): Promise<boolean> {
-    const { store, queue, now, recorder, logger, recovers } = this.#options;
+    const { store, queue, now, recorder, logger, recovers, contest } = this.#options;
     if (!recovers()) return false;
     const nowMs = now();
     for (const [id, { untilMs }] of this.#failures) if (untilMs < nowMs) this.#failures.delete(id);
@@ -162,7 +165,7 @@ export class TickResolver {
         publication: publications[i] ?? { state: 'none' },
         nowMs,
         tick,
-        lastFailure: lastFailureOf(this.#failures.get(tick.jobId), this.#lookFailedAtMs, tick),
+        lastFailure: lastFailureOf(this.#failures.get(tick.jobId), this.#lookFailedAtMs, tick, contest.cutOff),
       });
       if (decision.kind !== 'contest') this.#failures.delete(tick.jobId);
       switch (decision.kind) {

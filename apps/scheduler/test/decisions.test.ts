@@ -222,16 +222,21 @@ describe('resolution: what recovery does with an open tick', () => {
     });
   });
 
-  it("a miss names the last failure seen: the tick's own try, or a failed look at the open ticks after it and after the tick was due", () => {
+  it("a miss names the last failure seen: the tick's own try, or a failed look at the open ticks after it and after the tick was due, or this replica cut from the lock quorum", () => {
     const due = { dueMs: 10_000 };
     const tried = { reason: 'no-lock-quorum', atMs: 12_000 } as const;
-    expect(lastFailureOf(tried, undefined, due)).toBe('no-lock-quorum');
+    expect(lastFailureOf(tried, undefined, due, false)).toBe('no-lock-quorum');
     // The queue Redis stopped answering after the try: nothing could try the tick since.
-    expect(lastFailureOf(tried, 13_000, due)).toBe('queue-unavailable');
-    expect(lastFailureOf(tried, 11_000, due)).toBe('no-lock-quorum');
-    expect(lastFailureOf(undefined, 11_000, due)).toBe('queue-unavailable');
+    expect(lastFailureOf(tried, 13_000, due, false)).toBe('queue-unavailable');
+    expect(lastFailureOf(tried, 11_000, due, false)).toBe('no-lock-quorum');
+    expect(lastFailureOf(undefined, 11_000, due, false)).toBe('queue-unavailable');
     // A look that failed before the tick was due says nothing of it.
-    expect(lastFailureOf(undefined, 9000, due)).toBeUndefined();
+    expect(lastFailureOf(undefined, 9000, due, false)).toBeUndefined();
+    // Never tried here (another replica took it until its deadline), and this replica is cut from the lock quorum.
+    expect(lastFailureOf(undefined, undefined, due, true)).toBe('no-lock-quorum');
+    expect(lastFailureOf({ reason: 'queue-unavailable', atMs: 12_000 }, undefined, due, true)).toBe(
+      'queue-unavailable',
+    );
   });
 
   it('job ids split into schedule and tick', () => {
