@@ -17,7 +17,7 @@ export {
   type NodeCause,
 } from './errors.ts';
 export { resourceKeys } from './keys.ts';
-export type { AcquireRequest, BatchResult, Lease, ReleaseResult } from './lease.ts';
+export type { AcquireRequest, BatchResult, Lease, ReleaseResult, ReleaseTarget } from './lease.ts';
 export { LeaseWatchdog } from './lease-watchdog.ts';
 export { IoredisLockNode, LOCK_CLIENT_OPTIONS, type LockNode, type NodeSubscriber } from './lock-node.ts';
 export {

@@ -30,6 +30,9 @@ export interface AcquireRequest {
 export type BatchResult<T> =
   { resource: string; ok: true; lease: T } | { resource: string; ok: false; error: RedlockError };
 
+/** What release needs of a lease: its resource and value, and its fence when the release is to be fence-checked. */
+export type ReleaseTarget = Pick<Lease, 'resource' | 'value'> & Partial<Pick<Lease, 'fence'>>;
+
 /**
  * Per-node outcome of a release, as known when it was decided (it never throws):
  * every node is in exactly one of the three lists.

@@ -16,7 +16,7 @@ import {
 } from './errors.ts';
 import { CallCoalescer, type ReplyHandler, type ScriptCall } from './call-coalescer.ts';
 import { inboxChannel, releaseChannel, resourceBase } from './keys.ts';
-import type { AcquireRequest, BatchResult, Lease, ReleaseResult } from './lease.ts';
+import type { AcquireRequest, BatchResult, Lease, ReleaseResult, ReleaseTarget } from './lease.ts';
 import { LeaseWatchdog } from './lease-watchdog.ts';
 import { IoredisLockNode, type LockNode } from './lock-node.ts';
 import { causesExcept, countVotes, runRound, type NodeReply, type RoundSpec } from './quorum-round.ts';
@@ -748,20 +748,19 @@ export class Redlock extends EventEmitter<RedlockEvents> {
     return results;
   }
 
-  /** Releases a lease: one best-effort compare-and-delete on every node, in parallel. Never throws, never retries. */
-  async release(
-    lease: Pick<Lease, 'resource' | 'value'>,
-    overrides: Partial<CallSettings> = {},
-  ): Promise<ReleaseResult> {
+  /**
+   * Releases a lease: one best-effort compare-and-delete on every node, in parallel. Never throws,
+   * never retries. With its `fence` (a Lease as acquire or extend returns it), a node deletes the
+   * lock only while that fence is still the resource's: a takeover by the same value since (a new
+   * grant, a higher fence) keeps it.
+   */
+  async release(lease: ReleaseTarget, overrides: Partial<CallSettings> = {}): Promise<ReleaseResult> {
     const [result] = await this.releaseBatch([lease], overrides);
     return result as ReleaseResult;
   }
 
-  /** Releases leases by resource and value (a lease known only from a job's data is enough). */
-  releaseBatch(
-    leases: readonly Pick<Lease, 'resource' | 'value'>[],
-    overrides: Partial<CallSettings> = {},
-  ): Promise<ReleaseResult[]> {
+  /** Releases leases by resource and value (a lease known only from a job's data is enough), fence-checked as release is. */
+  releaseBatch(leases: readonly ReleaseTarget[], overrides: Partial<CallSettings> = {}): Promise<ReleaseResult[]> {
     const s = this.#callSettings(overrides);
     if (leases.length > s.maxBatchSize)
       return this.#inChunks(leases, s.maxBatchSize, (chunk) => this.releaseBatch(chunk, overrides));
@@ -782,7 +781,7 @@ export class Redlock extends EventEmitter<RedlockEvents> {
    * `cleanup`: a failed attempt's (its claims are dropped too, its queue places kept).
    */
   async #releaseValues(
-    leases: readonly { resource: string; value: string; claim?: string | undefined; fence?: string }[],
+    leases: readonly { resource: string; value: string; claim?: string | undefined; fence?: string | number }[],
     cleanup: boolean,
     s: CallSettings,
     only?: readonly number[],
@@ -795,7 +794,7 @@ export class Redlock extends EventEmitter<RedlockEvents> {
     for (const lease of leases) {
       keys.push(resourceBase(keyPrefix, lease.resource));
       if (plain) args.push(lease.value);
-      else args.push(lease.value, lease.claim ?? '', lease.fence ?? '');
+      else args.push(lease.value, lease.claim ?? '', lease.fence === undefined ? '' : String(lease.fence));
     }
     const header = plain ? [] : [cleanup ? '1' : '0'];
     const { quorum } = this.settings;
