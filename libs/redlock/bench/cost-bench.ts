@@ -6,7 +6,11 @@
  *    CONFIG RESETSTAT): this library's acquire and release scripts, node-redlock's, the floor's
  *    native SET NX PX and compare-and-delete, and an empty script with the acquire's arguments
  *    (what any EVALSHA costs before its first redis.call).
- * 2. Client CPU per sequential cycle on 5 nodes (process.cpuUsage, user and system): this
+ * 2. Server time of a full batch (`maxBatchSize` resources in one script call), on one idle
+ *    `redis-server`: acquireBatch with a claim per resource (as the scheduler contests ticks)
+ *    and releaseBatch, mean and slowest call (SLOWLOG) - what a batch costs a node when the
+ *    node has a core to itself.
+ * 3. Client CPU per sequential cycle on 5 nodes (process.cpuUsage, user and system): this
  *    library, node-redlock on plain ioredis clients (as its README shows) and the floor (the
  *    main benchmark's sequential one: plain clients, SET NX PX and compare-and-delete, each
  *    resolved at a quorum), in interleaved rounds on one key each.
@@ -20,7 +24,7 @@ import { startRedisNodes, type RedisNodes } from '@tickwarden/testkit';
 import { Redis, type RedisOptions } from 'ioredis';
 import { atQuorum, FLOOR_RELEASE } from './floor.ts';
 import { newNodeRedlock } from './node-redlock.ts';
-import { DEFAULT_SETTINGS, LOCK_CLIENT_OPTIONS, Redlock, scripts } from '../src/index.ts';
+import { DEFAULT_SETTINGS, LOCK_CLIENT_OPTIONS, Redlock, scripts, type Lease } from '../src/index.ts';
 
 const SERVER_CALLS = 20_000;
 const CLIENT_CYCLES = 3_000;
@@ -104,7 +108,62 @@ async function serverTimes(): Promise<ServerCall[]> {
   }
 }
 
-// ---------------------------------------------------------------- 2. client CPU per cycle
+// ---------------------------------------------------------------- 2. a full batch's server time
+
+const BATCHES = 200;
+
+interface BatchCall {
+  name: string;
+  /** Mean and slowest server time of one script call, µs, one value per round. */
+  meanUs: number[];
+  maxUs: number[];
+}
+
+async function batchTimes(): Promise<BatchCall[]> {
+  const nodes = await startRedisNodes({ count: 1, aof: false });
+  const url = nodes.urls[0] as string;
+  const redlock = new Redlock([url]);
+  const client = await readyClient(url, {});
+  const size = DEFAULT_SETTINGS.maxBatchSize;
+  const acquires: BatchCall = { name: `acquireBatch, ${size} resources with a claim each`, meanUs: [], maxUs: [] };
+  const releases: BatchCall = { name: `releaseBatch, ${size} resources`, meanUs: [], maxUs: [] };
+  const measure = async (result: BatchCall, call: (batch: number) => Promise<unknown>): Promise<void> => {
+    await client.config('RESETSTAT');
+    await client.slowlog('RESET');
+    for (let b = 0; b < BATCHES; b++) await call(b);
+    const stats = await nodes.node(0).info('commandstats');
+    const usec = /(?:^|,)usec_per_call=([\d.]+)/.exec(stats['cmdstat_evalsha'] ?? '');
+    const entries = (await client.slowlog('GET', BATCHES + 100)) as [number, number, number, string[]][];
+    const scriptUs = entries.filter((e) => String(e[3][0]).toLowerCase().startsWith('eval')).map((e) => e[2]);
+    result.meanUs.push(Number(usec?.[1]));
+    result.maxUs.push(Math.max(...scriptUs));
+  };
+  try {
+    // Above the commands a script runs (SLOWLOG logs those too, about 1 µs each), below any batch call.
+    await client.config('SET', 'slowlog-log-slower-than', '100');
+    await client.config('SET', 'slowlog-max-len', String(BATCHES + 100));
+    for (let round = 0; round < ROUNDS; round++) {
+      const leases: Lease[][] = [];
+      await measure(acquires, async (b) => {
+        const requests = Array.from({ length: size }, (_, i) => ({
+          resource: `b${round}-${b}-${i}`,
+          claim: `tick-${b}`,
+        }));
+        const granted = await redlock.acquireBatch(requests, TTL_MS);
+        leases.push(granted.flatMap((r) => (r.ok ? [r.lease] : [])));
+      });
+      await measure(releases, (b) => redlock.releaseBatch(leases[b] ?? []));
+      await client.flushall();
+    }
+    return [acquires, releases];
+  } finally {
+    client.disconnect();
+    await redlock.close();
+    await nodes.close();
+  }
+}
+
+// ---------------------------------------------------------------- 3. client CPU per cycle
 
 interface ClientCost {
   name: string;
@@ -187,6 +246,7 @@ const rounds = (values: readonly number[], digits = 1): string =>
 async function main(): Promise<void> {
   const startedAt = new Date();
   const server = await serverTimes();
+  const batches = await batchTimes();
   const nodes = await startRedisNodes({ count: 5, aof: false });
   let client: ClientCost[];
   try {
@@ -203,6 +263,12 @@ async function main(): Promise<void> {
     '|---|---:|',
     ...server.map((s) => `| ${s.name} | ${rounds(s.usPerCall, 2)} |`),
     '',
+    `A full batch's script call, one idle redis-server, ${BATCHES} calls per round (usec_per_call; slowest from SLOWLOG):`,
+    '',
+    '| call | mean µs per call | slowest call, µs |',
+    '|---|---:|---:|',
+    ...batches.map((b) => `| ${b.name} | ${rounds(b.meanUs, 0)} | ${rounds(b.maxUs, 0)} |`),
+    '',
     `Client process per sequential acquire+release cycle, 5 nodes, ${CLIENT_CYCLES.toLocaleString('en-US')} cycles per round:`,
     '',
     '| implementation | cycles/s | user CPU µs per cycle | system CPU µs per cycle |',
@@ -217,7 +283,7 @@ async function main(): Promise<void> {
   await mkdir('bench-results', { recursive: true });
   await writeFile(
     'bench-results/redlock-costs.json',
-    JSON.stringify({ startedAt, node: process.version, server, client }, null, 2),
+    JSON.stringify({ startedAt, node: process.version, server, batches, client }, null, 2),
   );
   await writeFile('bench-results/redlock-costs.md', `${table}\n`);
 }
