@@ -46,7 +46,11 @@ describe('release notifications', () => {
     const waiter = redlockOn(cluster.nodes.urls);
     const lease = await uncontended.acquire('alone', 10_000);
     const waiting = waiter.acquire('alone', 10_000);
-    await sleep(50);
+    // Released once the waiter has had to wait (a fixed sleep let a busy CI machine release before its first attempt).
+    await waitUntil(
+      async () => (await pubsubClients()).every((count, i) => count === (before[i] ?? 0) + 1),
+      'the waiter subscribed on every node',
+    );
     await uncontended.release(lease);
     await waiter.release(await waiting);
     expect(await pubsubClients()).toEqual(before.map((count) => count + 1));
@@ -359,9 +363,21 @@ describe('property: waiters, releases, restarts and lost or late notifications',
 
       await Promise.all([...contenders.map(loop), chaos()]);
       expect(violations).toEqual([]);
-      // Late replies make every round longer, so fewer grants fit in the 3 s: fewest with seed 3's
-      // settings while the other test files run alongside.
-      expect(grants).toBeGreaterThan(maxDelayMs > 0 ? 15 : 50);
+      // How many grants fit in the 3 s depends on where the faults fell (a release lost on a
+      // restarting node leaves its lease there for the TTL) and on the load: this only shows the
+      // run exercised the property; the liveness check is the one below.
+      expect(grants).toBeGreaterThan(10);
+
+      // Once the faults stop, every contender gets the lock: leases of lost releases lapse within
+      // the TTL and the queue places of waiters that gave up within a retry delay.
+      const faultsStopped = performance.now();
+      await Promise.all(
+        contenders.map(async (redlock) => {
+          const lease = await redlock.acquire(resource, 1500, { retryCount: 200, retryDelayMs: 20, retryJitterMs: 0 });
+          await redlock.release(lease);
+        }),
+      );
+      expect(performance.now() - faultsStopped).toBeLessThan(3000);
     },
     20_000,
   );
