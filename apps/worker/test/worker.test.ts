@@ -557,10 +557,12 @@ describe('worker: jobs under the lease, against real Redis', () => {
         return launcher;
       },
     });
+    // BullMQ leaves a connection it was given open: closed below, before a later test kills the queue Redis.
+    const consumerConnection = new Redis(queueNodes.urls[0] as string, { maxRetriesPerRequest: null });
     const consumer = new Worker(
       queueName('q-no-launcher'),
       (job, token, signal) => runner.processJob(job, token, signal),
-      { connection: new Redis(queueNodes.urls[0] as string, { maxRetriesPerRequest: null }) },
+      { connection: consumerConnection },
     );
     try {
       const { jobId } = await enqueueTick(scheduler, connection, schedule);
@@ -579,6 +581,7 @@ describe('worker: jobs under the lease, against real Redis', () => {
       expect(lines('no-launcher.txt')).toHaveLength(1);
     } finally {
       await consumer.close(true);
+      consumerConnection.disconnect();
       await guard.close();
     }
   });
@@ -625,8 +628,9 @@ describe('worker: jobs under the lease, against real Redis', () => {
       schedule: () => undefined,
       now: () => deadlineMs,
     });
+    const consumerConnection = new Redis(queueNodes.urls[0] as string, { maxRetriesPerRequest: null });
     const consumer = new Worker(queueName('q-edge'), (job, token, signal) => runner.processJob(job, token, signal), {
-      connection: new Redis(queueNodes.urls[0] as string, { maxRetriesPerRequest: null }),
+      connection: consumerConnection,
     });
     try {
       await waitUntil(() => outcomes(records, jobId).length > 0, 'the first attempt');
@@ -636,6 +640,7 @@ describe('worker: jobs under the lease, against real Redis', () => {
       });
     } finally {
       await consumer.close(true);
+      consumerConnection.disconnect();
       await guard.close();
     }
   });
