@@ -141,7 +141,15 @@ describe('the queue Redis down for a while, or back empty', () => {
     // A 30 s lease: ticks are enqueued 9.5 s ahead, so several wait as delayed jobs when the data goes.
     const schedule = scheduleFixture({ id: 'team-q/wiped', cron: '* * * * * *', overlap: 'allow', leaseTtlMs: 30_000 });
     // Its mark is only written at the gap check: after the loss, only the replica's memory has it.
-    const hourly = scheduleFixture({ id: 'team-q/hourly', cron: '0 0 * * * *', overlap: 'allow', leaseTtlMs: 30_000 });
+    // Hourly at half an hour from now, so no tick of it is taken up while the test runs (that moves the mark).
+    const minute = (new Date().getUTCMinutes() + 30) % 60;
+    const hourly = scheduleFixture({
+      id: 'team-q/hourly',
+      cron: `0 ${minute} * * * *`,
+      timezone: 'UTC',
+      overlap: 'allow',
+      leaseTtlMs: 30_000,
+    });
     const outcomes: OutcomeEvent[] = [];
     const { logger, lines } = capturingLogger();
     const admin = new Redis(queueRedis.urls[0] as string, { maxRetriesPerRequest: null });
