@@ -7,6 +7,7 @@ import {
   exitUnlessStoppedWithin,
   loadRedisTls,
   packageVersion,
+  processLogger,
   redisOptionsFor,
   runMain,
   startHttpServer,
@@ -15,7 +16,6 @@ import {
   verifyServers,
 } from '@tickwarden/runtime';
 import { Redis } from 'ioredis';
-import { pino } from 'pino';
 import { readControlToken } from './console-auth.ts';
 import { CONSOLE_PATH } from './console-pages.ts';
 import { webConsole } from './console.ts';
@@ -47,7 +47,7 @@ async function main(): Promise<number> {
     contestLeadMs,
     httpDestinations,
   } = env.value;
-  const logger = pino({ level: logLevel, base: { replica: replicaId } });
+  const logger = processLogger(logLevel, { replica: replicaId });
   // Two names of one server would count one vote twice, or share a queue's memory with the locks.
   if (!(await verifyServers(env.value, tls.value, logger))) return 2;
   const metrics = new SchedulerMetrics();

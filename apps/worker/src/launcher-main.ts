@@ -1,8 +1,7 @@
 // The launcher process: starts the worker's programs under its own user (see launcher-server.ts).
 // `--check`: exits 0 when the launcher on TICKWARDEN_LAUNCHER_SOCKET answers, 1 otherwise (a probe).
 import { parseLauncherEnv } from '@tickwarden/config';
-import { envValid, runMain, untilStopSignal } from '@tickwarden/runtime';
-import { pino } from 'pino';
+import { envValid, processLogger, runMain, untilStopSignal } from '@tickwarden/runtime';
 import { CommandGuard } from './command-guard.ts';
 import { RemoteLauncher } from './launcher-client.ts';
 import { LauncherServer } from './launcher-server.ts';
@@ -12,7 +11,7 @@ async function main(): Promise<number> {
   if (!envValid(env)) return 2;
   const { socketPath, logLevel } = env.value;
   if (process.argv.includes('--check')) return (await new RemoteLauncher(socketPath).check()) ? 0 : 1;
-  const logger = pino({ level: logLevel, base: { launcher: process.pid } });
+  const logger = processLogger(logLevel, { launcher: process.pid });
   const guard = new CommandGuard({ logger });
   guard.start();
   await guard.ready();

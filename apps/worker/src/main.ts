@@ -8,6 +8,7 @@ import {
   exitUnlessStoppedWithin,
   loadRedisTls,
   packageVersion,
+  processLogger,
   redisOptionsFor,
   runMain,
   startHttpServer,
@@ -15,7 +16,6 @@ import {
   untilStopSignal,
   verifyServers,
 } from '@tickwarden/runtime';
-import { pino } from 'pino';
 import { WorkerMetrics } from './metrics.ts';
 import { WorkerService } from './worker-service.ts';
 
@@ -43,7 +43,7 @@ async function main(): Promise<number> {
     launcherSocket,
   } = env.value;
   const workerId = `${hostname()}-${process.pid}`;
-  const logger = pino({ level: logLevel, base: { worker: workerId } });
+  const logger = processLogger(logLevel, { worker: workerId });
   // Two names of one server would count one vote twice, or share a queue's memory with the locks.
   if (!(await verifyServers(env.value, tls.value, logger))) return 2;
   const metrics = new WorkerMetrics();

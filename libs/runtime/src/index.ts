@@ -12,7 +12,7 @@ export {
   type ReadinessCheck,
 } from './http-server.ts';
 export { startLiveConfig, type LiveConfig, type LiveConfigOptions } from './live-config.ts';
-export { envValid, exitUnlessStoppedWithin, runMain, untilStopSignal } from './process-main.ts';
+export { envValid, exitUnlessStoppedWithin, processLogger, runMain, untilStopSignal } from './process-main.ts';
 export { configHash, packageVersion, ProcessMetrics, type ObservedLockNodes } from './process-metrics.ts';
 export { loadRedisTls, redisOptionsFor } from './redis-tls.ts';
 export {

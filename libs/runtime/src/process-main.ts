@@ -1,5 +1,5 @@
 import type { EnvResult } from '@tickwarden/config';
-import type { Logger } from 'pino';
+import { pino, type Logger } from 'pino';
 
 /** Runs a process's `main`: its result is the exit code; a throw prints the stack and exits 1. */
 export function runMain(name: string, main: () => Promise<number>): void {
@@ -15,6 +15,20 @@ export function runMain(name: string, main: () => Promise<number>): void {
     },
   );
 }
+
+/**
+ * A process's logger: JSON lines on stdout, written asynchronously (a slow reader of the pipe
+ * must not hold up the event loop) in writes of at most 4 KB. While a write is in flight, pino's
+ * stream appends the next lines to one string and measures its UTF-8 length on every line, which
+ * copies the whole string each time: with its default of 16 KB per write, a replica logging a
+ * burst of tick outcomes made an eighth of its garbage that way (apps/scheduler/BENCHMARK.md).
+ */
+export function processLogger(level: string, base: Record<string, unknown>): Logger {
+  return pino({ level, base }, pino.destination({ fd: 1, sync: false, maxWrite: LOG_WRITE_BYTES }));
+}
+
+/** Bytes per write of a process's log (see processLogger). */
+const LOG_WRITE_BYTES = 4096;
 
 /** Resolves with the first SIGTERM or SIGINT (Kubernetes stops a pod with SIGTERM; Ctrl-C sends SIGINT). */
 export function untilStopSignal(): Promise<NodeJS.Signals> {
