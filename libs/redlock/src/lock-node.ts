@@ -1,4 +1,4 @@
-import { Cluster, Redis, type RedisOptions } from 'ioredis';
+import { Cluster, Command, Redis, type RedisOptions } from 'ioredis';
 import type { LuaScript } from './scripts.ts';
 
 /**
@@ -88,10 +88,16 @@ export class IoredisLockNode implements LockNode {
   }
 
   #evalsha(script: LuaScript, keys: readonly string[], args: readonly string[]): Promise<unknown> {
-    return this.#client.evalsha(script.sha, keys.length, ...keys, ...args).catch((error: unknown) => {
+    const client = this.#client;
+    // A Cluster routes by the command's keys, and a key prefix rewrites them: those encode their own.
+    const sent =
+      client instanceof Cluster || client.options.keyPrefix
+        ? client.evalsha(script.sha, keys.length, ...keys, ...args)
+        : client.sendCommand(encodedEvalsha(script.sha, keys, args));
+    return (sent as Promise<unknown>).catch((error: unknown) => {
       // NOSCRIPT is the protocol's error code, not a message we wrote: the node restarted or flushed its scripts.
       if (!(error instanceof Error) || !error.message.startsWith('NOSCRIPT')) throw error;
-      return this.#client.eval(script.source, keys.length, ...keys, ...args);
+      return client.eval(script.source, keys.length, ...keys, ...args);
     });
   }
 
@@ -145,4 +151,28 @@ export class IoredisLockNode implements LockNode {
   async close(): Promise<void> {
     if (this.#owned) this.#client.disconnect();
   }
+}
+
+/** The EVALSHA just encoded, kept for the other nodes the same call goes to (see encodedEvalsha). */
+let lastEvalsha: { sha: string; keys: readonly string[]; args: readonly string[]; bytes: Buffer } | undefined;
+
+/**
+ * An EVALSHA as a command whose bytes (RESP) are made once per call, not once per node: the same
+ * call goes to every node with the same key and argument arrays (CallCoalescer), and ioredis
+ * would otherwise build and convert the whole text again for each of them.
+ */
+function encodedEvalsha(sha: string, keys: readonly string[], args: readonly string[]): Command {
+  if (lastEvalsha?.sha !== sha || lastEvalsha.keys !== keys || lastEvalsha.args !== args) {
+    const count = String(keys.length);
+    let text = `*${3 + keys.length + args.length}\r\n$7\r\nevalsha\r\n$${sha.length}\r\n${sha}\r\n$${count.length}\r\n${count}\r\n`;
+    for (const part of keys) text += `$${Buffer.byteLength(part)}\r\n${part}\r\n`;
+    for (const part of args) text += `$${Buffer.byteLength(part)}\r\n${part}\r\n`;
+    lastEvalsha = { sha, keys, args, bytes: Buffer.from(text) };
+    // Only for the nodes of this call, which are sent to in one go: arrays reused later may have changed.
+    queueMicrotask(() => (lastEvalsha = undefined));
+  }
+  const command = new Command('evalsha', [], { replyEncoding: 'utf8' });
+  const { bytes } = lastEvalsha;
+  command.toWritable = () => bytes;
+  return command;
 }

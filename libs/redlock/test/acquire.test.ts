@@ -67,6 +67,31 @@ describe.each([1, 3, 5])('acquire and release with %i node(s)', (count) => {
     await redlock.release(again);
   });
 
+  it('a resource named beyond ASCII, and clients with a key prefix: each node stores the keys as named (a call is encoded once for all nodes)', async () => {
+    const resource = 'rés-🔒-日本';
+    const redlock = redlockOn(cluster.nodes.urls);
+    const keys = resourceKeys(redlock.settings.keyPrefix, resource);
+    const holders = (prefix = '') =>
+      Promise.all(cluster.nodes.urls.map((url) => inspect(url, (c) => c.get(prefix + keys.lock))));
+    const lease = await redlock.acquire(resource, 5000);
+    expect(await holders()).toEqual(cluster.nodes.urls.map(() => lease.value));
+    expect((await redlock.release(lease)).released.length).toBeGreaterThanOrEqual(quorum);
+    // Decided at a quorum: the other nodes' deletes land just after.
+    await waitUntil(async () => (await holders()).every((held) => held === null), 'released on every node');
+    // Clients passed in with ioredis' keyPrefix: the prefix is theirs to add, as to any command.
+    const clients = cluster.nodes.urls.map((url) => new Redis(url, { keyPrefix: 'app:' }));
+    try {
+      const prefixed = redlockOn(clients);
+      const held = await prefixed.acquire(resource, 5000);
+      expect(await holders('app:')).toEqual(cluster.nodes.urls.map(() => held.value));
+      expect(await holders()).toEqual(cluster.nodes.urls.map(() => null));
+      expect((await prefixed.release(held)).released.length).toBeGreaterThanOrEqual(quorum);
+      await waitUntil(async () => (await holders('app:')).every((v) => v === null), 'released on every node');
+    } finally {
+      for (const client of clients) client.disconnect();
+    }
+  });
+
   it('release(lease) is fence-checked: a takeover of the same value since keeps the lock; { resource, value } is not', async () => {
     const redlock = redlockOn(cluster.nodes.urls);
     const keys = resourceKeys(redlock.settings.keyPrefix, 'fenced-release');
