@@ -40,27 +40,20 @@ export class TickHeap {
     const items = this.#items;
     const top = items[0];
     const last = items.pop();
-    if (items.length > 0 && last) {
-      items[0] = last;
-      for (let i = 0; ;) {
-        const left = 2 * i + 1;
-        const right = left + 1;
-        let smallest = i;
-        if (
-          left < items.length &&
-          (items[left] as PendingTick).contestAtMs < (items[smallest] as PendingTick).contestAtMs
-        )
-          smallest = left;
-        if (
-          right < items.length &&
-          (items[right] as PendingTick).contestAtMs < (items[smallest] as PendingTick).contestAtMs
-        )
-          smallest = right;
-        if (smallest === i) break;
-        [items[i], items[smallest]] = [items[smallest] as PendingTick, items[i] as PendingTick];
-        i = smallest;
-      }
+    if (items.length === 0 || !last) return top;
+    // `last` sinks from the root: the smaller child moves up into the hole until `last` fits (no swaps, which allocate).
+    let i = 0;
+    for (let left = 1; left < items.length; left = 2 * i + 1) {
+      const right = left + 1;
+      const child =
+        right < items.length && (items[right] as PendingTick).contestAtMs < (items[left] as PendingTick).contestAtMs
+          ? right
+          : left;
+      if ((items[child] as PendingTick).contestAtMs >= last.contestAtMs) break;
+      items[i] = items[child] as PendingTick;
+      i = child;
     }
+    items[i] = last;
     return top;
   }
 
