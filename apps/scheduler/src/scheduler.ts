@@ -32,6 +32,12 @@ const REOPEN_RETRY_MS = 1000;
 const MAX_UNOPENED = 200_000;
 /** Ticks in flight whose start deadline passed are dropped at most this often, ms. */
 const PRUNE_INTERVAL_MS = 1000;
+
+/** A tick taken up, until its start deadline: `untilMs`. */
+interface InFlightTick {
+  tick: OpenTick;
+  untilMs: number;
+}
 /** Contests run in batches of at most this many ticks of one due second, this many batches of a second at a time (ContestQueue). */
 const CONTEST_BATCH = 1_000;
 const CONTESTS_IN_FLIGHT = 4;
@@ -104,7 +110,7 @@ export class Scheduler {
   #unopened: OpenTick[] = [];
   #reopenTimer: unknown;
   /** Ticks taken up whose start deadline has not passed: opened again when the queue Redis may have lost them (see #reopenInFlight). */
-  #inFlightTicks: { tick: OpenTick; untilMs: number }[] = [];
+  readonly #inFlightTicks: InFlightTick[] = [];
   #prunedAtMs = 0;
   /** The queue Redis's run_id, read at each (re)connection: another one is a restart or a failover. */
   #queueRunId: string | undefined;
@@ -382,7 +388,12 @@ export class Scheduler {
   #pruneInFlight(nowMs: number): void {
     if (nowMs - this.#prunedAtMs < PRUNE_INTERVAL_MS && this.#inFlightTicks.length <= MAX_UNOPENED) return;
     this.#prunedAtMs = nowMs;
-    this.#inFlightTicks = this.#inFlightTicks.filter(({ untilMs }) => untilMs >= nowMs);
+    // In place: a copy of tens of thousands of entries each interval was a top allocation site.
+    const ticks = this.#inFlightTicks;
+    let kept = 0;
+    for (let i = 0; i < ticks.length; i++)
+      if ((ticks[i] as InFlightTick).untilMs >= nowMs) ticks[kept++] = ticks[i] as InFlightTick;
+    ticks.length = kept;
     this.#dropOldest(
       this.#inFlightTicks,
       'too many ticks in flight to keep: the oldest would not be recovered if the queue Redis lost its data now',
