@@ -4,8 +4,12 @@ import { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { JobQueue, Publication, Run, Tick } from './ports.ts';
 
-/** Runs per `addBulk` call (see add). */
-const ENQUEUE_SLICE = 500;
+/**
+ * Runs per `addBulk` call: BullMQ builds all of a call's jobs in one go, which holds the event loop
+ * that long; larger slices made it the replica's longest wait (apps/scheduler/BENCHMARK.md, "The
+ * event loop and the size of an add").
+ */
+const ENQUEUE_SLICE = 100;
 /** Ticks per round trip of `publications` (two reads each). */
 const PUBLICATION_SLICE = 250;
 
@@ -42,7 +46,7 @@ export class BullJobQueue implements JobQueue {
     await Promise.all(
       [...byQueue].map(async ([queue, entries]) => {
         // Slices one after the other: a boundary where thousands of schedules are due must not build
-        // every job's pipeline at once (each is ~5 KB until its reply).
+        // every job's pipeline at once (each is ~5 KB until its reply), nor hold the event loop.
         for (let from = 0; from < entries.length; from += ENQUEUE_SLICE) {
           const slice = entries.slice(from, from + ENQUEUE_SLICE);
           const error = await this.#addBulk(
