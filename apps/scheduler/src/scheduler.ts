@@ -388,7 +388,7 @@ export class Scheduler {
   #pruneInFlight(nowMs: number): void {
     if (nowMs - this.#prunedAtMs < PRUNE_INTERVAL_MS && this.#inFlightTicks.length <= MAX_UNOPENED) return;
     this.#prunedAtMs = nowMs;
-    // In place: a copy of tens of thousands of entries each interval was a top allocation site.
+    // In place: the list holds every tick of the last start deadline, and a copy each interval is garbage to collect.
     const ticks = this.#inFlightTicks;
     let kept = 0;
     for (let i = 0; i < ticks.length; i++)

@@ -18,10 +18,10 @@ export function runMain(name: string, main: () => Promise<number>): void {
 
 /**
  * A process's logger: JSON lines on stdout, written asynchronously (a slow reader of the pipe
- * must not hold up the event loop) in writes of at most 4 KB. While a write is in flight, pino's
- * stream appends the next lines to one string and measures its UTF-8 length on every line, which
- * copies the whole string each time: with its default of 16 KB per write, a replica logging a
- * burst of tick outcomes made an eighth of its garbage that way (apps/scheduler/BENCHMARK.md).
+ * must not hold up the event loop) in writes of at most LOG_WRITE_BYTES. While a write is in
+ * flight, pino's stream appends the next lines to one string and measures its UTF-8 length on
+ * every line, which copies the whole string each time: writes smaller than its default of 16 KB
+ * make a burst of lines (a replica's tick outcomes) far less garbage (apps/scheduler/BENCHMARK.md).
  */
 export function processLogger(level: string, base: Record<string, unknown>): Logger {
   return pino({ level, base }, pino.destination({ fd: 1, sync: false, maxWrite: LOG_WRITE_BYTES }));
