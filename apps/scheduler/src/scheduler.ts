@@ -32,15 +32,15 @@ const REOPEN_RETRY_MS = 1000;
 const MAX_UNOPENED = 200_000;
 /** Ticks in flight whose start deadline passed are dropped at most this often, ms. */
 const PRUNE_INTERVAL_MS = 1000;
+/** Contests run in batches of at most this many ticks of one due second, this many batches of a second at a time (ContestQueue). */
+const CONTEST_BATCH = 1_000;
+const CONTESTS_IN_FLIGHT = 4;
 
 /** A tick taken up, until its start deadline: `untilMs`. */
 interface InFlightTick {
   tick: OpenTick;
   untilMs: number;
 }
-/** Contests run in batches of at most this many ticks of one due second, this many batches of a second at a time (ContestQueue). */
-const CONTEST_BATCH = 1_000;
-const CONTESTS_IN_FLIGHT = 4;
 
 export interface SchedulerOptions {
   replicaId: string;
