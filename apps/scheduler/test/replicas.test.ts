@@ -656,9 +656,10 @@ describe('replicated schedulers', () => {
     }
     expect(publishers(schedule.id, tick)).toEqual([]);
     expect(await storedJob('tickwarden-default', tickJobId(schedule.id, tick))).toBeUndefined();
-    // Released: a fresh acquire gets the lease at once.
+    // Released: a fresh acquire gets the lease at once (no retry). Its clients connect first: on a
+    // busy machine that can take longer than the default node timeout.
     const check = new Redlock(locks.urls);
-    await check.release(await check.acquire(resource, 1000, { retryCount: 0 }));
+    await check.release(await check.acquire(resource, 1000, { retryCount: 0, nodeTimeoutMs: 2000 }));
     await check.close();
   });
 
