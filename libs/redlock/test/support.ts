@@ -1,6 +1,7 @@
-import { startRedisNodes, type RedisNodes } from '@tickwarden/testkit';
+import { startRedisNodes, waitUntil, type RedisNodes } from '@tickwarden/testkit';
 import { Redis } from 'ioredis';
-import { afterAll, beforeAll } from 'vitest';
+import { isDeepStrictEqual } from 'node:util';
+import { afterAll, beforeAll, expect } from 'vitest';
 import { Redlock, systemClock, type Clock, type NodeInput, type RedlockSettings } from '../src/index.ts';
 
 /** Starts `count` real Redis nodes for the enclosing describe block; stopped after it. */
@@ -42,6 +43,24 @@ export async function inspect<T>(url: string, use: (client: Redis) => Promise<T>
   } finally {
     client.disconnect();
   }
+}
+
+/**
+ * Waits until `read` gives `expected` on every node. Calls are decided at a quorum: the other
+ * nodes' writes land after the call returns, so a test that reads every node waits for them.
+ */
+export async function onEveryNode<T>(
+  urls: readonly string[],
+  read: (client: Redis) => Promise<T>,
+  expected: T,
+  timeoutMs = 10_000,
+): Promise<void> {
+  let seen: T[] = [];
+  const settled = async () => {
+    seen = await Promise.all(urls.map((url) => inspect(url, read)));
+    return seen.every((value) => isDeepStrictEqual(value, expected));
+  };
+  await waitUntil(settled, 'every node', { timeoutMs }).catch(() => expect(seen).toEqual(urls.map(() => expected)));
 }
 
 /** A clock whose monotonic and wall readings are shifted by settable offsets, and which counts live timers. */
