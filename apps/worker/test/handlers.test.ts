@@ -553,11 +553,20 @@ describe('command handler: bound to the lease', () => {
     killGraceMs,
   });
   const heartbeats = (name: string) => readFileSync(path.join(dir, name), 'utf8').trim().split('\n').map(Number);
-  /** A command appending Date.now() to `name` every 20 ms and printing its pid; `ignoreTerm` makes it survive SIGTERM. */
-  const beating = (name: string, ignoreTerm: boolean) =>
-    `${ignoreTerm ? "process.on('SIGTERM', () => console.log('got SIGTERM'));" : ''}
-     const beat = () => require('node:fs').appendFileSync(${JSON.stringify(path.join(dir, name))}, Date.now() + '\\n');
-     console.log('pid ' + process.pid); beat(); setInterval(beat, 20);`;
+  /**
+   * A shell command printing its pid (its group's id), then appending the wall time in ms to `name`
+   * every 20 ms; `ignoreTerm` makes it survive SIGTERM. A shell starts within milliseconds, where
+   * Node can take most of a short lease on a loaded machine.
+   */
+  const beating = (name: string, ignoreTerm: boolean, killGraceMs: number) => ({
+    ...command('', killGraceMs),
+    argv: [
+      '/bin/sh',
+      '-c',
+      `${ignoreTerm ? "trap 'echo got SIGTERM' TERM; " : ''}echo pid $$; ` +
+        `while :; do /bin/date +%s%3N >> '${path.join(dir, name)}'; /bin/sleep 0.02; done`,
+    ],
+  });
   const pidOf = (records: Record<string, unknown>[]) =>
     Number(String(records.find((r) => String(r['msg']).startsWith('pid '))?.['msg']).slice(4));
 
@@ -566,7 +575,7 @@ describe('command handler: bound to the lease', () => {
     const controller = new AbortController();
     const lease = testLease(1500);
     const call = runCommand(
-      command(beating('ignores-term.txt', true), 20_000),
+      beating('ignores-term.txt', true, 20_000),
       runContext(controller.signal, logger, { lease }),
       { guard: passiveGuard },
     ).catch((e: unknown) => e);
@@ -583,12 +592,12 @@ describe('command handler: bound to the lease', () => {
 
   it('a command still running when its lease validity ends is SIGKILLed, abort or not; each extension moves that end', async () => {
     const { logger, records } = captureLogger();
-    // Extended every 150 ms to 400 ms ahead: a 1.2 s command outlives the first validity end and still succeeds.
-    const extended = testLease(400);
-    const extender = setInterval(() => extended.extended(400), 150);
+    // Extended every 150 ms to 1 s ahead: a 1.6 s command outlives the first validity end and still succeeds.
+    const extended = testLease(1000);
+    const extender = setInterval(() => extended.extended(1000), 150);
     try {
       const details = await runCommand(
-        command('setTimeout(() => {}, 1200)', 60_000),
+        command('setTimeout(() => {}, 1600)', 60_000),
         runContext(new AbortController().signal, logger, { lease: extended }),
         { guard: passiveGuard },
       );
@@ -600,7 +609,7 @@ describe('command handler: bound to the lease', () => {
     const lease = testLease(600);
     const validityEndsAt = Date.now() + lease.msLeft();
     const error = await runCommand(
-      command(beating('not-extended.txt', true), 20_000),
+      beating('not-extended.txt', true, 20_000),
       runContext(new AbortController().signal, logger, { lease }),
       { guard: passiveGuard },
     ).catch((e: unknown) => e);

@@ -48,13 +48,18 @@ describe('worker: a lease it cannot take defers the job instead of consuming its
       expect(String(deferral?.['reason'])).toMatch(/could not reach a quorum of 3/);
       expect(Date.parse(String(deferral?.['startDeadline']))).toBe(first.data.dueMs + 30_000);
       await waitUntil(() => !cut.service.takingJobs, 'the cut worker to stop taking jobs');
-      expect(
-        cut.records.filter((r) => r['msg'] === 'lock quorum unreachable: not taking jobs until it returns'),
-      ).toMatchObject([{ level: 40, reachable: 2, nodes: 5, needed: 3 }]);
+      // Two nodes are on this side of the cut; on a loaded machine one may miss the probe's node timeout.
+      const closed = cut.records.filter(
+        (r) => r['msg'] === 'lock quorum unreachable: not taking jobs until it returns',
+      );
+      expect(closed).toMatchObject([{ level: 40, nodes: 5, needed: 3 }]);
+      expect(closed[0]?.['reachable']).toBeLessThanOrEqual(2);
       expect(await cut.service.readiness()).toEqual(
         expect.arrayContaining([
-          'not taking jobs: lock quorum unreachable at the last probe (2 of 5 answer, 3 needed)',
-          'lock quorum unreachable (2 of 5 answer, 3 needed)',
+          expect.stringMatching(
+            /^not taking jobs: lock quorum unreachable at the last probe \([0-2] of 5 answer, 3 needed\)$/,
+          ),
+          expect.stringMatching(/^lock quorum unreachable \([0-2] of 5 answer, 3 needed\)$/),
         ]),
       );
       const metrics = await cut.metrics.registry.metrics();
@@ -94,11 +99,10 @@ describe('worker: a lease it cannot take defers the job instead of consuming its
         'the cut worker to take jobs again',
         { timeoutMs: 5000 },
       );
-      expect(cut.records.find((r) => r['msg'] === 'lock quorum reachable again: taking jobs')).toMatchObject({
-        level: 30,
-        reachable: 5,
-        needed: 3,
-      });
+      // A quorum is enough: the healed nodes' clients may still be reconnecting when the probe asks.
+      const reopened = cut.records.find((r) => r['msg'] === 'lock quorum reachable again: taking jobs');
+      expect(reopened).toMatchObject({ level: 30, nodes: 5, needed: 3 });
+      expect(reopened?.['reachable']).toBeGreaterThanOrEqual(3);
       expect(cut.service.takingJobs).toBe(true);
       expect(await cut.metrics.registry.metrics()).toMatch(/tickwarden_worker_taking_jobs 1/);
       expect(await cut.service.readiness()).toEqual([]);
@@ -262,7 +266,7 @@ describe('worker: a lease it cannot take defers the job instead of consuming its
     expect(missed).toMatchObject({ startDeadlineMs: 2500, firstStart: true, deferrals: ends.length - 1, level: 40 });
     // Why it could not start: the last deferral's cause (the lease failure, or this worker not taking jobs for want of a quorum).
     expect(String(missed?.['reason'])).toMatch(
-      /could not reach a quorum of 3|^lock quorum unreachable from this worker at the last probe \(2 of 5 answer, 3 needed\): not taking jobs$/,
+      /could not reach a quorum of 3|^lock quorum unreachable from this worker at the last probe \([0-2] of 5 answer, 3 needed\): not taking jobs$/,
     );
     expect(String(ends[0]?.['reason'])).toMatch(/could not reach a quorum of 3/);
     expect(lines('no-quorum.txt')).toHaveLength(0);

@@ -139,7 +139,8 @@ describe('worker as an OS process', () => {
     try {
       const notReady = await fetch(`${base}/readyz`);
       expect(notReady.status).toBe(503);
-      expect(await notReady.text()).toContain('lock quorum unreachable (2 of 5 answer, 3 needed)');
+      // Two nodes answer; on a loaded machine one may miss the probe's node timeout.
+      expect(await notReady.text()).toMatch(/lock quorum unreachable \([0-2] of 5 answer, 3 needed\)/);
     } finally {
       await Promise.all(paused.map((node) => node.resume()));
     }
