@@ -273,6 +273,8 @@ export function buildReport(input: ReportInput): TickReport {
   const attempts = new Map<string, number>();
   /** Per tick, the earliest `run started` record (a worker record with `handler` and no outcome): its worker and attempt. */
   const firstRuns = new Map<string, { worker: string; attempt: number; atMs: number }>();
+  /** Per `schedule tick fence`, when a worker logged about that run of the tick: it held the tick's lease meanwhile. */
+  const workerRuns = new Map<string, { schedule: string; key: string; fromMs: number; toMs: number }>();
   const abortMarginsMs: number[] = [];
   let watchdogAborts = 0;
   for (const record of input.records) {
@@ -284,9 +286,16 @@ export function buildReport(input: ReportInput): TickReport {
       pushTo(gaps, schedule, { fromMs: Date.parse(record['firstTick']), toMs: Date.parse(record['lastTick']) });
     }
     if (typeof tick !== 'string') continue;
-    if (typeof record['fence'] === 'number' && typeof record['attempt'] === 'number')
-      attempts.set(`${schedule} ${tick} ${record['fence']}`, record['attempt']);
     const at = recordTimeMs(record);
+    if (typeof record['fence'] === 'number' && typeof record['attempt'] === 'number') {
+      const run = `${schedule} ${tick} ${record['fence']}`;
+      attempts.set(run, record['attempt']);
+      const span = workerRuns.get(run);
+      if (at !== undefined && !span)
+        workerRuns.set(run, { schedule, key: tickKey(schedule, tick), fromMs: at, toMs: at });
+      else if (at !== undefined && span)
+        [span.fromMs, span.toMs] = [Math.min(span.fromMs, at), Math.max(span.toMs, at)];
+    }
     if (
       typeof record['handler'] === 'string' &&
       outcome === undefined &&
@@ -375,6 +384,11 @@ export function buildReport(input: ReportInput): TickReport {
       run.firstMs - EVIDENCE_SLACK_MS,
       run.lastMs + ttl + EVIDENCE_SLACK_MS,
     );
+  }
+  // A worker's run of a tick, from its takeover (just before its first record) until its lease could have lapsed after its last.
+  for (const run of workerRuns.values()) {
+    const ttl = scheduleById.get(run.schedule)?.leaseTtlMs ?? 0;
+    addHold(run.schedule, run.key, run.fromMs - EVIDENCE_SLACK_MS, run.toMs + ttl + EVIDENCE_SLACK_MS);
   }
   for (const [key, entry] of byTick) {
     const { schedule } = splitTickKey(key);

@@ -356,6 +356,31 @@ describe('the run report', () => {
       ]);
     });
 
+    it("a worker's run of another tick that its program never wrote for (killed while starting) held the lease from its first record to a TTL after its last", () => {
+      // Tick 0's run: started at 1.5 s, outcome at 2.5 s, no ledger line. Tick 4 skipped at 4.4 s is by design
+      // (2.5 + 2 s TTL); tick 6 at 6.01 s is not.
+      const workerRecord = (seenS: number, extra: LogRecord = {}): LogRecord => ({
+        level: INFO,
+        schedule: 't/a',
+        tick: iso(0),
+        attempt: 1,
+        fence: 7,
+        process: 'worker-1',
+        seenMs: at(seenS),
+        ...extra,
+      });
+      const records = [
+        workerRecord(1.5, { handler: 'command' }),
+        workerRecord(2.5, { outcome: 'failed' }),
+        outcome('t/a', 4, 'skipped-overlap', { seenMs: at(4.4) }),
+        outcome('t/a', 6, 'skipped-overlap', { seenMs: at(6.01) }),
+      ];
+      expect(report({ lines: [], records, fromS: 4, toS: 4 }).skipped).toEqual([`t/a ${iso(4)}`]);
+      expect(report({ lines: [], records, fromS: 6, toS: 6 }).missed.map((miss) => miss.tick)).toEqual([
+        `t/a ${iso(6)}`,
+      ]);
+    });
+
     it('no run or grant of another tick near the skip: the skip is a miss', () => {
       // Tick 0 ended at 0.2 s; tick 5's skip at 5.01 s finds nothing that could hold the lease.
       const lines = run('t/a', 0, 1, 0.05, 0.2);
