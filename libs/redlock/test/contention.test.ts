@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { LockTakenError, resourceKeys } from '../src/index.ts';
-import { inspect, redlockOn, sleep, useNodes } from './support.ts';
+import { onEveryNode, redlockOn, sleep, useNodes } from './support.ts';
 
 describe('20 contenders on one resource', () => {
   const cluster = useNodes(5);
@@ -38,15 +38,17 @@ describe('20 contenders on one resource', () => {
 
   it('a lock reserved for a waiter never fails an acquire that will not retry (retryCount 0 gets it)', async () => {
     const holder = redlockOn(cluster.nodes.urls);
-    // Not woken by the release: the lock stays reserved for it until its next attempt is late.
-    const waiter = redlockOn(cluster.nodes.urls, { retryDelayMs: 200, retryJitterMs: 100, wakeOnRelease: false });
+    // Not woken by the release: the lock stays reserved for it until its next attempt, 2 s on (the checks below take less).
+    const waiter = redlockOn(cluster.nodes.urls, { retryDelayMs: 2000, retryJitterMs: 0, wakeOnRelease: false });
+    const once = redlockOn(cluster.nodes.urls, { retryCount: 0 });
+    await once.probe({ nodeTimeoutMs: 5000 }); // connected: its one attempt must not meet a slow first connect
     const lease = await holder.acquire('marked', 5000);
     const waiting = waiter.acquire('marked', 1000); // finds it taken, queues, retries later
-    await sleep(20);
-    await holder.release(lease);
     const keys = resourceKeys('tickwarden', 'marked');
-    expect(await inspect(cluster.nodes.urls[0] ?? '', (c) => c.get(keys.lock))).toBe('|');
-    const once = redlockOn(cluster.nodes.urls, { retryCount: 0 });
+    await onEveryNode(cluster.nodes.urls, (c) => c.zcard(keys.queue), 1);
+    await holder.release(lease);
+    // Decided at a quorum: the other nodes' reservations land after the call returned.
+    await onEveryNode(cluster.nodes.urls, (c) => c.get(keys.lock), '|');
     const got = await once.acquire('marked', 1000);
     await once.release(got);
     await waiter.release(await waiting);

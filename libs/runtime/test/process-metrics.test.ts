@@ -77,7 +77,8 @@ describe('ProcessMetrics', () => {
     const metrics = new ProcessMetrics();
     expect(await metrics.registry.metrics()).not.toContain('tickwarden_lock_quorum_reachable');
     const nodes = await startRedisNodes({ count: 3, aof: false });
-    const redlock = new Redlock(nodes.urls);
+    // Scrapes probe with the node timeout: long enough for a loaded machine's connects and replies (paused nodes never answer).
+    const redlock = new Redlock(nodes.urls, { nodeTimeoutMs: 2000 });
     try {
       metrics.observeLockNodes(redlock);
       let text = await metrics.registry.metrics();

@@ -24,11 +24,14 @@ describe('ConfigWatcher', () => {
     await watcher.start();
     await sleep(80);
     expect(changes).toBe(0);
+    // Each change is awaited (a loaded machine may poll late), then a few more polls must add nothing.
     writeFileSync(path.join(dir, 'b.yaml'), 'team: b\n');
+    await waitUntil(() => changes > 0, 'the new file seen');
     await sleep(100);
     expect(changes).toBe(1);
     writeFileSync(path.join(dir, 'a.yaml'), 'team: a2\n');
     writeFileSync(path.join(dir, 'notes.txt'), 'ignored\n');
+    await waitUntil(() => changes > 1, 'the changed file seen');
     await sleep(100);
     expect(changes).toBe(2);
     watcher.stop();
@@ -50,9 +53,12 @@ describe('ConfigWatcher', () => {
     );
     await watcher.start();
     writeFileSync(path.join(dir, 'a.yaml'), 'team: a2\n');
+    // Awaited (a loaded machine may poll late), then a few more polls must add nothing.
+    await waitUntil(() => errors.length > 0, 'the failed change handed to onError');
     await sleep(100);
     expect(errors).toEqual([new Error('reload blew up')]);
     writeFileSync(path.join(dir, 'a.yaml'), 'team: a3\n');
+    await waitUntil(() => changes > 1, 'the second change seen');
     await sleep(100);
     expect([changes, errors.length]).toEqual([2, 1]);
     watcher.stop();
