@@ -6,7 +6,7 @@ import { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import { markHandlerStarted, peersToMarkRevoked, predecessorsWaitUntil, TAKEOVER_SLACK_MS } from '../src/index.ts';
 import { useCluster } from './harness.ts';
-import { enqueueTick, nodeCommand, outcomes, shortLeaseSchedule, settledJob } from './support.ts';
+import { enqueueTick, outcomes, settledJob, shellCommand, shortLeaseSchedule } from './support.ts';
 
 /** The next tick of a schedule ticking every `periodMs` (whole seconds), at least 300 ms from now: ticks are the schedule's cron's, as a scheduler's are. */
 const nextTick = (periodMs: number): number => Math.ceil((Date.now() + 300) / periodMs) * periodMs;
@@ -21,14 +21,18 @@ interface Run {
 
 describe('worker: overlap cancel-previous with a real worker', () => {
   const cluster = useCluster();
-  /** A command that writes "start", then "beat" every 50 ms, and "end" after `ms` (then exits), each with its fence and wall clock. */
-  const beating = (name: string, ms: number) =>
-    nodeCommand(
-      `const fs = require('node:fs'); const f = ${JSON.stringify(cluster.file(name))}; const fence = process.env.TICKWARDEN_FENCE;
-       const w = (kind) => fs.appendFileSync(f, [kind, fence, Date.now()].join(' ') + '\\n');
-       w('start'); const beat = setInterval(() => w('beat'), 50);
-       setTimeout(() => { clearInterval(beat); w('end'); }, ${ms});`,
+  /**
+   * A command that writes "start", then "beat" every 50 ms, and "end" after `ms` (then exits), each with its fence and
+   * wall clock. A shell: its "start" is written within milliseconds, where Node's startup can take a second or more.
+   * On SIGTERM it exits once its child is reaped: an orphaned child's zombie could keep the group alive a while.
+   */
+  const beating = (name: string, ms: number) => {
+    const now = '$(/bin/date +%s%3N)';
+    return shellCommand(
+      `trap 'exit 143' TERM; f='${cluster.file(name)}'; w() { echo "$1 $TICKWARDEN_FENCE ${now}" >> "$f"; }; ` +
+        `w start; end=$(( ${now} + ${ms} )); while /bin/sleep 0.05; [ "${now}" -lt "$end" ]; do w beat; done; w end`,
     );
+  };
   /** The ledger's runs in the order they started. */
   const runs = (name: string): Run[] => {
     const byFence = new Map<number, Run>();
@@ -51,7 +55,8 @@ describe('worker: overlap cancel-previous with a real worker', () => {
     const { connection, scheduler } = cluster;
     const ttl = 4000;
     const period = 2000;
-    const schedule = shortLeaseSchedule('team-a/cancel', beating('cancel.txt', 2400), {
+    // Longer than a period plus the 1.5 s allowed for the abort: each revoked run is still running when aborted.
+    const schedule = shortLeaseSchedule('team-a/cancel', beating('cancel.txt', 4000), {
       cron: '*/2 * * * * *',
       queue: 'q-cancel',
       overlap: 'cancel-previous',
@@ -122,8 +127,9 @@ describe('worker: overlap cancel-previous with a real worker', () => {
     const first = await enqueueTick(scheduler, connection, schedule, { tickMs: t0, revoke: true });
     const second = await enqueueTick(scheduler, connection, schedule, { tickMs: t0 + 1000, revoke: true });
     expect(second.lease.fence).toBeGreaterThan(first.lease.fence);
-    const from = Date.now();
+    // From the worker's start on (its command guard, a Node process, may take a second to start).
     const worker = await cluster.startWorker([schedule], { concurrency: 2 });
+    const from = Date.now();
     const [superseded, ran] = await Promise.all([
       settledJob(connection, 'q-cancel-queued', first.jobId),
       settledJob(connection, 'q-cancel-queued', second.jobId),

@@ -244,9 +244,11 @@ describe('worker: a lease it cannot take defers the job instead of consuming its
       startDeadlineMs: 2500,
     });
     const worker = await cluster.startWorker([schedule]);
-    const { jobId, data } = await enqueueTick(scheduler, connection, schedule, { delayMs: 200 });
     const paused = [0, 1, 2].map((i) => cluster.locks.node(i));
-    await Promise.all(paused.map((node) => node.pause()));
+    // The majority is paused before the job is added: the worker cannot take it before the pause.
+    const { jobId, data } = await enqueueTick(scheduler, connection, schedule, {
+      beforeAdd: () => Promise.all(paused.map((node) => node.pause())),
+    });
     try {
       await waitUntil(() => outcomes(worker.records, jobId).length > 0, 'a deferral', { timeoutMs: 10_000 });
       await waitUntil(() => Date.now() > data.dueMs + 2500 + 200, 'the start deadline to pass', {

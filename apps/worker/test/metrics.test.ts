@@ -129,7 +129,11 @@ describe('worker against real Redis', () => {
       expect(sample(text, `tickwarden_config_info{hash="${await configHash(first.config)}"}`)).toBe(1);
       expect(sample(text, 'tickwarden_config_last_reload_successful')).toBe(1);
       expect(sample(text, 'tickwarden_worker_run_slots')).toBe(4);
-      expect(sample(text, 'tickwarden_lock_quorum_reachable')).toBe(1);
+      // Probed at each scrape with a 100 ms node timeout: a fresh process on a loaded machine may miss it at first.
+      await waitUntil(
+        async () => sample(await scrape(), 'tickwarden_lock_quorum_reachable') === 1,
+        'a scrape to find a lock quorum',
+      );
 
       writeFileSync(path.join(configDir, 'ops.yaml'), 'team: ops\nschedules: [ { name: broken } ]\n');
       await worker.waitForLine((line) => line.includes('config reload rejected'), 'the reload rejected');

@@ -75,17 +75,36 @@ export function nodeCommand(
 }
 
 /**
+ * A command handler running `/bin/sh -c script`: a shell starts within milliseconds, where Node
+ * can take a second or more on a loaded machine. The environment may be empty: use absolute paths.
+ */
+export function shellCommand(
+  script: string,
+  extra: Partial<Extract<HandlerConfig, { kind: 'command' }>> = {},
+): HandlerConfig {
+  return nodeCommand('', { argv: ['/bin/sh', '-c', script], ...extra });
+}
+
+/**
  * Enqueues a tick's job the way a scheduler replica does: wins the tick's
  * lease (claim-once on the tick) with `@tickwarden/redlock`, then adds the
  * job with the lease in its data and the schedule's attempts and backoff.
  * `revoke`: as a scheduler contests a `cancel-previous` tick, taking the lease
- * from the previous tick's run (running or still queued).
+ * from the previous tick's run (running or still queued). `beforeAdd` runs
+ * once the lease is won, before the job is added (to cut the lock nodes first).
  */
 export async function enqueueTick(
   redlock: Redlock,
   connection: Redis,
   schedule: ScheduleConfig,
-  options: { tickMs?: number; dueMs?: number; delayMs?: number; revoke?: boolean; data?: Partial<TickJobData> } = {},
+  options: {
+    tickMs?: number;
+    dueMs?: number;
+    delayMs?: number;
+    revoke?: boolean;
+    data?: Partial<TickJobData>;
+    beforeAdd?: () => Promise<unknown>;
+  } = {},
 ): Promise<{ jobId: string; lease: Lease; data: TickJobData }> {
   const tickMs = options.tickMs ?? Date.now();
   const lease = await redlock.acquire(leaseResource(schedule.id, schedule.overlap, tickMs), schedule.leaseTtlMs, {
@@ -93,6 +112,7 @@ export async function enqueueTick(
     retryCount: 0,
     revoke: options.revoke,
   });
+  await options.beforeAdd?.();
   const data: TickJobData = {
     version: 1,
     schedule: schedule.id,

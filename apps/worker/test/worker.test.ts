@@ -138,8 +138,8 @@ describe('worker: jobs under the lease, against real Redis', () => {
     });
     const { records, events, metrics } = await startWorker([schedule]);
     const { jobId } = await enqueueTick(scheduler, connection, schedule);
-    await waitUntil(() => records.some((r) => r['msg'] === 'run started' && r['jobId'] === jobId), 'the run to start');
-    await sleep(200);
+    // Paused once the command runs: Node's startup can take longer than the lease lasts without extensions.
+    await waitUntil(() => lines('lost.txt').length === 1, 'the command to start');
     const paused = [0, 1, 2].map((i) => locks.node(i));
     await Promise.all(paused.map((node) => node.pause()));
     let job: Job;
@@ -707,9 +707,11 @@ describe('worker: jobs under the lease, against real Redis', () => {
       startDeadlineMs: 2000,
     });
     const { records, service } = await startWorker([failing, blocked]);
-    const dropped = await enqueueTick(scheduler, connection, blocked, { delayMs: 300 });
     const paused = [0, 1, 2].map((i) => locks.node(i));
-    await Promise.all(paused.map((node) => node.pause()));
+    // The majority is paused before the job is added: the worker cannot take it before the pause.
+    const dropped = await enqueueTick(scheduler, connection, blocked, {
+      beforeAdd: () => Promise.all(paused.map((node) => node.pause())),
+    });
     try {
       await waitUntil(() => outcomes(records, dropped.jobId).length === 1, "the blocked job's first start to give up");
       await waitUntil(() => Date.now() > dropped.data.dueMs + 2000, 'its start deadline to pass', { intervalMs: 20 });
@@ -916,7 +918,9 @@ describe('worker: jobs under the lease, against real Redis', () => {
           fence = lease.fence;
           await sleep(3500);
         },
-        { nodeTimeoutMs: 100 },
+        // A missed extension would end this holder: a loaded machine may answer later than the 100 ms default
+        // (the watchdog takes up to 454 ms for a 1 s lease).
+        { nodeTimeoutMs: 400 },
       );
       await waitUntil(() => value !== '', 'the holder');
       const from = performance.now();
@@ -952,13 +956,15 @@ describe('worker: jobs under the lease, against real Redis', () => {
       const { runner: r, records } = runner();
       const before = lines('rerun.txt').length;
       const dueMs = Date.now() - 5000;
+      // A 3 s lease: the drop is checked well within its TTL, on a loaded machine too.
+      const ttlMs = 3000;
       const late = (resource: string, value: string, fence: number): TickJobData => ({
-        ...jobData(dueMs, { resource, value, fence, ttlMs: 1000 }),
+        ...jobData(dueMs, { resource, value, fence, ttlMs }),
         startDeadlineMs: 1000,
       });
       // The previous attempt died holding the lease (or is stalled but alive): its lease must stay.
       const resource = leaseResource(schedule.id, 'skip', dueMs);
-      const previous = await scheduler.acquire(resource, 1000, { retryCount: 0 });
+      const previous = await scheduler.acquire(resource, ttlMs, { retryCount: 0 });
       const dropped = await r.processJob(
         laterStart(late(resource, previous.value, previous.fence)),
         undefined,
