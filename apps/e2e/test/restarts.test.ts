@@ -10,29 +10,34 @@ describe('scheduler and worker processes restarted, killed and paused', () => {
     system = undefined;
   });
 
-  it('a rolling restart of the schedulers, then of the workers: no tick missed, none duplicated', async () => {
-    system = await startLedgerSystem({ names: ['alpha', 'beta'], schedulers: 3, workers: 2 });
-    const { cluster } = system;
-    const from = Date.now() + 1000;
-    await sleep(2000);
-    for (const role of ['scheduler', 'worker'] as const) {
-      for (const app of cluster.running(role)) {
-        expect((await cluster.stopApp(app.name)).code, `${app.name} drains on SIGTERM`).toBe(0);
-        await cluster.startApp(role, `${app.name}-next`);
-        await sleep(1000);
+  // Five processes drained and started one after another: on a loaded machine that alone can take a minute.
+  it(
+    'a rolling restart of the schedulers, then of the workers: no tick missed, none duplicated',
+    { timeout: 150_000 },
+    async () => {
+      system = await startLedgerSystem({ names: ['alpha', 'beta'], schedulers: 3, workers: 2 });
+      const { cluster } = system;
+      const from = Date.now() + 1000;
+      await sleep(2000);
+      for (const role of ['scheduler', 'worker'] as const) {
+        for (const app of cluster.running(role)) {
+          expect((await cluster.stopApp(app.name)).code, `${app.name} drains on SIGTERM`).toBe(0);
+          await cluster.startApp(role, `${app.name}-next`);
+          await sleep(1000);
+        }
       }
-    }
-    await sleep(2000);
-    const to = Date.now() - 1500;
-    const report = await system.settle(from, to);
-    expect(report.missed).toEqual([]);
-    // Every tick ran, or was skipped because its schedule's previous run still held the lease
-    // (`overlap: skip`, logged): on a loaded machine a 0.35 s run can outlast its 1 s period.
-    // A few such skips are by design; many would mean leases outliving their runs.
-    expect(report.run + report.skipped.length).toBe(report.expected);
-    expect(report.skipped.length).toBeLessThanOrEqual(report.expected / 10);
-    expectSafe(report);
-  });
+      await sleep(2000);
+      const to = Date.now() - 1500;
+      const report = await system.settle(from, to);
+      expect(report.missed).toEqual([]);
+      // Every tick ran, or was skipped because its schedule's previous run still held the lease
+      // (`overlap: skip`, logged): on a loaded machine a 0.35 s run can outlast its 1 s period.
+      // A few such skips are by design; many would mean leases outliving their runs.
+      expect(report.run + report.skipped.length).toBe(report.expected);
+      expect(report.skipped.length).toBeLessThanOrEqual(report.expected / 10);
+      expectSafe(report);
+    },
+  );
 
   it('a scheduler killed with SIGKILL, another paused with SIGSTOP longer than the lease TTL then resumed: no duplicate, no miss', async () => {
     system = await startLedgerSystem({ names: ['alpha', 'beta'], schedulers: 3, workers: 2 });
@@ -69,15 +74,24 @@ describe('scheduler and worker processes restarted, killed and paused', () => {
         cron: '*/5 * * * * *',
         beats: 900,
       });
-      const { cluster } = system;
+      const { cluster, ledgerFile } = system;
       const runStarted = (): { process: string; tick: string } | undefined => {
         const record = cluster.records().find((r) => r['msg'] === 'run started' && r['attempt'] === 1);
         return record ? { process: record.process, tick: String(record['tick']) } : undefined;
       };
       await waitUntil(() => runStarted() !== undefined, 'a run started', { timeoutMs: 15_000 });
-      await sleep(500); // the command is beating
       const victim = runStarted();
       if (!victim) throw new Error('unreachable');
+      // Until the command is beating (attempt 1 wrote its start, then a beat): killed before its start,
+      // the tick's runs would not be [1, 2].
+      await waitUntil(
+        () =>
+          readLedger(ledgerFile).lines.some(
+            (line) => line.tick === victim.tick && line.attempt === 1 && line.event === 'beat',
+          ),
+        'the command beating',
+        { timeoutMs: 15_000 },
+      );
       cluster.app(victim.process).process.signal('SIGKILL');
       await Promise.all(cluster.running('scheduler').map((app) => cluster.stopApp(app.name)));
       // BullMQ's stalled check hands the job to the other worker once the dead worker's job lock (at least 30 s) expired;

@@ -116,7 +116,9 @@ describe('backfill against the lock nodes and the queue Redis', () => {
       startRedisNodes({ count: 1, aof: false }),
     ]);
     redis = new Redis(queueNode.urls[0] ?? '', { maxRetriesPerRequest: null });
-    redlock = new Redlock(locks.urls);
+    // startClaim never retries: its quorum must answer within the node timeout (the default 100 ms is
+    // too short on a busy machine, the first calls' connections included).
+    redlock = new Redlock(locks.urls, { nodeTimeoutMs: 1000 });
     ctx = { redis, redlock, publisherId: 'cli', logger: pino({ level: 'silent' }), now: Date.now };
   });
   afterAll(async () => {

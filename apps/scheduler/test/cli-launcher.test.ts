@@ -12,6 +12,13 @@ const rootPackage = JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'ut
 };
 const nvmrc = readFileSync(path.join(ROOT, '.nvmrc'), 'utf8').trim();
 
+/** Runs this Node with `args`, and how long that took to the end, ms. */
+function timedSpawn(args: string[]) {
+  const from = performance.now();
+  const result = spawnSync(process.execPath, args, { encoding: 'utf8' });
+  return { result, ms: performance.now() - from };
+}
+
 describe('tickwarden launcher (bin/tickwarden.js)', () => {
   it("--help, a command's --help, --version and usage errors answer in well under a second: nothing heavy is loaded for them", () => {
     for (const args of [
@@ -22,15 +29,22 @@ describe('tickwarden launcher (bin/tickwarden.js)', () => {
       ['frobnicate'],
       ['next'],
     ]) {
-      const from = performance.now();
-      const result = spawnSync(process.execPath, [BIN, ...args], { encoding: 'utf8' });
-      const ms = performance.now() - from;
-      expect(result.status, `${args.join(' ')}: ${result.stderr}`).toBe(
-        args[0] === 'frobnicate' || args[0] === 'next' ? 2 : 0,
-      );
-      // About 70 ms here (2 cores); loading the commands' modules (config, ioredis, BullMQ) took 350 ms
-      // more, and the launcher's second Node process as long again.
-      expect(ms, args.join(' ')).toBeLessThan(1000);
+      // Timed against a bare Node started the same way just before and after (the faster): a loaded
+      // machine slows both alike. The launcher takes about 4 bare starts (2 cores); loading the
+      // commands' modules (config, ioredis, BullMQ) made it 8 to 12. The best of three: one run may
+      // meet a burst of load.
+      const tries: { ms: number; bareMs: number }[] = [];
+      const best = () => Math.min(...tries.map(({ ms, bareMs }) => ms / bareMs));
+      while (tries.length < 3 && !(best() < 6)) {
+        const before = timedSpawn(['-e', '0']).ms;
+        const { result, ms } = timedSpawn([BIN, ...args]);
+        const bareMs = Math.min(before, timedSpawn(['-e', '0']).ms);
+        expect(result.status, `${args.join(' ')}: ${result.stderr}`).toBe(
+          args[0] === 'frobnicate' || args[0] === 'next' ? 2 : 0,
+        );
+        tries.push({ ms: Math.round(ms), bareMs: Math.round(bareMs) });
+      }
+      expect(best(), `${args.join(' ')}: ${JSON.stringify(tries)}`).toBeLessThan(6);
     }
   });
 });

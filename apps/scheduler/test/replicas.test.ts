@@ -251,8 +251,9 @@ describe('replicated schedulers', () => {
     expect(
       observations.filter((o) => o.scheduleId === schedule.id && o.tickMs === tick).map((o) => o.observation),
     ).toContain('lost-race');
-    // Released: the stored job's worker can take the resource.
-    const worker = new Redlock(locks.urls, { retryCount: 0 });
+    // Released: the stored job's worker can take the resource (no retry). Its clients connect first:
+    // on a busy machine that can take longer than the default node timeout.
+    const worker = new Redlock(locks.urls, { retryCount: 0, nodeTimeoutMs: 2000 });
     await expect(
       worker.acquire(leaseResource(schedule.id, 'allow', tick), 1000, { value: 'f'.repeat(40) }),
     ).resolves.toMatchObject({ fence: expect.any(Number) });
@@ -267,7 +268,9 @@ describe('replicated schedulers', () => {
     const link = await locks.link('held-holder');
     for (const node of [3, 4]) link.setFault(node, { kind: 'reset' });
     const holder = new Redlock(link.urls, { nodeTimeoutMs: 250, retryCount: 0 });
-    const lease = await holder.acquire(leaseResource(schedule.id, 'skip', 0), 30_000);
+    // Its first call: nodes 0-2 must all connect (through the proxy) and grant, which on a busy machine
+    // can take longer than 250 ms. Decided at the quorum: the reset nodes do not hold it up.
+    const lease = await holder.acquire(leaseResource(schedule.id, 'skip', 0), 30_000, { nodeTimeoutMs: 2000 });
     await locks.node(2).kill();
     const replica = startReplica('h0', [schedule]);
     const from = nextSecond(500);
@@ -336,10 +339,18 @@ describe('replicated schedulers', () => {
     await stopReplica(first);
     await sleep(missedTick + 1500 - Date.now());
     const second = startReplica('c1', [withCatchUp, without]);
-    await sleep(500);
+    // c1 catches the missed tick up (publishes it) before c2 starts.
+    await waitUntil(() => publishers('team-d/catch-up', missedTick).length > 0, 'c1 to publish the missed tick', {
+      timeoutMs: 5000,
+    });
     // c2 contests every tick, as if it did not know c1 yet: the two race for the missed tick.
     const third = startReplica('c2', [withCatchUp, without], systemClock, systemClock, { contestAll: true });
-    await sleep(1000);
+    const c2Saw = (o: { replica: string; scheduleId: string; tickMs: number }) =>
+      o.replica === 'c2' && o.scheduleId === 'team-d/catch-up' && o.tickMs === missedTick;
+    // Until c2 contested it (what it made of it is checked below).
+    await waitUntil(() => observations.some(c2Saw) || outcomes.some(c2Saw), 'c2 to contest the missed tick', {
+      timeoutMs: 5000,
+    });
     await Promise.all([stopReplica(second), stopReplica(third)]);
     expect(publishers('team-d/catch-up', missedTick)).toEqual(['c1']);
     expect(
@@ -742,7 +753,8 @@ describe('replicated schedulers', () => {
     expect((await queue.getJob(jobId))?.data.lease.value).toBe(winnerLease.value);
     // Not released by the recoverer: the job's lease value holds the resource until it expires; then the worker takes it.
     await sleep(schedule.leaseTtlMs);
-    const worker = new Redlock(locks.urls, { retryCount: 0 });
+    // No retry; a node timeout that leaves its fresh clients time to connect (a busy machine).
+    const worker = new Redlock(locks.urls, { retryCount: 0, nodeTimeoutMs: 2000 });
     await expect(worker.acquire(resource, 1000, { value: winnerLease.value })).resolves.toMatchObject({ resource });
     await Promise.all([worker.close(), winner.close(), redlock.close(), queue.close()]);
     connection.disconnect();
@@ -775,11 +787,19 @@ describe('replicated schedulers', () => {
     await running.close();
     expect(reason).toBeInstanceOf(LeaseLostError);
     expect(abortedAt - runStarted).toBeLessThan(3000);
-    const enqueued = outcomes.filter(
+    // The adds: recovery may find a tick's job published before its record lands and record it on the
+    // enqueuer's behalf (`found`), which adds nothing; one of the two records wins.
+    const ofTicks = outcomes.filter(
       (o) => o.scheduleId === schedule.id && o.outcome === 'enqueued' && o.tickMs >= runStarted,
     );
+    const enqueued = ofTicks.filter((o) => !o.found);
     expect(enqueued.length).toBeGreaterThan(0);
     expect(new Set(enqueued.map((o) => o.tickMs)).size).toBe(enqueued.length);
+    for (const o of enqueued)
+      expect(
+        ofTicks.filter((r) => r.tickMs === o.tickMs && r.recorded),
+        `tick ${o.tickMs}`,
+      ).toHaveLength(1);
     // Contested when due (never ahead), and due at its tick: the worker waits for the revoked run to stop.
     expect(enqueued.every((o) => o.lagMs >= 0)).toBe(true);
     for (const o of enqueued)
@@ -863,9 +883,20 @@ describe('replicated schedulers', () => {
       return started;
     }) as typeof replica.queue.pipeline;
     const tick = Math.ceil((Date.now() + 4000) / 5000) * 5000;
-    await sleep(tick + 500 - Date.now());
+    const ofTick = () => outcomes.filter((o) => o.scheduleId.startsWith('team-s/') && o.tickMs === tick);
+    // Contested 2 s ahead: until every tick is recorded, however long a slow machine takes.
+    await waitUntil(
+      () =>
+        new Set(
+          ofTick()
+            .filter((o) => o.recorded)
+            .map((o) => o.scheduleId),
+        ).size === 1201,
+      'the 1,201 ticks recorded',
+      { timeoutMs: tick + 20_000 - Date.now(), intervalMs: 100 },
+    );
     await stopReplica(replica);
-    const atTick = outcomes.filter((o) => o.scheduleId.startsWith('team-s/') && o.tickMs === tick);
+    const atTick = ofTick();
     // On a slow machine recovery may look at the open ticks before their records land: it finds
     // the jobs published (`found`) and adds nothing, and one of the two records wins.
     const added = atTick.filter((o) => !o.found);
@@ -940,9 +971,12 @@ describe('replicated schedulers', () => {
       await stopReplica(replica);
       const seen = outcomes.filter((o) => o.scheduleId === schedule.id);
       expect(seen.filter((o) => o.tickMs < tick).map((o) => o.outcome)).toContain('skipped-overlap');
-      const atTick = seen.filter((o) => o.tickMs === tick);
-      expect(atTick.map((o) => o.outcome)).toEqual(['enqueued']);
-      expect(atTick[0]?.lagMs).toBeGreaterThanOrEqual(0);
+      // Recovery looks at the tick from its due time: it may find the job published before the add's
+      // record lands and record it on the enqueuer's behalf (`found`, no add).
+      const added = seen.filter((o) => o.tickMs === tick && !o.found);
+      expect(added.map((o) => o.outcome)).toEqual(['enqueued']);
+      expect(added[0]?.lagMs).toBeGreaterThanOrEqual(0);
+      expect(records(schedule.id, tick, tick + 1).get(tick)).toEqual(['enqueued']);
     });
   });
 });

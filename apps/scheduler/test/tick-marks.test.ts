@@ -1,5 +1,5 @@
 import { Redlock } from '@tickwarden/redlock';
-import { sleep, startRedisNodes, type RedisNodes } from '@tickwarden/testkit';
+import { sleep, startRedisNodes, waitUntil, type RedisNodes } from '@tickwarden/testkit';
 import { Redis } from 'ioredis';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -20,6 +20,9 @@ interface Outcome {
   outcome: TickOutcome;
   schedule: string;
   tickMs: number;
+  /** Recorded on the enqueuer's behalf by recovery, which found its job published: not an add. */
+  found: boolean;
+  recorded: boolean;
 }
 
 describe('high-water marks: ticks missed while no replica ran', () => {
@@ -56,8 +59,8 @@ describe('high-water marks: ticks missed while no replica ran', () => {
       queueConnection: queue,
       logger,
       gapCheckDelayMs,
-      onOutcome: ({ outcome, scheduleId, tickMs }) =>
-        outcomes.push({ replica: name, outcome, schedule: scheduleId, tickMs }),
+      onOutcome: ({ outcome, scheduleId, tickMs, found, recorded }) =>
+        outcomes.push({ replica: name, outcome, schedule: scheduleId, tickMs, found, recorded }),
     });
     scheduler.setSchedules(schedules);
     scheduler.start();
@@ -73,6 +76,9 @@ describe('high-water marks: ticks missed while no replica ran', () => {
     outcomes.filter((o) => o.schedule === schedule && replicas.includes(o.replica));
   const gapLines = (schedule: string) =>
     logs.filter((line) => line['schedule'] === schedule && line['msg'] === 'ticks missed while no replica ran');
+  /** The gap check found the schedule's gap, and the replicas took a tick of it (the first after the gap). */
+  const gapAndTickAfter = (schedule: string, replicas: string[]) =>
+    gapLines(schedule).length > 0 && of(schedule, replicas).some((o) => o.outcome !== 'missed');
 
   it('all replicas down for N ticks: the next start records the N ticks as missed (N-1 with catchUp, whose latest fires), once for all replicas, in one log line', async () => {
     const plain = everySecond('gap/plain');
@@ -82,7 +88,13 @@ describe('high-water marks: ticks missed while no replica ran', () => {
     await first.stop();
     await sleep(5500); // every replica down: about 4 ticks of each schedule fall in the gap (a0 took up ticks up to its contest lead, 1.7 s, ahead)
     const restarted = [startReplica('b0', [plain, withCatchUp]), startReplica('b1', [plain, withCatchUp])];
-    await sleep(3000); // past the gap check (1.5 s after start)
+    // Until the gap check ran (1.5 s after start; a replica whose check has not run runs it as it stops)
+    // and a tick was taken after the gap: a fixed wait can end before either on a slow machine.
+    await waitUntil(
+      () => [plain, withCatchUp].every((schedule) => gapAndTickAfter(schedule.id, ['b0', 'b1'])),
+      'the gaps recorded and a tick taken after each',
+      { timeoutMs: 15_000 },
+    );
     await Promise.all(restarted.map((replica) => replica.stop()));
 
     for (const schedule of [plain, withCatchUp]) {
@@ -116,11 +128,12 @@ describe('high-water marks: ticks missed while no replica ran', () => {
     const missedCatchUp = of(withCatchUp.id, ['b0', 'b1']).filter((o) => o.outcome === 'missed');
     expect(missedPlain).toBeGreaterThanOrEqual(3);
     expect(missedCatchUp).toHaveLength(missedPlain - 1);
-    // The tick catch-up fired is the one left out: the latest of the gap, enqueued once.
+    // The tick catch-up fired is the one left out: the latest of the gap, enqueued once (recovery may also
+    // find its job published before its record lands: `found`, no add) and recorded once.
     const caughtUp = (missedCatchUp.at(-1)?.tickMs ?? 0) + 1000;
-    expect(
-      of(withCatchUp.id, ['b0', 'b1']).filter((o) => o.tickMs === caughtUp && o.outcome === 'enqueued'),
-    ).toHaveLength(1);
+    const ofCaughtUp = of(withCatchUp.id, ['b0', 'b1']).filter((o) => o.tickMs === caughtUp);
+    expect(ofCaughtUp.filter((o) => o.outcome === 'enqueued' && !o.found)).toHaveLength(1);
+    expect(ofCaughtUp.filter((o) => o.recorded).map((o) => o.outcome)).toEqual(['enqueued']);
   });
 
   it('replicas up: a rolling restart records no missed tick, and neither does a schedule removed and added again', async () => {
@@ -152,7 +165,10 @@ describe('high-water marks: ticks missed while no replica ran', () => {
     await new RedisReplicaStore(connection).raiseMarks(new Map([[schedule.id, markedAt]]));
     connection.disconnect();
     const replica = startReplica('h0', [schedule], 200);
-    await sleep(2500);
+    // Until the gap check ran and a tick was taken after the gap (Math.min() of none is Infinity).
+    await waitUntil(() => gapAndTickAfter(schedule.id, ['h0']), 'the gap recorded and a tick taken after it', {
+      timeoutMs: 15_000,
+    });
     await replica.stop();
 
     const missed = of(schedule.id, ['h0']).filter((o) => o.outcome === 'missed');

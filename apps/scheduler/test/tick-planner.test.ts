@@ -130,13 +130,28 @@ describe('TickPlanner (croner as a calculator)', () => {
   });
 
   it('catch-up and jitter take the same time whatever their window: a per-second cron with a 24h catch-up and a 1h jitter', () => {
-    const catchUp = new TickPlanner(schedule('* * * * * *', 'UTC'));
-    const jittered = new TickPlanner(schedule('* * * * * *', 'UTC', 3_600_000));
     const now = Date.parse('2026-01-01T12:00:00.500Z');
     let latest: number | undefined;
     let first: number | undefined;
-    expect(timed(() => (latest = catchUp.latestWithin(now, 86_400_000)))).toBeLessThan(50);
-    expect(timed(() => (first = jittered.firstDue(now)))).toBeLessThan(50);
+    // A call takes about a millisecond; walking the jitter window's 3,600 ticks takes hundreds. The
+    // fastest of three calls, each on fresh planners (nothing remembered): a loaded machine can stall one.
+    const fastest = (call: () => number) => {
+      let ms = Infinity;
+      for (let i = 0; i < 3 && ms >= 50; i++) ms = Math.min(ms, call());
+      return ms;
+    };
+    expect(
+      fastest(() => {
+        const catchUp = new TickPlanner(schedule('* * * * * *', 'UTC'));
+        return timed(() => (latest = catchUp.latestWithin(now, 86_400_000)));
+      }),
+    ).toBeLessThan(50);
+    expect(
+      fastest(() => {
+        const jittered = new TickPlanner(schedule('* * * * * *', 'UTC', 3_600_000));
+        return timed(() => (first = jittered.firstDue(now)));
+      }),
+    ).toBeLessThan(50);
     expect(iso(latest)).toBe('2026-01-01T12:00:00.000Z');
     expect(first === Date.parse('2026-01-01T12:00:00.000Z') || first === Date.parse('2026-01-01T12:00:01.000Z')).toBe(
       true,
