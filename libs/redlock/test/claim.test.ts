@@ -97,9 +97,11 @@ describe('claims split among contenders (5 nodes)', () => {
     // A contender died mid-contest holding two nodes; another round left one; node 4 hangs.
     const [dead, other] = ['d'.repeat(40), 'e'.repeat(40)];
     await setClaims([dead, dead, other, null, null]);
+    const redlock = redlockOn(cluster.nodes.urls, { retryCount: 0, nodeTimeoutMs: 100 });
+    // Connected first: a live node whose first connect outlasts the 100 ms would not be counted.
+    await redlock.probe({ nodeTimeoutMs: 5000 });
     await cluster.nodes.node(4).pause();
     try {
-      const redlock = redlockOn(cluster.nodes.urls, { retryCount: 0, nodeTimeoutMs: 100 });
       const error = await redlock.acquire('split', 1000, { claim: 'tick-1' }).catch((e: unknown) => e);
       expect(error).not.toBeInstanceOf(ClaimAlreadyGrantedError);
       expect((error as LockTakenError | QuorumUnavailableError).claimHolders).toEqual(
