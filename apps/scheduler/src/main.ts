@@ -8,6 +8,7 @@ import {
   loadRedisTls,
   packageVersion,
   processLogger,
+  queueRedisOptions,
   redisOptionsFor,
   runMain,
   startHttpServer,
@@ -87,7 +88,7 @@ async function main(): Promise<number> {
   const queueConnection = new Redis(queueRedis, {
     maxRetriesPerRequest: 1,
     enableOfflineQueue: false,
-    ...redisOptionsFor(queueRedis, tls.value),
+    ...queueRedisOptions(queueRedis, tls.value),
   });
   queueConnection.on('error', (error) => logger.debug({ err: error }, 'queue redis error'));
   // The first contest reads the pause flags: wait for the connection a little (down, the replica starts anyway).

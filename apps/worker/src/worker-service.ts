@@ -2,7 +2,7 @@ import type { ConnectionOptions } from 'node:tls';
 import { DEFAULT_STALLED_INTERVAL_MS, type ScheduleConfig, type TickwardenConfig } from '@tickwarden/config';
 import { queueName } from '@tickwarden/contracts';
 import type { QuorumUnavailableError, Redlock } from '@tickwarden/redlock';
-import { redisOptionsFor, RunHistory } from '@tickwarden/runtime';
+import { queueRedisOptions, RunHistory } from '@tickwarden/runtime';
 import { Worker, type Job } from 'bullmq';
 import { Redis } from 'ioredis';
 import type { Logger } from 'pino';
@@ -200,7 +200,7 @@ export class WorkerService {
     this.#consuming = true;
     this.#reader = new Redis(this.#options.queueRedis, {
       maxRetriesPerRequest: 1,
-      ...redisOptionsFor(this.#options.queueRedis, this.#options.queueTls),
+      ...queueRedisOptions(this.#options.queueRedis, this.#options.queueTls),
     });
     this.#reader.on('error', (error) => this.#options.logger.debug({ err: error }, 'queue redis error (reader)'));
     this.#history = new RunHistory(this.#reader);
@@ -220,7 +220,10 @@ export class WorkerService {
   #queueWorker(queue: string): QueueWorker {
     const { logger, queueRedis, queueTls, concurrency, workerId, stalledIntervalMs } = this.#options;
     // BullMQ blocks on this connection: it must retry commands forever rather than fail them.
-    const connection = new Redis(queueRedis, { maxRetriesPerRequest: null, ...redisOptionsFor(queueRedis, queueTls) });
+    const connection = new Redis(queueRedis, {
+      maxRetriesPerRequest: null,
+      ...queueRedisOptions(queueRedis, queueTls),
+    });
     connection.on('error', (error) => logger.debug({ err: error, queue }, 'queue redis error'));
     // Three parameters: BullMQ passes an AbortSignal only to a processor that declares it.
     const worker = new Worker(queueName(queue), (job, token, signal) => this.runner.processJob(job, token, signal), {

@@ -14,7 +14,7 @@ export {
 export { startLiveConfig, type LiveConfig, type LiveConfigOptions } from './live-config.ts';
 export { envValid, exitUnlessStoppedWithin, processLogger, runMain, untilStopSignal } from './process-main.ts';
 export { configHash, packageVersion, ProcessMetrics, type ObservedLockNodes } from './process-metrics.ts';
-export { loadRedisTls, redisOptionsFor } from './redis-tls.ts';
+export { loadRedisTls, queueRedisOptions, redisOptionsFor } from './redis-tls.ts';
 export {
   checkServerIdentities,
   IDENTITY_TIMEOUT_MS,

@@ -33,3 +33,18 @@ export function loadRedisTls(files: RedisTlsFiles): EnvResult<ConnectionOptions 
 export function redisOptionsFor(url: string, tls: ConnectionOptions | undefined): { tls?: ConnectionOptions } {
   return tls !== undefined && url.startsWith('rediss:') ? { tls } : {};
 }
+
+/**
+ * The delay before a queue Redis connection's next reconnect attempt, ms: at most 500. ioredis'
+ * default backs off to 5 s, so a process could find a restarted queue Redis seconds late, and a
+ * tick it recovered then could miss its start deadline; two attempts a second cost nothing.
+ */
+const queueReconnectDelay = (attempt: number): number => Math.min(50 * attempt, 500);
+
+/** ioredis options of a long-lived queue Redis connection: TLS for `url`, reconnects within 500 ms. */
+export function queueRedisOptions(
+  url: string,
+  tls: ConnectionOptions | undefined,
+): { tls?: ConnectionOptions; retryStrategy: (attempt: number) => number } {
+  return { retryStrategy: queueReconnectDelay, ...redisOptionsFor(url, tls) };
+}
