@@ -173,6 +173,13 @@ export const IN_FLIGHT_SLACK_MS = 1_000;
  * wait explains the miss too, but only of a tick with no `enqueued` or `recovered` record.
  */
 export const RECOVERY_WAIT_MS = 1_500;
+/**
+ * How soon a tick whose recovery the queue Redis blocked is published once the queue Redis is back
+ * (the last outage before its publication): the replicas reconnect within 500 ms and recover the
+ * open ticks a second after, which a loaded machine stretches; a tick published later than that
+ * missed its start deadline by the replicas' fault, not the outage's.
+ */
+export const RECOVERY_AFTER_OUTAGE_MS = 4_000;
 /** The outages whose window starts IN_FLIGHT_SLACK_MS early. */
 const IN_FLIGHT_REASONS: readonly OutageWindow['reason'][] = ['no-replica', 'queue-redis-down'];
 /** Clock and log-reading slack of the lease evidence behind a skip (harness poll, event-loop stalls), ms. */
@@ -476,7 +483,7 @@ export function buildReport(input: ReportInput): TickReport {
       lostWithWorker.push(key);
       continue;
     }
-    const reason = outage ?? (recoveryBlocked(tickMs, outcomes, queueDown) ? 'queue-redis-down' : 'unexplained');
+    const reason = outage ?? (recoveryBlocked(tickMs, records, queueDown) ? 'queue-redis-down' : 'unexplained');
     missed.push({ tick: key, reason, outcomes: [...outcomes].sort() });
   }
 
@@ -532,12 +539,26 @@ export function publishedTwice(publishedAtMs: readonly number[], queueWipesMs: r
   return sorted.some((at, i) => i > 0 && !queueWipesMs.some((wipe) => wipe > (sorted[i - 1] as number) && wipe < at));
 }
 
-/** Whether a tick nobody published was due within RECOVERY_WAIT_MS (and the in-flight slack) before the queue Redis went down. */
-function recoveryBlocked(tickMs: number, outcomes: ReadonlySet<string>, queueDown: readonly OutageWindow[]): boolean {
-  if (outcomes.has('enqueued') || outcomes.has('recovered')) return false;
-  return queueDown.some(
+/**
+ * Whether a tick was due within RECOVERY_WAIT_MS (and the in-flight slack) before the queue Redis
+ * went down, and nobody published it before then: either never, or only once the queue Redis was
+ * back, within RECOVERY_AFTER_OUTAGE_MS (too late for its start deadline, by the outage).
+ */
+function recoveryBlocked(
+  tickMs: number,
+  records: TickRecords | undefined,
+  queueDown: readonly OutageWindow[],
+): boolean {
+  const blocking = queueDown.find(
     (window) => tickMs >= window.fromMs - IN_FLIGHT_SLACK_MS - RECOVERY_WAIT_MS && tickMs < window.fromMs,
   );
+  if (!blocking || records === undefined || records.enqueues === 0) return blocking !== undefined;
+  // Published without a known time (unit tests): as if before the outage.
+  if (records.enqueueTimesMs.length < records.enqueues) return false;
+  const firstMs = Math.min(...records.enqueueTimesMs);
+  if (firstMs < blocking.fromMs) return false;
+  const backMs = Math.max(...queueDown.filter((window) => window.fromMs <= firstMs).map((window) => window.toMs));
+  return firstMs <= backMs + RECOVERY_AFTER_OUTAGE_MS;
 }
 
 /** The outage a tick falls in (with the slacks above), if any. */

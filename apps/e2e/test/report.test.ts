@@ -198,6 +198,14 @@ describe('the run report', () => {
         `t/a ${iso(3)}`,
         'unexplained',
       ]);
+      // Recovered once the queue Redis was back (up at 7.5 s), too late for its start deadline: within 4 s of it the
+      // outage explains it; later, the replicas were slow.
+      const recoveredLate = (seenS: number) => [
+        outcome('t/a', 3, 'recovered', { seenMs: at(seenS) }),
+        outcome('t/a', 3, 'missed-deadline', { seenMs: at(seenS + 0.1) }),
+      ];
+      expect(reasons([missedLate(2), ...recoveredLate(11)])).toContainEqual([`t/a ${iso(3)}`, 'queue-redis-down']);
+      expect(reasons([missedLate(2), ...recoveredLate(11.6)])).toContainEqual([`t/a ${iso(3)}`, 'unexplained']);
       // Down at 5.6 s: 3.6 s and 2.6 s are past the in-flight slack and the recovery wait.
       expect(reasons([missedLate(2), missedLate(3)], { ...down, fromMs: at(5.6) })).toEqual([
         [`t/a ${iso(2)}`, 'unexplained'],
