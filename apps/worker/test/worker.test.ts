@@ -45,8 +45,10 @@ describe('worker: jobs under the lease, against real Redis', () => {
   async function runnerFor(schedule: ScheduleConfig) {
     const guard = new CommandGuard({ logger: captureLogger().logger });
     await guard.start();
+    const redlock = cluster.redlock();
+    await redlock.probe({ nodeTimeoutMs: 5000 }); // connected: a first connect can outlast a lease's node timeout
     const runner = new JobRunner({
-      redlock: cluster.redlock(),
+      redlock,
       logger: captureLogger().logger,
       guard,
       schedule: (id) => (id === schedule.id ? schedule : undefined),
@@ -821,9 +823,12 @@ describe('worker: jobs under the lease, against real Redis', () => {
     const guard = new CommandGuard({ logger: captureLogger().logger });
     beforeAll(() => guard.start());
     afterAll(() => guard.close());
-    function runner() {
+    async function runner() {
       const { logger, records } = captureLogger();
       const redlock = cluster.redlock();
+      // Connected first: a start claim never retries, and a later start's node timeout (100 ms here)
+      // can be shorter than a first connect on a loaded machine (the job would be deferred).
+      await redlock.probe({ nodeTimeoutMs: 5000 });
       return {
         runner: new JobRunner({
           redlock,
@@ -863,7 +868,7 @@ describe('worker: jobs under the lease, against real Redis', () => {
     });
 
     it('waits for the previous lease to lapse, then runs with a fresh value and a greater fence', async () => {
-      const { runner: r } = runner();
+      const { runner: r } = await runner();
       const resource = leaseResource(schedule.id, 'skip', 1);
       // The previous attempt's worker died holding the lease (never extended, never released).
       const previous = await scheduler.acquire(resource, 1000, { retryCount: 0 });
@@ -880,7 +885,7 @@ describe('worker: jobs under the lease, against real Redis', () => {
     });
 
     it('a first start that comes after a later start of the same job (its worker paused before it started, the job handed on) does not run: already-started', async () => {
-      const { runner: r, records } = runner();
+      const { runner: r, records } = await runner();
       const before = lines('rerun.txt').length;
       const tickMs = Date.now();
       const resource = leaseResource(schedule.id, 'skip', tickMs);
@@ -905,7 +910,7 @@ describe('worker: jobs under the lease, against real Redis', () => {
     });
 
     it('skips when the previous holder is still alive (it keeps extending) after the TTL plus a second', async () => {
-      const { runner: r } = runner();
+      const { runner: r } = await runner();
       const resource = leaseResource(schedule.id, 'skip', 2);
       const before = lines('rerun.txt').length;
       let value = '';
@@ -936,7 +941,7 @@ describe('worker: jobs under the lease, against real Redis', () => {
     });
 
     it('numbers an attempt by the attempts that ended or stalled, never by deferral marks: a re-run after a stall never repeats a number', async () => {
-      const { runner: r, records } = runner();
+      const { runner: r, records } = await runner();
       const resource = leaseResource(schedule.id, 'skip', 3);
       // Call 1 ran; its worker, paused, marked a deferral on resuming and the job stalled; call 2 was
       // deferred. Counting deferral marks against calls would number call 3 as 1 again.
@@ -953,7 +958,7 @@ describe('worker: jobs under the lease, against real Redis', () => {
     });
 
     it('past the start deadline: a re-run whose handler never started is dropped (missed-deadline) without releasing the previous lease; one whose handler started runs', async () => {
-      const { runner: r, records } = runner();
+      const { runner: r, records } = await runner();
       const before = lines('rerun.txt').length;
       const dueMs = Date.now() - 5000;
       // A 3 s lease: the drop is checked well within its TTL, on a loaded machine too.
