@@ -167,6 +167,7 @@ describe("a failed attempt's cleanup goes only where the attempt may have set so
     // the attempt can be decided (one grant and one node left could still make the quorum of two).
     await inspect(cluster.nodes.urls[2] ?? '', (c) => c.del(keys.lock));
     const contender = redlockOn(cluster.nodes.urls, { retryCount: 0 });
+    await contender.probe({ nodeTimeoutMs: 5000 }); // connected: a node timed out on its first connect would be cleaned up
     const calls = recordCalls(contender);
     await expect(contender.acquire('split', 5000)).rejects.toBeInstanceOf(LockTakenError);
     await waitUntil(
@@ -182,6 +183,7 @@ describe("a failed attempt's cleanup goes only where the attempt may have set so
     const lease = await holder.acquire('held', 5000);
     await heldOnEveryNode(lease);
     const contender = redlockOn(cluster.nodes.urls, { retryCount: 0 });
+    await contender.probe({ nodeTimeoutMs: 5000 }); // connected: a node timed out on its first connect would be cleaned up
     const calls = recordCalls(contender);
     await expect(contender.acquire('held', 5000)).rejects.toBeInstanceOf(LockTakenError);
     await sleep(50); // the vote of the node the attempt was decided without has come: taken
@@ -196,6 +198,8 @@ describe("a failed attempt's cleanup goes only where the attempt may have set so
     const keys = resourceKeys(holder.settings.keyPrefix, 'late-grant');
     await inspect(cluster.nodes.urls[2] ?? '', (c) => c.del(keys.lock));
     const contender = redlockOn(cluster.nodes.urls, { retryCount: 0 });
+    // Connected first: a slow first connect would hold node 2's grant back until after the checks.
+    await contender.probe({ nodeTimeoutMs: 5000 });
     const calls = recordCalls(contender);
     // Node 2 grants, but its reply comes after nodes 0 and 1 decided the attempt (both taken).
     const slow = contender.nodes[2] as LockNode;
@@ -207,9 +211,12 @@ describe("a failed attempt's cleanup goes only where the attempt may have set so
     };
     await expect(contender.acquire('late-grant', 5000)).rejects.toBeInstanceOf(LockTakenError);
     expect(calls.filter((c) => c.script === 'release')).toEqual([]);
+    // The cleanup is sent once the late grant is heard, and lands (long before the 5 s TTL).
+    await waitUntil(() => calls.some((c) => c.script === 'release'), 'the cleanup sent', { timeoutMs: 3000 });
     await waitUntil(
       async () => (await inspect(cluster.nodes.urls[2] ?? '', (c) => c.get(keys.lock))) === null,
       'the cleanup on node 2',
+      { timeoutMs: 3000 },
     );
     expect(calls.filter((c) => c.script === 'release').map((c) => c.node)).toEqual([2]);
     await holder.release(lease);
