@@ -170,7 +170,8 @@ export const IN_FLIGHT_SLACK_MS = 1_000;
  * A tick nobody published (its preferred contender could not take it) waits for recovery: apps/
  * scheduler's RECOVERY_DELAY_MS (1 s) after its contest, which a lock node's timeout stretches.
  * Recovery reads and publishes through the queue Redis, so the queue Redis going down within that
- * wait explains the miss too, but only of a tick with no `enqueued` or `recovered` record.
+ * wait explains the miss too, but only of a tick nobody published before the queue Redis went
+ * down (a publication after it comes back must be prompt: RECOVERY_AFTER_OUTAGE_MS).
  */
 export const RECOVERY_WAIT_MS = 1_500;
 /**
@@ -298,10 +299,10 @@ export function buildReport(input: ReportInput): TickReport {
       const run = `${schedule} ${tick} ${record['fence']}`;
       attempts.set(run, record['attempt']);
       const span = workerRuns.get(run);
-      if (at !== undefined && !span)
-        workerRuns.set(run, { schedule, key: tickKey(schedule, tick), fromMs: at, toMs: at });
-      else if (at !== undefined && span)
-        [span.fromMs, span.toMs] = [Math.min(span.fromMs, at), Math.max(span.toMs, at)];
+      if (at !== undefined) {
+        if (span) [span.fromMs, span.toMs] = [Math.min(span.fromMs, at), Math.max(span.toMs, at)];
+        else workerRuns.set(run, { schedule, key: tickKey(schedule, tick), fromMs: at, toMs: at });
+      }
     }
     if (
       typeof record['handler'] === 'string' &&
