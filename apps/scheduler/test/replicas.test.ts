@@ -191,7 +191,9 @@ describe('replicated schedulers', () => {
     const down = locks.nodes.slice(0, 3);
     for (const node of down) await node.kill();
     const downFrom = Date.now();
-    await sleep(5000);
+    // Down past both ticks' start deadlines (the later one's is at most downFrom + 6 s): back earlier,
+    // recovery could still publish it in time, as it should.
+    await sleep(6500);
     for (const node of down) await node.restart({ keepData: false });
     await sleep(2500);
     await Promise.all(replicas.map(stopReplica));
