@@ -34,6 +34,21 @@ export function longestTickIntervalMs(
   fromMs: number,
   horizonMs = PERIOD_HORIZON_MS,
 ): number | undefined {
+  const walk = tickIntervalWalk(calendar, fromMs, horizonMs);
+  let step = walk.next();
+  while (!step.done) step = walk.next();
+  return step.value;
+}
+
+/**
+ * `longestTickIntervalMs` one calendar call at a time: it yields after each call and returns the
+ * period, so that a caller can spread one pattern's walk (up to MAX_CALLS calls) over time slices.
+ */
+export function* tickIntervalWalk(
+  calendar: TickCalendar,
+  fromMs: number,
+  horizonMs = PERIOD_HORIZON_MS,
+): Generator<void, number | undefined> {
   let calls = 1;
   let tick = calendar.next(fromMs);
   let longest: number | undefined;
@@ -43,6 +58,7 @@ export function longestTickIntervalMs(
     intervals++;
   };
   while (tick !== undefined && (tick < fromMs + horizonMs || intervals < MIN_INTERVALS) && calls < MAX_CALLS) {
+    yield;
     const next = calendar.next(tick);
     calls++;
     if (next === undefined) break;
@@ -53,7 +69,9 @@ export function longestTickIntervalMs(
     }
     // Dense: skip to the first tick at or after one step on, and measure the interval that spans that point.
     const probe = tick + STEP_MS;
+    yield;
     const after = calendar.next(probe - 1);
+    yield;
     const before = calendar.previous(probe);
     calls += 2;
     if (after !== undefined && before !== undefined) measured(after - before);
@@ -78,6 +96,8 @@ export class SchedulePeriods {
   readonly #waiting = new Map<string, { cron: string; timezone: string }>();
   readonly #now: () => number;
   #running: Promise<void> | undefined;
+  /** The pattern whose walk is under way: a dense one takes hundreds of croner calls, spread over slices. */
+  #walking: Walking | undefined;
 
   constructor(now: () => number = Date.now) {
     this.#now = now;
@@ -91,15 +111,24 @@ export class SchedulePeriods {
     return period?.ms;
   }
 
-  /** Drops the periods of patterns none of `schedules` uses, and queues the new ones. */
+  /**
+   * Drops the periods of patterns none of `schedules` uses, and queues the new ones. Each distinct
+   * pattern is looked at once: 100,000 schedules share a few patterns (and their strings).
+   */
   retainOnly(schedules: Iterable<{ cron: string; timezone: string }>): void {
     const used = new Set<string>();
+    const seen = new Map<string, Set<string>>();
     for (const { cron, timezone } of schedules) {
+      let zones = seen.get(cron);
+      if (zones === undefined) seen.set(cron, (zones = new Set()));
+      if (zones.has(timezone)) continue;
+      zones.add(timezone);
       used.add(periodKey(cron, timezone));
       this.get(cron, timezone);
     }
     for (const key of this.#periods.keys()) if (!used.has(key)) this.#periods.delete(key);
     for (const key of this.#waiting.keys()) if (!used.has(key)) this.#waiting.delete(key);
+    if (this.#walking && !used.has(this.#walking.key)) this.#walking = undefined;
   }
 
   /** Resolves once nothing is waiting to be computed (tests). */
@@ -108,6 +137,7 @@ export class SchedulePeriods {
   }
 
   #queue(key: string, cron: string, timezone: string): void {
+    if (this.#walking?.key === key) return;
     this.#waiting.set(key, { cron, timezone });
     this.#start();
   }
@@ -122,32 +152,61 @@ export class SchedulePeriods {
   }
 
   async #run(): Promise<void> {
-    while (this.#waiting.size > 0) {
+    while (this.#walking || this.#waiting.size > 0) {
       await new Promise((resolve) => setImmediate(resolve));
       const sliceEnd = performance.now() + SLICE_MS;
-      const crons = new CronCache();
-      for (const [key, { cron, timezone }] of this.#waiting) {
-        this.#waiting.delete(key);
-        const computedAtMs = this.#now();
-        let ms: number | undefined;
-        try {
-          const { cron: parsed } = crons.get(cron, timezone);
-          ms = longestTickIntervalMs(
-            {
-              next: (afterMs) => parsed.nextRun(new Date(afterMs))?.getTime(),
-              previous: (beforeMs) => parsed.previousRuns(1, new Date(beforeMs))[0]?.getTime(),
-            },
-            computedAtMs,
-          );
-        } catch {
-          // A pattern croner refuses never reaches the scheduler (the config is validated): no period.
-        }
-        this.#periods.set(key, { ms, computedAtMs });
-        crons.retainOnly([]);
-        if (performance.now() >= sliceEnd) break;
+      while (performance.now() < sliceEnd) {
+        const walking = (this.#walking ??= this.#nextWalk());
+        if (walking === undefined || !this.#walk(walking, sliceEnd)) break;
       }
     }
   }
+
+  /** Starts the walk of the next waiting pattern. */
+  #nextWalk(): Walking | undefined {
+    const next = this.#waiting.entries().next();
+    if (next.done) return undefined;
+    const [key, { cron, timezone }] = next.value;
+    this.#waiting.delete(key);
+    const computedAtMs = this.#now();
+    let walk: Walking['walk'] | undefined;
+    try {
+      const { cron: parsed } = new CronCache().get(cron, timezone);
+      walk = tickIntervalWalk(
+        {
+          next: (afterMs) => parsed.nextRun(new Date(afterMs))?.getTime(),
+          previous: (beforeMs) => parsed.previousRuns(1, new Date(beforeMs))[0]?.getTime(),
+        },
+        computedAtMs,
+      );
+    } catch {
+      // A pattern croner refuses never reaches the scheduler (the config is validated): no period.
+    }
+    return { key, computedAtMs, walk };
+  }
+
+  /** Walks until the slice ends (false) or the period is known (true: kept, the next pattern may start). */
+  #walk(walking: Walking, sliceEnd: number): boolean {
+    let ms: number | undefined;
+    try {
+      let step = walking.walk?.next();
+      while (step && !step.done && performance.now() < sliceEnd) step = walking.walk?.next();
+      if (step && !step.done) return false;
+      ms = step?.value;
+    } catch {
+      // As in #nextWalk: no period.
+    }
+    this.#periods.set(walking.key, { ms, computedAtMs: walking.computedAtMs });
+    this.#walking = undefined;
+    return true;
+  }
+}
+
+interface Walking {
+  key: string;
+  computedAtMs: number;
+  /** undefined: croner refused the pattern. */
+  walk: Generator<void, number | undefined> | undefined;
 }
 
 const periodKey = (cron: string, timezone: string): string => `${timezone} ${cron}`;

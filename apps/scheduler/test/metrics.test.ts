@@ -7,7 +7,7 @@ import { loadConfig } from '@tickwarden/config';
 import { startAppProcess, startRedisNodes, waitUntil, type ManagedProcess, type RedisNodes } from '@tickwarden/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SchedulerMetrics } from '../src/metrics.ts';
-import { longestTickIntervalMs, SchedulePeriods } from '../src/schedule-period.ts';
+import { longestTickIntervalMs, SchedulePeriods, tickIntervalWalk } from '../src/schedule-period.ts';
 
 const HOUR = 3_600_000;
 const NOW = Date.parse('2025-03-05T12:00:00Z');
@@ -53,6 +53,47 @@ describe('schedule periods', () => {
     };
     expect(longestTickIntervalMs(everyMs, 0)).toBe(1);
     expect(calls).toBeLessThanOrEqual(2_002);
+  });
+
+  it('walks one calendar call at a time, so a dense pattern spreads over turns of the event loop', async () => {
+    let calls = 0;
+    const everyMinute = {
+      next: (afterMs: number) => (calls++, (Math.floor(afterMs / 60_000) + 1) * 60_000),
+      previous: (beforeMs: number) => (calls++, (Math.ceil(beforeMs / 60_000) - 1) * 60_000),
+    };
+    const walk = tickIntervalWalk(everyMinute, 0);
+    let yields = 0;
+    let step = walk.next();
+    for (; !step.done; step = walk.next()) yields++;
+    expect(step.value).toBe(60_000);
+    // The first call comes before the first yield; every other after one.
+    expect(yields).toBe(calls - 1);
+    expect(calls).toBeGreaterThan(500);
+
+    // Every second over 8 days: hundreds of croner calls, far more than one 5 ms slice holds.
+    const periods = new SchedulePeriods(() => NOW);
+    let turns = 0;
+    let counting = true;
+    const count = (): void => {
+      turns++;
+      if (counting) setImmediate(count);
+    };
+    setImmediate(count);
+    periods.get('* * * * * *', 'UTC');
+    await periods.idle();
+    counting = false;
+    expect(periods.get('* * * * * *', 'UTC')).toBe(1000);
+    expect(turns).toBeGreaterThan(2);
+  });
+
+  it('drops a walk under way when no schedule uses its pattern any more', async () => {
+    const periods = new SchedulePeriods(() => NOW);
+    periods.retainOnly([{ cron: '* * * * * *', timezone: 'UTC' }]);
+    await new Promise((resolve) => setImmediate(resolve));
+    periods.retainOnly([{ cron: '0 2 * * *', timezone: 'UTC' }]);
+    await periods.idle();
+    expect(periods.get('0 2 * * *', 'UTC')).toBe(24 * HOUR);
+    expect(periods.get('* * * * * *', 'UTC')).toBeUndefined();
   });
 
   it('is computed again from the current time once a day old; patterns no schedule uses are dropped', async () => {

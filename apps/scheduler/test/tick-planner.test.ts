@@ -212,9 +212,14 @@ describe('CronCache', () => {
     crons.get('0 * * * *', 'Europe/Berlin');
     crons.get('0 2 * * *', 'UTC');
     expect(crons.size).toBe(3);
+    crons.retainOnly([
+      { cron: '0 2 * * *', timezone: 'UTC' },
+      { cron: '0 * * * *', timezone: 'Europe/Berlin' },
+    ]);
+    expect(crons.size).toBe(2);
+    expect(crons.get('0 * * * *', 'UTC')).not.toBe(a);
+    expect(crons.size).toBe(3);
     crons.retainOnly([{ cron: '0 2 * * *', timezone: 'UTC' }]);
     expect(crons.size).toBe(1);
-    expect(crons.get('0 * * * *', 'UTC')).not.toBe(a);
-    expect(crons.size).toBe(2);
   });
 });
