@@ -550,11 +550,14 @@ interface ReplicaMetrics {
   loopDelayMaxMs: number;
 }
 
+/** A scrape's timeout, ms: Prometheus's default (a replica writing 100,000 schedules' series at a boundary takes seconds). */
+const SCRAPE_TIMEOUT_MS = 10_000;
+
 async function scrape(tracked: Tracked): Promise<ReplicaMetrics | undefined> {
   if (!tracked.httpPort || tracked.exit) return undefined;
   try {
     const text = await (
-      await fetch(`http://127.0.0.1:${tracked.httpPort}/metrics`, { signal: AbortSignal.timeout(3000) })
+      await fetch(`http://127.0.0.1:${tracked.httpPort}/metrics`, { signal: AbortSignal.timeout(SCRAPE_TIMEOUT_MS) })
     ).text();
     const value = (name: string): number =>
       Number(new RegExp(`^${name} ([0-9.e+-]+)`, 'm').exec(text)?.[1] ?? Number.NaN);
