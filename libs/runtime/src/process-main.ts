@@ -1,5 +1,6 @@
 import type { EnvResult } from '@tickwarden/config';
 import { pino, type Logger } from 'pino';
+import { LogSink } from './log-sink.ts';
 
 /** Runs a process's `main`: its result is the exit code; a throw prints the stack and exits 1. */
 export function runMain(name: string, main: () => Promise<number>): void {
@@ -16,19 +17,10 @@ export function runMain(name: string, main: () => Promise<number>): void {
   );
 }
 
-/**
- * A process's logger: JSON lines on stdout, written asynchronously (a slow reader of the pipe
- * must not hold up the event loop) in writes of at most LOG_WRITE_BYTES. While a write is in
- * flight, pino's stream appends the next lines to one string and measures its UTF-8 length on
- * every line, which copies the whole string each time: writes smaller than its default of 16 KB
- * make a burst of lines (a replica's tick outcomes) far less garbage (apps/scheduler/BENCHMARK.md).
- */
+/** A process's logger: JSON lines on stdout, written off the event loop (LogSink). */
 export function processLogger(level: string, base: Record<string, unknown>): Logger {
-  return pino({ level, base }, pino.destination({ fd: 1, sync: false, maxWrite: LOG_WRITE_BYTES }));
+  return pino({ level, base }, new LogSink(1));
 }
-
-/** Bytes per write of a process's log (see processLogger). */
-const LOG_WRITE_BYTES = 4096;
 
 /** Resolves with the first SIGTERM or SIGINT (Kubernetes stops a pod with SIGTERM; Ctrl-C sends SIGINT). */
 export function untilStopSignal(): Promise<NodeJS.Signals> {

@@ -1,6 +1,10 @@
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
+import { closeSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
+import { LogSink } from '../src/log-sink.ts';
 
 const root = fileURLToPath(new URL('../../..', import.meta.url));
 
@@ -25,4 +29,68 @@ describe('processLogger', () => {
     expect(records.map((record) => record.i)).toEqual(Array.from({ length: 5000 }, (_, i) => i));
     expect(records.every((record) => record.replica === 'r1' && record.msg === 'line')).toBe(true);
   });
+});
+
+describe('LogSink', () => {
+  it('a burst queued while the event loop is busy goes out in a few big writes, whole and in order', async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'tickwarden-log-sink-'));
+    const file = path.join(dir, 'log');
+    const fd = openSync(file, 'w');
+    try {
+      const sink = new LogSink(fd);
+      const lines = Array.from({ length: 50_000 }, (_, i) => `{"i":${i},"text":"${'x'.repeat(i % 100)}"}\n`);
+      for (const line of lines) sink.write(line);
+      const expected = lines.join('');
+      // Each turn of the loop busy for 2 ms: a stream that writes a few KB per completed write needs ~1,000 turns.
+      let turns = 0;
+      while (readFileSync(file, 'utf8').length < expected.length && turns < 1_000) {
+        const until = performance.now() + 2;
+        while (performance.now() < until);
+        await new Promise((resolve) => setTimeout(resolve, 1));
+        turns++;
+      }
+      expect(readFileSync(file, 'utf8')).toBe(expected);
+      expect(turns).toBeLessThan(50);
+    } finally {
+      closeSync(fd);
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('a reader slow to read does not hold up the event loop; one gone (EPIPE) does not stop the process', async () => {
+    const script = [
+      "import { processLogger } from '@tickwarden/runtime';",
+      "const logger = processLogger('info', { replica: 'r1' });",
+      'let longest = 0;',
+      'let last = performance.now();',
+      'const watch = setInterval(() => { const now = performance.now(); longest = Math.max(longest, now - last); last = now; }, 1);',
+      "for (let round = 0; round < 20; round++) { for (let i = 0; i < 2000; i++) logger.info({ round, i, text: 'y'.repeat(200) }, 'line'); await new Promise((r) => setTimeout(r, 50)); }",
+      'clearInterval(watch);',
+      'process.stderr.write(`longest ${Math.round(longest)}\\n`);',
+    ].join('\n');
+    const run = async (reader: 'slow' | 'gone'): Promise<{ code: number | null; stderr: string; lines: number }> => {
+      const child = spawn(process.execPath, ['--conditions=@tickwarden/source', '--input-type=module', '-e', script], {
+        cwd: root,
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      let stderr = '';
+      let stdout = '';
+      child.stderr.on('data', (data: Buffer) => (stderr += data.toString()));
+      if (reader === 'gone') child.stdout.destroy();
+      else {
+        // Nothing read for the first second: the pipe fills and its writes wait.
+        child.stdout.pause();
+        setTimeout(() => child.stdout.on('data', (data: Buffer) => (stdout += data.toString())).resume(), 1_000);
+      }
+      const code = await new Promise<number | null>((resolve) => child.once('close', resolve));
+      return { code, stderr, lines: stdout.split('\n').filter((line) => line !== '').length };
+    };
+    const slow = await run('slow');
+    expect(slow.code).toBe(0);
+    expect(slow.lines).toBe(40_000);
+    expect(Number(/longest (\d+)/.exec(slow.stderr)?.[1])).toBeLessThan(500);
+    const gone = await run('gone');
+    expect(gone.code).toBe(0);
+    expect(gone.stderr).toMatch(/^longest \d+\n$/);
+  }, 60_000);
 });
