@@ -15,12 +15,18 @@ import type { OutcomeEvent } from './tick-recorder.ts';
 /** What the per-schedule metrics need of a configured schedule. */
 export type MeteredSchedule = { id: string; cron: string; timezone: string };
 
-/** What this replica exports of one configured schedule. */
+/**
+ * What this replica exports of one configured schedule. Kept small: a replica holds one per
+ * schedule (100,000s), so the counts sit in one flat array made at the first outcome, and the
+ * newest tick in two fields.
+ */
 interface ScheduleSeries {
   schedule: MeteredSchedule;
-  /** `tickwarden_schedule_ticks_total` by `outcome`/`reason` pair; made at the first outcome (an empty map per schedule adds up). */
-  ticks: Map<string, { labels: TickLabels; count: number }> | undefined;
-  lastTick: { tickMs: number; outcome: TickOutcome } | undefined;
+  /** `tickwarden_schedule_ticks_total`: pairs of a shared label set (TICK_LABELS) and its count. */
+  ticks: (TickLabels | number)[] | undefined;
+  /** The newest tick recorded, and its outcome (undefined before the first). */
+  lastTickMs: number;
+  lastOutcome: TickOutcome | undefined;
 }
 
 /** The per-schedule families, written by the replica itself (see SchedulerMetrics.exposition). */
@@ -48,16 +54,30 @@ const SERIES_PER_SLICE = 2_000;
 /** A label value in the text format: most need no escape, and a scrape writes 100,000s of them. */
 const labelValue = (value: string): string =>
   /[\\"\n]/.test(value) ? value.replaceAll('\\', '\\\\').replaceAll('"', '\\"').replaceAll('\n', '\\n') : value;
-const labelText = (labels: Record<string, string | undefined>): string =>
-  Object.entries(labels)
-    .filter((entry): entry is [string, string] => entry[1] !== undefined)
-    .map(([name, value]) => `${name}="${labelValue(value)}"`)
-    .join(',');
 
-/** `tickwarden_schedule_ticks_total`'s labels besides the schedule's: `reason` only on a missed tick. */
-type TickLabels = { outcome: TickOutcome; reason?: MissReason | 'other' };
-const missReason = (reason: string | undefined): MissReason | 'other' =>
-  MISS_REASONS.find((known) => known === reason) ?? 'other';
+/**
+ * `tickwarden_schedule_ticks_total`'s labels besides the schedule's (`reason` only on a missed
+ * tick), with their text: one shared object per pair, made once (TICK_LABELS).
+ */
+interface TickLabels {
+  outcome: TickOutcome;
+  reason: MissReason | 'other' | undefined;
+  text: string;
+}
+const tickLabels = (outcome: TickOutcome, reason?: MissReason | 'other'): TickLabels => ({
+  outcome,
+  reason,
+  text: reason === undefined ? `outcome="${outcome}"` : `outcome="${outcome}",reason="${reason}"`,
+});
+/** Every label set a schedule's count can have: by outcome, and a missed tick's by reason. */
+const TICK_LABELS = {
+  byOutcome: new Map(TICK_OUTCOMES.map((outcome) => [outcome, tickLabels(outcome)])),
+  missed: new Map([...MISS_REASONS, 'other' as const].map((reason) => [reason, tickLabels('missed', reason)])),
+};
+const labelsOf = (outcome: TickOutcome, reason: string | undefined): TickLabels =>
+  (outcome === 'missed'
+    ? TICK_LABELS.missed.get(MISS_REASONS.find((known) => known === reason) ?? 'other')
+    : TICK_LABELS.byOutcome.get(outcome)) as TickLabels;
 
 /** The team of a schedule id: the part before its `/`. */
 export const teamOf = (scheduleId: string): string => scheduleId.split('/', 1)[0] ?? '';
@@ -131,7 +151,7 @@ export class SchedulerMetrics extends ProcessMetrics {
       configured.add(schedule.id);
       const series = this.#schedules.get(schedule.id);
       if (series) series.schedule = schedule;
-      else this.#schedules.set(schedule.id, { schedule, ticks: undefined, lastTick: undefined });
+      else this.#schedules.set(schedule.id, { schedule, ticks: undefined, lastTickMs: 0, lastOutcome: undefined });
       if (i % SERIES_PER_SLICE === SERIES_PER_SLICE - 1) await yieldToLoop();
     }
     for (const id of this.#schedules.keys()) if (!configured.has(id)) this.#schedules.delete(id);
@@ -151,13 +171,15 @@ export class SchedulerMetrics extends ProcessMetrics {
     this.recordTick(outcome, lagMs, recorded);
     const series = this.#schedules.get(scheduleId);
     if (!recorded || !series) return;
-    const labels: TickLabels = outcome === 'missed' ? { outcome, reason: missReason(reason) } : { outcome };
-    const key = `${labels.outcome} ${labels.reason ?? ''}`;
-    series.ticks ??= new Map();
-    const counted = series.ticks.get(key);
-    if (counted) counted.count++;
-    else series.ticks.set(key, { labels, count: 1 });
-    if (series.lastTick === undefined || tickMs >= series.lastTick.tickMs) series.lastTick = { tickMs, outcome };
+    const labels = labelsOf(outcome, reason);
+    const ticks = (series.ticks ??= []);
+    const at = ticks.indexOf(labels);
+    if (at >= 0) (ticks[at + 1] as number)++;
+    else ticks.push(labels, 1);
+    if (series.lastOutcome === undefined || tickMs >= series.lastTickMs) {
+      series.lastTickMs = tickMs;
+      series.lastOutcome = outcome;
+    }
   }
 
   /** The per-schedule families in the text format, a slice of schedules at a time. */
@@ -182,12 +204,13 @@ export class SchedulerMetrics extends ProcessMetrics {
     };
     const { ticks, lastTick, period } = SCHEDULE_FAMILIES;
     await family(ticks, (series, labels, lines) => {
-      for (const { labels: tick, count } of series.ticks?.values() ?? [])
-        lines.push(`${ticks.name}{${labels},${labelText(tick)}} ${count}`);
+      const counts = series.ticks ?? [];
+      for (let i = 0; i < counts.length; i += 2)
+        lines.push(`${ticks.name}{${labels},${(counts[i] as TickLabels).text}} ${counts[i + 1] as number}`);
     });
     await family(lastTick, (series, labels, lines) => {
-      const last = series.lastTick;
-      if (last) lines.push(`${lastTick.name}{${labels},outcome="${last.outcome}"} ${last.tickMs / 1000}`);
+      const { lastOutcome, lastTickMs } = series;
+      if (lastOutcome) lines.push(`${lastTick.name}{${labels},outcome="${lastOutcome}"} ${lastTickMs / 1000}`);
     });
     await family(period, (series, labels, lines) => {
       const ms = this.#periods.get(series.schedule.cron, series.schedule.timezone);

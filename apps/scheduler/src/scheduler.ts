@@ -36,9 +36,8 @@ const PRUNE_INTERVAL_MS = 1000;
 const CONTEST_BATCH = 1_000;
 const CONTESTS_IN_FLIGHT = 4;
 
-/** A tick taken up, until its start deadline: `untilMs`. */
-interface InFlightTick {
-  tick: OpenTick;
+/** A tick taken up, until its start deadline: `untilMs` (the opened tick itself: one object per tick in flight). */
+interface InFlightTick extends OpenTick {
   untilMs: number;
 }
 
@@ -250,9 +249,10 @@ export class Scheduler {
         tickMs: tick.tickMs,
         jobId: tick.jobId,
         recoverAtMs: Math.max(nowMs + RECOVERY_DELAY_MS, tick.dueMs),
+        untilMs: tick.dueMs + tick.startDeadlineMs,
       };
       opened.push(open);
-      this.#inFlightTicks.push({ tick: open, untilMs: tick.dueMs + tick.startDeadlineMs });
+      this.#inFlightTicks.push(open);
     }
     this.#pruneInFlight(nowMs);
     // Open until some replica records the tick's outcome: if every replica deciding it stops, recovery finds it here.
@@ -417,9 +417,11 @@ export class Scheduler {
     this.#prunedAtMs = 0;
     this.#pruneInFlight(nowMs);
     this.#marks.restore();
-    const ticks = this.#inFlightTicks.map(({ tick }) => ({
-      ...tick,
-      recoverAtMs: Math.max(nowMs + RECOVERY_DELAY_MS, tick.recoverAtMs),
+    const ticks = this.#inFlightTicks.map(({ scheduleId, tickMs, jobId, recoverAtMs }) => ({
+      scheduleId,
+      tickMs,
+      jobId,
+      recoverAtMs: Math.max(nowMs + RECOVERY_DELAY_MS, recoverAtMs),
     }));
     this.#options.logger.warn({ ticks: ticks.length }, 'ticks in flight opened again: recovery checks each one');
     this.#open(ticks);
