@@ -487,6 +487,8 @@ interface EnqueuedTick {
 class Observations {
   readonly seen = new Map<string, SeenTick>();
   readonly enqueued = new Map<string, EnqueuedTick>();
+  /** Ticks whose lease takeover failed in the consumer (Tickwarden; such a run does not start). */
+  readonly takeoverFailed = new Set<string>();
   /** Tickwarden outcomes other than `enqueued` logged at info level or above (`recovered`, warnings): outcome -> tick keys. */
   readonly warned = new Map<string, string[]>();
   /** The first few raw log lines of each warning outcome (evidence for the reading). */
@@ -496,7 +498,11 @@ class Observations {
   readConsumer(consumer: Tracked): void {
     for (const line of consumer.newLines()) {
       if (!line.startsWith('{"jobs":')) continue;
-      const { jobs } = JSON.parse(line) as { jobs: [string, number, number, number, number][] };
+      const { jobs, failed } = JSON.parse(line) as {
+        jobs: [string, number, number, number, number][];
+        failed?: [string, number][];
+      };
+      for (const [schedule, tickMs] of failed ?? []) this.takeoverFailed.add(`${schedule}@${tickMs}`);
       for (const [schedule, tickMs, startMs, timestamp] of jobs) {
         const key = `${schedule}@${tickMs}`;
         const entry = this.seen.get(key);
@@ -813,6 +819,8 @@ interface TickAnalysis {
   duplicates: number;
   /** Extra deliveries of those ticks. */
   extraDeliveries: number;
+  /** Expected ticks whose lease takeover failed in the consumer at least once (Tickwarden). */
+  takeoverFailed: number;
   /** Jobs seen for ticks in the window that no schedule expects (e.g. off the second grid). */
   unexpected: number;
   startP50Ms: number;
@@ -847,11 +855,13 @@ function analyze(fleet: Fleet, ticks: readonly number[]): TickAnalysis {
   const duplicateExamples: string[] = [];
   let duplicates = 0;
   let extraDeliveries = 0;
+  let takeoverFailed = 0;
   let none = 0;
   let multiple = 0;
   for (const tick of ticks) {
     for (const name of names) {
       const key = `${name}@${tick}`;
+      if (obs.takeoverFailed.has(key)) takeoverFailed++;
       const seen = obs.seen.get(key);
       if (!seen) {
         missed++;
@@ -902,6 +912,7 @@ function analyze(fleet: Fleet, ticks: readonly number[]): TickAnalysis {
     missed,
     duplicates,
     extraDeliveries,
+    takeoverFailed,
     unexpected,
     startP50Ms: percentile(startSorted, 0.5),
     startP99Ms: percentile(startSorted, 0.99),
@@ -1355,6 +1366,10 @@ function perSecondTables(results: Partial<Record<System, PerSecondResult>>): str
     ['expected ticks (schedules x seconds)', (s) => fmt(r(s).window.expected)],
     ['missed ticks (never started by the consumer)', (s) => fmt(r(s).window.missed)],
     ['duplicate ticks (started twice or more)', (s) => fmt(r(s).window.duplicates)],
+    [
+      'ticks whose lease takeover failed in the consumer',
+      (s) => (s === 'tickwarden' ? fmt(r(s).window.takeoverFailed) : 'n/a (no lease)'),
+    ],
     ['missed ticks whose previous tick started only after their time', (s) => fmt(r(s).window.missedAfterLateStart)],
     [
       'Tickwarden `enqueued`/`recovered` log lines per tick: ticks with 0 / with >1',
@@ -1410,6 +1425,10 @@ function perSecondTables(results: Partial<Record<System, PerSecondResult>>): str
     ['expected ticks', (s) => fmt(r(s).rolling.expected)],
     ['missed ticks', (s) => fmt(r(s).rolling.missed)],
     ['duplicate ticks', (s) => fmt(r(s).rolling.duplicates)],
+    [
+      'ticks whose lease takeover failed in the consumer',
+      (s) => (s === 'tickwarden' ? fmt(r(s).rolling.takeoverFailed) : 'n/a (no lease)'),
+    ],
     ['missed ticks whose previous tick started only after their time', (s) => fmt(r(s).rolling.missedAfterLateStart)],
     ['missed ticks due between a SIGTERM and 2 s after its replacement was ready', (s) => fmt(r(s).missedNearRestart)],
     [
@@ -1526,6 +1545,10 @@ function burstTables(results: Partial<Record<System, BurstResult>>): string[] {
         cell((x) => `${fmt(x.analysis.missed)} / ${fmt(x.analysis.duplicates)}`),
       ],
       [
+        `boundary ${k + 1}: ticks whose lease takeover failed in the consumer`,
+        (s) => (s === 'tickwarden' ? cell((x) => fmt(x.analysis.takeoverFailed))(s) : 'n/a (no lease)'),
+      ],
+      [
         `boundary ${k + 1}: boundary to all enqueued, ms (negative: before it); all promoted from delayed to wait`,
         (s) => {
           const x = b(s);
@@ -1622,6 +1645,12 @@ function targets(
         met: tw.rolling.missed === 0 && tw.rolling.duplicates === 0,
       },
       {
+        name: '(a) ticks whose lease takeover failed in the consumer',
+        value: fmt(tw.window.takeoverFailed),
+        target: '0',
+        met: tw.window.takeoverFailed === 0,
+      },
+      {
         name: '(a) Tickwarden replica event-loop delay p99 (worst replica)',
         value: `${fmt(loopP99)} ms`,
         target: '< 50 ms',
@@ -1666,6 +1695,7 @@ function targets(
     const started = twBurst.boundaries.map((b) => b.allStartedMs);
     const rss = Math.max(...twBurst.members.map((m) => m.rssMaxMb));
     const lockOver10 = twBurst.boundaries.reduce((sum, b) => sum + (b.slow.byRole.lock?.over10Ms ?? 0), 0);
+    const takeoverFailed = twBurst.boundaries.reduce((sum, b) => sum + b.analysis.takeoverFailed, 0);
     const each = (values: (number | null)[]) =>
       values.map((ms) => (ms === null ? 'not all' : `${fmt(ms)} ms`)).join(', ');
     list.push(
@@ -1674,6 +1704,12 @@ function targets(
         value: `${missed} / ${dups}`,
         target: '0 / 0',
         met: missed === 0 && dups === 0 && twBurst.boundaries.length > 0,
+      },
+      {
+        name: '(c) ticks whose lease takeover failed in the consumer',
+        value: fmt(takeoverFailed),
+        target: '0',
+        met: takeoverFailed === 0 && twBurst.boundaries.length > 0,
       },
       {
         name: `(c) Tickwarden: all ${fmt(BURST_SCHEDULES)} enqueued, ms after the boundary (each; negative: before it)`,

@@ -7,7 +7,8 @@
  * took the tick's lease over from the scheduler (`takeOverLease`, the worker's
  * own); the lease is released when the job completes. Records go to stdout
  * every 200 ms as `{"jobs":[[schedule, tickMs, startMs, timestamp,
- * processedOn], ...]}`; takeovers that failed are counted.
+ * processedOn], ...],"failed":[[schedule, tickMs], ...]}`, `failed` naming the
+ * ticks whose takeover failed (such a run does not start).
  *
  * Environment: BENCH_QUEUE_REDIS (URL), BENCH_QUEUE (BullMQ queue name),
  * BENCH_KIND (`tickwarden`: the tick is `job.data.tickMs`; `bullmq`: the
@@ -44,6 +45,7 @@ let takeoverFailures = 0;
 
 type JobRecord = [schedule: string, tickMs: number, startMs: number, timestamp: number, processedOn: number];
 let pending: JobRecord[] = [];
+let failed: [schedule: string, tickMs: number][] = [];
 let malformed = 0;
 
 /** The schedule and tick a job stands for, or undefined when the job is not one the bench knows. */
@@ -61,9 +63,10 @@ function tickOf(job: Job): [string, number] | undefined {
 }
 
 const flush = (): void => {
-  if (pending.length === 0) return;
-  process.stdout.write(`${JSON.stringify({ jobs: pending })}\n`);
+  if (pending.length === 0 && failed.length === 0) return;
+  process.stdout.write(`${JSON.stringify({ jobs: pending, failed })}\n`);
   pending = [];
+  failed = [];
 };
 const flusher = setInterval(flush, FLUSH_MS);
 
@@ -95,7 +98,10 @@ const worker = new Worker(
       return;
     }
     const release = await takeOver(job);
-    if (!release) return;
+    if (!release) {
+      failed.push(tick);
+      return;
+    }
     pending.push([tick[0], tick[1], Date.now(), job.timestamp, job.processedOn ?? 0]);
     await release();
   },
