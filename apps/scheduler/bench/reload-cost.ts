@@ -1,18 +1,19 @@
 /**
  * What a reload of N schedules (default 100,000, in team files of 10,000) costs one replica's
  * event loop, step by step, without Redis (not part of `npm run bench:scheduler`): the load off
- * the event loop (`loadConfigOffThread`), the tick loop's `setSchedules`, the per-schedule
- * metrics and the config hash, twice (the first plans every schedule, the second finds them all
- * unchanged). For each step: its time, the CPU time of every thread of the process (the worker's
+ * the event loop (`loadConfigOffThread`, given the config in force as a replica's reload is), the
+ * tick loop's `setSchedules`, the per-schedule metrics and the config hash, three times: the first
+ * load plans every schedule; a reload after a comment was added to one file (as benchmark (c)
+ * does) and one with no file changed find every schedule unchanged. For each step: its time, the CPU time of every thread of the process (the worker's
  * included; on a busy machine it varies less than the time), and the longest the event loop waited
  * for a 1 ms timer.
  *
  *   node --optimize-for-size --conditions=@tickwarden/source apps/scheduler/bench/reload-cost.ts [N]
  */
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { appendFileSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { loadConfigOffThread, MAX_SCHEDULES_PER_FILE } from '@tickwarden/config';
+import { loadConfigOffThread, MAX_SCHEDULES_PER_FILE, type TickwardenConfig } from '@tickwarden/config';
 import { systemClock } from '@tickwarden/redlock';
 import { configHash } from '@tickwarden/runtime';
 import { withLoopWatch } from '@tickwarden/testkit';
@@ -49,10 +50,17 @@ const loop = new TickLoop({
 });
 const metrics = new SchedulerMetrics();
 try {
-  for (const reload of ['first load (every schedule new)', 'reload (every schedule unchanged)']) {
+  let previous: TickwardenConfig | undefined;
+  for (const reload of [
+    'first load (every schedule new)',
+    'reload, every file unchanged but the first (a comment added to it)',
+    'reload, every file unchanged',
+  ]) {
     process.stdout.write(`${count} schedules, ${reload}:\n`);
-    const loaded = await step('load off the event loop', () => loadConfigOffThread(dir));
+    if (previous && reload.includes('comment')) appendFileSync(path.join(dir, 'team-0.yaml'), '# edited\n');
+    const loaded = await step('load off the event loop', () => loadConfigOffThread(dir, { previous }));
     if (!loaded.ok) throw new Error(`config invalid: ${loaded.errors.length} error(s)`);
+    previous = loaded.config;
     const { schedules } = loaded.config;
     await step('tick loop setSchedules', () => loop.setSchedules(schedules));
     await step('per-schedule metrics', () => metrics.setSchedules(schedules));

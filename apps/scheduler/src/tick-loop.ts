@@ -150,8 +150,8 @@ export class TickLoop {
     }
     for (const [id, planner] of this.#planners) {
       const next = incoming.get(id);
-      // As JSON: each reload builds new objects. Computed here, not kept: it would outweigh the planners themselves.
-      if (!next || JSON.stringify(next) !== JSON.stringify(planner.schedule)) {
+      // The same object: a file a reload found unchanged. Else as JSON (computed here, not kept: it would outweigh the planners themselves).
+      if (!next || (next !== planner.schedule && JSON.stringify(next) !== JSON.stringify(planner.schedule))) {
         this.#planners.delete(id);
         dropped.add(id);
       }

@@ -2,21 +2,30 @@ import { Worker } from 'node:worker_threads';
 import { finishConfig, type ConfigFiles } from './load.ts';
 import type { HttpDestinations } from './http-destinations.ts';
 import { SharedParts } from './shared-parts.ts';
-import type { ConfigError, ConfigResult, ScheduleConfig } from './types.ts';
+import type { ConfigError, ConfigResult, ScheduleConfig, TickwardenConfig } from './types.ts';
 
 /**
  * What load-worker.ts posts, in this order: `read` (or `failed`); the schedules of each file read,
- * in `slice` messages; once every file is checked, the errors in `slice` messages too (none when
- * the configuration is valid), then `done` with the files checked. The worker puts the files'
- * checks together itself (`team/name` across files, the total), so this thread only collects the
- * lists. They travel as JSON: it parses faster than a structured clone and into objects that take
- * less memory; the schedules' repeated parts are then shared (SharedParts).
+ * in `slice` messages, or `unchanged` for a file whose text is the one the previous config was
+ * loaded from (this thread takes that file's schedules from it); once every file is checked, the
+ * errors in `slice` messages too (none when the configuration is valid), then `done` with the
+ * files checked. The worker puts the files' checks together itself (`team/name` across files, the
+ * total), so this thread only collects the lists. They travel as JSON: it parses faster than a
+ * structured clone and into objects that take less memory; the schedules' repeated parts are
+ * then shared (SharedParts).
  */
 export type LoadMessage =
   | { kind: 'failed'; errors: ConfigError[] }
   | { kind: 'read'; read: ConfigFiles }
   | { kind: 'slice'; list: 'schedules' | 'errors'; json: string }
+  | { kind: 'unchanged'; file: string }
   | { kind: 'done'; files: string[] };
+
+/** load-worker.ts's input: the configuration's path, and [file, digest] of the previous config's files. */
+export interface LoadWorkerData {
+  path: string;
+  known: [string, string][];
+}
 
 /** Entries per `slice` message: the caller's event loop parses one message at a time, a few ms each. */
 export const ENTRIES_PER_MESSAGE = 1_000;
@@ -36,20 +45,36 @@ const WORKER_HEAP = { maxYoungGenerationSizeMb: 16, maxOldGenerationSizeMb: 256 
  * `loadConfig` with the reading, parsing and checking in a worker thread: the same result, but the
  * caller's event loop only collects the schedules (or errors), a slice at a time, so a replica keeps
  * its ticks on time while 100,000 schedules are parsed; and the parser's garbage lives and dies in
- * the worker's heap. Rejects if the worker fails (the caller keeps its last good config).
+ * the worker's heap. Given the config it replaces (`previous`), the schedules of each file whose
+ * text did not change are that config's own objects: a reload after one team's edit builds only
+ * that team's schedules here. Rejects if the worker fails (the caller keeps its last good config).
  */
 export function loadConfigOffThread(
   path: string,
-  options: { httpDestinations?: HttpDestinations | undefined } = {},
+  options: { httpDestinations?: HttpDestinations | undefined; previous?: TickwardenConfig | undefined } = {},
 ): Promise<ConfigResult> {
   const execArgv =
     FROM_SOURCE && !process.execArgv.includes(SOURCE_CONDITION) ? [...process.execArgv, SOURCE_CONDITION] : undefined;
+  const { previous } = options;
+  const data: LoadWorkerData = { path, known: [...(previous?.digests ?? [])] };
   const worker = new Worker(WORKER, {
-    workerData: { path },
+    workerData: data,
     resourceLimits: WORKER_HEAP,
     ...(execArgv ? { execArgv } : {}),
   });
   let read: ConfigFiles | undefined;
+  let byFile: Map<string, ScheduleConfig[]> | undefined;
+  /** The previous config's schedules by file (grouped at the first unchanged file). */
+  const previousSchedules = (): Map<string, ScheduleConfig[]> => {
+    if (byFile) return byFile;
+    byFile = new Map();
+    for (const schedule of previous?.schedules ?? []) {
+      const list = byFile.get(schedule.source.file);
+      if (list) list.push(schedule);
+      else byFile.set(schedule.source.file, [schedule]);
+    }
+    return byFile;
+  };
   const parts = new SharedParts();
   const lists: { schedules: ScheduleConfig[]; errors: ConfigError[] } = { schedules: [], errors: [] };
   return new Promise<ConfigResult>((resolve, reject) => {
@@ -60,6 +85,9 @@ export function loadConfigOffThread(
           break;
         case 'read':
           read = message.read;
+          break;
+        case 'unchanged':
+          for (const schedule of previousSchedules().get(message.file) ?? []) lists.schedules.push(schedule);
           break;
         case 'slice': {
           const entries = JSON.parse(message.json) as unknown[];

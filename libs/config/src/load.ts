@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { readFile, readdir, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { sortErrors } from './errors.ts';
@@ -26,11 +27,13 @@ export async function loadConfig(
   return finishConfig(validateConfigTexts(read.texts), read, options.httpDestinations);
 }
 
-/** A configuration's files as read: the texts of those that could be read, and an error for each other one. */
+/** A configuration's files as read: the texts of those that could be read (and their digests), and an error for each other one. */
 export interface ConfigFiles {
   ok: true;
   files: string[];
   texts: ConfigText[];
+  /** [file, SHA-256 of its text] for each text read (TickwardenConfig.digests). */
+  digests: [string, string][];
   readErrors: ConfigError[];
 }
 
@@ -59,7 +62,8 @@ export async function readConfigFiles(path: string): Promise<ConfigFiles | { ok:
       readErrors.push(fileError(file, `cannot read the file: ${reason(error)}`));
     }
   }
-  return { ok: true, files, texts, readErrors };
+  const digests = texts.map(({ file, text }): [string, string] => [file, textDigest(text)]);
+  return { ok: true, files, texts, digests, readErrors };
 }
 
 /** The validated texts' result with the files that could not be read and, on a valid config, the http destination policy. */
@@ -69,7 +73,8 @@ export function finishConfig(
   httpDestinations: HttpDestinations | undefined,
 ): ConfigResult {
   const policyErrors = result.ok && httpDestinations ? httpDestinationErrors(result.config, httpDestinations) : [];
-  if (read.readErrors.length === 0 && policyErrors.length === 0) return result;
+  if (read.readErrors.length === 0 && policyErrors.length === 0)
+    return result.ok ? { ok: true, config: { ...result.config, digests: new Map(read.digests) } } : result;
   return failure(sortErrors([...read.readErrors, ...policyErrors, ...(result.ok ? [] : result.errors)], read.files));
 }
 
@@ -88,6 +93,8 @@ async function yamlFilesIn(directory: string): Promise<string[]> {
   }
   return files;
 }
+
+const textDigest = (text: string): string => createHash('sha256').update(text).digest('base64url');
 
 const failure = (errors: ConfigError[]): { ok: false; errors: ConfigError[] } => ({ ok: false, errors });
 

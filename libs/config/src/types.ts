@@ -67,6 +67,11 @@ export interface TickwardenConfig {
   schedules: ScheduleConfig[];
   /** The files read, in the order read (sorted by name for a directory). */
   files: string[];
+  /**
+   * Each file's text's SHA-256 (as the loaders read it): a reload given this config as `previous`
+   * (loadConfigOffThread) keeps the schedules of the files whose text is the same.
+   */
+  digests?: ReadonlyMap<string, string>;
 }
 
 /** One problem in a configuration file; `line` and `column` are 1-based. */

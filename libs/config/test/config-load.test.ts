@@ -399,3 +399,49 @@ describe('loadConfigOffThread with many schedules', () => {
     }
   });
 });
+
+describe('loadConfigOffThread given the previous config', () => {
+  const team = (name: string, ...schedules: string[]): string =>
+    yaml(`team: ${name}`, 'schedules:', ...schedules.flatMap(minimalSchedule));
+
+  it("keeps the schedules of unchanged files as the previous config's objects, and reads the changed ones anew", async () => {
+    const { dir, remove } = await tempDir();
+    try {
+      await writeFile(join(dir, 'billing.yaml'), team('billing', 'invoices', 'dunning'));
+      await writeFile(join(dir, 'payments.yaml'), team('payments', 'nightly', 'hourly'));
+      await writeFile(join(dir, 'reporting.yaml'), team('reporting', 'weekly'));
+      const first = configOf(await loadConfigOffThread(dir));
+      const byId = (config: { schedules: ScheduleConfig[] }, id: string) =>
+        config.schedules.find((schedule) => schedule.id === id);
+
+      // One team edits its file (a schedule's cron); another adds a comment; the third is untouched.
+      await writeFile(
+        join(dir, 'payments.yaml'),
+        team('payments', 'nightly', 'hourly').replace('cron: "0 2 * * *"', 'cron: "0 3 * * *"'),
+      );
+      await writeFile(join(dir, 'reporting.yaml'), `${team('reporting', 'weekly')}# owned by reporting\n`);
+      const second = configOf(await loadConfigOffThread(dir, { previous: first }));
+      expect(second).toEqual(configOf(await loadConfig(dir)));
+      expect(byId(second, 'billing/invoices')).toBe(byId(first, 'billing/invoices'));
+      expect(byId(second, 'billing/dunning')).toBe(byId(first, 'billing/dunning'));
+      expect(byId(second, 'payments/nightly')).not.toBe(byId(first, 'payments/nightly'));
+      expect(byId(second, 'payments/nightly')?.cron).toBe('0 3 * * *');
+      expect(byId(second, 'reporting/weekly')).not.toBe(byId(first, 'reporting/weekly'));
+      expect(second.schedules.map((schedule) => schedule.id)).toEqual(first.schedules.map((schedule) => schedule.id));
+
+      // A file renamed is a new file; the checks across files still see an unchanged file's schedules.
+      await writeFile(join(dir, 'billing-copy.yaml'), team('billing', 'invoices'));
+      const third = await loadConfigOffThread(dir, { previous: second });
+      expect(third.ok ? [] : third.errors.map((error) => error.message)).toEqual([
+        expect.stringContaining('duplicate schedule "billing/invoices"'),
+      ]);
+      await writeFile(join(dir, 'billing-copy.yaml'), team('billing', 'refunds'));
+      const fourth = configOf(await loadConfigOffThread(dir, { previous: second }));
+      expect(fourth).toEqual(configOf(await loadConfig(dir)));
+      expect(byId(fourth, 'billing/invoices')).toBe(byId(first, 'billing/invoices'));
+      expect(byId(fourth, 'billing/refunds')).toBeDefined();
+    } finally {
+      await remove();
+    }
+  });
+});

@@ -36,12 +36,14 @@ export async function startLiveConfig(options: LiveConfigOptions): Promise<LiveC
   const { path, logger, onReload, onReloadResult, pollMs = 2000, httpDestinations } = options;
   let started = false;
   let changedBeforeStart = false;
+  /** The config in force: a reload keeps the schedules of the files it finds unchanged. */
+  let current: TickwardenConfig | undefined;
   const reload = async (): Promise<void> => {
     if (!started) {
       changedBeforeStart = true;
       return;
     }
-    const reloaded = await loadConfigOffThread(path, { httpDestinations });
+    const reloaded = await loadConfigOffThread(path, { httpDestinations, previous: current });
     if (!reloaded.ok) {
       onReloadResult?.('invalid');
       for (const error of reloaded.errors) logger.error({ configError: error }, formatConfigError(error));
@@ -49,6 +51,7 @@ export async function startLiveConfig(options: LiveConfigOptions): Promise<LiveC
       return;
     }
     await onReload(reloaded.config);
+    current = reloaded.config;
     onReloadResult?.('applied');
     logger.info({ schedules: reloaded.config.schedules.length }, 'config reloaded');
   };
@@ -67,6 +70,7 @@ export async function startLiveConfig(options: LiveConfigOptions): Promise<LiveC
     return undefined;
   }
   started = true;
+  current = loaded.config;
   // A change seen while the first load ran may not be in it: apply it once the caller has the first config.
   if (changedBeforeStart) setImmediate(() => void reload().catch(reloadFailed));
   return { config: loaded.config, stop: () => watcher.stop() };

@@ -2,6 +2,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import type { TickwardenConfig } from '@tickwarden/config';
 import { pino } from 'pino';
 import { sleep, waitUntil } from '@tickwarden/testkit';
 import { Registry, Counter } from 'prom-client';
@@ -98,6 +99,38 @@ describe('startLiveConfig', () => {
       writeFileSync(path.join(dir, 'a.yaml'), team('third'));
       await waitUntil(() => results.length === 2, 'the second reload');
       expect([results, applied]).toEqual([['invalid', 'applied'], ['third']]);
+    } finally {
+      live?.stop();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('startLiveConfig reloads', () => {
+  it('keep the schedules of the files that did not change: the objects of the config in force', async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'tickwarden-live-'));
+    const team = (team: string, name: string) =>
+      `team: ${team}\nschedules:\n  - { name: ${name}, cron: "@daily", handler: { kind: module, path: ./x.js } }\n`;
+    writeFileSync(path.join(dir, 'a.yaml'), team('a', 'kept'));
+    writeFileSync(path.join(dir, 'b.yaml'), team('b', 'first'));
+    const configs: TickwardenConfig[] = [];
+    const live = await startLiveConfig({
+      path: dir,
+      logger: pino({ level: 'silent' }),
+      pollMs: 20,
+      onReload: (config) => void configs.push(config),
+    });
+    try {
+      const initial = live?.config.schedules ?? [];
+      writeFileSync(path.join(dir, 'b.yaml'), team('b', 'second'));
+      await waitUntil(() => configs.length === 1, 'the first reload');
+      writeFileSync(path.join(dir, 'b.yaml'), team('b', 'third'));
+      await waitUntil(() => configs.length === 2, 'the second reload');
+      const [second, third] = configs.map((config) => config.schedules);
+      expect(second?.map((schedule) => schedule.id)).toEqual(['a/kept', 'b/second']);
+      expect(third?.map((schedule) => schedule.id)).toEqual(['a/kept', 'b/third']);
+      expect(second?.[0]).toBe(initial[0]);
+      expect(third?.[0]).toBe(initial[0]);
     } finally {
       live?.stop();
       rmSync(dir, { recursive: true, force: true });
