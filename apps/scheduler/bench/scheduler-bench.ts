@@ -753,7 +753,9 @@ class Fleet {
     while (this.members.some((member, i) => reloads(member) <= (before[i] as number)) && Date.now() < deadline)
       await sleep(50);
     const ms = Date.now() - writtenAt;
-    return { ms, metrics: await this.scrapeMembers() };
+    const metrics = await this.scrapeMembers();
+    // The next boundary's contests start its lead (9.5 s by default) ahead: 10 s, to be safe.
+    return { ms, metrics, overlapped: Date.now() > ceilTo(writtenAt, 60_000) - 10_000 };
   }
 
   /** Reads what the consumer and the replicas wrote since the last call. */
@@ -1162,6 +1164,8 @@ interface ReloadResult {
   ms: number;
   /** Each replica's /metrics after it: the event-loop delay over the reload. */
   metrics: ReplicaMetrics[];
+  /** Whether it ran into the next boundary's contests (then the delay is theirs too). */
+  overlapped: boolean;
 }
 
 interface BurstResult {
@@ -1211,6 +1215,9 @@ async function runBurst(system: System): Promise<BurstResult> {
   );
   const fleet = new Fleet(system, BURST_SCHEDULES, BURST_PATTERN);
   try {
+    // Started at a minute boundary, the replicas are ready (13-20 s) and reloaded (12-15 s) before
+    // the next boundary's contests begin (its lead): the reload is measured alone, as its row says.
+    if (system === 'tickwarden') await sleepUntil(ceilTo(Date.now(), 60_000));
     const t0 = Date.now();
     await fleet.start(120_000);
     const startupMs = Date.now() - t0;
@@ -1218,7 +1225,7 @@ async function runBurst(system: System): Promise<BurstResult> {
     const reload = await fleet.reload();
     if (reload)
       log(
-        `  reload: ${reload.ms} ms, event-loop delay max ${reload.metrics.map((m) => fmt(m.loopDelayMaxMs)).join(' / ')} ms`,
+        `  reload: ${reload.ms} ms, event-loop delay max ${reload.metrics.map((m) => fmt(m.loopDelayMaxMs)).join(' / ')} ms${reload.overlapped ? " (ran into the next boundary's contests)" : ''}`,
       );
     if (system === 'bullmq')
       log(
@@ -1515,7 +1522,9 @@ function burstTables(results: Partial<Record<System, BurstResult>>): string[] {
       'reload (a comment added to one team file): write to every replica reloaded, ms; replica event-loop delay max, ms',
       (s) => {
         const reload = r(s).reload;
-        return reload ? `${fmt(reload.ms)}; ${metricsText(reload.metrics, (m) => fmt(m.loopDelayMaxMs))}` : 'n/a';
+        if (!reload) return 'n/a';
+        const overlap = reload.overlapped ? " (ran into the next boundary's contests)" : '';
+        return `${fmt(reload.ms)}; ${metricsText(reload.metrics, (m) => fmt(m.loopDelayMaxMs))}${overlap}`;
       },
     ],
     [
@@ -1733,11 +1742,12 @@ function targets(
         name: `(c) reload of ${fmt(BURST_SCHEDULES)} schedules: replica event-loop delay max (worst replica)`,
         value:
           twBurst.reload && twBurst.reload.metrics.length > 0
-            ? `${fmt(Math.max(...twBurst.reload.metrics.map((m) => m.loopDelayMaxMs)))} ms (${twBurst.reload.metrics.length} of ${REPLICAS} answered)`
+            ? `${fmt(Math.max(...twBurst.reload.metrics.map((m) => m.loopDelayMaxMs)))} ms (${twBurst.reload.metrics.length} of ${REPLICAS} answered${twBurst.reload.overlapped ? "; it ran into the next boundary's contests" : ''})`
             : 'n/a',
         target: '< 100 ms',
         met:
           twBurst.reload !== undefined &&
+          !twBurst.reload.overlapped &&
           twBurst.reload.metrics.length === REPLICAS &&
           twBurst.reload.metrics.every((m) => m.loopDelayMaxMs < 100),
       },
