@@ -21,10 +21,14 @@ export type LoadMessage =
   | { kind: 'unchanged'; file: string }
   | { kind: 'done'; files: string[] };
 
-/** load-worker.ts's input: the configuration's path, and [file, digest] of the previous config's files. */
+/**
+ * load-worker.ts's input: the configuration's path, and the previous config's files: each one's
+ * digest, schedule count and `team/name` ids (joined by newlines: one string clones faster than
+ * an array of thousands).
+ */
 export interface LoadWorkerData {
   path: string;
-  known: [string, string][];
+  known: { file: string; digest: string; count: number; ids: string }[];
 }
 
 /** Entries per `slice` message: the caller's event loop parses one message at a time, a few ms each. */
@@ -56,15 +60,8 @@ export function loadConfigOffThread(
   const execArgv =
     FROM_SOURCE && !process.execArgv.includes(SOURCE_CONDITION) ? [...process.execArgv, SOURCE_CONDITION] : undefined;
   const { previous } = options;
-  const data: LoadWorkerData = { path, known: [...(previous?.digests ?? [])] };
-  const worker = new Worker(WORKER, {
-    workerData: data,
-    resourceLimits: WORKER_HEAP,
-    ...(execArgv ? { execArgv } : {}),
-  });
-  let read: ConfigFiles | undefined;
   let byFile: Map<string, ScheduleConfig[]> | undefined;
-  /** The previous config's schedules by file (grouped at the first unchanged file). */
+  /** The previous config's schedules by file. */
   const previousSchedules = (): Map<string, ScheduleConfig[]> => {
     if (byFile) return byFile;
     byFile = new Map();
@@ -75,6 +72,19 @@ export function loadConfigOffThread(
     }
     return byFile;
   };
+  const data: LoadWorkerData = {
+    path,
+    known: [...(previous?.digests ?? [])].map(([file, digest]) => {
+      const schedules = previousSchedules().get(file) ?? [];
+      return { file, digest, count: schedules.length, ids: schedules.map(({ id }) => id).join('\n') };
+    }),
+  };
+  const worker = new Worker(WORKER, {
+    workerData: data,
+    resourceLimits: WORKER_HEAP,
+    ...(execArgv ? { execArgv } : {}),
+  });
+  let read: ConfigFiles | undefined;
   const parts = new SharedParts();
   const lists: { schedules: ScheduleConfig[]; errors: ConfigError[] } = { schedules: [], errors: [] };
   return new Promise<ConfigResult>((resolve, reject) => {

@@ -1,4 +1,4 @@
-import { mkdir, symlink, writeFile } from 'node:fs/promises';
+import { mkdir, rm, symlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import {
@@ -429,12 +429,22 @@ describe('loadConfigOffThread given the previous config', () => {
       expect(byId(second, 'reporting/weekly')).not.toBe(byId(first, 'reporting/weekly'));
       expect(second.schedules.map((schedule) => schedule.id)).toEqual(first.schedules.map((schedule) => schedule.id));
 
-      // A file renamed is a new file; the checks across files still see an unchanged file's schedules.
-      await writeFile(join(dir, 'billing-copy.yaml'), team('billing', 'invoices'));
+      // A new file that defines an id an unchanged file defines: the errors of a load from scratch.
+      await writeFile(join(dir, 'billing-copy.yaml'), team('billing', 'refunds', 'invoices'));
       const third = await loadConfigOffThread(dir, { previous: second });
-      expect(third.ok ? [] : third.errors.map((error) => error.message)).toEqual([
+      expect(third.ok ? [] : third.errors.map(formatConfigError)).toEqual([
         expect.stringContaining('duplicate schedule "billing/invoices"'),
       ]);
+      expect(third).toEqual(await loadConfig(dir));
+      // ... also when the unchanged file comes later: the error stands at its definition.
+      await writeFile(join(dir, 'aaa.yaml'), team('reporting', 'weekly'));
+      await writeFile(join(dir, 'billing-copy.yaml'), team('billing', 'refunds'));
+      const later = await loadConfigOffThread(dir, { previous: second });
+      expect(later.ok ? [] : later.errors.map(formatConfigError)).toEqual([
+        expect.stringMatching(/reporting\.yaml:\d+:\d+: .*duplicate schedule "reporting\/weekly"/),
+      ]);
+      expect(later).toEqual(await loadConfig(dir));
+      await rm(join(dir, 'aaa.yaml'));
       await writeFile(join(dir, 'billing-copy.yaml'), team('billing', 'refunds'));
       const fourth = configOf(await loadConfigOffThread(dir, { previous: second }));
       expect(fourth).toEqual(configOf(await loadConfig(dir)));
