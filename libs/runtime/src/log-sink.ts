@@ -6,6 +6,8 @@ const MAX_WRITE_UNITS = 256 * 1024;
 const FULL_RETRY_MS = 10;
 /** At exit a full pipe is waited for at most this long, ms: a stalled reader must not keep the process. */
 const EXIT_WAIT_MS = 2_000;
+/** The most the queue holds, in UTF-16 units (about 32 MB of heap): a reader that stopped must not exhaust the memory. */
+export const MAX_QUEUED_UNITS = 16 * 1024 * 1024;
 
 /**
  * A process's log destination: pino's lines queue here and go out with one `fs.write` at a time,
@@ -14,7 +16,9 @@ const EXIT_WAIT_MS = 2_000;
  * a few big writes: a stream that writes a fixed few KB per completed write (pino's own, async)
  * lets a burst of lines pile up in the heap while each turn of a busy loop takes one chunk. The
  * lines are joined once, when written (never appended to a growing string). At exit, what is
- * still queued is written synchronously.
+ * still queued is written synchronously. A line that would take the queue past its bound (the
+ * reader stopped reading) is dropped and counted; once the queue has drained, a warning line
+ * says how many were dropped.
  */
 export class LogSink {
   readonly #fd: number;
@@ -23,15 +27,23 @@ export class LogSink {
   #writing = false;
   /** Set once the reader is gone (EPIPE) or the fd failed: lines are dropped from then on. */
   #closed = false;
+  readonly #maxQueuedUnits: number;
+  /** Lines dropped since the queue was last empty. */
+  #dropped = 0;
 
-  constructor(fd: number) {
+  constructor(fd: number, options: { maxQueuedUnits?: number } = {}) {
     this.#fd = fd;
+    this.#maxQueuedUnits = options.maxQueuedUnits ?? MAX_QUEUED_UNITS;
     process.once('exit', () => this.flushSync());
   }
 
   /** pino's destination interface. */
   write(line: string): boolean {
     if (this.#closed) return true;
+    if (this.#queuedUnits + line.length > this.#maxQueuedUnits) {
+      this.#dropped++;
+      return true;
+    }
     this.#queue.push(line);
     this.#queuedUnits += line.length;
     if (!this.#writing) this.#next();
@@ -40,6 +52,7 @@ export class LogSink {
 
   /** Writes whatever is queued now, blocking (at exit; a write in flight finishes on its own). */
   flushSync(): void {
+    if (this.#dropped > 0) this.#tellDropped();
     const giveUpAt = performance.now() + EXIT_WAIT_MS;
     while (!this.#closed && this.#queue.length > 0) {
       const chunk = Buffer.from(this.#take(), 'utf8');
@@ -56,8 +69,17 @@ export class LogSink {
   }
 
   #next(): void {
+    if (this.#queue.length === 0 && this.#dropped > 0) this.#tellDropped();
     this.#writing = this.#queue.length > 0 && !this.#closed;
     if (this.#writing) this.#send(Buffer.from(this.#take(), 'utf8'));
+  }
+
+  /** Queues a warning (pino's JSON, level 40) with the count of lines dropped while the queue was full. */
+  #tellDropped(): void {
+    const line = `${JSON.stringify({ level: 40, time: Date.now(), dropped: this.#dropped, msg: 'log lines dropped: stdout was not read fast enough' })}\n`;
+    this.#dropped = 0;
+    this.#queue.push(line);
+    this.#queuedUnits += line.length;
   }
 
   #send(chunk: Buffer): void {

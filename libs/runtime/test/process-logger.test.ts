@@ -93,4 +93,41 @@ describe('LogSink', () => {
     expect(gone.code).toBe(0);
     expect(gone.stderr).toMatch(/^longest \d+\n$/);
   }, 60_000);
+
+  it('a reader that stops reading costs dropped lines, not memory: counted, and told once the queue drained', async () => {
+    const sink = new URL('../src/log-sink.ts', import.meta.url).href;
+    const script = [
+      `import { LogSink } from '${sink}';`,
+      'const out = new LogSink(1, { maxQueuedUnits: 50_000 });',
+      "for (let i = 0; i < 5000; i++) out.write(`${JSON.stringify({ i, text: 'z'.repeat(80) })}\\n`);",
+      'await new Promise((resolve) => setTimeout(resolve, 2_000));',
+    ].join('\n');
+    const child = spawn(process.execPath, ['--input-type=module', '-e', script], {
+      cwd: root,
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    let stdout = '';
+    // Nothing read for the first second: the pipe fills, the queue reaches its bound.
+    child.stdout.pause();
+    setTimeout(() => child.stdout.on('data', (data: Buffer) => (stdout += data.toString())).resume(), 1_000);
+    expect(await new Promise<number | null>((resolve) => child.once('close', resolve))).toBe(0);
+    const records = stdout
+      .split('\n')
+      .filter((line) => line !== '')
+      .map((line) => JSON.parse(line) as { i?: number; dropped?: number; msg?: string; level?: number });
+    const written = records.filter((record) => record.i !== undefined).map((record) => record.i as number);
+    const told = records.filter((record) => record.dropped !== undefined);
+    expect(told).toEqual([
+      {
+        level: 40,
+        time: expect.any(Number),
+        dropped: 5000 - written.length,
+        msg: 'log lines dropped: stdout was not read fast enough',
+      },
+    ]);
+    expect(written.length).toBeGreaterThan(0);
+    expect(written.length).toBeLessThan(5000);
+    // The lines that were kept are the first ones, in order.
+    expect(written).toEqual(Array.from({ length: written.length }, (_, i) => i));
+  }, 30_000);
 });
