@@ -154,8 +154,12 @@ export class SchedulerMetrics extends ProcessMetrics {
       else this.#schedules.set(schedule.id, { schedule, ticks: undefined, lastTickMs: 0, lastOutcome: undefined });
       if (i % SERIES_PER_SLICE === SERIES_PER_SLICE - 1) await yieldToLoop();
     }
-    for (const id of this.#schedules.keys()) if (!configured.has(id)) this.#schedules.delete(id);
-    this.#periods.retainOnly(schedules);
+    let looked = 0;
+    for (const id of this.#schedules.keys()) {
+      if (!configured.has(id)) this.#schedules.delete(id);
+      if (++looked % SERIES_PER_SLICE === 0) await yieldToLoop();
+    }
+    await this.#periods.retainOnly(schedules);
   }
 
   /** Resolves once every configured pattern's period is computed (tests). */

@@ -1,3 +1,4 @@
+import { yieldToLoop } from '@tickwarden/runtime';
 import { CronCache } from './tick-planner.ts';
 
 /** How far ahead the longest interval between ticks is looked for: 8 days, so a weekday pattern shows its weekend. */
@@ -16,6 +17,8 @@ const MAX_CALLS = 2_000;
 export const PERIOD_MAX_AGE_MS = 24 * 3_600_000;
 /** Time slice of the background computation, ms: the tick loop waits at most this long for it. */
 const SLICE_MS = 5;
+/** Schedules `retainOnly` looks at per turn of the event loop. */
+const RETAIN_SLICE = 5_000;
 
 /** A schedule's ticks as epoch milliseconds. */
 export interface TickCalendar {
@@ -113,12 +116,15 @@ export class SchedulePeriods {
 
   /**
    * Drops the periods of patterns none of `schedules` uses, and queues the new ones. Each distinct
-   * pattern is looked at once: 100,000 schedules share a few patterns (and their strings).
+   * pattern is looked at once (100,000 schedules share a few patterns, and their strings), and
+   * RETAIN_SLICE schedules per turn of the event loop.
    */
-  retainOnly(schedules: Iterable<{ cron: string; timezone: string }>): void {
+  async retainOnly(schedules: Iterable<{ cron: string; timezone: string }>): Promise<void> {
     const used = new Set<string>();
     const seen = new Map<string, Set<string>>();
+    let looked = 0;
     for (const { cron, timezone } of schedules) {
+      if (++looked % RETAIN_SLICE === 0) await yieldToLoop();
       let zones = seen.get(cron);
       if (zones === undefined) seen.set(cron, (zones = new Set()));
       if (zones.has(timezone)) continue;

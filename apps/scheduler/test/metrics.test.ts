@@ -88,9 +88,9 @@ describe('schedule periods', () => {
 
   it('drops a walk under way when no schedule uses its pattern any more', async () => {
     const periods = new SchedulePeriods(() => NOW);
-    periods.retainOnly([{ cron: '* * * * * *', timezone: 'UTC' }]);
+    await periods.retainOnly([{ cron: '* * * * * *', timezone: 'UTC' }]);
     await new Promise((resolve) => setImmediate(resolve));
-    periods.retainOnly([{ cron: '0 2 * * *', timezone: 'UTC' }]);
+    await periods.retainOnly([{ cron: '0 2 * * *', timezone: 'UTC' }]);
     await periods.idle();
     expect(periods.get('0 2 * * *', 'UTC')).toBe(24 * HOUR);
     expect(periods.get('* * * * * *', 'UTC')).toBeUndefined();
@@ -99,14 +99,14 @@ describe('schedule periods', () => {
   it('is computed again from the current time once a day old; patterns no schedule uses are dropped', async () => {
     let now = Date.parse('2025-01-06T12:00:00Z'); // a Monday: weekdays show their weekend
     const periods = new SchedulePeriods(() => now);
-    periods.retainOnly([{ cron: '0 9 * * 1-5', timezone: 'UTC' }]);
+    await periods.retainOnly([{ cron: '0 9 * * 1-5', timezone: 'UTC' }]);
     await periods.idle();
     expect(periods.get('0 9 * * 1-5', 'UTC')).toBe(72 * HOUR);
     now += 25 * HOUR;
     periods.get('0 9 * * 1-5', 'UTC');
     await periods.idle();
     expect(periods.get('0 9 * * 1-5', 'UTC')).toBe(72 * HOUR);
-    periods.retainOnly([]);
+    await periods.retainOnly([]);
     expect(periods.get('0 9 * * 1-5', 'UTC')).toBeUndefined();
   });
 });

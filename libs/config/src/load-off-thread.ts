@@ -53,32 +53,14 @@ const WORKER_HEAP = { maxYoungGenerationSizeMb: 16, maxOldGenerationSizeMb: 256 
  * text did not change are that config's own objects: a reload after one team's edit builds only
  * that team's schedules here. Rejects if the worker fails (the caller keeps its last good config).
  */
-export function loadConfigOffThread(
+export async function loadConfigOffThread(
   path: string,
   options: { httpDestinations?: HttpDestinations | undefined; previous?: TickwardenConfig | undefined } = {},
 ): Promise<ConfigResult> {
   const execArgv =
     FROM_SOURCE && !process.execArgv.includes(SOURCE_CONDITION) ? [...process.execArgv, SOURCE_CONDITION] : undefined;
-  const { previous } = options;
-  let byFile: Map<string, ScheduleConfig[]> | undefined;
-  /** The previous config's schedules by file. */
-  const previousSchedules = (): Map<string, ScheduleConfig[]> => {
-    if (byFile) return byFile;
-    byFile = new Map();
-    for (const schedule of previous?.schedules ?? []) {
-      const list = byFile.get(schedule.source.file);
-      if (list) list.push(schedule);
-      else byFile.set(schedule.source.file, [schedule]);
-    }
-    return byFile;
-  };
-  const data: LoadWorkerData = {
-    path,
-    known: [...(previous?.digests ?? [])].map(([file, digest]) => {
-      const schedules = previousSchedules().get(file) ?? [];
-      return { file, digest, count: schedules.length, ids: schedules.map(({ id }) => id).join('\n') };
-    }),
-  };
+  const previous = await previousFiles(options.previous);
+  const data: LoadWorkerData = { path, known: previous.known };
   const worker = new Worker(WORKER, {
     workerData: data,
     resourceLimits: WORKER_HEAP,
@@ -97,7 +79,7 @@ export function loadConfigOffThread(
           read = message.read;
           break;
         case 'unchanged':
-          for (const schedule of previousSchedules().get(message.file) ?? []) lists.schedules.push(schedule);
+          for (const schedule of previous.schedules.get(message.file) ?? []) lists.schedules.push(schedule);
           break;
         case 'slice': {
           const entries = JSON.parse(message.json) as unknown[];
@@ -130,4 +112,33 @@ export function loadConfigOffThread(
       later(() => reject(new Error(`config load worker exited (code ${code}) before it was done`))),
     );
   });
+}
+
+/** Schedules of the previous config grouped per turn of the event loop (100,000 in one go held it 100 ms and more). */
+const GROUP_SLICE = 5_000;
+const nextTurn = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
+
+/**
+ * The previous config's files as the worker needs them (digest, schedule count, ids) and its
+ * schedules by file, made a slice at a time: the caller's event loop runs its ticks in between.
+ */
+async function previousFiles(
+  previous: TickwardenConfig | undefined,
+): Promise<{ known: LoadWorkerData['known']; schedules: Map<string, ScheduleConfig[]> }> {
+  const schedules = new Map<string, ScheduleConfig[]>();
+  if (previous?.digests === undefined) return { known: [], schedules };
+  for (const [i, schedule] of previous.schedules.entries()) {
+    const list = schedules.get(schedule.source.file);
+    if (list) list.push(schedule);
+    else schedules.set(schedule.source.file, [schedule]);
+    if (i % GROUP_SLICE === GROUP_SLICE - 1) await nextTurn();
+  }
+  const known: LoadWorkerData['known'] = [];
+  for (const [file, digest] of previous.digests) {
+    const list = schedules.get(file) ?? [];
+    known.push({ file, digest, count: list.length, ids: list.map(({ id }) => id).join('\n') });
+    // A file holds at most MAX_SCHEDULES_PER_FILE: one per turn.
+    await nextTurn();
+  }
+  return { known, schedules };
 }
