@@ -128,7 +128,9 @@ export class SchedulerMetrics extends ProcessMetrics {
    */
   readonly exposition = {
     contentType: this.registry.contentType,
-    metrics: async (): Promise<string> => `${await this.registry.metrics()}${await this.#scheduleText()}`,
+    metrics: async (): Promise<string> => (await this.exposition.chunks()).join(''),
+    /** The same text in pieces, which the HTTP server writes one at a time (at 100,000 schedules it is tens of MB). */
+    chunks: async (): Promise<string[]> => [await this.registry.metrics(), ...(await this.#scheduleText())],
   };
   readonly #schedules = new Map<string, ScheduleSeries>();
   readonly #periods: SchedulePeriods;
@@ -186,9 +188,9 @@ export class SchedulerMetrics extends ProcessMetrics {
     }
   }
 
-  /** The per-schedule families in the text format, a slice of schedules at a time. */
-  async #scheduleText(): Promise<string> {
-    // Joined slice by slice: one join of 300,000 lines would itself hold the event loop.
+  /** The per-schedule families in the text format, a slice of schedules at a time (one string per slice). */
+  async #scheduleText(): Promise<string[]> {
+    // Joined slice by slice, and never as a whole: one join of 300,000 lines would itself hold the event loop.
     const slices: string[] = [];
     const family = async (
       { name, type, help }: (typeof SCHEDULE_FAMILIES)[keyof typeof SCHEDULE_FAMILIES],
@@ -220,7 +222,7 @@ export class SchedulerMetrics extends ProcessMetrics {
       const ms = this.#periods.get(series.schedule.cron, series.schedule.timezone);
       if (ms !== undefined) lines.push(`${period.name}{${labels}} ${ms / 1000}`);
     });
-    return slices.join('');
+    return slices;
   }
 
   /** An outcome this replica decided; counted when it became the tick's record. */

@@ -1,6 +1,5 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import type { Registry } from 'prom-client';
 
 /** A readiness check: resolves to the reasons the process is not ready (empty when ready). */
 export type ReadinessCheck = () => Promise<string[]>;
@@ -46,13 +45,24 @@ export const MAX_BODY_BYTES = 16 * 1024;
 type Respond = (status: number, body: string, type?: string) => void;
 
 /**
+ * What `/metrics` serves: a prom-client Registry, or anything with its `metrics` and
+ * `contentType`; with `chunks`, the text in pieces that are written one per turn of the event
+ * loop (a big exposition written whole holds the loop while it is encoded).
+ */
+export interface MetricsSource {
+  contentType: string;
+  metrics(): Promise<string>;
+  chunks?(): Promise<readonly string[]>;
+}
+
+/**
  * `/healthz` (the process answers), `/readyz` (its dependencies answer: 503
  * with the reasons otherwise), `/metrics` (Prometheus text format), and with
  * `routes`, read-only JSON under `/api/` (GET only) and pages at any other path.
  */
 export function startHttpServer(
   port: number,
-  registry: Pick<Registry, 'metrics' | 'contentType'>,
+  registry: MetricsSource,
   ready: ReadinessCheck,
   routes: HttpRoutes = {},
 ): Promise<http.Server> {
@@ -70,8 +80,8 @@ export function startHttpServer(
         (error: unknown) => respond(503, `${String(error)}\n`),
       );
     else if (path === '/metrics')
-      registry.metrics().then(
-        (text) => respond(200, text, registry.contentType),
+      (registry.chunks ? registry.chunks() : registry.metrics().then((text) => [text])).then(
+        (chunks) => void writeChunks(response.writeHead(200, { 'content-type': registry.contentType }), chunks),
         (error: unknown) => respond(500, `${String(error)}\n`),
       );
     else if (routes.pages) answerPage(routes.pages, request, url, response, respond);
@@ -81,6 +91,16 @@ export function startHttpServer(
     server.once('error', reject);
     server.listen(port, () => resolve(server));
   });
+}
+
+/** Writes the chunks one per turn of the event loop, then ends the response. */
+async function writeChunks(response: http.ServerResponse, chunks: readonly string[]): Promise<void> {
+  for (const chunk of chunks) {
+    if (response.destroyed) return;
+    response.write(chunk);
+    await new Promise((resolve) => setImmediate(resolve));
+  }
+  response.end();
 }
 
 function answerApi(api: ApiHandler, method: string, path: string, query: URLSearchParams, respond: Respond): void {

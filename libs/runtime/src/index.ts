@@ -6,6 +6,7 @@ export {
   type ApiHandler,
   type ApiResponse,
   type HttpRoutes,
+  type MetricsSource,
   type PageHandler,
   type PageRequest,
   type PageResponse,

@@ -159,6 +159,24 @@ describe('HTTP probes', () => {
     }
   });
 
+  it('/metrics from a source in chunks: written one after the other, whole', async () => {
+    const chunks = Array.from({ length: 50 }, (_, i) => `series_${i} ${i}\n`.repeat(1000));
+    const source = {
+      contentType: 'text/plain; version=0.0.4; charset=utf-8',
+      metrics: () => Promise.reject(new Error('chunks are served instead')),
+      chunks: () => Promise.resolve(chunks),
+    };
+    const server = await startHttpServer(0, source, async () => []);
+    try {
+      const answer = await fetch(`http://127.0.0.1:${(server.address() as AddressInfo).port}/metrics`);
+      expect(answer.status).toBe(200);
+      expect(answer.headers.get('content-type')).toBe(source.contentType);
+      expect(await answer.text()).toBe(chunks.join(''));
+    } finally {
+      server.close();
+    }
+  });
+
   it("pages: any other path and method, a POST's body read whole up to MAX_BODY_BYTES (413 beyond, unseen); probes and the GET-only API as before", async () => {
     const seen: PageRequest[] = [];
     const server = await startHttpServer(0, new Registry(), async () => [], {
