@@ -114,7 +114,7 @@ export async function loadConfigOffThread(
   });
 }
 
-/** Schedules of the previous config grouped per turn of the event loop (100,000 in one go held it 100 ms and more). */
+/** Schedules of the previous config grouped per turn of the event loop: a big config in one go would hold it. */
 const GROUP_SLICE = 5_000;
 const nextTurn = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
 
