@@ -59,7 +59,8 @@ for (let i = 0, e = 0; i < nodes.length; i += nodeFields.length) {
     const keys: string[] = [];
     for (let k = 0; k < edgeCount && keys.length < 8; k++) {
       const at = e + k * edgeFields.length;
-      if (edgeTypes[edges[at + ET] as number] === 'property') keys.push(strings[edges[at + EN] as number] as string);
+      const key = strings[edges[at + EN] as number] as string;
+      if (edgeTypes[edges[at + ET] as number] === 'property' && key !== '__proto__') keys.push(key);
     }
     add(objects, keys.join(','), size);
   }
