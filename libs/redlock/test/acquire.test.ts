@@ -10,7 +10,7 @@ import {
   type Lease,
   type LockNode,
 } from '../src/index.ts';
-import { inspect, onEveryNode, redlockOn, TestClock, useNodes } from './support.ts';
+import { connectedRedlockOn, inspect, onEveryNode, redlockOn, TestClock, useNodes } from './support.ts';
 
 describe.each([1, 3, 5])('acquire and release with %i node(s)', (count) => {
   const cluster = useNodes(count);
@@ -60,7 +60,9 @@ describe.each([1, 3, 5])('acquire and release with %i node(s)', (count) => {
     const again = await redlock.acquire('takeover', 5000, { value: first.value });
     expect(again.value).toBe(first.value);
     expect(again.fence).toBeGreaterThan(first.fence);
-    const other = await redlockOn(cluster.nodes.urls, { retryCount: 0 })
+    const other = await (
+      await connectedRedlockOn(cluster.nodes.urls, { retryCount: 0 })
+    )
       .acquire('takeover', 1000)
       .catch((e: unknown) => e);
     expect(other, String(other)).toBeInstanceOf(LockTakenError);

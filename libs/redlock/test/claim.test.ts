@@ -8,7 +8,7 @@ import {
   resourceKeys,
 } from '../src/index.ts';
 import { waitUntil } from '@tickwarden/testkit';
-import { inspect, onEveryNode, redlockOn, sleep, useNodes } from './support.ts';
+import { connectedRedlockOn, inspect, onEveryNode, redlockOn, sleep, useNodes } from './support.ts';
 
 describe.each([1, 3, 5])('claim-once with %i node(s)', (count) => {
   const cluster = useNodes(count);
@@ -62,7 +62,7 @@ describe.each([1, 3, 5])('claim-once with %i node(s)', (count) => {
 
   it('a failed attempt does not leave its claim behind', async () => {
     const holder = redlockOn(cluster.nodes.urls);
-    const blocked = redlockOn(cluster.nodes.urls, { retryCount: 0 });
+    const blocked = await connectedRedlockOn(cluster.nodes.urls, { retryCount: 0 });
     const lease = await holder.acquire('schedule-4', 5000);
     await expect(blocked.acquire('schedule-4', 1000, { claim: 'tick-9' })).rejects.toBeInstanceOf(LockTakenError);
     await holder.release(lease);
@@ -85,7 +85,7 @@ describe('claims split among contenders (5 nodes)', () => {
   it('a claim recorded by different contenders, none on a quorum, is not "already granted": the acquire keeps trying', async () => {
     // Two contenders of the same round each got two nodes (they would release them): no winner.
     await setClaims(['a'.repeat(40), 'a'.repeat(40), 'b'.repeat(40), 'b'.repeat(40), null]);
-    const redlock = redlockOn(cluster.nodes.urls, { retryCount: 0 });
+    const redlock = await connectedRedlockOn(cluster.nodes.urls, { retryCount: 0 });
     const error = await redlock.acquire('split', 1000, { claim: 'tick-1' }).catch((e: unknown) => e);
     expect(error).not.toBeInstanceOf(ClaimAlreadyGrantedError);
     expect(error).toBeInstanceOf(LockTakenError);
@@ -204,7 +204,7 @@ describe('a takeover by value that fails', () => {
     });
     const keys = resourceKeys('tickwarden', 'recovered-value', 'tick-11');
     await onEveryNode(cluster.nodes.urls, (client) => client.mget(keys.lock, keys.claim), [value, value]);
-    const contender = redlockOn(cluster.nodes.urls, { retryCount: 0, random });
+    const contender = await connectedRedlockOn(cluster.nodes.urls, { retryCount: 0, random });
     await expect(contender.acquire('recovered-value', 10_000, { claim: 'tick-11' })).rejects.toBeInstanceOf(
       LockTakenError,
     );

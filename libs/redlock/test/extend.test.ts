@@ -8,7 +8,7 @@ import {
   resourceKeys,
   type Lease,
 } from '../src/index.ts';
-import { inspect, onEveryNode, redlockOn, sleep, TestClock, useNodes } from './support.ts';
+import { connectedRedlockOn, inspect, onEveryNode, redlockOn, sleep, TestClock, useNodes } from './support.ts';
 
 describe.each([3, 5])('extend with %i nodes', (count) => {
   const cluster = useNodes(count);
@@ -150,7 +150,7 @@ describe('acquire with revoke', () => {
     const scheduler = redlockOn(cluster.nodes.urls);
     const queued = await scheduler.acquire('queued-run', 5000);
     const next = await redlockOn(cluster.nodes.urls).acquire('queued-run', 5000, { revoke: true });
-    const worker = redlockOn(cluster.nodes.urls, { retryCount: 0 });
+    const worker = await connectedRedlockOn(cluster.nodes.urls, { retryCount: 0 });
     await expect(worker.acquire('queued-run', 5000, { value: queued.value })).rejects.toBeInstanceOf(LockTakenError);
     await scheduler.release(next);
   });
@@ -180,7 +180,9 @@ describe('acquire with revoke', () => {
   it("a revocation for a claim leaves the lease of that claim's winner alone", async () => {
     const winner = redlockOn(cluster.nodes.urls);
     const lease = await winner.acquire('claimed-revoke', 5000, { claim: 'tick-1' });
-    const late = await redlockOn(cluster.nodes.urls, { retryCount: 0 })
+    const late = await (
+      await connectedRedlockOn(cluster.nodes.urls, { retryCount: 0 })
+    )
       .acquire('claimed-revoke', 5000, { claim: 'tick-1', revoke: true })
       .catch((error: unknown) => error);
     expect(late).toBeInstanceOf(ClaimAlreadyGrantedError);

@@ -10,7 +10,7 @@ import {
   type LockNode,
 } from '../src/index.ts';
 import { waitUntil } from '@tickwarden/testkit';
-import { inspect, onEveryNode, redlockOn, sleep, useNodes } from './support.ts';
+import { connectedRedlockOn, inspect, onEveryNode, redlockOn, sleep, useNodes } from './support.ts';
 
 /** Drops every subscriber connection of a node (they reconnect and resubscribe on their own). */
 async function killSubscribers(url: string): Promise<void> {
@@ -150,8 +150,10 @@ describe('release notifications', () => {
   });
 
   it('queued waiters are served in the order they queued, and a newcomer after a release queues behind them', async () => {
-    const holder = redlockOn(cluster.nodes.urls);
-    const waiters = Array.from({ length: 5 }, () => redlockOn(cluster.nodes.urls, { retryDelayMs: 2000 }));
+    const holder = await connectedRedlockOn(cluster.nodes.urls);
+    const waiters = await Promise.all(
+      Array.from({ length: 5 }, () => connectedRedlockOn(cluster.nodes.urls, { retryDelayMs: 2000 })),
+    );
     const lease = await holder.acquire('order', 10_000);
     const order: string[] = [];
     const serve = async (name: string, acquiring: Promise<Lease>, by: (typeof waiters)[number]) => {

@@ -28,6 +28,20 @@ export function redlockOn(urls: readonly NodeInput[], settings: Partial<RedlockS
   return redlock;
 }
 
+/**
+ * `redlockOn`, once every node answered a probe: a fresh client's first attempt can meet a node
+ * still connecting, which it counts as unreachable (QuorumUnavailableError instead of the
+ * LockTakenError a test expects, or a waiter queued later than its turn).
+ */
+export async function connectedRedlockOn(
+  urls: readonly NodeInput[],
+  settings: Partial<RedlockSettings> = {},
+): Promise<Redlock> {
+  const redlock = redlockOn(urls, settings);
+  await redlock.probe({ nodeTimeoutMs: 5000 });
+  return redlock;
+}
+
 afterAll(async () => {
   await Promise.all(opened.splice(0).map((redlock) => redlock.close()));
 });

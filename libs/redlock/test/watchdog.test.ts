@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { HoldLimitReachedError, LeaseLostError, resourceKeys, type RedlockError } from '../src/index.ts';
-import { inspect, redlockOn, sleep, TestClock, useNodes } from './support.ts';
+import { connectedRedlockOn, inspect, redlockOn, sleep, TestClock, useNodes } from './support.ts';
 
 function abortedWith(signal: AbortSignal): Promise<RedlockError> {
   return new Promise((resolve) =>
@@ -25,7 +25,7 @@ describe.each([3, 5])('watchdog with %i nodes', (count) => {
     expect(result).toBe('done');
     expect(extensions).toBeGreaterThanOrEqual(3);
     // Released: another holder gets it at once.
-    const other = redlockOn(cluster.nodes.urls, { retryCount: 0 });
+    const other = await connectedRedlockOn(cluster.nodes.urls, { retryCount: 0 });
     await other.release(await other.acquire('long-run', 600));
   });
 
@@ -104,7 +104,7 @@ describe.each([3, 5])('watchdog with %i nodes', (count) => {
     const redlock = redlockOn(cluster.nodes.urls, { abortMarginMs: 50 });
     const failure = new Error('job failed');
     await expect(redlock.using('throws', 600, async () => Promise.reject(failure))).rejects.toBe(failure);
-    const other = redlockOn(cluster.nodes.urls, { retryCount: 0 });
+    const other = await connectedRedlockOn(cluster.nodes.urls, { retryCount: 0 });
     await other.release(await other.acquire('throws', 600));
   });
 
