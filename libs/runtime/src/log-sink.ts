@@ -14,9 +14,9 @@ export const MAX_QUEUED_UNITS = 16 * 1024 * 1024;
  * off the event loop, each taking everything queued meanwhile (up to MAX_WRITE_UNITS). So a slow
  * reader of the pipe never holds up the event loop, and a busy event loop drains its backlog in
  * a few big writes: a stream that writes a fixed few KB per completed write (pino's own, async)
- * lets a burst of lines pile up in the heap while each turn of a busy loop takes one chunk. The
- * lines are joined once, when written (never appended to a growing string). At exit, what is
- * still queued is written synchronously. A line that would take the queue past its bound (the
+ * lets a burst of lines pile up in the heap, since completions run only between a busy loop's
+ * turns. The lines are joined once, when written (never appended to a growing string). At exit,
+ * what is still queued is written synchronously. A line that would take the queue past its bound (the
  * reader stopped reading) is dropped and counted; once the queue has drained, a warning line
  * says how many were dropped.
  */

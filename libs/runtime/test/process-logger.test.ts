@@ -41,7 +41,8 @@ describe('LogSink', () => {
       const lines = Array.from({ length: 50_000 }, (_, i) => `{"i":${i},"text":"${'x'.repeat(i % 100)}"}\n`);
       for (const line of lines) sink.write(line);
       const expected = lines.join('');
-      // Each turn of the loop busy for 2 ms: a stream that writes a few KB per completed write needs ~1,000 turns.
+      // Each turn of the loop busy for 2 ms: a stream that writes a few KB per completed write needs
+      // one turn for every few of its writes, hundreds here.
       let turns = 0;
       while (readFileSync(file, 'utf8').length < expected.length && turns < 1_000) {
         const until = performance.now() + 2;
