@@ -54,17 +54,18 @@ export interface TakeOverOptions {
 
 /**
  * A tick's first start takes the scheduler's lease over by its value: the start every run
- * makes (the worker's JobRunner, and the scheduler benchmark's consumer). First it starts the
- * tick's claim, named by the fence the job was published with (Redlock.startClaim): a tick
- * published again after the queue Redis lost its data (same lease value, a new fence) can start
- * only if no job of it started before (ClaimStartedError otherwise, final). Tries again
+ * makes (the worker's JobRunner, and the scheduler benchmark's consumer). The same call starts
+ * the tick's claim, named by the fence the job was published with (the acquire's `start`, which
+ * each node applies before taking the lock): a tick published again after the queue Redis lost
+ * its data (same lease value, a new fence) can start only if no job of it started before
+ * (ClaimStartedError otherwise, final; the lease of the start that came first untouched). Tries again
  * (100-200 ms apart) while no quorum answers, for about the lease's remaining validity (at least
  * 1 s, at most the TTL); a worker that found itself cut from the quorum stops after 1 s, so the
  * job goes back to a healthy worker. Another value holding the lease (LockTakenError) is final. A
  * lease that lapsed meanwhile is simply acquired, free as it is.
  */
 export async function takeOverLease(
-  redlock: Pick<Redlock, 'acquire' | 'startClaim'>,
+  redlock: Pick<Redlock, 'acquire'>,
   data: Pick<TickJobData, 'lease' | 'enqueuedAtMs'>,
   options: TakeOverOptions,
 ): Promise<Lease> {
@@ -78,10 +79,11 @@ export async function takeOverLease(
     if (signal.aborted) throw new AcquireAbortedError(resource, signal.reason);
     let failure: QuorumUnavailableError;
     try {
-      await redlock.startClaim({ resource, claim: options.claim, value, start: firstStartId(data) }, { nodeTimeoutMs });
       const retryCount = Math.ceil((options.waitForLockMs ?? 0) / (1.5 * TAKEOVER_RETRY_MS));
       return await redlock.acquire(resource, ttlMs, {
         value,
+        claim: options.claim,
+        start: firstStartId(data),
         retryCount,
         retryDelayMs: TAKEOVER_RETRY_MS,
         retryJitterMs: TAKEOVER_RETRY_MS,

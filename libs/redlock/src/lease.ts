@@ -24,6 +24,12 @@ export interface AcquireRequest {
   claim?: string | undefined;
   /** Take over a lease by its value (the nodes still holding it count) instead of a fresh random one. */
   value?: string | undefined;
+  /**
+   * Start the claim's work by this start id in the same call (with `claim` and `value`): each node
+   * first moves the claim to this start as `Redlock.startClaim` does, then takes the lock
+   * over; a claim another start or value holds fails with ClaimStartedError, the lock untouched.
+   */
+  start?: string | undefined;
 }
 
 /** Result per resource of a batch call. */

@@ -46,6 +46,8 @@ export type NodeInput = Redis | Cluster | string | LockNode;
 export interface AcquireOptions extends Partial<CallSettings> {
   claim?: string | undefined;
   value?: string | undefined;
+  /** See {@link AcquireRequest.start}: a takeover by `value` that starts `claim` in the same call. */
+  start?: string | undefined;
   /** Cancels waiting between attempts (an attempt in flight settles within `nodeTimeoutMs`). */
   signal?: AbortSignal | undefined;
   /**
@@ -85,6 +87,18 @@ export interface RedlockEvents {
 
 /** The votes by which a node set the lock for the contender (and recorded its claim). */
 const GRANTS: ReadonlySet<AcquireVote> = new Set(['acquired', 'refreshed']);
+
+/** A start's request as acquire.lua needs it: a claim, a value, and no "|" in the start id. */
+function validStart(r: AcquireRequest): boolean {
+  return r.claim !== undefined && r.value !== undefined && r.start !== '' && !r.start?.includes('|');
+}
+
+/** The value holding a claim on the most nodes (of a refusal: there is one). */
+function mostHolder(counts: ReadonlyMap<string, number> | undefined): string {
+  let best = ['', 0] as [string, number];
+  for (const entry of counts ?? []) if (entry[1] > best[1]) best = entry;
+  return best[0];
+}
 
 /** The value that holds a claim on at least `quorum` nodes, if one does. */
 function quorumHolder(counts: ReadonlyMap<string, number> | undefined, quorum: number): string | undefined {
@@ -218,10 +232,13 @@ export class Redlock extends EventEmitter<RedlockEvents> {
     return Math.max(Math.floor(this.settings.clock.wallMicros()), this.#fenceFloor + 1);
   }
 
-  /** Acquires one lease. Throws LockTakenError, QuorumUnavailableError, ClaimAlreadyGrantedError or AcquireAbortedError. */
+  /**
+   * Acquires one lease. Throws LockTakenError, QuorumUnavailableError, ClaimAlreadyGrantedError,
+   * ClaimStartedError (with a `start`) or AcquireAbortedError.
+   */
   async acquire(resource: string, ttlMs: number, options: AcquireOptions = {}): Promise<Lease> {
-    const { claim, value, ...batchOptions } = options;
-    const [result] = await this.acquireBatch([{ resource, claim, value }], ttlMs, batchOptions);
+    const { claim, value, start, ...batchOptions } = options;
+    const [result] = await this.acquireBatch([{ resource, claim, value, start }], ttlMs, batchOptions);
     if (!result) throw new Error('unreachable: one request gives one result');
     if (!result.ok) throw result.error;
     return result.lease;
@@ -246,6 +263,11 @@ export class Redlock extends EventEmitter<RedlockEvents> {
     // A started claim's value holds '|' (see startedClaim): no acquire may supply one.
     if (requests.some((r) => r.value?.includes('|')))
       throw new InvalidSettingsError('value', 'a lease value must not contain "|"');
+    const starts = requests.some((r) => r.start !== undefined);
+    if (starts && requests.some((r) => r.start !== undefined && !validStart(r)))
+      throw new InvalidSettingsError('start', 'a start needs a claim id, a value and a start id without "|"');
+    if (starts && (revoke || notBeforeMs !== undefined))
+      throw new InvalidSettingsError('start', 'a start takes a lease over by its value: no revoke, no notBeforeMs');
     const contenders: Contender[] = requests.map((request) => ({
       request: { ...request, value: request.value ?? this.#newValue() },
       supplied: request.value !== undefined,
@@ -314,7 +336,9 @@ export class Redlock extends EventEmitter<RedlockEvents> {
       (c) =>
         ticket !== '' &&
         c.result?.ok === false &&
-        (c.result.error instanceof AcquireAbortedError || c.result.error instanceof ClaimAlreadyGrantedError),
+        (c.result.error instanceof AcquireAbortedError ||
+          c.result.error instanceof ClaimAlreadyGrantedError ||
+          c.result.error instanceof ClaimStartedError),
     );
     if (gaveUp.length > 0) this.#leave(gaveUp, s);
     return contenders.map((c) => c.result as BatchResult<Lease>);
@@ -366,13 +390,30 @@ export class Redlock extends EventEmitter<RedlockEvents> {
     for (const { request, supplied } of open) {
       keys.push(resourceBase(keyPrefix, request.resource));
       if (plain) args.push(request.value, String(proposal), ticket);
-      else args.push(request.value, String(proposal), ticket, request.claim ?? '', supplied ? '0' : '1');
+      else
+        args.push(
+          request.value,
+          String(proposal),
+          ticket,
+          request.claim ?? '',
+          supplied ? '0' : '1',
+          request.start ?? '',
+        );
     }
     const acquired = new Array<number>(open.length).fill(0);
     /** Per contender whose claim a node reported held: nodes per value holding it (created on the first such vote). */
     const claimedBy: (Map<string, number> | undefined)[] = [];
-    /** The most nodes one value holds the contender's claim on. */
-    const mostClaimed = (i: number): number => Math.max(0, ...(claimedBy[i]?.values() ?? []));
+    /**
+     * How the claim refuses contender i: on how many nodes, against how many it takes to settle it.
+     * A claim is granted to another once one value holds it on a quorum; a start is refused once
+     * too many nodes refuse it, whoever holds the claim there (startClaim's rule).
+     */
+    const claimRefusal = (i: number): { count: number; settles: number } => {
+      const counts = [...(claimedBy[i]?.values() ?? [])];
+      return (open[i] as Contender).request.start === undefined
+        ? { count: Math.max(0, ...counts), settles: quorum }
+        : { count: counts.reduce((sum, c) => sum + c, 0), settles: n - quorum + 1 };
+    };
     /** Per node reply that had `claimed` votes: the value holding each claim (created on the first). */
     let claimHoldersOf: Map<readonly AcquireVote[], (string | undefined)[]> | undefined;
     let answered = 0;
@@ -407,7 +448,10 @@ export class Redlock extends EventEmitter<RedlockEvents> {
           // tell, and down nodes, which answer first, must not make it a QuorumUnavailableError. Earlier
           // attempts settle at once (a retry follows): a hung node must not hold up the winners of
           // the batch for a node timeout per attempt.
-          const claimKnown = (i: number): boolean => mostClaimed(i) >= quorum || mostClaimed(i) + silent < quorum;
+          const claimKnown = (i: number): boolean => {
+            const { count, settles } = claimRefusal(i);
+            return count >= settles || count + silent < settles;
+          };
           return acquired.every(
             (count, i) => count >= quorum || (count + silent < quorum && (willRetry || claimKnown(i))),
           );
@@ -455,7 +499,20 @@ export class Redlock extends EventEmitter<RedlockEvents> {
       c.lastClaimHolders = claimedBy[i];
       // Granted = one other value holds the claim on a quorum. Claims split among contenders of a failed round are released: retry.
       const holder = request.claim === undefined ? undefined : quorumHolder(claimedBy[i], quorum);
-      if (request.claim !== undefined && holder !== undefined) {
+      if (request.start !== undefined) {
+        const refusal = claimRefusal(i);
+        if (refusal.count >= refusal.settles)
+          c.result = {
+            resource: request.resource,
+            ok: false,
+            error: new ClaimStartedError(
+              request.resource,
+              request.claim as string,
+              mostHolder(claimedBy[i]),
+              c.lastCauses,
+            ),
+          };
+      } else if (request.claim !== undefined && holder !== undefined) {
         c.result = {
           resource: request.resource,
           ok: false,
@@ -890,8 +947,7 @@ export class Redlock extends EventEmitter<RedlockEvents> {
       }
     }
     if (refused <= n - quorum) throw new QuorumUnavailableError(resource, 'start', causes, quorum);
-    const [holder] = [...holders].reduce((best, entry) => (entry[1] > best[1] ? entry : best));
-    throw new ClaimStartedError(resource, claim, holder, causes);
+    throw new ClaimStartedError(resource, claim, mostHolder(holders), causes);
   }
 
   /**

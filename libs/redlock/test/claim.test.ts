@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import {
   ClaimAlreadyGrantedError,
   ClaimStartedError,
+  InvalidSettingsError,
   isStartedClaim,
   LockTakenError,
   QuorumUnavailableError,
@@ -337,6 +338,94 @@ describe.each([1, 3, 5])('starting a claim with %i node(s)', (count) => {
     await expect(redlock.acquire('schedule-u', 1000, { claim: 'tick-3', value: 'v1' })).rejects.toBeInstanceOf(
       ClaimAlreadyGrantedError,
     );
+  });
+});
+
+describe.each([1, 3, 5])('a takeover that starts the claim, with %i node(s)', (count) => {
+  const cluster = useNodes(count);
+  const keys = (resource: string, claim: string) => resourceKeys('tickwarden', resource, claim);
+
+  it('one call starts the claim and takes the lease over; a retry of the same start succeeds again', async () => {
+    const scheduler = redlockOn(cluster.nodes.urls);
+    const worker = await connectedRedlockOn(cluster.nodes.urls);
+    const lease = await scheduler.acquire('schedule-w', 1000, { claim: 'tick-1' });
+    const start = { value: lease.value, claim: 'tick-1', start: String(lease.fence) };
+    const taken = await worker.acquire('schedule-w', 2000, start);
+    expect(taken.value).toBe(lease.value);
+    expect(taken.fence).toBeGreaterThan(lease.fence);
+    expect(taken.ttlMs).toBe(2000);
+    await onEveryNode(
+      cluster.nodes.urls,
+      (c) => c.get(keys('schedule-w', 'tick-1').claim),
+      `${lease.value}|${lease.fence}`,
+    );
+    await onEveryNode(cluster.nodes.urls, (c) => c.get(keys('schedule-w', 'tick-1').lock), lease.value);
+    // The lock's TTL is the takeover's, not what was left of the scheduler's.
+    const ttls = await Promise.all(
+      cluster.nodes.urls.map((url) => inspect(url, (c) => c.pttl(keys('schedule-w', 'tick-1').lock))),
+    );
+    expect(Math.max(...ttls)).toBeGreaterThan(1000);
+    const again = await worker.acquire('schedule-w', 2000, start);
+    expect(again.fence).toBeGreaterThan(taken.fence);
+    await worker.release(again);
+  });
+
+  it('a second publication (another start id) is refused and leaves the running lease and its fence alone', async () => {
+    const scheduler = redlockOn(cluster.nodes.urls);
+    const worker = await connectedRedlockOn(cluster.nodes.urls, { retryCount: 0 });
+    const lease = await scheduler.acquire('schedule-x', 1000, { claim: 'tick-2' });
+    const running = await worker.acquire('schedule-x', 5000, {
+      value: lease.value,
+      claim: 'tick-2',
+      start: String(lease.fence),
+    });
+    await onEveryNode(cluster.nodes.urls, (c) => c.get(keys('schedule-x', 'tick-2').fence), String(running.fence));
+    const second = await worker
+      .acquire('schedule-x', 5000, { value: lease.value, claim: 'tick-2', start: String(lease.fence + 1) })
+      .catch((e: unknown) => e);
+    expect(second).toBeInstanceOf(ClaimStartedError);
+    expect((second as ClaimStartedError).holder).toBe(`${lease.value}|${lease.fence}`);
+    // Not raised: the running lease still extends.
+    await onEveryNode(cluster.nodes.urls, (c) => c.get(keys('schedule-x', 'tick-2').fence), String(running.fence));
+    await worker.release(await worker.extend(running));
+  });
+
+  it('a claim granted to another value refuses the start; a claim no node recorded is started', async () => {
+    const worker = await connectedRedlockOn(cluster.nodes.urls, { retryCount: 0 });
+    const other = await worker.acquire('schedule-y', 1000, { claim: 'tick-3' });
+    const refused = await worker
+      .acquire('schedule-y', 1000, { value: 'not-the-winner', claim: 'tick-3', start: 's1' })
+      .catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(ClaimStartedError);
+    expect((refused as ClaimStartedError).holder).toBe(other.value);
+    await worker.release(other);
+    // Published without a contest (a backfilled tick): the start records the claim.
+    const fresh = await worker.acquire('schedule-z', 1000, { value: 'v1', claim: 'tick-4', start: 's1' });
+    await onEveryNode(cluster.nodes.urls, (c) => c.get(keys('schedule-z', 'tick-4').claim), 'v1|s1');
+    await worker.release(fresh);
+  });
+
+  it('starts on many resources at once share one call per node', async () => {
+    const worker = await connectedRedlockOn(cluster.nodes.urls);
+    const resources = ['batch-a', 'batch-b', 'batch-c'];
+    const leases = await Promise.all(
+      resources.map((resource, i) => worker.acquire(resource, 1000, { value: `v${i}`, claim: 'tick', start: `s${i}` })),
+    );
+    for (const [i, resource] of resources.entries())
+      await onEveryNode(cluster.nodes.urls, (c) => c.get(keys(resource, 'tick').claim), `v${i}|s${i}`);
+    await Promise.all(leases.map((lease) => worker.release(lease)));
+  });
+
+  it('a start without a claim or a value, or with revoke, is a settings error', async () => {
+    const worker = redlockOn(cluster.nodes.urls);
+    await expect(worker.acquire('r', 1000, { value: 'v', start: 's' })).rejects.toBeInstanceOf(InvalidSettingsError);
+    await expect(worker.acquire('r', 1000, { claim: 'c', start: 's' })).rejects.toBeInstanceOf(InvalidSettingsError);
+    await expect(worker.acquire('r', 1000, { value: 'v', claim: 'c', start: 'a|b' })).rejects.toBeInstanceOf(
+      InvalidSettingsError,
+    );
+    await expect(
+      worker.acquire('r', 1000, { value: 'v', claim: 'c', start: 's', revoke: true }),
+    ).rejects.toBeInstanceOf(InvalidSettingsError);
   });
 });
 

@@ -17,6 +17,13 @@
   grant, so the revoked holder can neither extend nor re-establish. A claim
   granted to another value still wins: a late revoker cannot take the lease of
   the claim's winner.
+  Start (a takeover by value that starts the claim's work, as the worker's
+  first start of a tick does): the claim first moves to '<value>|<start id>' as
+  start.lua moves it (includes/claimstart.lua), whatever the lock then says, so
+  that a start and its takeover are one call; a claim that another value or
+  another start holds is refused (CLAIMED) and the lock left alone, so a second
+  publication of the claim's work cannot raise the fence of the first one's
+  lease. A start is never combined with revocation or not-before (redlock.ts).
   Not before (ARGV[7]): a grant waits for this node's own clock (TIME) to reach
   a wall time, whatever the client's clock says; with revocation, a client whose
   clock runs ahead can neither take a lock nor cancel its holder early.
@@ -30,8 +37,8 @@
     KEYS[i]     key base of the resource
   ARGV, in one of two layouts: a plain call (no claim, every value new, none of the
   options ARGV[6..8]) sends a header of four and three arguments per resource; any
-  other call a header of h = #ARGV - 5 * #KEYS entries (five to eight: the options
-  left out past the last one set) and five per resource:
+  other call a header of h = #ARGV - 6 * #KEYS entries (five to eight: the options
+  left out past the last one set) and six per resource:
     ARGV[1]     ttl, ms
     ARGV[2]     wait, ms: how long a waiter mark and a queue place last (0 = no retry follows: leave none)
     ARGV[3]     fence retention, ms (at least the ttl)
@@ -48,7 +55,8 @@
                     new (made up by the client): a lock already holding it was set by a
                     takeover by that value (a recovery by the claim's holder) and is theirs,
                     never refreshed (TAKEN); '0' a value supplied by the caller (a plain
-                    call's values are all new)
+                    call's values are all new); then the start id ('' = none: no start;
+                    with one, the claim id is set and the value supplied)
   Returns an array, one entry per resource (a call for one resource returns its
   entry alone: an array reply costs the node more): the code, or for STALE and
   CLAIMED a pair {code, detail}
@@ -58,8 +66,9 @@
                  its fence the proposal, claim recorded; a failed attempt must not
                  release it (it may be the value's owner's lease)
     0  TAKEN     another value holds the lock (a waiter mark is left)
-   -1  CLAIMED   the claim is recorded for another value; detail: that value (so
-                 the client can tell one winner holding a majority from a split
+   -1  CLAIMED   the claim is recorded for another value (with a start: for
+                 another value or another start); detail: that value (so the
+                 client can tell one winner holding a majority from a split
                  among contenders)
    -2  STALE     the proposal is not above the stored fence (nothing changed);
                  detail: the stored fence (decimal string)
@@ -68,7 +77,7 @@
 ]]
 -- A plain call has 4 + 3 * #KEYS arguments; the other layout cannot (its header would be shorter than five).
 local plain = #ARGV == 4 + 3 * #KEYS
-local stride = plain and 3 or 5
+local stride = plain and 3 or 6
 local h = #ARGV - stride * #KEYS
 local ttl = ARGV[1]
 local wait = tonumber(ARGV[2])
@@ -80,6 +89,7 @@ local mayBeQueued = h >= 6 and ARGV[6] == '1'
 local revoke = h >= 7 and ARGV[7] == '1'
 local notBefore = h >= 8 and tonumber(ARGV[8])
 -- @include waiters
+-- @include claimstart
 -- The queue's helpers and members are made only on a waiter's path (see waiters.lua).
 local q = notBefore and waiters()
 local early = notBefore and q.now() < notBefore
@@ -90,18 +100,23 @@ for i = 1, #KEYS do
   local lock = base .. 'lock'
   local at = h + stride * (i - 1)
   local value, proposal, ticket = ARGV[at + 1], ARGV[at + 2], ARGV[at + 3]
-  local claimId, new = '', true
+  local claimId, new, start = '', true, ''
   if not plain then
-    claimId, new = ARGV[at + 4], ARGV[at + 5] == '1'
+    claimId, new, start = ARGV[at + 4], ARGV[at + 5] == '1', ARGV[at + 6]
   end
   local claim = claimId ~= '' and base .. 'claim:' .. claimId
   local code, holder, setFree
   local claimHolder = claim and redis.call('GET', claim)
-  if claimHolder and claimHolder ~= value then
+  if start ~= '' then
+    code = startClaim(claim, claimHolder, value, start, '', retention)
+    -- Started: a grant must not write the claim back to the bare value.
+    claim = false
+  elseif claimHolder and claimHolder ~= value then
     code = { -1, claimHolder }
-  elseif early then
+  end
+  if not code and early then
     code = -5
-  else
+  elseif not code then
     if mayBeQueued and ticket ~= '' then
       holder = redis.call('GET', lock)
     else

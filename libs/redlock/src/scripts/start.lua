@@ -23,25 +23,13 @@
     1  STARTED   the claim is started by this start id (now, or by an earlier call)
    -1  CLAIMED   {-1, holder}: another value or another start holds the claim
 ]]
+-- @include claimstart
 local retention = ARGV[1]
 local out = {}
 for i = 1, #KEYS do
   local claim = KEYS[i] .. 'claim:' .. ARGV[4 * i - 2]
-  local value = ARGV[4 * i - 1]
-  local started = value .. '|' .. ARGV[4 * i]
-  local prior = ARGV[4 * i + 1] ~= '' and value .. '|' .. ARGV[4 * i + 1]
-  local holder = redis.call('GET', claim)
-  if holder == started or (prior and holder == prior) then
-    out[i] = 1
-  elseif holder == value then
-    redis.call('SET', claim, started, 'KEEPTTL')
-    out[i] = 1
-  elseif not holder then
-    redis.call('SET', claim, started, 'PX', retention)
-    out[i] = 1
-  else
-    out[i] = { -1, holder }
-  end
+  local value, start, prior = ARGV[4 * i - 1], ARGV[4 * i], ARGV[4 * i + 1]
+  out[i] = startClaim(claim, redis.call('GET', claim), value, start, prior, retention) or 1
 end
 if #KEYS == 1 then
   return out[1]
