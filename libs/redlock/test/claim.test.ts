@@ -66,6 +66,9 @@ describe.each([1, 3, 5])('claim-once with %i node(s)', (count) => {
     const blocked = await connectedRedlockOn(cluster.nodes.urls, { retryCount: 0 });
     const lease = await holder.acquire('schedule-4', 5000);
     await expect(blocked.acquire('schedule-4', 1000, { claim: 'tick-9' })).rejects.toBeInstanceOf(LockTakenError);
+    // Each node took back, in the same step, the claim it recorded before it found the lock taken.
+    const claim = resourceKeys('tickwarden', 'schedule-4', 'tick-9').claim;
+    for (const url of cluster.nodes.urls) expect(await inspect(url, (c) => c.get(claim))).toBeNull();
     await holder.release(lease);
     await blocked.release(await blocked.acquire('schedule-4', 1000, { claim: 'tick-9' }));
   });
@@ -385,8 +388,15 @@ describe.each([1, 3, 5])('a takeover that starts the claim, with %i node(s)', (c
       .catch((e: unknown) => e);
     expect(second).toBeInstanceOf(ClaimStartedError);
     expect((second as ClaimStartedError).holder).toBe(`${lease.value}|${lease.fence}`);
-    // Not raised: the running lease still extends.
+    // Not raised: the running lease still extends. The claim is the first start's, with its retention.
     await onEveryNode(cluster.nodes.urls, (c) => c.get(keys('schedule-x', 'tick-2').fence), String(running.fence));
+    await onEveryNode(
+      cluster.nodes.urls,
+      (c) => c.get(keys('schedule-x', 'tick-2').claim),
+      `${lease.value}|${lease.fence}`,
+    );
+    for (const url of cluster.nodes.urls)
+      expect(await inspect(url, (c) => c.pttl(keys('schedule-x', 'tick-2').claim))).toBeGreaterThan(0);
     await worker.release(await worker.extend(running));
   });
 

@@ -31,7 +31,9 @@
   script appends the suffixes `lock`, `fence`, `waiters`, `queue`, `due` and
   `claim:<id>`, so every key of a resource shares its hash tag (one slot in a
   Redis Cluster). Common path: one SET NX GET for the lock and one SET GET for
-  the fence (a read and a write each); the queue is touched only by waiters.
+  the fence (a read and a write each), and with a claim one SET NX GET for it
+  (written before the lock is known: an attempt that fails deletes the claim it
+  set, in the same step); the queue is touched only by waiters.
 
   KEYS, for resource i = 1..n:
     KEYS[i]     key base of the resource
@@ -105,14 +107,18 @@ for i = 1, #KEYS do
     claimId, new, start = ARGV[at + 4], ARGV[at + 5] == '1', ARGV[at + 6]
   end
   local claim = claimId ~= '' and base .. 'claim:' .. claimId
-  local code, holder, setFree
-  local claimHolder = claim and redis.call('GET', claim)
+  local code, holder, setFree, claimSet
   if start ~= '' then
-    code = startClaim(claim, claimHolder, value, start, '', retention)
+    code = startClaim(claim, value, start, '', retention)
     -- Started: a grant must not write the claim back to the bare value.
     claim = false
-  elseif claimHolder and claimHolder ~= value then
-    code = { -1, claimHolder }
+  elseif claim then
+    -- Recorded first (most contests find it free and win): an attempt that fails below takes it back.
+    local claimHolder = redis.call('SET', claim, value, 'NX', 'PX', retention, 'GET')
+    claimSet = not claimHolder
+    if claimHolder and claimHolder ~= value then
+      code = { -1, claimHolder }
+    end
   end
   if not code and early then
     code = -5
@@ -174,11 +180,14 @@ for i = 1, #KEYS do
         q = q or waiters()
         q.dequeue(base, value .. '|' .. inbox)
       end
-      if claim then
+      if claim and not claimSet then
         redis.call('SET', claim, value, 'PX', retention)
       end
       code = holder == value and 2 or 1
     end
+  end
+  if claimSet and code ~= 1 and code ~= 2 then
+    redis.call('DEL', claim)
   end
   if not out then
     return code

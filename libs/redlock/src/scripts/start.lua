@@ -29,7 +29,7 @@ local out = {}
 for i = 1, #KEYS do
   local claim = KEYS[i] .. 'claim:' .. ARGV[4 * i - 2]
   local value, start, prior = ARGV[4 * i - 1], ARGV[4 * i], ARGV[4 * i + 1]
-  out[i] = startClaim(claim, redis.call('GET', claim), value, start, prior, retention) or 1
+  out[i] = startClaim(claim, value, start, prior, retention) or 1
 end
 if #KEYS == 1 then
   return out[1]

@@ -1,20 +1,23 @@
 -- Moves a claim to a start, shared by start and acquire (scripts.ts puts this file where a
--- script says `-- @include claimstart`). The claim key `claim` holds `holder` (GET, read by
--- the caller); `value` is the claim's lease value. A claim held by the value moves to
--- '<value>|<start>', keeping its TTL; one this node never recorded is recorded started for
--- `retention` ms; one already started by this start id, or by `prior` (the start this one
--- continues, '' = none), stays. Returns nil when the claim is (now) started by this start,
--- else {-1, holder}: another value or another start holds it.
-local function startClaim(claim, holder, value, start, prior, retention)
+-- script says `-- @include claimstart`). `value` is the claim's lease value. A claim held by the
+-- value moves to '<value>|<start>', keeping its TTL; one this node never recorded is recorded
+-- started for `retention` ms; one already started by this start id, or by `prior` (the start
+-- this one continues, '' = none), stays. Returns nil when the claim is (now) started by this
+-- start, else {-1, holder}: another value or another start holds it.
+-- The write comes first (SET XX GET): the claim almost always holds the value, so the usual
+-- start is one command; any other holder is written back as it was.
+local function startClaim(claim, value, start, prior, retention)
   local started = value .. '|' .. start
-  if holder == started or (prior ~= '' and holder == value .. '|' .. prior) then
+  local holder = redis.call('SET', claim, started, 'XX', 'KEEPTTL', 'GET')
+  if holder == value or holder == started then
     return nil
-  elseif holder == value then
-    redis.call('SET', claim, started, 'KEEPTTL')
   elseif not holder then
     redis.call('SET', claim, started, 'PX', retention)
-  else
-    return { -1, holder }
+    return nil
   end
-  return nil
+  redis.call('SET', claim, holder, 'KEEPTTL')
+  if prior ~= '' and holder == value .. '|' .. prior then
+    return nil
+  end
+  return { -1, holder }
 end
