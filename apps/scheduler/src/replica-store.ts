@@ -47,7 +47,7 @@ const RECORDED_SLICE = 500;
  * backfill stands beside any but another backfill), or it is older than what the history keeps.
  */
 const RECORD = `
-local out = {}
+local out, closed = {}, {}
 for i = 1, #KEYS - 1 do
   local key, j = KEYS[i + 1], 7 * i - 6
   local tick, record, mode, keep = ARGV[j], ARGV[j + 1], ARGV[j + 2], tonumber(ARGV[j + 3])
@@ -65,7 +65,7 @@ for i = 1, #KEYS - 1 do
     end
   end
   if write then redis.call('ZADD', key, tick, record) end
-  redis.call('ZREM', KEYS[1], ARGV[j + 4])
+  closed[i] = ARGV[j + 4]
   -- Trimming drops only entries older than keep from the newest, which it never removes.
   local newest = tonumber(redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')[2])
   if newest then
@@ -81,6 +81,7 @@ for i = 1, #KEYS - 1 do
   local kept = write and (tonumber(tick) >= newest - keep or redis.call('ZSCORE', key, record))
   out[i] = kept and 1 or 0
 end
+if #closed > 0 then redis.call('ZREM', KEYS[1], unpack(closed)) end
 return out
 `;
 
@@ -90,17 +91,20 @@ return out
  * KEYS[1]     open ticks
  * KEYS[i + 1] history of entry i
  * per entry i (j = 3i - 2): ARGV[j] job id, ARGV[j + 1] recovery time (ms), ARGV[j + 2] tick ms
- * Returns the number of ticks opened.
+ * Returns the number of ticks opened. The ticks not recorded are added in one ZADD (a command per
+ * call, not per tick: every replica opens every tick).
  */
 const OPEN = `
-local opened = 0
+local add = {}
 for i = 1, #KEYS - 1 do
   local j = 3 * i - 2
   if not redis.call('ZRANGEBYSCORE', KEYS[i + 1], ARGV[j + 2], ARGV[j + 2], 'LIMIT', 0, 1)[1] then
-    opened = opened + redis.call('ZADD', KEYS[1], 'NX', ARGV[j + 1], ARGV[j])
+    add[#add + 1] = ARGV[j + 1]
+    add[#add + 1] = ARGV[j]
   end
 end
-return opened
+if #add == 0 then return 0 end
+return redis.call('ZADD', KEYS[1], 'NX', unpack(add))
 `;
 
 /**
@@ -157,15 +161,22 @@ return out
  * Raises each field of a hash (ARGV: field, value, field, value, ...) to the
  * value when it is higher; returns the previous values (false where there was
  * none). Atomic, so when several replicas raise a mark at once exactly one of
- * them sees the value from before.
+ * them sees the value from before. One HMGET and one HSET per call, whatever
+ * its size: every replica raises every schedule's mark.
  */
 const RAISE_MARKS = `
-local previous = {}
-for i = 1, #ARGV, 2 do
-  local old = redis.call('HGET', KEYS[1], ARGV[i])
-  if not old or tonumber(old) < tonumber(ARGV[i + 1]) then redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
-  previous[#previous + 1] = old or false
+local fields = {}
+for i = 1, #ARGV, 2 do fields[#fields + 1] = ARGV[i] end
+local previous = redis.call('HMGET', KEYS[1], unpack(fields))
+local raise = {}
+for i, old in ipairs(previous) do
+  local value = ARGV[2 * i]
+  if not old or tonumber(old) < tonumber(value) then
+    raise[#raise + 1] = fields[i]
+    raise[#raise + 1] = value
+  end
 end
+if #raise > 0 then redis.call('HSET', KEYS[1], unpack(raise)) end
 return previous
 `;
 

@@ -20,6 +20,10 @@ describe('the replica store (queue Redis)', () => {
     await redis.close();
   });
 
+  /** How often the queue Redis ran `command` so far (scripts' own calls included). */
+  const calls = async (command: string) =>
+    Number(/calls=(\d+)/.exec((await connection.info('commandstats')).split(`cmdstat_${command}:`)[1] ?? '')?.[1] ?? 0);
+
   const record = (tickMs: number, outcome: TickRecord['outcome'], replica = 'r0'): TickRecord => ({
     tickMs,
     outcome,
@@ -84,8 +88,10 @@ describe('the replica store (queue Redis)', () => {
       jobId: `team/a@${tickMs}`,
       recoverAtMs,
     });
-    // 1000 is recorded (above): not reopened by a replica slow to take it up.
+    // 1000 is recorded (above): not reopened by a replica slow to take it up. The others in one ZADD.
+    const zadds = await calls('zadd');
     await store.open([open(1000, 0), open(3000, 50), open(4000, 10_000)]);
+    expect(await calls('zadd')).toBe(zadds + 1);
     await store.open([open(3000, 99)]); // already open: keeps its time
     expect(await store.takeDue(100, 10, 5000)).toEqual(['team/a@3000']);
     expect(await store.takeDue(100, 10, 5000)).toEqual([]);
@@ -95,6 +101,42 @@ describe('the replica store (queue Redis)', () => {
     ]);
     await store.close(['team/a@4000']);
     expect(await store.takeDue(Number.MAX_SAFE_INTEGER, 10, 0)).toEqual([]);
+  });
+
+  it('marks: raised only upwards, each call answered with the marks from before, in one HMGET and one HSET per call', async () => {
+    const before = { hget: await calls('hget'), hmget: await calls('hmget'), hset: await calls('hset') };
+    expect([
+      ...(await store.raiseMarks(
+        new Map([
+          ['team/a', 10],
+          ['team/b', 5],
+        ]),
+      )),
+    ]).toEqual([
+      ['team/a', undefined],
+      ['team/b', undefined],
+    ]);
+    const many = new Map(Array.from({ length: 1000 }, (_, i) => [`team/m${i}`, i] as const));
+    expect(
+      [...(await store.raiseMarks(new Map([['team/a', 7], ['team/b', 9], ['team/c', 1], ...many])))].slice(0, 3),
+    ).toEqual([
+      ['team/a', 10],
+      ['team/b', 5],
+      ['team/c', undefined],
+    ]);
+    // Three script calls (1,003 marks go in two: 1,000 a call): an HMGET and an HSET each, no HGET.
+    expect({ hget: await calls('hget'), hmget: await calls('hmget'), hset: await calls('hset') }).toEqual({
+      hget: before.hget,
+      hmget: before.hmget + 3,
+      hset: before.hset + 3,
+    });
+    expect(await connection.hmget('tickwarden:control:marks', 'team/a', 'team/b', 'team/c', 'team/m999')).toEqual([
+      '10',
+      '9',
+      '1',
+      '999',
+    ]);
+    await connection.del('tickwarden:control:marks');
   });
 
   it("history: 1,100 ticks of 2 schedules recorded in one call keep each schedule's newest ones within its window (at least `keep`), newest first", async () => {
