@@ -461,6 +461,35 @@ describe('starting a claim raced by two starts (5 nodes)', () => {
     expect(outcomes.every((o) => o === 'started' || o === 'CLAIM_STARTED' || o === 'QUORUM_UNAVAILABLE')).toBe(true);
   });
 
+  it('takeovers by one value with many start ids at once: at most one gets the lease, and its start holds the claim on a quorum', async () => {
+    const lease = await redlockOn(cluster.nodes.urls).acquire('schedule-ts', 5000, { claim: 'tick-8' });
+    const outcomes = await Promise.all(
+      Array.from({ length: 8 }, (_, i) =>
+        redlockOn(cluster.nodes.urls, { retryCount: 0 })
+          .acquire('schedule-ts', 5000, { value: lease.value, claim: 'tick-8', start: `s${i}` })
+          .then(
+            () => `s${i}`,
+            (error: unknown) =>
+              error instanceof ClaimStartedError ||
+              error instanceof QuorumUnavailableError ||
+              error instanceof LockTakenError
+                ? error.code
+                : String(error),
+          ),
+      ),
+    );
+    const winners = outcomes.filter((o) => o.startsWith('s'));
+    expect(winners.length).toBeLessThanOrEqual(1);
+    expect(
+      outcomes.every((o) => o.startsWith('s') || ['CLAIM_STARTED', 'QUORUM_UNAVAILABLE', 'LOCK_TAKEN'].includes(o)),
+    ).toBe(true);
+    if (winners[0] === undefined) return;
+    // The winner's start is the one a quorum holds: no other start can ever reach one.
+    const claim = resourceKeys('tickwarden', 'schedule-ts', 'tick-8').claim;
+    const held = await Promise.all(cluster.nodes.urls.map((url) => inspect(url, (c) => c.get(claim))));
+    expect(held.filter((h) => h === `${lease.value}|${winners[0]}`).length).toBeGreaterThanOrEqual(3);
+  });
+
   it('with a minority of nodes down it still starts; with a majority down it fails as unavailable, naming the nodes', async () => {
     // Every live node must answer each start in time (a loaded machine may take more than 200 ms); paused ones never do.
     const redlock = redlockOn(cluster.nodes.urls, { nodeTimeoutMs: 1000 });
