@@ -263,10 +263,9 @@ export class Redlock extends EventEmitter<RedlockEvents> {
     // A started claim's value holds '|' (see startedClaim): no acquire may supply one.
     if (requests.some((r) => r.value?.includes('|')))
       throw new InvalidSettingsError('value', 'a lease value must not contain "|"');
-    const starts = requests.some((r) => r.start !== undefined);
-    if (starts && requests.some((r) => r.start !== undefined && !validStart(r)))
+    if (requests.some((r) => r.start !== undefined && !validStart(r)))
       throw new InvalidSettingsError('start', 'a start needs a claim id, a value and a start id without "|"');
-    if (starts && (revoke || notBeforeMs !== undefined))
+    if ((revoke || notBeforeMs !== undefined) && requests.some((r) => r.start !== undefined))
       throw new InvalidSettingsError('start', 'a start takes a lease over by its value: no revoke, no notBeforeMs');
     const contenders: Contender[] = requests.map((request) => ({
       request: { ...request, value: request.value ?? this.#newValue() },
