@@ -13,7 +13,8 @@ export const ErrorCode = Object.freeze({
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
 
 /** Why one node did not vote for an operation: an error, a timeout, or its answer. */
-export type NodeCause = Error | 'taken' | 'queued' | 'claimed' | 'stale' | 'early' | 'gone' | 'not-held';
+/** `handed`: the node holds the lock for the caller by a handoff, whose fence did not make a lease on a quorum. */
+export type NodeCause = Error | 'taken' | 'queued' | 'claimed' | 'stale' | 'early' | 'handed' | 'gone' | 'not-held';
 
 /**
  * Whether a value holding a claim (ClaimHolders, ClaimAlreadyGrantedError.holder) marks it

@@ -20,6 +20,14 @@ export function inboxChannel(prefix: string, id: string): string {
   return `${prefix}:inbox:${id}`;
 }
 
+/**
+ * A waiter's member of a resource's queue, as acquire.lua writes it: with `handoffTtlMs`, one the
+ * lock may be handed to for that long (waiters.lua).
+ */
+export function queueMember(value: string, inbox: string, handoffTtlMs?: number): string {
+  return handoffTtlMs === undefined ? `${value}|${inbox}` : `${value}|${inbox}|${handoffTtlMs}`;
+}
+
 /** The keys of one resource, as the scripts build them from its base. */
 export function resourceKeys(prefix: string, resource: string, claim?: string) {
   const base = resourceBase(prefix, resource);
@@ -30,5 +38,6 @@ export function resourceKeys(prefix: string, resource: string, claim?: string) {
     waiters: `${base}waiters`,
     queue: `${base}queue`,
     due: `${base}due`,
+    handed: `${base}handed`,
   };
 }

@@ -15,7 +15,8 @@ import {
   type RedlockError,
 } from './errors.ts';
 import { CallCoalescer, type ReplyHandler, type ScriptCall } from './call-coalescer.ts';
-import { inboxChannel, releaseChannel, resourceBase } from './keys.ts';
+import { handedLease, type Handoff } from './handoff.ts';
+import { inboxChannel, queueMember, releaseChannel, resourceBase } from './keys.ts';
 import type { AcquireRequest, BatchResult, Lease, ReleaseResult, ReleaseTarget } from './lease.ts';
 import { LeaseWatchdog } from './lease-watchdog.ts';
 import { IoredisLockNode, type LockNode } from './lock-node.ts';
@@ -85,8 +86,10 @@ export interface RedlockEvents {
   aborted: [{ resource: string; reason: RedlockError; validityLeftMs: number }];
 }
 
-/** The votes by which a node set the lock for the contender (and recorded its claim). */
+/** The votes by which a node set the lock for the contender with the attempt's fence (and recorded its claim). */
 const GRANTS: ReadonlySet<AcquireVote> = new Set(['acquired', 'refreshed']);
+/** The votes by which a node refused the lock to a waiter that is queued there (a handoff comes after them). */
+const REFUSALS: ReadonlySet<AcquireVote> = new Set(['taken', 'queued']);
 
 /** A start's request as acquire.lua needs it: a claim, a value, and no "|" in the start id. */
 function validStart(r: AcquireRequest): boolean {
@@ -116,6 +119,25 @@ interface Contender {
   lastCauses?: Map<string, NodeCause>;
   /** Values holding the claim in the last attempt, with their node counts (see ClaimHolders). */
   lastClaimHolders?: ClaimHolders | undefined;
+  /** Set for a waiter the lock may be handed to (acquireBatch says which): what nodes handed it. */
+  handoff?: HandoffState;
+}
+
+/** A waiter's handoffs: by node what it handed, and when each node last refused it (see Handoff.since). */
+interface HandoffState {
+  readonly ttlMs: number;
+  readonly handed: Map<number, Handoff>;
+  readonly refusedAt: number[];
+  /** By node, the fence of a handoff given back (its message may still come, late): not taken again. */
+  readonly givenBack: number[];
+  /** The acquire's start: no node queued it before. */
+  readonly started: number;
+  /** True while an attempt runs: a handoff heard then is decided with the attempt's votes. */
+  attempting: boolean;
+  attempts: number;
+  settings: CallSettings;
+  /** Ends the acquire's wait, if it waits. */
+  wake(): void;
 }
 
 /**
@@ -162,6 +184,10 @@ export class Redlock extends EventEmitter<RedlockEvents> {
   readonly #notifier: ReleaseNotifier;
   /** The channel this instance's queued waiters hear their turns on. */
   readonly #inbox: string;
+  /** Waiters the lock may be handed to, by lease value, while their acquire runs. */
+  readonly #handoffWaiters = new Map<string, Contender>();
+  /** Values whose acquire failed while they may still be queued: a handoff to one is given back. */
+  readonly #gaveUp = new Map<string, { resource: string; until: number }>();
 
   constructor(nodes: readonly NodeInput[], settings: Partial<RedlockSettings> = {}) {
     super();
@@ -181,6 +207,7 @@ export class Redlock extends EventEmitter<RedlockEvents> {
       this.settings.clock,
       this.settings.quorum,
       this.settings.retryDelayMs + this.settings.retryJitterMs,
+      (node, value, fence) => this.#heardHandoff(node, value, fence),
     );
   }
 
@@ -281,6 +308,23 @@ export class Redlock extends EventEmitter<RedlockEvents> {
     /** When the next counted retry is due (a notification brings an attempt forward, uncounted). */
     let dueAt: number | undefined;
     let waiting: Waiting | undefined;
+    // Waiters the lock may be handed to: a value of its own, no claim or start, notifications, no not-before (acquire.lua).
+    if (queues && s.wakeOnRelease && notBeforeMs === undefined)
+      for (const c of contenders) {
+        if (c.supplied || c.request.claim !== undefined) continue;
+        c.handoff = {
+          ttlMs,
+          handed: new Map(),
+          refusedAt: [],
+          givenBack: [],
+          started,
+          attempting: false,
+          attempts: 0,
+          settings: s,
+          wake: () => waiting?.notify?.(),
+        };
+        this.#handoffWaiters.set(c.request.value, c);
+      }
     try {
       for (let attempt = 1; ; attempt++) {
         const open = contenders.filter((c) => !c.result);
@@ -320,14 +364,18 @@ export class Redlock extends EventEmitter<RedlockEvents> {
         // gone unheard) is the next counted one, so an acquire never makes more attempts, nor waits longer.
         if (!waiting?.woken) {
           dueAt ??= clock.now() + s.retryDelayMs + s.retryJitterMs * random.fraction();
-          await this.#wait(dueAt - clock.now(), signal, waiting);
+          // A handoff settles its contender and ends the wait; the others wait on for the same retry.
+          do await this.#wait(dueAt - clock.now(), signal, waiting);
+          while (!waiting?.woken && !signal?.aborted && clock.now() < dueAt && contenders.some((c) => !c.result));
         }
+        if (contenders.every((c) => c.result)) break;
         if (waiting?.woken === 'release') continue;
         retriesLeft--;
         dueAt = undefined;
       }
     } finally {
       waiting?.stop();
+      for (const c of contenders) if (c.handoff) this.#endHandoff(c);
     }
     // Gave up while queued (aborted, or the claim went to another): leave now rather than hold the
     // others up until the place expires. Exhausted acquires left with their last attempt.
@@ -415,8 +463,15 @@ export class Redlock extends EventEmitter<RedlockEvents> {
     };
     /** Per node reply that had `claimed` votes: the value holding each claim (created on the first). */
     let claimHoldersOf: Map<readonly AcquireVote[], (string | undefined)[]> | undefined;
+    /** Per node reply that had `handed` votes: the fence each handoff set. */
+    let handedFencesOf: Map<readonly AcquireVote[], (number | undefined)[]> | undefined;
     let answered = 0;
     const late = new LateReplies<readonly AcquireVote[]>();
+    for (const c of open)
+      if (c.handoff) {
+        c.handoff.attempting = true;
+        c.handoff.attempts = attempt;
+      }
     const start = clock.now();
     const replies = await this.#round(
       { script: scripts.acquire, header, keys, args, timeoutMs: s.nodeTimeoutMs, maxResources: s.maxBatchSize },
@@ -424,9 +479,10 @@ export class Redlock extends EventEmitter<RedlockEvents> {
       {
         late: late.add,
         decode: (raw) => {
-          const { votes, maxFence, claimHolders } = decodeAcquire(raw, open.length);
+          const { votes, maxFence, claimHolders, handedFences } = decodeAcquire(raw, open.length);
           if (maxFence > this.#fenceFloor) this.#fenceFloor = maxFence;
           if (claimHolders) (claimHoldersOf ??= new Map()).set(votes, claimHolders);
+          if (handedFences) (handedFencesOf ??= new Map()).set(votes, handedFences);
           return votes;
         },
         decided: (reply) => {
@@ -464,13 +520,23 @@ export class Redlock extends EventEmitter<RedlockEvents> {
     // Keys were set no earlier than `start`: they outlive `start + ttl - drift` on any node whose clock drifts within bounds.
     const validUntil = start + ttlMs - driftMs(ttlMs, s.driftFactor);
     const validity = validUntil - end;
+    for (const [i, c] of open.entries())
+      if (c.handoff) this.#noteHandoffVotes(c.handoff, i, replies, start, handedFencesOf);
 
     const failed: Contender[] = [];
     let staleOnly = true;
     open.forEach((c, i) => {
       const { request } = c;
       // `decided` counted the grants of every reply the round accepted: those in `replies`.
-      if ((acquired[i] ?? 0) >= quorum && validity > s.minValidityMs) {
+      const granted = (acquired[i] ?? 0) >= quorum && validity > s.minValidityMs;
+      if (!granted && c.handoff && this.#settleHandoff(c)) {
+        // Handed on a quorum: what this attempt set with its own fence is given back.
+        for (const reply of replies)
+          if (reply.ok && GRANTS.has(reply.reply[i] as AcquireVote))
+            void this.#releaseOn(reply.node, [request], String(proposal), s);
+        return;
+      }
+      if (granted) {
         c.result = {
           resource: request.resource,
           ok: true,
@@ -494,6 +560,7 @@ export class Redlock extends EventEmitter<RedlockEvents> {
         return;
       }
       failed.push(c);
+      if (c.handoff) this.#giveBackHanded(c.handoff, i, request, replies, handedFencesOf, s);
       c.lastCauses = causesExcept(replies, i, ['acquired', 'refreshed']) as Map<string, NodeCause>;
       c.lastClaimHolders = claimedBy[i];
       // Granted = one other value holds the claim on a quorum. Claims split among contenders of a failed round are released: retry.
@@ -523,7 +590,130 @@ export class Redlock extends EventEmitter<RedlockEvents> {
     });
     if (failed.length > 0) await this.#releaseFailed(failed, open, replies, late, proposal, s);
     else late.handle(() => undefined);
+    // Handoffs heard while the attempt ran are decided now.
+    for (const c of open)
+      if (c.handoff) {
+        c.handoff.attempting = false;
+        if (!c.result) this.#settleHandoff(c);
+      }
     return { staleOnly: failed.length > 0 && staleOnly };
+  }
+
+  /**
+   * What an attempt's votes say of a waiter's handoffs: a node that voted `handed` holds the lock for
+   * it with the fence it reports, set or refreshed after the attempt began; one that refused it set
+   * nothing for it before then (a handoff it tells of later came after); one that granted it afresh
+   * holds no handoff for it any more.
+   */
+  #noteHandoffVotes(
+    h: HandoffState,
+    i: number,
+    replies: readonly NodeReply<readonly AcquireVote[]>[],
+    start: number,
+    handedFencesOf: Map<readonly AcquireVote[], (number | undefined)[]> | undefined,
+  ): void {
+    for (const reply of replies) {
+      if (!reply.ok) continue;
+      const node = this.nodes.indexOf(reply.node);
+      const vote = reply.reply[i] as AcquireVote;
+      const fence = handedFencesOf?.get(reply.reply)?.[i];
+      if (vote === 'handed' && fence !== undefined) h.handed.set(node, { fence, since: start });
+      else if (REFUSALS.has(vote)) h.refusedAt[node] = start;
+      else if (GRANTS.has(vote)) h.handed.delete(node);
+    }
+  }
+
+  /**
+   * After a failed attempt, the nodes that voted `handed` make no lease (another fence, or too
+   * few): each is given back as a failed attempt's cleanup, which reserves the lock for the first
+   * waiter, so the next attempt takes it afresh with one fence everywhere rather than find the same
+   * handoffs again until it gives up.
+   */
+  #giveBackHanded(
+    h: HandoffState,
+    i: number,
+    request: Pick<Lease, 'resource' | 'value'>,
+    replies: readonly NodeReply<readonly AcquireVote[]>[],
+    handedFencesOf: Map<readonly AcquireVote[], (number | undefined)[]> | undefined,
+    s: CallSettings,
+  ): void {
+    for (const reply of replies) {
+      const fence = reply.ok && reply.reply[i] === 'handed' ? handedFencesOf?.get(reply.reply)?.[i] : undefined;
+      if (fence === undefined) continue;
+      const node = this.nodes.indexOf(reply.node);
+      h.handed.delete(node);
+      h.givenBack[node] = fence;
+      void this.#releaseOn(reply.node, [request], String(fence), s);
+    }
+  }
+
+  /** A node told a waiter's inbox it handed the lock to `value` (ReleaseNotifier). */
+  #heardHandoff(node: number, value: string, fence: number): void {
+    if (fence > this.#fenceFloor) this.#fenceFloor = fence;
+    const c = this.#handoffWaiters.get(value);
+    const h = c?.handoff;
+    if (c && h) {
+      if (fence <= (h.givenBack[node] ?? 0)) return;
+      h.handed.set(node, { fence, since: h.refusedAt[node] ?? h.started });
+      if (!c.result && !h.attempting) this.#settleHandoff(c);
+      return;
+    }
+    // Handed to an acquire that has failed since: given back, so it blocks nobody for its ttl.
+    const gave = this.#gaveUp.get(value);
+    const target = this.nodes[node];
+    if (gave && target)
+      void this.#releaseOn(target, [{ resource: gave.resource, value }], String(fence), this.settings, '3');
+  }
+
+  /** Settles a waiter whose handoffs make a lease (handedLease) with validity left; true when it did. */
+  #settleHandoff(c: Contender): boolean {
+    const h = c.handoff as HandoffState;
+    const { clock, quorum } = this.settings;
+    const handed = handedLease(h.handed, quorum);
+    if (!handed) return false;
+    const validUntil = handed.since + h.ttlMs - driftMs(h.ttlMs, h.settings.driftFactor);
+    const now = clock.now();
+    // Too little left (a waiter paused past its ttl): its next attempt finds the lock handed and refreshes it.
+    if (validUntil - now <= h.settings.minValidityMs) return false;
+    const { resource, value } = c.request;
+    c.result = {
+      resource,
+      ok: true,
+      lease: { resource, value, fence: handed.fence, ttlMs: h.ttlMs, validUntil, claim: undefined },
+    };
+    if (this.listenerCount('acquired') > 0)
+      this.emit('acquired', {
+        resource,
+        fence: handed.fence,
+        attempts: h.attempts,
+        elapsedMs: now - h.started,
+        validityMs: validUntil - now,
+      });
+    h.wake();
+    return true;
+  }
+
+  /**
+   * Ends a waiter's handoffs with its acquire. Failed, it gives back what nodes handed it, and a
+   * handoff heard later (a node that still had it queued) is given back as it comes.
+   */
+  #endHandoff(c: Contender): void {
+    const { resource, value } = c.request;
+    this.#handoffWaiters.delete(value);
+    if (c.result?.ok) return;
+    const h = c.handoff as HandoffState;
+    for (const [node, { fence }] of h.handed) {
+      const target = this.nodes[node];
+      if (target) void this.#releaseOn(target, [{ resource, value }], String(fence), h.settings, '3');
+    }
+    const now = this.settings.clock.now();
+    for (const [gone, { until }] of this.#gaveUp) {
+      if (until > now) break;
+      this.#gaveUp.delete(gone);
+    }
+    // Its queue places last a wait past its last attempt (see #attempt's waitMs).
+    const { retryDelayMs, retryJitterMs, nodeTimeoutMs } = h.settings;
+    this.#gaveUp.set(value, { resource, until: now + retryDelayMs + retryJitterMs + 2 * nodeTimeoutMs });
   }
 
   /**
@@ -614,17 +804,20 @@ export class Redlock extends EventEmitter<RedlockEvents> {
     return !reply.ok || contenders.some((c) => GRANTS.has(reply.reply[open.indexOf(c)] as AcquireVote));
   }
 
-  /** One fence-checked release call on one node (no claims dropped); its error is emitted, never thrown. */
+  /**
+   * One fence-checked release call on one node (no claims dropped): release.lua's '2', a failed
+   * attempt cleaning up, or '3', a handoff given back unused. Its error is emitted, never thrown.
+   */
   async #releaseOn(
     node: LockNode,
     leases: readonly Pick<Lease, 'resource' | 'value'>[],
     fence: string,
     s: CallSettings,
+    mode: '2' | '3' = '2',
   ): Promise<void> {
     const { keyPrefix, clock } = this.settings;
     const keys = leases.map((lease) => resourceBase(keyPrefix, lease.resource));
-    // release.lua's '2': a failed attempt cleaning up, claims kept.
-    const args = ['2', ...leases.flatMap((lease) => [lease.value, '', fence])];
+    const args = [mode, ...leases.flatMap((lease) => [lease.value, '', fence])];
     let timer: unknown;
     const timeout = new Promise<never>(
       (_, reject) => (timer = clock.setTimeout(() => reject(new NodeTimeoutError(s.nodeTimeoutMs)), s.nodeTimeoutMs)),
@@ -657,7 +850,7 @@ export class Redlock extends EventEmitter<RedlockEvents> {
       script: scripts.leave,
       header: [],
       keys: contenders.map((c) => resourceBase(keyPrefix, c.request.resource)),
-      args: contenders.map((c) => `${c.request.value}|${s.wakeOnRelease ? this.#inbox : ''}`),
+      args: contenders.map((c) => queueMember(c.request.value, s.wakeOnRelease ? this.#inbox : '', c.handoff?.ttlMs)),
       timeoutMs: s.nodeTimeoutMs,
       maxResources: s.maxBatchSize,
     };

@@ -25,11 +25,15 @@ interface Channel {
   idleTimer: unknown;
 }
 
+/** A node (its index) handed the lock to a lease value with a fence: a release told the value's inbox. */
+export type OnHandoff = (node: number, value: string, fence: number) => void;
+
 /** Messages a channel remembers for late listeners; when all are newer than a listener's attempt, it wakes anyway. */
 const RECENT_MESSAGES = 8;
 
 /**
- * Release notifications of one Redlock instance (release.lua publishes them): one subscriber
+ * Release notifications of one Redlock instance (release.lua publishes them; a handoff goes to
+ * `onHandoff`, with the node that made it): one subscriber
  * connection per node, opened when a contender first has to wait, and channel subscriptions
  * counted per channel, kept for `lingerMs` after the last listener left (a contender that loops
  * comes back sooner, and resubscribing would cost it a round trip). Queued waiters listen on the
@@ -41,14 +45,16 @@ export class ReleaseNotifier {
   readonly #clock: Clock;
   readonly #quorum: number;
   readonly #lingerMs: number;
+  readonly #onHandoff: OnHandoff;
   #subscribers: (NodeSubscriber | undefined)[] | undefined;
   readonly #channels = new Map<string, Channel>();
 
-  constructor(nodes: readonly LockNode[], clock: Clock, quorum: number, lingerMs: number) {
+  constructor(nodes: readonly LockNode[], clock: Clock, quorum: number, lingerMs: number, onHandoff: OnHandoff) {
     this.#nodes = nodes;
     this.#clock = clock;
     this.#quorum = quorum;
     this.#lingerMs = lingerMs;
+    this.#onHandoff = onHandoff;
   }
 
   /**
@@ -92,8 +98,8 @@ export class ReleaseNotifier {
   }
 
   #subscribe(channel: string, timeoutMs: number): Channel {
-    this.#subscribers ??= this.#nodes.map((node) =>
-      node.openSubscriber?.((from, message) => this.#deliver(from, message)),
+    this.#subscribers ??= this.#nodes.map((node, index) =>
+      node.openSubscriber?.((from, message) => this.#deliver(index, from, message)),
     );
     const entry: Channel = { listeners: new Map(), size: 0, subscribedAt: undefined, recent: [], idleTimer: undefined };
     this.#channels.set(channel, entry);
@@ -120,7 +126,13 @@ export class ReleaseNotifier {
     return entry;
   }
 
-  #deliver(channel: string, message: string): void {
+  #deliver(node: number, channel: string, message: string): void {
+    // '<value>|<fence>': the node handed the lock to that value (waiters.lua), not a wake-up.
+    const bar = message.indexOf('|');
+    if (bar >= 0) {
+      this.#onHandoff(node, message.slice(0, bar), Number(message.slice(bar + 1)));
+      return;
+    }
     const entry = this.#channels.get(channel);
     if (!entry) return;
     entry.recent.push({ at: this.#clock.now(), message });

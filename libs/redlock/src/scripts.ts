@@ -30,7 +30,8 @@ export const scripts = Object.freeze({
 /** A node's answer for one resource, decoded from the scripts' integer codes (the one place they are mapped). */
 /** `acquired`: set by this call; `refreshed`: the lock already held the caller's value (both are grants). */
 /** `early`: the node's clock has not reached the acquire's not-before time. */
-export type AcquireVote = 'acquired' | 'refreshed' | 'taken' | 'claimed' | 'stale' | 'queued' | 'early';
+/** `handed`: a release handed the lock to the caller's value, with a fence of its own (acquire.lua). */
+export type AcquireVote = 'acquired' | 'refreshed' | 'handed' | 'taken' | 'claimed' | 'stale' | 'queued' | 'early';
 export type ExtendVote = 'extended' | 'reestablished' | 'taken' | 'gone';
 export type ReleaseVote = 'released' | 'not-held';
 /** `started` by this start id, or the value (or start) holding the claim instead. */
@@ -43,6 +44,8 @@ function acquireVote(code: unknown): AcquireVote {
       return 'acquired';
     case 2:
       return 'refreshed';
+    case 3:
+      return 'handed';
     case 0:
       return 'taken';
     case -1:
@@ -90,16 +93,23 @@ function unknownCode(script: string, code: unknown): Error {
 
 /**
  * Decodes acquire.lua's reply (a code per resource, or a pair {code, detail}):
- * one vote per resource, the highest stored fence a `stale` vote reported, and
- * for `claimed` votes the lease value holding the claim (undefined when there are none).
+ * one vote per resource, the highest stored fence a `stale` or `handed` vote
+ * reported, for `claimed` votes the lease value holding the claim, and for
+ * `handed` votes the fence the handoff set (each undefined when there are none).
  */
 export function decodeAcquire(
   reply: unknown,
   count: number,
-): { votes: AcquireVote[]; maxFence: number; claimHolders: (string | undefined)[] | undefined } {
+): {
+  votes: AcquireVote[];
+  maxFence: number;
+  claimHolders: (string | undefined)[] | undefined;
+  handedFences: (number | undefined)[] | undefined;
+} {
   const entries = reply as unknown[];
   let maxFence = 0;
   let claimHolders: (string | undefined)[] | undefined;
+  let handedFences: (number | undefined)[] | undefined;
   const votes = new Array<AcquireVote>(count);
   for (let i = 0; i < count; i++) {
     const entry = entries[i];
@@ -110,9 +120,10 @@ export function decodeAcquire(
     const vote = acquireVote(entry[0]);
     if (vote === 'claimed') (claimHolders ??= [])[i] = String(entry[1]);
     else maxFence = Math.max(maxFence, Number(entry[1]));
+    if (vote === 'handed') (handedFences ??= [])[i] = Number(entry[1]);
     votes[i] = vote;
   }
-  return { votes, maxFence, claimHolders };
+  return { votes, maxFence, claimHolders, handedFences };
 }
 
 /** Decodes start.lua's reply: per resource `started`, or the value holding the claim. */

@@ -131,8 +131,9 @@ export function resolveSettings(
       `expected an integer above ${nodeCount / 2} and at most ${nodeCount} for ${nodeCount} node(s), got ${String(quorum)}`,
     );
   }
-  if (typeof settings.keyPrefix !== 'string' || settings.keyPrefix === '' || /[{}]/.test(settings.keyPrefix)) {
-    throw new InvalidSettingsError('keyPrefix', 'expected a non-empty string without { or }');
+  // '|' separates the parts of a queue member, which hold the inbox channel named after the prefix (keys.ts).
+  if (typeof settings.keyPrefix !== 'string' || settings.keyPrefix === '' || /[{}|]/.test(settings.keyPrefix)) {
+    throw new InvalidSettingsError('keyPrefix', 'expected a non-empty string without {, } or |');
   }
   validateCallSettings(settings);
   return Object.freeze({ ...settings, quorum });

@@ -4,13 +4,16 @@
   Waiting (ARGV[3] above 0: the acquire will retry): a contender that finds the
   lock taken sets the waiter mark, so that the holder's release publishes, and,
   with a ticket, takes its place in the queue: members '<lease value>|<inbox>'
-  (the channel its client listens on, ARGV[8]) ordered by ticket (the same
-  ticket on every node, so every node orders them alike), each with a deadline
-  on this node's clock that its attempts renew (a waiter that stopped retrying
-  drops out). A release that finds waiters queued leaves the lock reserved ('|')
-  until the head's deadline and tells the head on its inbox; only the head takes
-  a free or reserved lock on a retry, and a first attempt that finds it reserved
-  queues (QUEUED). A contender without a ticket (no fairness asked, revoking, or
+  (the channel its client listens on, ARGV[4]), and '|<ttl>' after them for a
+  waiter the lock may be handed to (a value of its own, no claim, start or
+  not-before, an inbox), ordered by ticket (the same ticket on every node, so
+  every node orders them alike), each with a deadline on this node's clock that
+  its attempts renew (a waiter that stopped retrying drops out). A lease's
+  release that finds waiters queued hands the lock to the head when it may and
+  hears its inbox (waiters.lua), else leaves the lock reserved ('|') until the
+  head's deadline and tells the head on its inbox; only the head takes a free or
+  reserved lock on a retry, a retry that finds the lock handed to it takes it as
+  it is (HANDED), and a first attempt that finds it reserved queues (QUEUED). A contender without a ticket (no fairness asked, revoking, or
   on its last attempt) takes a reserved lock as a free one.
   Revocation (ARGV[6]): the lock is taken from whoever holds it, in the same
   step, so no other holder can slip in between; the fence is raised as for any
@@ -28,8 +31,8 @@
   a wall time, whatever the client's clock says; with revocation, a client whose
   clock runs ahead can neither take a lock nor cancel its holder early.
   One key per resource: its key base `<prefix>:{<resource>}:` (keys.ts). The
-  script appends the suffixes `lock`, `fence`, `waiters`, `queue`, `due` and
-  `claim:<id>`, so every key of a resource shares its hash tag (one slot in a
+  script appends the suffixes `lock`, `fence`, `waiters`, `queue`, `due`,
+  `handed` and `claim:<id>`, so every key of a resource shares its hash tag (one slot in a
   Redis Cluster). Common path: one SET NX GET for the lock and one SET GET for
   the fence (a read and a write each), and with a claim one SET NX GET for it
   (written before the lock is known: an attempt that fails deletes the claim it
@@ -60,8 +63,8 @@
                     call's values are all new); then the start id ('' = none: no start;
                     with one, the claim id is set and the value supplied)
   Returns an array, one entry per resource (a call for one resource returns its
-  entry alone: an array reply costs the node more): the code, or for STALE and
-  CLAIMED a pair {code, detail}
+  entry alone: an array reply costs the node more): the code, or for STALE,
+  CLAIMED and HANDED a pair {code, detail}
     1  ACQUIRED  the lock is ours, set by this call (it was free, reserved, or
                  revoked): its fence is the proposal; claim recorded
     2  REFRESHED the lock already held our value (a takeover by value): refreshed,
@@ -76,6 +79,8 @@
                  detail: the stored fence (decimal string)
    -4  QUEUED    the lock is free or reserved, and another waiter is first in the queue
    -5  EARLY     this node's clock has not reached the not-before time (nothing changed)
+    3  HANDED    a release handed the lock to this value (the `handed` mark names it):
+                 refreshed for the ttl from now, fence unchanged; detail: that fence
 ]]
 -- A plain call has 4 + 3 * #KEYS arguments; the other layout cannot (its header would be shorter than five).
 local plain = #ARGV == 4 + 3 * #KEYS
@@ -107,6 +112,8 @@ for i = 1, #KEYS do
     claimId, new, start = ARGV[at + 4], ARGV[at + 5] == '1', ARGV[at + 6]
   end
   local claim = claimId ~= '' and base .. 'claim:' .. claimId
+  -- A waiter the lock may be handed to (waiters.lua): a value of its own, no claim, start or not-before, an inbox.
+  local handoff = new and not claim and start == '' and not notBefore and inbox ~= ''
   local code, holder, setFree, claimSet
   if start ~= '' then
     code = startClaim(claim, value, start, '', retention)
@@ -134,7 +141,7 @@ for i = 1, #KEYS do
       -- Free (a retry that may be queued only read it) or reserved: the queue's head takes it.
       if ticket ~= '' then
         q = q or waiters()
-        local member = value .. '|' .. inbox
+        local member = q.member(value, inbox, handoff and ttl)
         local first, deadline = q.head(base)
         if first and first ~= member then
           q.enqueue(base, member, ticket, wait)
@@ -145,13 +152,19 @@ for i = 1, #KEYS do
           code = -4
         end
       end
+    elseif holder == value and new and redis.call('GET', base .. 'handed') == value then
+      -- Handed to this waiter by a release (its notification may be late or lost): ours, with the
+      -- fence the release set, refreshed from now.
+      redis.call('SET', lock, value, 'PX', ttl)
+      redis.call('SET', base .. 'handed', value, 'PX', ttl)
+      code = { 3, redis.call('GET', base .. 'fence') }
     elseif holder and (holder == value and new or holder ~= value and not revoke) then
       code = 0
       if wait > 0 then
         redis.call('SET', base .. 'waiters', '1', 'PX', wait)
         if ticket ~= '' then
           q = q or waiters()
-          q.enqueue(base, value .. '|' .. inbox, ticket, wait)
+          q.enqueue(base, q.member(value, inbox, handoff and ttl), ticket, wait)
         end
       end
     end
@@ -159,7 +172,7 @@ for i = 1, #KEYS do
   if mayBeQueued and code and wait == 0 then
     -- The last attempt failed: no retry renews its place, which must not hold a reservation.
     q = q or waiters()
-    q.dequeue(base, value .. '|' .. inbox)
+    q.dequeue(base, q.member(value, inbox, handoff and ttl))
   elseif not code then
     -- The lock is ours to take (free, reserved, held by our value, or revoked): the proposal must be above the stored fence.
     local fence = base .. 'fence'
@@ -178,7 +191,7 @@ for i = 1, #KEYS do
       end
       if mayBeQueued or holder == '|' then
         q = q or waiters()
-        q.dequeue(base, value .. '|' .. inbox)
+        q.dequeue(base, q.member(value, inbox, handoff and ttl))
       end
       if claim and not claimSet then
         redis.call('SET', claim, value, 'PX', retention)

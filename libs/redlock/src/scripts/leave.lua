@@ -1,22 +1,25 @@
 --[[
   leave: takes waiters out of their resources' queues (acquires that gave up
   between attempts: aborted, or their claim granted to another). Where the lock
-  is reserved ('|') for a waiter that leaves as the first of the queue, the
+  is reserved ('|') for a waiter that leaves as the first of the queue, or was
+  handed to it by a release (its `handed` mark names the waiter), the
   reservation passes to the next waiter (its lease value published on its
   inbox) or, with none left, the lock is freed and the release published on the
   resource's channel: a waiter that leaves holds nobody up until its place
   expires.
   One key per resource: its key base `<prefix>:{<resource>}:` (keys.ts); the
-  script appends `lock`, `queue`, `due` and `released` (the resource's channel).
+  script appends `lock`, `fence`, `queue`, `due`, `handed` and `released` (the
+  resource's channel).
 
   KEYS, for resource i = 1..n:
     KEYS[i]     key base of the resource
   ARGV:
-    for resource i: ARGV[i] the waiter's queue member '<lease value>|<inbox>'
+    for resource i: ARGV[i] the waiter's queue member ('<lease value>|<inbox>', or with
+                    '|<ttl>' after them for a waiter the lock may be handed to: acquire.lua)
   Returns an array, one code per resource (a call for one resource returns its
   code alone: an array reply costs the node more):
-    1  LEFT        the waiter was queued and is no longer
-    0  NOT_QUEUED  the waiter was not queued (its place expired, or it never got one)
+    1  LEFT        the waiter was queued, or handed the lock, and is no longer
+    0  NOT_QUEUED  the waiter was not queued (its place expired, or it never got one) nor handed the lock
 ]]
 -- @include waiters
 local q = waiters()
@@ -28,8 +31,16 @@ for i = 1, #KEYS do
   local wasFirst = redis.call('ZRANGE', queue, 0, 0)[1] == member
   out[i] = redis.call('ZREM', queue, member)
   redis.call('ZREM', due, member)
-  if wasFirst and redis.call('GET', lock) == '|' then
-    q.passOn(base, lock)
+  local value = string.match(member, '^([^|]*)')
+  local holder = redis.call('GET', lock)
+  if wasFirst and holder == '|' or holder == value and redis.call('GET', base .. 'handed') == value then
+    -- Reserved for it, or handed to it and never used: then the next waiter gets the same token.
+    if holder == value then
+      out[i] = 1
+      q.passOn(base, lock, redis.call('GET', base .. 'fence'), true)
+    else
+      q.passOn(base, lock)
+    end
   end
 end
 if #KEYS == 1 then

@@ -2,10 +2,12 @@
   release: compare-and-delete the lock of each resource; optionally also drops
   a claim recorded by the same value (only after a failed acquire attempt: a
   granted claim must outlive the lease). Fences are never deleted.
-  Waiters (a waiter mark: acquire.lua): the lock stays reserved ('|') for the
-  first waiter of the queue until its deadline, and its lease value is published
-  on its inbox (the channel named in its queue member); the release is also
-  published ('') on the resource's channel, for waiters that do not queue.
+  Waiters (a waiter mark: acquire.lua): a lease's release (with its fence)
+  hands the lock to the first waiter of the queue, with the lease's token + 1,
+  when the waiter asked for it and hears its inbox (waiters.lua); else the lock stays reserved ('|') for it until its deadline,
+  and its lease value is published on its inbox (the channel named in its queue
+  member) (waiters.lua, serveFirst); the release is also published ('') on the
+  resource's channel, for waiters that do not queue.
   A lease released where the lock is not its own may still be queued there: its
   last attempt found the lock taken on this node (the previous holder's release
   had not landed yet) while it won on a quorum of others. Its release takes
@@ -14,8 +16,8 @@
   deadline. A failed attempt cleaning up keeps them: its acquire retries and
   needs its place.
   One key per resource: its key base `<prefix>:{<resource>}:` (keys.ts); the
-  script appends `lock`, `fence`, `waiters`, `queue`, `due`, `released` (the
-  resource's channel) and `claim:<id>`.
+  script appends `lock`, `fence`, `waiters`, `queue`, `due`, `handed`,
+  `released` (the resource's channel) and `claim:<id>`.
 
   KEYS, for resource i = 1..n:
     KEYS[i]     key base of the resource
@@ -24,12 +26,15 @@
     ARGV[1]     what releases: '0' a lease (as a plain release does); '1' a failed
                 attempt cleaning up, dropping the claims the value recorded too
                 (with a fence: only while it is current); '2' a failed attempt
-                cleaning up, claims kept (a takeover's: they may be its owner's)
+                cleaning up, claims kept (a takeover's: they may be its owner's);
+                '3' an acquire that failed giving back a handoff it never used
+                (claims kept): the next waiter is handed the same token
     for resource i: ARGV[3i-1] lease value, ARGV[3i] claim id ('' = none),
                     ARGV[3i+1] fence ('' = any): with one, the lock is deleted
                     only while the resource's fence is still that - nobody was
                     granted since (a failed attempt cleaning up: another holder
                     of the same value, a takeover, may have refreshed it since)
+                    or while the lock is marked handed to the value
   Returns an array, one code per resource (a call for one resource returns its
   code alone: an array reply costs the node more):
     1  RELEASED     the key held our value, or was reserved for it, and is deleted (or
@@ -38,6 +43,7 @@
 ]]
 local plain = #ARGV == #KEYS
 local dropClaims = not plain and ARGV[1] == '1'
+local giveBack = not plain and ARGV[1] == '3'
 local cleanup = not plain and ARGV[1] ~= '0'
 -- @include waiters
 -- One resource: its entry alone (see Returns), without building the array.
@@ -49,17 +55,28 @@ for i = 1, #KEYS do
   if not plain then
     value, claimId, fence = ARGV[3 * i - 1], ARGV[3 * i], ARGV[3 * i + 1]
   end
-  -- One read for the lock and the waiter mark, and the fence when it is checked.
+  -- One read for the lock and the waiter mark, and with a fence to check the fence and the handoff mark.
   local held = fence == '' and redis.call('MGET', lock, base .. 'waiters')
-    or redis.call('MGET', lock, base .. 'waiters', base .. 'fence')
-  local current = fence == '' or held[3] == fence
+    or redis.call('MGET', lock, base .. 'waiters', base .. 'fence', base .. 'handed')
+  -- A lock handed to the value is its own whatever the fence: a handoff raised it past the lease's
+  -- token where the value won on a quorum of other nodes first.
+  local current = fence == '' or held[3] == fence or held[4] == value
   local code = 0
   if current and held[1] == value then
-    if not (held[2] and waiters().reserveForFirst(base, lock)) then
-      redis.call('DEL', lock)
-    end
+    local served = false
     if held[2] then
-      redis.call('PUBLISH', base .. 'released', '')
+      -- A lease hands the lock on with its token + 1 (every node that held the lease holds that
+      -- token, so each hands the next holder the same one); a handoff given back, with its own; a
+      -- failed attempt cleaning up only reserves it.
+      local token = fence ~= '' and (giveBack and fence or not cleanup and string.format('%.0f', tonumber(fence) + 1))
+      served = waiters().serveFirst(base, lock, token or nil, giveBack, held[3] or false)
+      -- Waiters that do not queue take a free or reserved lock, not a handed one.
+      if served ~= 'handed' then
+        redis.call('PUBLISH', base .. 'released', '')
+      end
+    end
+    if not served then
+      redis.call('DEL', lock)
     end
     code = 1
   elseif held[2] and not cleanup then

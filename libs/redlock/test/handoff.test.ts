@@ -1,0 +1,175 @@
+import { describe, expect, it } from 'vitest';
+import { handedLease, type Handoff } from '../src/handoff.ts';
+import { queueMember } from '../src/keys.ts';
+import { resourceKeys, scripts } from '../src/index.ts';
+import { connectedRedlockOn, inspect, onEveryNode, useNodes } from './support.ts';
+
+describe('handedLease: the lease that nodes handing the lock over make', () => {
+  const of = (entries: [number, Handoff][]) => new Map(entries);
+
+  it('a quorum with one fence makes it; the validity starts at the quorum-th latest `since`', () => {
+    const handed = of([
+      [0, { fence: 7, since: 100 }],
+      [1, { fence: 7, since: 300 }],
+      [2, { fence: 7, since: 200 }],
+    ]);
+    expect(handedLease(handed, 2)).toEqual({ fence: 7, since: 200 });
+    expect(handedLease(handed, 3)).toEqual({ fence: 7, since: 100 });
+  });
+
+  it('too few nodes, or a quorum only across different fences, make none', () => {
+    expect(handedLease(of([[0, { fence: 7, since: 1 }]]), 2)).toBeUndefined();
+    const mixed = of([
+      [0, { fence: 7, since: 1 }],
+      [1, { fence: 8, since: 1 }],
+      [2, { fence: 9, since: 1 }],
+    ]);
+    expect(handedLease(mixed, 2)).toBeUndefined();
+    mixed.set(3, { fence: 8, since: 5 });
+    expect(handedLease(mixed, 2)).toEqual({ fence: 8, since: 1 });
+  });
+});
+
+describe('a release hands the lock to the first waiter', () => {
+  const cluster = useNodes(3);
+  const evalshaCalls = async (): Promise<number> => {
+    let calls = 0;
+    for (const url of cluster.nodes.urls) {
+      const stats = await inspect(url, (c) => c.info('commandstats'));
+      calls += Number(/cmdstat_evalsha:calls=(\d+)/.exec(stats)?.[1] ?? 0);
+    }
+    return calls;
+  };
+
+  it('in the release itself: the waiter sends nothing more, and its token is the lease token + 1', async () => {
+    const holder = await connectedRedlockOn(cluster.nodes.urls);
+    // A retry delay far past the checks: only the handoff can give it the lock in time.
+    const waiter = await connectedRedlockOn(cluster.nodes.urls, { retryDelayMs: 5000, retryJitterMs: 0 });
+    const keys = resourceKeys('tickwarden', 'hand-over');
+    for (let round = 0; round < 3; round++) {
+      const lease = await holder.acquire('hand-over', 10_000);
+      const waiting = waiter.acquire('hand-over', 10_000);
+      await onEveryNode(cluster.nodes.urls, (c) => c.zcard(keys.queue), 1);
+      // Its first wait subscribes it to its inbox; a release before that would reserve the lock instead.
+      await onEveryNode(
+        cluster.nodes.urls,
+        async (c) => ((await c.call('PUBSUB', 'CHANNELS', 'tickwarden:inbox:*')) as string[]).length,
+        1,
+      );
+      const before = await evalshaCalls();
+      const releasedAt = performance.now();
+      await holder.release(lease);
+      const got = await waiting;
+      expect(performance.now() - releasedAt).toBeLessThan(1000);
+      expect(got.fence).toBe(lease.fence + 1);
+      // The release on every node (each ran its handoff there) and the reads above: no acquire.
+      await onEveryNode(cluster.nodes.urls, (c) => c.get(keys.lock), got.value);
+      expect((await evalshaCalls()) - before).toBe(3);
+      expect(got.validUntil - performance.now()).toBeLessThanOrEqual(10_000);
+      expect(got.validUntil - performance.now()).toBeGreaterThan(9_000);
+      await waiter.release(got);
+      await onEveryNode(cluster.nodes.urls, (c) => c.get(keys.lock), null);
+    }
+  });
+
+  it('a waiter that asked for no notifications gets a reservation, which its retry takes', async () => {
+    const holder = await connectedRedlockOn(cluster.nodes.urls);
+    const waiter = await connectedRedlockOn(cluster.nodes.urls, {
+      retryDelayMs: 300,
+      retryJitterMs: 0,
+      wakeOnRelease: false,
+    });
+    const keys = resourceKeys('tickwarden', 'no-inbox');
+    const lease = await holder.acquire('no-inbox', 10_000);
+    const waiting = waiter.acquire('no-inbox', 10_000);
+    await onEveryNode(cluster.nodes.urls, (c) => c.zcard(keys.queue), 1);
+    await holder.release(lease);
+    await onEveryNode(cluster.nodes.urls, (c) => c.get(keys.lock), '|');
+    const got = await waiting;
+    expect(got.fence).toBeGreaterThan(lease.fence);
+    await waiter.release(got);
+  });
+});
+
+describe('release.lua and leave.lua hand the lock over', () => {
+  const cluster = useNodes(1);
+  const url = () => cluster.nodes.urls[0] ?? '';
+  const base = 'tickwarden:{scripted}:';
+  const keys = resourceKeys('tickwarden', 'scripted');
+  const inboxes = ['tickwarden:inbox:a', 'tickwarden:inbox:b'];
+  const values = ['a'.repeat(40), 'b'.repeat(40)];
+
+  /** `holder` holds the lock with fence 100; the two waiters are queued in order, each heard on its inbox. */
+  async function withQueue<T>(use: (heard: string[]) => Promise<T>): Promise<T> {
+    const heard: string[] = [];
+    return inspect(url(), async (subscriber) => {
+      subscriber.on('message', (_channel: string, message: string) => heard.push(message));
+      await subscriber.subscribe(...inboxes);
+      return inspect(url(), async (c) => {
+        await c.del(keys.lock, keys.fence, keys.queue, keys.due, keys.handed, keys.waiters);
+        await c.set(keys.lock, 'h'.repeat(40), 'PX', 10_000);
+        await c.set(keys.fence, '100', 'PX', 60_000);
+        await c.set(keys.waiters, '1', 'PX', 10_000);
+        const due = Date.now() + 10_000;
+        for (const [i, value] of values.entries()) {
+          const member = queueMember(value, inboxes[i] ?? '', 5000);
+          await c.zadd(keys.queue, String(i + 1), member);
+          await c.zadd(keys.due, String(due), member);
+        }
+        return use(heard);
+      });
+    });
+  }
+
+  const release = (mode: string, value: string, fence: string) =>
+    inspect(url(), (c) => c.eval(scripts.release.source, 1, base, mode, value, '', fence));
+  const state = () =>
+    inspect(url(), async (c) => ({
+      lock: await c.get(keys.lock),
+      fence: await c.get(keys.fence),
+      handed: await c.get(keys.handed),
+      queued: (await c.zrange(keys.queue, '0', '-1')).length,
+    }));
+
+  it("a lease's release hands the first waiter its token + 1, and tells it first", async () => {
+    await withQueue(async (heard) => {
+      expect(await release('0', 'h'.repeat(40), '100')).toBe(1);
+      expect(await state()).toEqual({ lock: values[0], fence: '101', handed: values[0], queued: 1 });
+      await expect.poll(() => heard).toEqual([`${values[0]}|101`]);
+    });
+  });
+
+  it('a handoff given back unused (an acquire that failed) hands the next waiter the same token', async () => {
+    await withQueue(async () => {
+      await release('0', 'h'.repeat(40), '100');
+      expect(await release('3', values[0] ?? '', '101')).toBe(1);
+      expect(await state()).toEqual({ lock: values[1], fence: '101', handed: values[1], queued: 0 });
+    });
+  });
+
+  it("a failed attempt's cleanup of a handoff reserves the lock for the next waiter instead", async () => {
+    await withQueue(async () => {
+      await release('0', 'h'.repeat(40), '100');
+      expect(await release('2', values[0] ?? '', '101')).toBe(1);
+      expect((await state()).lock).toBe('|');
+    });
+  });
+
+  it('a lease releases a node that handed it the lock late, whatever fence the lease holds', async () => {
+    await withQueue(async () => {
+      await release('0', 'h'.repeat(40), '100');
+      // The value won elsewhere with its own token; this node handed it the lock since (fence 101).
+      expect(await release('0', values[0] ?? '', '555')).toBe(1);
+      expect((await state()).lock).toBe(values[1]);
+    });
+  });
+
+  it('a waiter that leaves after it was handed the lock passes it on with the same token', async () => {
+    await withQueue(async () => {
+      await release('0', 'h'.repeat(40), '100');
+      const member = queueMember(values[0] ?? '', inboxes[0] ?? '', 5000);
+      expect(await inspect(url(), (c) => c.eval(scripts.leave.source, 1, base, member))).toBe(1);
+      expect(await state()).toEqual({ lock: values[1], fence: '101', handed: values[1], queued: 0 });
+    });
+  });
+});
