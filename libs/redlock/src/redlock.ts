@@ -120,7 +120,7 @@ interface Contender {
   /** Values holding the claim in the last attempt, with their node counts (see ClaimHolders). */
   lastClaimHolders?: ClaimHolders | undefined;
   /** Set for a waiter the lock may be handed to (acquireBatch says which): what nodes handed it. */
-  handoff?: HandoffState;
+  handoff: HandoffState | undefined;
 }
 
 /** A waiter's handoffs: by node what it handed, and when each node last refused it (see Handoff.since). */
@@ -294,37 +294,41 @@ export class Redlock extends EventEmitter<RedlockEvents> {
       throw new InvalidSettingsError('start', 'a start needs a claim id, a value and a start id without "|"');
     if ((revoke || notBeforeMs !== undefined) && requests.some((r) => r.start !== undefined))
       throw new InvalidSettingsError('start', 'a start takes a lease over by its value: no revoke, no notBeforeMs');
-    const contenders: Contender[] = requests.map((request) => ({
-      request: { ...request, value: request.value ?? this.#newValue() },
-      supplied: request.value !== undefined,
-    }));
     const { clock, random } = this.settings;
     const started = clock.now();
     // Waiters queue by a ticket taken once per acquire: every node orders them alike.
     const queues = s.yieldToWaiters && !revoke;
+    // Waiters the lock may be handed to: a value of its own, no claim or start, notifications, no not-before (acquire.lua).
+    const handsOff = queues && s.wakeOnRelease && notBeforeMs === undefined;
+    let waiting: Waiting | undefined;
+    const contenders: Contender[] = requests.map((request) => {
+      const value = request.value ?? this.#newValue();
+      const c: Contender = {
+        request: { ...request, value },
+        supplied: request.value !== undefined,
+        handoff:
+          handsOff && request.value === undefined && request.claim === undefined
+            ? {
+                ttlMs,
+                handed: new Map(),
+                refusedAt: [],
+                givenBack: [],
+                started,
+                attempting: false,
+                attempts: 0,
+                settings: s,
+                wake: () => waiting?.notify?.(),
+              }
+            : undefined,
+      };
+      if (c.handoff) this.#handoffWaiters.set(value, c);
+      return c;
+    });
     const ticket = queues ? String(clock.wallMicros()) : '';
     let retriesLeft = s.retryCount;
     let staleRounds = 0;
     /** When the next counted retry is due (a notification brings an attempt forward, uncounted). */
     let dueAt: number | undefined;
-    let waiting: Waiting | undefined;
-    // Waiters the lock may be handed to: a value of its own, no claim or start, notifications, no not-before (acquire.lua).
-    if (queues && s.wakeOnRelease && notBeforeMs === undefined)
-      for (const c of contenders) {
-        if (c.supplied || c.request.claim !== undefined) continue;
-        c.handoff = {
-          ttlMs,
-          handed: new Map(),
-          refusedAt: [],
-          givenBack: [],
-          started,
-          attempting: false,
-          attempts: 0,
-          settings: s,
-          wake: () => waiting?.notify?.(),
-        };
-        this.#handoffWaiters.set(c.request.value, c);
-      }
     try {
       for (let attempt = 1; ; attempt++) {
         const open = contenders.filter((c) => !c.result);
@@ -520,8 +524,11 @@ export class Redlock extends EventEmitter<RedlockEvents> {
     // Keys were set no earlier than `start`: they outlive `start + ttl - drift` on any node whose clock drifts within bounds.
     const validUntil = start + ttlMs - driftMs(ttlMs, s.driftFactor);
     const validity = validUntil - end;
-    for (const [i, c] of open.entries())
-      if (c.handoff) this.#noteHandoffVotes(c.handoff, i, replies, start, handedFencesOf);
+    // What the votes say of handoffs matters to an attempt that did not win, or found some.
+    open.forEach((c, i) => {
+      if (c.handoff && ((acquired[i] ?? 0) < quorum || c.handoff.handed.size > 0))
+        this.#noteHandoffVotes(c.handoff, i, replies, start, handedFencesOf);
+    });
 
     const failed: Contender[] = [];
     let staleOnly = true;
