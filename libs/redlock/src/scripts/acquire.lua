@@ -13,7 +13,8 @@
   hears its inbox (waiters.lua), else leaves the lock reserved ('|') until the
   head's deadline and tells the head on its inbox; only the head takes a free or
   reserved lock on a retry, a retry that finds the lock handed to it takes it as
-  it is (HANDED), and a first attempt that finds it reserved queues (QUEUED). A contender without a ticket (no fairness asked, revoking, or
+  it is (HANDED), and a first attempt that finds it reserved queues (QUEUED).
+  A contender without a ticket (no fairness asked, revoking, or
   on its last attempt) takes a reserved lock as a free one.
   Revocation (ARGV[6]): the lock is taken from whoever holds it, in the same
   step, so no other holder can slip in between; the fence is raised as for any
@@ -112,7 +113,8 @@ for i = 1, #KEYS do
     claimId, new, start = ARGV[at + 4], ARGV[at + 5] == '1', ARGV[at + 6]
   end
   local claim = claimId ~= '' and base .. 'claim:' .. claimId
-  -- A waiter the lock may be handed to (waiters.lua): a value of its own, no claim, start or not-before, an inbox.
+  -- A waiter the lock may be handed to (waiters.lua): a value of its own, no claim, start or
+  -- not-before, and an inbox.
   local handoff = new and not claim and start == '' and not notBefore and inbox ~= ''
   local code, holder, setFree, claimSet
   if start ~= '' then

@@ -19,7 +19,8 @@
   Returns an array, one code per resource (a call for one resource returns its
   code alone: an array reply costs the node more):
     1  LEFT        the waiter was queued, or handed the lock, and is no longer
-    0  NOT_QUEUED  the waiter was not queued (its place expired, or it never got one) nor handed the lock
+    0  NOT_QUEUED  the waiter was not queued (its place expired, or it never got one) nor
+                   handed the lock
 ]]
 -- @include waiters
 local q = waiters()
@@ -33,9 +34,10 @@ for i = 1, #KEYS do
   redis.call('ZREM', due, member)
   local value = string.match(member, '^([^|]*)')
   local holder = redis.call('GET', lock)
-  if wasFirst and holder == '|' or holder == value and redis.call('GET', base .. 'handed') == value then
+  local handed = holder == value and redis.call('GET', base .. 'handed') == value
+  if wasFirst and holder == '|' or handed then
     -- Reserved for it, or handed to it and never used: then the next waiter gets the same token.
-    if holder == value then
+    if handed then
       out[i] = 1
       q.passOn(base, lock, redis.call('GET', base .. 'fence'), true)
     else

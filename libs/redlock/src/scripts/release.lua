@@ -4,9 +4,10 @@
   granted claim must outlive the lease). Fences are never deleted.
   Waiters (a waiter mark: acquire.lua): a lease's release (with its fence)
   hands the lock to the first waiter of the queue, with the lease's token + 1,
-  when the waiter asked for it and hears its inbox (waiters.lua); else the lock stays reserved ('|') for it until its deadline,
-  and its lease value is published on its inbox (the channel named in its queue
-  member) (waiters.lua, serveFirst); the release is also published ('') on the
+  when the waiter asked for it and hears its inbox; else the lock stays
+  reserved ('|') for it until its deadline, and its lease value is published on
+  its inbox (the channel named in its queue member) (waiters.lua, serveFirst).
+  A release that frees or reserves the lock is also published ('') on the
   resource's channel, for waiters that do not queue.
   A lease released where the lock is not its own may still be queued there: its
   last attempt found the lock taken on this node (the previous holder's release
@@ -55,7 +56,7 @@ for i = 1, #KEYS do
   if not plain then
     value, claimId, fence = ARGV[3 * i - 1], ARGV[3 * i], ARGV[3 * i + 1]
   end
-  -- One read for the lock and the waiter mark, and with a fence to check the fence and the handoff mark.
+  -- One read for the lock and the waiter mark; with a fence to check, the fence and the handoff mark too.
   local held = fence == '' and redis.call('MGET', lock, base .. 'waiters')
     or redis.call('MGET', lock, base .. 'waiters', base .. 'fence', base .. 'handed')
   -- A lock handed to the value is its own whatever the fence: a handoff raised it past the lease's
@@ -68,7 +69,8 @@ for i = 1, #KEYS do
       -- A lease hands the lock on with its token + 1 (every node that held the lease holds that
       -- token, so each hands the next holder the same one); a handoff given back, with its own; a
       -- failed attempt cleaning up only reserves it.
-      local token = fence ~= '' and (giveBack and fence or not cleanup and string.format('%.0f', tonumber(fence) + 1))
+      local bumped = fence ~= '' and not cleanup and string.format('%.0f', tonumber(fence) + 1)
+      local token = fence ~= '' and (giveBack and fence or bumped)
       served = waiters().serveFirst(base, lock, token or nil, giveBack, held[3] or false)
       -- Waiters that do not queue take a free or reserved lock, not a handed one.
       if served ~= 'handed' then

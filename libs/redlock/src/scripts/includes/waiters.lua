@@ -58,9 +58,9 @@ local function waiters()
   -- (or, `reuse`: a handoff given back unused, equal to it) and the waiter hears its inbox; else
   -- reserves the lock ('|') for it until its deadline and publishes its lease value on its inbox
   -- (its next attempt takes it). False when no waiter is left; 'handed' after a handoff.
-  -- `stored`: this node's fence when the caller read it already (false: none). A handoff tells the waiter
-  -- '<value>|<token>' first (PUBLISH counts who heard it), then sets the lock for the waiter's ttl,
-  -- the fence and the `handed` mark, and takes the waiter out of the queue.
+  -- `stored`: this node's fence when the caller read it already (false: none). A handoff tells
+  -- the waiter '<value>|<token>' first (PUBLISH counts who heard it), then sets the lock for
+  -- the waiter's ttl, the fence and the `handed` mark, and takes the waiter out of the queue.
   function q.serveFirst(base, lock, token, reuse, stored)
     local first, deadline = q.head(base)
     if not first then
