@@ -59,6 +59,7 @@ describe('settings', () => {
     ['abortMarginMs', -1],
     ['maxHoldMs', Number.POSITIVE_INFINITY],
     ['keyPrefix', 'a{b}'],
+    ['keyPrefix', 'a|b'],
   ])('names %s in the error when it is %s', (setting, value) => {
     const error = settingError(() => new Redlock(fakeNodes(3), { [setting]: value }));
     expect(error.setting).toBe(setting);
