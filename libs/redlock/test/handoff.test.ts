@@ -139,6 +139,20 @@ describe('release.lua and leave.lua hand the lock over', () => {
     });
   });
 
+  it('a waiter nobody hears on its inbox (its connection is gone) gets a reservation instead', async () => {
+    await inspect(url(), async (c) => {
+      await c.del(keys.lock, keys.fence, keys.queue, keys.due, keys.handed, keys.waiters);
+      await c.set(keys.lock, 'h'.repeat(40), 'PX', 10_000);
+      await c.set(keys.fence, '100', 'PX', 60_000);
+      await c.set(keys.waiters, '1', 'PX', 10_000);
+      const member = queueMember(values[0] ?? '', 'tickwarden:inbox:nobody', 5000);
+      await c.zadd(keys.queue, '1', member);
+      await c.zadd(keys.due, String(Date.now() + 10_000), member);
+    });
+    expect(await release('0', 'h'.repeat(40), '100')).toBe(1);
+    expect(await state()).toEqual({ lock: '|', fence: '100', handed: null, queued: 1 });
+  });
+
   it('a handoff given back unused (an acquire that failed) hands the next waiter the same token', async () => {
     await withQueue(async () => {
       await release('0', 'h'.repeat(40), '100');
