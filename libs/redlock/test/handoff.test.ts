@@ -72,6 +72,33 @@ describe('a release hands the lock to the first waiter', () => {
     }
   });
 
+  it("a takeover of a handed lease by its value is not undone by the first lease's release", async () => {
+    const holder = await connectedRedlockOn(cluster.nodes.urls);
+    const waiter = await connectedRedlockOn(cluster.nodes.urls, { retryDelayMs: 5000, retryJitterMs: 0 });
+    const recovery = await connectedRedlockOn(cluster.nodes.urls);
+    const keys = resourceKeys('tickwarden', 'handed-taken-over');
+    const lease = await holder.acquire('handed-taken-over', 10_000);
+    const waiting = waiter.acquire('handed-taken-over', 10_000);
+    await onEveryNode(cluster.nodes.urls, (c) => c.zcard(keys.queue), 1);
+    await onEveryNode(
+      cluster.nodes.urls,
+      async (c) => ((await c.call('PUBSUB', 'CHANNELS', 'tickwarden:inbox:*')) as string[]).length,
+      1,
+    );
+    await holder.release(lease);
+    const handed = await waiting;
+    await onEveryNode(cluster.nodes.urls, (c) => c.get(keys.handed), handed.value);
+    // A recovery takes the lease over by its value (as a worker takes over a tick's lease): a new fence.
+    const takenOver = await recovery.acquire('handed-taken-over', 10_000, { value: handed.value });
+    expect(takenOver.fence).toBeGreaterThan(handed.fence);
+    await onEveryNode(cluster.nodes.urls, (c) => c.get(keys.fence), String(takenOver.fence));
+    // The first lease's release, with its older fence, must leave the takeover's lock alone.
+    await waiter.release(handed);
+    await onEveryNode(cluster.nodes.urls, (c) => c.get(keys.lock), handed.value);
+    await recovery.release(takenOver);
+    await onEveryNode(cluster.nodes.urls, (c) => c.get(keys.lock), null);
+  });
+
   it('a waiter that asked for no notifications gets a reservation, which its retry takes', async () => {
     const holder = await connectedRedlockOn(cluster.nodes.urls);
     const waiter = await connectedRedlockOn(cluster.nodes.urls, {

@@ -198,6 +198,11 @@ for i = 1, #KEYS do
       if claim and not claimSet then
         redis.call('SET', claim, value, 'PX', retention)
       end
+      if not new then
+        -- A takeover by value: a release of the handoff it took over, with the older fence, must
+        -- not find the lock marked handed to the value (release.lua) and delete the takeover's.
+        redis.call('DEL', base .. 'handed')
+      end
       code = holder == value and 2 or 1
     end
   end

@@ -69,9 +69,9 @@ for i = 1, #KEYS do
       -- A lease hands the lock on with its token + 1 (every node that held the lease holds that
       -- token, so each hands the next holder the same one); a handoff given back, with its own; a
       -- failed attempt cleaning up only reserves it.
-      local bumped = fence ~= '' and not cleanup and string.format('%.0f', tonumber(fence) + 1)
-      local token = fence ~= '' and (giveBack and fence or bumped)
-      served = waiters().serveFirst(base, lock, token or nil, giveBack, held[3] or false)
+      local bumped = not cleanup and fence ~= '' and string.format('%.0f', tonumber(fence) + 1)
+      local token = giveBack and fence or bumped or nil
+      served = waiters().serveFirst(base, lock, token, giveBack, held[3] or false)
       -- Waiters that do not queue take a free or reserved lock, not a handed one.
       if served ~= 'handed' then
         redis.call('PUBLISH', base .. 'released', '')
