@@ -198,8 +198,8 @@ for i = 1, #KEYS do
       if claim and not claimSet then
         redis.call('SET', claim, value, 'PX', retention)
       end
-      if not new then
-        -- A takeover by value: a release of the handoff it took over, with the older fence, must
+      if holder == value then
+        -- A takeover by value: a release of a handoff it took over, with the older fence, must
         -- not find the lock marked handed to the value (release.lua) and delete the takeover's.
         redis.call('DEL', base .. 'handed')
       end
