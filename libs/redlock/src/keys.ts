@@ -20,16 +20,8 @@ export function inboxChannel(prefix: string, id: string): string {
   return `${prefix}:inbox:${id}`;
 }
 
-/**
- * A waiter's member of a resource's queue, as acquire.lua writes it: with `handoffTtlMs`, one the
- * lock may be handed to for that long (waiters.lua).
- */
-export function queueMember(value: string, inbox: string, handoffTtlMs?: number): string {
-  return handoffTtlMs === undefined ? `${value}|${inbox}` : `${value}|${inbox}|${handoffTtlMs}`;
-}
-
 /** The keys of one resource, as the scripts build them from its base. */
-export function resourceKeys(prefix: string, resource: string, claim?: string) {
+export function resourceKeys(prefix: string, resource: string, claim?: string, waiter?: string) {
   const base = resourceBase(prefix, resource);
   return {
     lock: `${base}lock`,
@@ -37,7 +29,7 @@ export function resourceKeys(prefix: string, resource: string, claim?: string) {
     claim: `${base}claim:${claim ?? ''}`,
     waiters: `${base}waiters`,
     queue: `${base}queue`,
-    due: `${base}due`,
-    handed: `${base}handed`,
+    /** A waiter's record while it waits, its `handed` mark after a handoff (waiters.lua). */
+    waiter: `${base}waiter:${waiter ?? ''}`,
   };
 }

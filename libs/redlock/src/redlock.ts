@@ -16,7 +16,7 @@ import {
 } from './errors.ts';
 import { CallCoalescer, type ReplyHandler, type ScriptCall } from './call-coalescer.ts';
 import { handedLease, type Handoff } from './handoff.ts';
-import { inboxChannel, queueMember, releaseChannel, resourceBase } from './keys.ts';
+import { inboxChannel, releaseChannel, resourceBase } from './keys.ts';
 import type { AcquireRequest, BatchResult, Lease, ReleaseResult, ReleaseTarget } from './lease.ts';
 import { LeaseWatchdog } from './lease-watchdog.ts';
 import { IoredisLockNode, type LockNode } from './lock-node.ts';
@@ -857,7 +857,7 @@ export class Redlock extends EventEmitter<RedlockEvents> {
       script: scripts.leave,
       header: [],
       keys: contenders.map((c) => resourceBase(keyPrefix, c.request.resource)),
-      args: contenders.map((c) => queueMember(c.request.value, s.wakeOnRelease ? this.#inbox : '', c.handoff?.ttlMs)),
+      args: contenders.map((c) => c.request.value),
       timeoutMs: s.nodeTimeoutMs,
       maxResources: s.maxBatchSize,
     };

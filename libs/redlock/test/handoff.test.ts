@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { handedLease, type Handoff } from '../src/handoff.ts';
-import { queueMember } from '../src/keys.ts';
 import { resourceKeys, scripts } from '../src/index.ts';
+import type { Redis } from 'ioredis';
 import { connectedRedlockOn, inspect, onEveryNode, useNodes } from './support.ts';
 
 describe('handedLease: the lease that nodes handing the lock over make', () => {
@@ -87,7 +87,8 @@ describe('a release hands the lock to the first waiter', () => {
     );
     await holder.release(lease);
     const handed = await waiting;
-    await onEveryNode(cluster.nodes.urls, (c) => c.get(keys.handed), handed.value);
+    const record = resourceKeys('tickwarden', 'handed-taken-over', undefined, handed.value).waiter;
+    await onEveryNode(cluster.nodes.urls, (c) => c.get(record), 'handed');
     // A recovery takes the lease over by its value (as a worker takes over a tick's lease): a new fence.
     const takenOver = await recovery.acquire('handed-taken-over', 10_000, { value: handed.value });
     expect(takenOver.fence).toBeGreaterThan(handed.fence);
@@ -126,23 +127,36 @@ describe('release.lua and leave.lua hand the lock over', () => {
   const inboxes = ['tickwarden:inbox:a', 'tickwarden:inbox:b'];
   const values = ['a'.repeat(40), 'b'.repeat(40)];
 
-  /** `holder` holds the lock with fence 100; the two waiters are queued in order, each heard on its inbox. */
+  const holder = 'h'.repeat(40);
+  const recordOf = (value: string | undefined) => resourceKeys('tickwarden', 'scripted', undefined, value).waiter;
+
+  /**
+   * `holder` holds the lock with fence 100; `waiting` lease values queue behind it through acquire.lua
+   * itself (a plain call: ttl 5 s, wait 10 s, fence retention 60 s), each with its inbox and a ticket
+   * in order.
+   */
+  async function seed(c: Redis, waiting: readonly { value: string; inbox: string }[]): Promise<void> {
+    await c.del(keys.lock, keys.fence, keys.queue, keys.waiters, ...values.map(recordOf));
+    await c.set(keys.lock, holder, 'PX', 10_000);
+    await c.set(keys.fence, '100', 'PX', 60_000);
+    for (const [i, { value, inbox }] of waiting.entries()) {
+      const args = ['5000', '10000', '60000', inbox, value, '1', String(i + 1)];
+      expect(await c.evalsha(scripts.acquire.sha, 1, base, ...args)).toBe(0);
+    }
+  }
+
+  /** Two waiters queued in order, each heard on its inbox. */
   async function withQueue<T>(use: (heard: string[]) => Promise<T>): Promise<T> {
     const heard: string[] = [];
     return inspect(url(), async (subscriber) => {
       subscriber.on('message', (_channel: string, message: string) => heard.push(message));
       await subscriber.subscribe(...inboxes);
       return inspect(url(), async (c) => {
-        await c.del(keys.lock, keys.fence, keys.queue, keys.due, keys.handed, keys.waiters);
-        await c.set(keys.lock, 'h'.repeat(40), 'PX', 10_000);
-        await c.set(keys.fence, '100', 'PX', 60_000);
-        await c.set(keys.waiters, '1', 'PX', 10_000);
-        const due = Date.now() + 10_000;
-        for (const [i, value] of values.entries()) {
-          const member = queueMember(value, inboxes[i] ?? '', 5000);
-          await c.zadd(keys.queue, String(i + 1), member);
-          await c.zadd(keys.due, String(due), member);
-        }
+        await c.script('LOAD', scripts.acquire.source);
+        await seed(
+          c,
+          values.map((value, i) => ({ value, inbox: inboxes[i] ?? '' })),
+        );
         return use(heard);
       });
     });
@@ -151,46 +165,52 @@ describe('release.lua and leave.lua hand the lock over', () => {
   const release = (mode: string, value: string, fence: string) =>
     inspect(url(), (c) => c.eval(scripts.release.source, 1, base, mode, value, '', fence));
   const state = () =>
-    inspect(url(), async (c) => ({
-      lock: await c.get(keys.lock),
-      fence: await c.get(keys.fence),
-      handed: await c.get(keys.handed),
-      queued: (await c.zrange(keys.queue, '0', '-1')).length,
-    }));
+    inspect(url(), async (c) => {
+      const lock = await c.get(keys.lock);
+      return {
+        lock,
+        fence: await c.get(keys.fence),
+        handed: lock === null || lock === '|' ? null : await c.get(recordOf(lock)),
+        queued: (await c.zrange(keys.queue, '0', '-1')).length,
+      };
+    });
 
   it("a lease's release hands the first waiter its token + 1, and tells it first", async () => {
     await withQueue(async (heard) => {
-      expect(await release('0', 'h'.repeat(40), '100')).toBe(1);
-      expect(await state()).toEqual({ lock: values[0], fence: '101', handed: values[0], queued: 1 });
+      expect(await release('0', holder, '100')).toBe(1);
+      expect(await state()).toEqual({ lock: values[0], fence: '101', handed: 'handed', queued: 1 });
       await expect.poll(() => heard).toEqual([`${values[0]}|101`]);
     });
   });
 
   it('a waiter nobody hears on its inbox (its connection is gone) gets a reservation instead', async () => {
     await inspect(url(), async (c) => {
-      await c.del(keys.lock, keys.fence, keys.queue, keys.due, keys.handed, keys.waiters);
-      await c.set(keys.lock, 'h'.repeat(40), 'PX', 10_000);
-      await c.set(keys.fence, '100', 'PX', 60_000);
-      await c.set(keys.waiters, '1', 'PX', 10_000);
-      const member = queueMember(values[0] ?? '', 'tickwarden:inbox:nobody', 5000);
-      await c.zadd(keys.queue, '1', member);
-      await c.zadd(keys.due, String(Date.now() + 10_000), member);
+      await c.script('LOAD', scripts.acquire.source);
+      await seed(c, [{ value: values[0] ?? '', inbox: 'tickwarden:inbox:nobody' }]);
     });
-    expect(await release('0', 'h'.repeat(40), '100')).toBe(1);
+    expect(await release('0', holder, '100')).toBe(1);
     expect(await state()).toEqual({ lock: '|', fence: '100', handed: null, queued: 1 });
+  });
+
+  it('a waiter whose record expired (it died, or gave up without leaving) is passed over', async () => {
+    await withQueue(async () => {
+      await inspect(url(), (c) => c.del(recordOf(values[0])));
+      expect(await release('0', holder, '100')).toBe(1);
+      expect(await state()).toEqual({ lock: values[1], fence: '101', handed: 'handed', queued: 0 });
+    });
   });
 
   it('a handoff given back unused (an acquire that failed) hands the next waiter the same token', async () => {
     await withQueue(async () => {
-      await release('0', 'h'.repeat(40), '100');
+      await release('0', holder, '100');
       expect(await release('3', values[0] ?? '', '101')).toBe(1);
-      expect(await state()).toEqual({ lock: values[1], fence: '101', handed: values[1], queued: 0 });
+      expect(await state()).toEqual({ lock: values[1], fence: '101', handed: 'handed', queued: 0 });
     });
   });
 
   it("a failed attempt's cleanup of a handoff reserves the lock for the next waiter instead", async () => {
     await withQueue(async () => {
-      await release('0', 'h'.repeat(40), '100');
+      await release('0', holder, '100');
       expect(await release('2', values[0] ?? '', '101')).toBe(1);
       expect((await state()).lock).toBe('|');
     });
@@ -198,7 +218,7 @@ describe('release.lua and leave.lua hand the lock over', () => {
 
   it('a lease releases a node that handed it the lock late, whatever fence the lease holds', async () => {
     await withQueue(async () => {
-      await release('0', 'h'.repeat(40), '100');
+      await release('0', holder, '100');
       // The value won elsewhere with its own token; this node handed it the lock since (fence 101).
       expect(await release('0', values[0] ?? '', '555')).toBe(1);
       expect((await state()).lock).toBe(values[1]);
@@ -207,10 +227,9 @@ describe('release.lua and leave.lua hand the lock over', () => {
 
   it('a waiter that leaves after it was handed the lock passes it on with the same token', async () => {
     await withQueue(async () => {
-      await release('0', 'h'.repeat(40), '100');
-      const member = queueMember(values[0] ?? '', inboxes[0] ?? '', 5000);
-      expect(await inspect(url(), (c) => c.eval(scripts.leave.source, 1, base, member))).toBe(1);
-      expect(await state()).toEqual({ lock: values[1], fence: '101', handed: values[1], queued: 0 });
+      await release('0', holder, '100');
+      expect(await inspect(url(), (c) => c.eval(scripts.leave.source, 1, base, values[0] ?? ''))).toBe(1);
+      expect(await state()).toEqual({ lock: values[1], fence: '101', handed: 'handed', queued: 0 });
     });
   });
 });

@@ -3,19 +3,20 @@
   resource, records the proposed fencing token with it, and records the claim.
   Waiting (ARGV[3] above 0: the acquire will retry): a contender that finds the
   lock taken sets the waiter mark, so that the holder's release publishes, and,
-  with a ticket, takes its place in the queue: members '<lease value>|<inbox>'
-  (the channel its client listens on, ARGV[4]), and '|<ttl>' after them for a
-  waiter the lock may be handed to (a value of its own, no claim, start or
-  not-before, an inbox), ordered by ticket (the same ticket on every node, so
-  every node orders them alike), each with a deadline on this node's clock that
-  its attempts renew (a waiter that stopped retrying drops out). A lease's
-  release that finds waiters queued hands the lock to the head when it may and
-  hears its inbox (waiters.lua), else leaves the lock reserved ('|') until the
-  head's deadline and tells the head on its inbox; only the head takes a free or
-  reserved lock on a retry, a retry that finds the lock handed to it takes it as
-  it is (HANDED), and a first attempt that finds it reserved queues (QUEUED).
-  A contender without a ticket (no fairness asked, revoking, or
-  on its last attempt) takes a reserved lock as a free one.
+  with a ticket, takes its place in the queue: its lease value, ordered by
+  ticket (the same ticket on every node, so every node orders them alike), and
+  its record (waiters.lua): its inbox (the channel its client listens on,
+  ARGV[4]), and its ttl and fence retention for a waiter the lock may be handed
+  to (a value of its own, no claim, start or not-before, an inbox), until a
+  deadline on this node's clock that its attempts renew (a waiter that stopped
+  retrying drops out). A lease's release that finds waiters queued hands the
+  lock to the head when it may and hears its inbox (waiters.lua), else leaves
+  the lock reserved ('|') until the head's deadline and tells the head on its
+  inbox; only the head takes a free or reserved lock on a retry, a retry that
+  finds the lock handed to it takes it as it is (HANDED), and a first attempt
+  that finds it reserved queues (QUEUED). A contender without a ticket (no
+  fairness asked, revoking, or on its last attempt) takes a reserved lock as a
+  free one.
   Revocation (ARGV[6]): the lock is taken from whoever holds it, in the same
   step, so no other holder can slip in between; the fence is raised as for any
   grant, so the revoked holder can neither extend nor re-establish. A claim
@@ -32,9 +33,9 @@
   a wall time, whatever the client's clock says; with revocation, a client whose
   clock runs ahead can neither take a lock nor cancel its holder early.
   One key per resource: its key base `<prefix>:{<resource>}:` (keys.ts). The
-  script appends the suffixes `lock`, `fence`, `waiters`, `queue`, `due`,
-  `handed` and `claim:<id>`, so every key of a resource shares its hash tag (one slot in a
-  Redis Cluster). Common path: one SET NX GET for the lock and one SET GET for
+  script appends the suffixes `lock`, `fence`, `waiters`, `queue`,
+  `waiter:<value>` and `claim:<id>`, so every key of a resource shares its hash
+  tag (one slot in a Redis Cluster). Common path: one SET NX GET for the lock and one SET GET for
   the fence (a read and a write each), and with a claim one SET NX GET for it
   (written before the lock is known: an attempt that fails deletes the claim it
   set, in the same step); the queue is touched only by waiters.
@@ -80,7 +81,7 @@
                  detail: the stored fence (decimal string)
    -4  QUEUED    the lock is free or reserved, and another waiter is first in the queue
    -5  EARLY     this node's clock has not reached the not-before time (nothing changed)
-    3  HANDED    a release handed the lock to this value (the `handed` mark names it):
+    3  HANDED    a release handed the lock to this value (its record says `handed`):
                  refreshed for the ttl from now, fence unchanged; detail: that fence
 ]]
 -- A plain call has 4 + 3 * #KEYS arguments; the other layout cannot (its header would be shorter than five).
@@ -116,7 +117,7 @@ for i = 1, #KEYS do
   -- A waiter the lock may be handed to (waiters.lua): a value of its own, no claim, start or
   -- not-before, and an inbox.
   local handoff = new and not claim and start == '' and not notBefore and inbox ~= ''
-  local code, holder, setFree, claimSet
+  local code, holder, setFree, claimSet, handed
   if start ~= '' then
     code = startClaim(claim, value, start, '', retention)
     -- Started: a grant must not write the claim back to the bare value.
@@ -143,38 +144,38 @@ for i = 1, #KEYS do
       -- Free (a retry that may be queued only read it) or reserved: the queue's head takes it.
       if ticket ~= '' then
         q = q or waiters()
-        local member = q.member(value, inbox, handoff and ttl)
-        local first, deadline = q.head(base)
-        if first and first ~= member then
-          q.enqueue(base, member, ticket, wait)
+        local first = q.head(base)
+        if first and first ~= value then
+          q.enqueue(base, value, q.record(inbox, handoff and ttl, fenceRetention), ticket, wait)
           redis.call('SET', base .. 'waiters', '1', 'PX', wait)
           if not holder then
-            redis.call('SET', lock, '|', 'PXAT', deadline)
+            redis.call('SET', lock, '|', 'PX', q.remaining(base, first))
           end
           code = -4
         end
       end
-    elseif holder == value and new and redis.call('GET', base .. 'handed') == value then
+    elseif holder == value and new and redis.call('GET', waiterKey(base, value)) == 'handed' then
       -- Handed to this waiter by a release (its notification may be late or lost): ours, with the
       -- fence the release set, refreshed from now.
       redis.call('SET', lock, value, 'PX', ttl)
-      redis.call('SET', base .. 'handed', value, 'PX', ttl)
+      redis.call('SET', waiterKey(base, value), 'handed', 'PX', ttl)
       code = { 3, redis.call('GET', base .. 'fence') }
+      handed = true
     elseif holder and (holder == value and new or holder ~= value and not revoke) then
       code = 0
       if wait > 0 then
         redis.call('SET', base .. 'waiters', '1', 'PX', wait)
         if ticket ~= '' then
           q = q or waiters()
-          q.enqueue(base, q.member(value, inbox, handoff and ttl), ticket, wait)
+          q.enqueue(base, value, q.record(inbox, handoff and ttl, fenceRetention), ticket, wait)
         end
       end
     end
   end
-  if mayBeQueued and code and wait == 0 then
+  if mayBeQueued and code and wait == 0 and not handed then
     -- The last attempt failed: no retry renews its place, which must not hold a reservation.
     q = q or waiters()
-    q.dequeue(base, q.member(value, inbox, handoff and ttl))
+    q.dequeue(base, value)
   elseif not code then
     -- The lock is ours to take (free, reserved, held by our value, or revoked): the proposal must be above the stored fence.
     local fence = base .. 'fence'
@@ -193,7 +194,7 @@ for i = 1, #KEYS do
       end
       if mayBeQueued or holder == '|' then
         q = q or waiters()
-        q.dequeue(base, q.member(value, inbox, handoff and ttl))
+        q.dequeue(base, value)
       end
       if claim and not claimSet then
         redis.call('SET', claim, value, 'PX', retention)
@@ -201,7 +202,7 @@ for i = 1, #KEYS do
       if holder == value then
         -- A takeover by value: a release of a handoff it took over, with the older fence, must
         -- not find the lock marked handed to the value (release.lua) and delete the takeover's.
-        redis.call('DEL', base .. 'handed')
+        redis.call('DEL', waiterKey(base, value))
       end
       code = holder == value and 2 or 1
     end

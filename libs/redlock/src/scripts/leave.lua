@@ -2,20 +2,18 @@
   leave: takes waiters out of their resources' queues (acquires that gave up
   between attempts: aborted, or their claim granted to another). Where the lock
   is reserved ('|') for a waiter that leaves as the first of the queue, or was
-  handed to it by a release (its `handed` mark names the waiter), the
-  reservation passes to the next waiter (its lease value published on its
-  inbox) or, with none left, the lock is freed and the release published on the
-  resource's channel: a waiter that leaves holds nobody up until its place
-  expires.
+  handed to it by a release (its record says `handed`), the reservation passes
+  to the next waiter (its lease value published on its inbox) or, with none
+  left, the lock is freed and the release published on the resource's channel:
+  a waiter that leaves holds nobody up until its place expires.
   One key per resource: its key base `<prefix>:{<resource>}:` (keys.ts); the
-  script appends `lock`, `fence`, `queue`, `due`, `handed` and `released` (the
+  script appends `lock`, `fence`, `queue`, `waiter:<value>` and `released` (the
   resource's channel).
 
   KEYS, for resource i = 1..n:
     KEYS[i]     key base of the resource
   ARGV:
-    for resource i: ARGV[i] the waiter's queue member ('<lease value>|<inbox>', or with
-                    '|<ttl>' after them for a waiter the lock may be handed to: acquire.lua)
+    for resource i: ARGV[i] the waiter's lease value
   Returns an array, one code per resource (a call for one resource returns its
   code alone: an array reply costs the node more):
     1  LEFT        the waiter was queued, or handed the lock, and is no longer
@@ -27,14 +25,13 @@ local q = waiters()
 local out = {}
 for i = 1, #KEYS do
   local base = KEYS[i]
-  local lock, queue, due = base .. 'lock', base .. 'queue', base .. 'due'
-  local member = ARGV[i]
-  local wasFirst = redis.call('ZRANGE', queue, 0, 0)[1] == member
-  out[i] = redis.call('ZREM', queue, member)
-  redis.call('ZREM', due, member)
-  local value = string.match(member, '^([^|]*)')
+  local lock = base .. 'lock'
+  local value = ARGV[i]
+  local wasFirst = q.head(base) == value
   local holder = redis.call('GET', lock)
-  local handed = holder == value and redis.call('GET', base .. 'handed') == value
+  local handed = holder == value and redis.call('GET', waiterKey(base, value)) == 'handed'
+  out[i] = redis.call('ZREM', base .. 'queue', value)
+  redis.call('DEL', waiterKey(base, value))
   if wasFirst and holder == '|' or handed then
     -- Reserved for it, or handed to it and never used: then the next waiter gets the same token.
     if handed then

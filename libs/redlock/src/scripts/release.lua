@@ -17,7 +17,7 @@
   deadline. A failed attempt cleaning up keeps them: its acquire retries and
   needs its place.
   One key per resource: its key base `<prefix>:{<resource>}:` (keys.ts); the
-  script appends `lock`, `fence`, `waiters`, `queue`, `due`, `handed`,
+  script appends `lock`, `fence`, `waiters`, `queue`, `waiter:<value>`,
   `released` (the resource's channel) and `claim:<id>`.
 
   KEYS, for resource i = 1..n:
@@ -35,7 +35,7 @@
                     only while the resource's fence is still that - nobody was
                     granted since (a failed attempt cleaning up: another holder
                     of the same value, a takeover, may have refreshed it since)
-                    or while the lock is marked handed to the value
+                    or while the value's record says `handed` (waiters.lua)
   Returns an array, one code per resource (a call for one resource returns its
   code alone: an array reply costs the node more):
     1  RELEASED     the key held our value, or was reserved for it, and is deleted (or
@@ -56,12 +56,12 @@ for i = 1, #KEYS do
   if not plain then
     value, claimId, fence = ARGV[3 * i - 1], ARGV[3 * i], ARGV[3 * i + 1]
   end
-  -- One read for the lock and the waiter mark; with a fence to check, the fence and the handoff mark too.
+  -- One read for the lock and the waiter mark; with a fence to check, the fence and the value's record too.
   local held = fence == '' and redis.call('MGET', lock, base .. 'waiters')
-    or redis.call('MGET', lock, base .. 'waiters', base .. 'fence', base .. 'handed')
+    or redis.call('MGET', lock, base .. 'waiters', base .. 'fence', waiterKey(base, value))
   -- A lock handed to the value is its own whatever the fence: a handoff raised it past the lease's
   -- token where the value won on a quorum of other nodes first.
-  local current = fence == '' or held[3] == fence or held[4] == value
+  local current = fence == '' or held[3] == fence or held[4] == 'handed'
   local code = 0
   if current and held[1] == value then
     local served = false

@@ -1,11 +1,18 @@
 -- The waiters' queue of a resource, shared by acquire, release and leave (scripts.ts puts this
--- file where a script says `-- @include waiters`). Its keys: `<base>queue` (members
--- '<lease value>|<inbox>', or '<lease value>|<inbox>|<ttl>' for a waiter the lock may be handed
--- to, by ticket; neither a value nor an inbox holds '|') and `<base>due` (their deadlines on this
--- node's clock). A handoff (serveFirst) sets the lock to the first waiter's value for its ttl,
--- raises the fence to the releasing lease's token + 1 and marks `<base>handed` with the value.
+-- file where a script says `-- @include waiters`). Its keys: `<base>queue`, the waiters' lease
+-- values ordered by ticket (a value holds no '|'), and for each waiter `<base>waiter:<value>`,
+-- its record until its deadline on this node's clock (PX): its inbox ('' = none), followed, for a
+-- waiter the lock may be handed to, by '|<ttl>|<fence retention>'. A waiter whose record expired
+-- is dropped when it comes first. A handoff (serveFirst) sets the lock to the first waiter's value
+-- for its ttl, raises the fence to the releasing lease's token + 1, takes the waiter out of the
+-- queue and leaves `handed` in its record key for the ttl (the mark a late attempt or a release of
+-- that value reads).
 -- A script makes the helpers with waiters() on a waiter's path only: every function a script
 -- defines is a new closure on each call, which the common path (nobody waits) need not pay for.
+-- The key of a waiter's record (its `handed` mark after a handoff).
+local function waiterKey(base, value)
+  return base .. 'waiter:' .. value
+end
 local function waiters()
   local q = {}
   local nowMs
@@ -17,41 +24,40 @@ local function waiters()
     end
     return nowMs
   end
-  -- A waiter's queue member; with `ttl`, one the lock may be handed to (for that many ms).
-  function q.member(value, inbox, ttl)
-    return ttl and value .. '|' .. inbox .. '|' .. ttl or value .. '|' .. inbox
+  local key = waiterKey
+  -- A waiter's record (see above); with `ttl`, one the lock may be handed to.
+  function q.record(inbox, ttl, retention)
+    return ttl and inbox .. '|' .. ttl .. '|' .. retention or inbox
   end
-  -- Returns the first live waiter and its deadline (nil when none). Waiters whose deadline passed
-  -- are dropped once one of them is first: the common case reads the first one alone.
+  -- Returns the first live waiter and its record (nil when none), dropping the dead before it.
   function q.head(base)
-    local queue, due = base .. 'queue', base .. 'due'
-    local first = redis.call('ZRANGE', queue, 0, 0)[1]
-    local deadline = first and tonumber(redis.call('ZSCORE', due, first))
-    if deadline and deadline > q.now() then
-      return first, deadline
+    local queue = base .. 'queue'
+    while true do
+      local first = redis.call('ZRANGE', queue, 0, 0)[1]
+      if not first then
+        return nil
+      end
+      local record = redis.call('GET', key(base, first))
+      if record then
+        return first, record
+      end
+      redis.call('ZREM', queue, first)
     end
-    if not first then
-      return nil
-    end
-    local expired = redis.call('ZRANGEBYSCORE', due, '-inf', q.now())
-    if #expired > 0 then
-      redis.call('ZREM', queue, unpack(expired))
-      redis.call('ZREMRANGEBYSCORE', due, '-inf', q.now())
-    end
-    first = redis.call('ZRANGE', queue, 0, 0)[1]
-    return first, first and tonumber(redis.call('ZSCORE', due, first))
+  end
+  -- How long the place of a live waiter still lasts, ms (at least 1: a PX).
+  function q.remaining(base, value)
+    return math.max(redis.call('PTTL', key(base, value)), 1)
   end
   -- Takes (or keeps, by ticket) a place in the queue for `wait` ms.
-  function q.enqueue(base, member, ticket, wait)
-    local queue, due = base .. 'queue', base .. 'due'
-    redis.call('ZADD', queue, 'NX', ticket, member)
-    redis.call('ZADD', due, q.now() + wait, member)
+  function q.enqueue(base, value, record, ticket, wait)
+    local queue = base .. 'queue'
+    redis.call('ZADD', queue, 'NX', ticket, value)
     redis.call('PEXPIRE', queue, wait)
-    redis.call('PEXPIRE', due, wait)
+    redis.call('SET', key(base, value), record, 'PX', wait)
   end
-  function q.dequeue(base, member)
-    redis.call('ZREM', base .. 'queue', member)
-    redis.call('ZREM', base .. 'due', member)
+  function q.dequeue(base, value)
+    redis.call('ZREM', base .. 'queue', value)
+    redis.call('DEL', key(base, value))
   end
   -- Serves the first waiter, once the lock is free to give: hands it the lock with `token` as its
   -- fence when there is one, the waiter asked for a handoff, the token is above this node's fence
@@ -59,15 +65,17 @@ local function waiters()
   -- reserves the lock ('|') for it until its deadline and publishes its lease value on its inbox
   -- (its next attempt takes it). False when no waiter is left; 'handed' after a handoff.
   -- `stored`: this node's fence when the caller read it already (false: none). A handoff tells
-  -- the waiter '<value>|<token>' first (PUBLISH counts who heard it), then sets the lock for
-  -- the waiter's ttl, the fence and the `handed` mark, and takes the waiter out of the queue.
+  -- the waiter '<value>|<token>' first (PUBLISH counts who heard it), then sets the lock, the
+  -- fence and the `handed` mark, and takes the waiter out of the queue.
   function q.serveFirst(base, lock, token, reuse, stored)
-    local first, deadline = q.head(base)
+    local first, record = q.head(base)
     if not first then
       return false
     end
-    local waiter, inbox, ttl = string.match(first, '^([^|]*)|([^|]*)|?(%d*)$')
-    if token and ttl ~= '' and inbox ~= '' then
+    local inbox, ttl, retention = string.match(record, '^([^|]*)|(%d+)|(%d+)$')
+    if not inbox then
+      inbox = record
+    elseif token then
       local fence = base .. 'fence'
       if stored == nil then
         stored = redis.call('GET', fence)
@@ -76,13 +84,12 @@ local function waiters()
       local above = not stored
         or #token > #stored
         or #token == #stored and (token > stored or reuse and token == stored)
-      if above and redis.call('PUBLISH', inbox, waiter .. '|' .. token) > 0 then
-        redis.call('SET', lock, waiter, 'PX', ttl)
-        -- The fence outlives the lock it guards (its retention, or at least the ttl).
-        redis.call('SET', fence, token, 'KEEPTTL')
-        redis.call('PEXPIRE', fence, ttl, 'GT')
-        redis.call('SET', base .. 'handed', waiter, 'PX', ttl)
-        q.dequeue(base, first)
+      if above and redis.call('PUBLISH', inbox, first .. '|' .. token) > 0 then
+        redis.call('SET', lock, first, 'PX', ttl)
+        -- The fence outlives the lock it guards, as a grant's does (acquire.lua).
+        redis.call('SET', fence, token, 'PX', retention)
+        redis.call('SET', key(base, first), 'handed', 'PX', ttl)
+        redis.call('ZREM', base .. 'queue', first)
         return 'handed'
       end
       -- Not heard (its subscription is gone): reserved, as for a waiter that did not ask.
@@ -90,9 +97,9 @@ local function waiters()
         inbox = ''
       end
     end
-    redis.call('SET', lock, '|', 'PXAT', deadline)
+    redis.call('SET', lock, '|', 'PX', q.remaining(base, first))
     if inbox ~= '' then
-      redis.call('PUBLISH', inbox, waiter)
+      redis.call('PUBLISH', inbox, first)
     end
     return true
   end
@@ -104,17 +111,11 @@ local function waiters()
       redis.call('PUBLISH', base .. 'released', '')
     end
   end
-  -- Takes every place `value` has in the queue out (members '<value>|<inbox>': a value holds no
-  -- '|'); true when one of them was the first live waiter.
+  -- Takes `value` out of the queue; true when it was the first live waiter.
   function q.dequeueValue(base, value)
-    local prefix = value .. '|'
     local first = q.head(base)
-    for _, member in ipairs(redis.call('ZRANGE', base .. 'queue', 0, -1)) do
-      if string.sub(member, 1, #prefix) == prefix then
-        q.dequeue(base, member)
-      end
-    end
-    return first ~= nil and string.sub(first, 1, #prefix) == prefix
+    q.dequeue(base, value)
+    return first == value
   end
   return q
 end
