@@ -517,6 +517,15 @@ interface ContentionRound {
   violations: number;
   /** How long the contenders took to stop after the round's end (their acquires in flight finish). */
   drainMs: number;
+  /** What the round cost, drain included (contentionPhase measures it): this process's CPU and all nodes' (INFO cpu), µs. */
+  clientCpuUs: number;
+  redisCpuUs: number;
+  /** All nodes together: the script calls the clients sent (each a request and a reply), the PUBLISHes scripts ran, every command. */
+  scriptCalls: number;
+  publishes: number;
+  commands: number;
+  /** All nodes together: the server time of those script calls (INFO commandstats usec, their commands included), µs. */
+  scriptUs: number;
 }
 
 interface Contention {
@@ -532,6 +541,13 @@ interface Contention {
   exhausted: number;
   otherErrors: number;
   violations: number;
+  /** Per acquisition, over all rounds together (see ContentionRound). */
+  clientCpuUsPerAcquisition: number;
+  redisCpuUsPerAcquisition: number;
+  scriptCallsPerAcquisition: number;
+  publishesPerAcquisition: number;
+  commandsPerAcquisition: number;
+  scriptUsPerAcquisition: number;
   rounds: ContentionRound[];
 }
 
@@ -548,7 +564,9 @@ async function contentionRound(
   key: string,
   row: ContentionRow,
   ms: number,
-): Promise<ContentionRound> {
+): Promise<
+  Omit<ContentionRound, 'clientCpuUs' | 'redisCpuUs' | 'scriptCalls' | 'publishes' | 'commands' | 'scriptUs'>
+> {
   const perContender = new Array<number>(adapters.length).fill(0);
   let holder: number | undefined;
   let violations = 0;
@@ -619,7 +637,41 @@ function summarizeContention(row: ContentionRow, rounds: readonly ContentionRoun
     exhausted: total((r) => r.exhausted),
     otherErrors: total((r) => r.otherErrors),
     violations: total((r) => r.violations),
+    clientCpuUsPerAcquisition: total((r) => r.clientCpuUs) / total((r) => r.acquisitions),
+    redisCpuUsPerAcquisition: total((r) => r.redisCpuUs) / total((r) => r.acquisitions),
+    scriptCallsPerAcquisition: total((r) => r.scriptCalls) / total((r) => r.acquisitions),
+    publishesPerAcquisition: total((r) => r.publishes) / total((r) => r.acquisitions),
+    commandsPerAcquisition: total((r) => r.commands) / total((r) => r.acquisitions),
+    scriptUsPerAcquisition: total((r) => r.scriptUs) / total((r) => r.acquisitions),
     rounds: [...rounds],
+  };
+}
+
+/** A contention round with what it cost: CPU (this process and the nodes) and the nodes' commands. */
+async function measuredContentionRound(
+  adapters: readonly Adapter[],
+  key: string,
+  row: ContentionRow,
+  nodes: RedisNodes,
+  count: number,
+): Promise<ContentionRound> {
+  const [redisBefore, statsBefore] = [await redisCpuSeconds(nodes, count), await commandStats(nodes, count)];
+  const cpuBefore = process.cpuUsage();
+  const round = await contentionRound(adapters, key, row, CONT_MS);
+  const cpu = process.cpuUsage(cpuBefore);
+  const statsAfter = await commandStats(nodes, count);
+  const counts: CommandCounts = {};
+  const usec: CommandCounts = {};
+  addCounts(counts, deltas(statsBefore, statsAfter));
+  addCounts(usec, deltas(statsBefore, statsAfter, 'usec'));
+  return {
+    ...round,
+    clientCpuUs: cpu.user + cpu.system,
+    redisCpuUs: ((await redisCpuSeconds(nodes, count)) - redisBefore) * 1e6,
+    scriptCalls: scriptCalls(counts),
+    publishes: counts['publish'] ?? 0,
+    commands: sumCounts(counts),
+    scriptUs: scriptCalls(usec),
   };
 }
 
@@ -729,6 +781,17 @@ function table(run: RunResult): string {
         cont((c) => fmt(c.exhausted) + (c.otherErrors ? ` (+${c.otherErrors} other errors)` : '')),
       ],
       [`${label}: mutual-exclusion violations (all rounds)`, cont((c) => fmt(c.violations))],
+      [
+        `${label}: CPU per acquisition, µs: this process (all ${CONT_CONTENDERS} contenders) / all redis-servers`,
+        cont((c) => `${fmt(c.clientCpuUsPerAcquisition)} / ${fmt(c.redisCpuUsPerAcquisition)}`),
+      ],
+      [
+        `${label}: per acquisition, all nodes: script calls sent / PUBLISHes run / Redis commands (Lua-internal included) / script server time, µs`,
+        cont(
+          (c) =>
+            `${fmt(c.scriptCallsPerAcquisition, 1)} / ${fmt(c.publishesPerAcquisition, 1)} / ${fmt(c.commandsPerAcquisition, 1)} / ${fmt(c.scriptUsPerAcquisition)}`,
+        ),
+      ],
     ];
   });
   const batchCmds = (phase: 'acquire' | 'release') => (x: ImplResult, impl: ImplName) => {
@@ -934,10 +997,11 @@ const perImpl = <T, K extends ImplName = ImplName>(impls: readonly K[], make: (i
   Object.fromEntries(impls.map((impl) => [impl, make(impl)])) as Record<K, T>;
 
 async function contentionPhase(
-  urls: readonly string[],
+  nodes: RedisNodes,
   count: number,
   tag: (impl: ImplName) => string,
 ): Promise<Record<RetryingName, Contention[]>> {
+  const urls = nodes.urls.slice(0, count);
   const adapters = {} as Record<RetryingName, Adapter[]>;
   try {
     for (const impl of RETRYING) {
@@ -951,7 +1015,13 @@ async function contentionPhase(
       for (let round = 0; round < ROUNDS; round++) {
         for (const impl of rotate(RETRYING, round)) {
           // A key per round: a lock left behind (TTL up to 10 s) must not block the next round.
-          const c = await contentionRound(adapters[impl], `${tag(impl)}:contended:${i}:${round}`, row, CONT_MS);
+          const c = await measuredContentionRound(
+            adapters[impl],
+            `${tag(impl)}:contended:${i}:${round}`,
+            row,
+            nodes,
+            count,
+          );
           rounds[impl][i]?.push(c);
           log(
             `${count} nodes: contention ${rowName(row)}, round ${round + 1}/${ROUNDS}, ${impl}: ${fmt(c.acquisitionsPerSec, 1)} acquisitions/s, Jain ${fmt(c.jain, 3)}, longest gap ${fmt(c.maxGapMs, 1)} ms, ${c.exhausted} exhausted, ${c.violations} violations, drained in ${fmt(c.drainMs)} ms`,
@@ -1013,7 +1083,7 @@ async function runFor(nodes: RedisNodes, count: number, runId: string): Promise<
     await Promise.all(Object.values(adapters).map((adapter) => adapter.close()));
   }
   if (MEASURED.has('contention')) {
-    const contention = await contentionPhase(urls, count, tag);
+    const contention = await contentionPhase(nodes, count, tag);
     for (const impl of RETRYING) results[impl].contention = contention[impl];
   }
   return { nodes: count, results, targets: targets(results) };
