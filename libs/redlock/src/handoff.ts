@@ -28,3 +28,14 @@ export function handedLease(handoffs: ReadonlyMap<number, Handoff>, quorum: numb
   }
   return undefined;
 }
+
+/**
+ * Whether an attempt can no longer win: neither its grants nor the handoffs nodes voted for it
+ * (`handed`) can reach a quorum with the nodes still silent. A handoff counts as a possible win:
+ * deciding before the silent nodes answer would give back the handoffs heard so far while the
+ * others still hand the lock over, leaving it held there for its TTL with nobody to take it until
+ * the waiter's next timed retry.
+ */
+export function lostAttempt(grants: number, handed: number, silent: number, quorum: number): boolean {
+  return grants + silent < quorum && handed + silent < quorum;
+}

@@ -15,7 +15,7 @@ import {
   type RedlockError,
 } from './errors.ts';
 import { CallCoalescer, type ReplyHandler, type ScriptCall } from './call-coalescer.ts';
-import { handedLease, type Handoff } from './handoff.ts';
+import { handedLease, lostAttempt, type Handoff } from './handoff.ts';
 import { inboxChannel, releaseChannel, resourceBase } from './keys.ts';
 import type { AcquireRequest, BatchResult, Lease, ReleaseResult, ReleaseTarget } from './lease.ts';
 import { LeaseWatchdog } from './lease-watchdog.ts';
@@ -452,6 +452,7 @@ export class Redlock extends EventEmitter<RedlockEvents> {
         );
     }
     const acquired = new Array<number>(open.length).fill(0);
+    const handedVotes = new Array<number>(open.length).fill(0);
     /** Per contender whose claim a node reported held: nodes per value holding it (created on the first such vote). */
     const claimedBy: (Map<string, number> | undefined)[] = [];
     /**
@@ -495,6 +496,7 @@ export class Redlock extends EventEmitter<RedlockEvents> {
             const holders = claimHoldersOf?.get(reply.reply);
             reply.reply.forEach((vote, i) => {
               if (GRANTS.has(vote)) acquired[i] = (acquired[i] ?? 0) + 1;
+              else if (vote === 'handed') handedVotes[i] = (handedVotes[i] ?? 0) + 1;
               const holder = holders?.[i];
               if (holder === undefined) return;
               const counts = (claimedBy[i] ??= new Map());
@@ -512,7 +514,10 @@ export class Redlock extends EventEmitter<RedlockEvents> {
             return count >= settles || count + silent < settles;
           };
           return acquired.every(
-            (count, i) => count >= quorum || (count + silent < quorum && (willRetry || claimKnown(i))),
+            (count, i) =>
+              count >= quorum ||
+              (handedVotes[i] ?? 0) >= quorum ||
+              (lostAttempt(count, handedVotes[i] ?? 0, silent, quorum) && (willRetry || claimKnown(i))),
           );
         },
       },

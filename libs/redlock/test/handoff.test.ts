@@ -1,8 +1,24 @@
 import { describe, expect, it } from 'vitest';
-import { handedLease, type Handoff } from '../src/handoff.ts';
+import { handedLease, lostAttempt, type Handoff } from '../src/handoff.ts';
 import { resourceKeys, scripts } from '../src/index.ts';
 import type { Redis } from 'ioredis';
 import { connectedRedlockOn, inspect, onEveryNode, useNodes } from './support.ts';
+
+describe('lostAttempt: when an attempt can no longer win', () => {
+  it('a node that handed the lock over is a possible win: the attempt waits for the silent nodes', () => {
+    // 3 nodes, quorum 2: one handoff heard, one node silent (it may hand the lock over too).
+    expect(lostAttempt(0, 1, 1, 2)).toBe(false);
+    // Without the handoff, the same votes lose.
+    expect(lostAttempt(0, 0, 1, 2)).toBe(true);
+  });
+
+  it('lost once neither grants nor handoffs can reach a quorum with the silent nodes', () => {
+    expect(lostAttempt(1, 1, 0, 2)).toBe(true);
+    expect(lostAttempt(1, 0, 1, 2)).toBe(false);
+    expect(lostAttempt(1, 2, 1, 3)).toBe(false);
+    expect(lostAttempt(2, 1, 0, 3)).toBe(true);
+  });
+});
 
 describe('handedLease: the lease that nodes handing the lock over make', () => {
   const of = (entries: [number, Handoff][]) => new Map(entries);
