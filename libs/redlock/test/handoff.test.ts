@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { handedLease, lostAttempt, type Handoff } from '../src/handoff.ts';
-import { resourceKeys, scripts } from '../src/index.ts';
+import { IoredisLockNode, resourceKeys, scripts, type LockNode } from '../src/index.ts';
 import type { Redis } from 'ioredis';
-import { connectedRedlockOn, inspect, onEveryNode, useNodes } from './support.ts';
+import { connectedRedlockOn, inspect, onEveryNode, sleep, useNodes } from './support.ts';
 
 describe('lostAttempt: when an attempt can no longer win', () => {
   it('a node that handed the lock over is a possible win: the attempt waits for the silent nodes', () => {
@@ -114,6 +114,43 @@ describe('a release hands the lock to the first waiter', () => {
     await onEveryNode(cluster.nodes.urls, (c) => c.get(keys.lock), handed.value);
     await recovery.release(takenOver);
     await onEveryNode(cluster.nodes.urls, (c) => c.get(keys.lock), null);
+  });
+
+  it('an attempt that nodes answered `handed` waits for a late node that hands the lock over too', async () => {
+    // Its lease value is known in advance (fixed random bytes), so the nodes can be set up for it.
+    const value = 'ab'.repeat(20);
+    const random = { bytes: (size: number) => Buffer.alloc(size, 0xab), fraction: () => 0.5 };
+    const resource = 'handed-late';
+    const keys = resourceKeys('tickwarden', resource, undefined, value);
+    // Nodes 0 and 1 handed it the lock with fence 700; node 2 holds another lease.
+    for (const [i, url] of cluster.nodes.urls.entries())
+      await inspect(url, async (c) => {
+        await c.set(keys.lock, i < 2 ? value : 'c'.repeat(40), 'PX', 10_000);
+        await c.set(keys.fence, '700', 'PX', 60_000);
+        if (i < 2) await c.set(keys.waiter, 'handed', 'PX', 10_000);
+      });
+    // Node 1 answers 150 ms late: deciding at the first two answers (one handed, one taken) would
+    // give node 0's handoff back and leave node 1 held for nobody until the retry, 1 s on.
+    const nodes = cluster.nodes.urls.map((url, i): LockNode => {
+      const inner = IoredisLockNode.fromUrl(url);
+      if (i !== 1) return inner;
+      return {
+        id: inner.id,
+        run: async (...args) => {
+          const reply = await inner.run(...args);
+          await sleep(150);
+          return reply;
+        },
+        close: () => inner.close(),
+      };
+    });
+    const waiter = await connectedRedlockOn(nodes, { random, retryDelayMs: 1000, retryJitterMs: 0 });
+    const started = performance.now();
+    const lease = await waiter.acquire(resource, 10_000);
+    expect(performance.now() - started).toBeLessThan(800);
+    expect(lease.fence).toBe(700);
+    expect(lease.value).toBe(value);
+    await waiter.release(lease);
   });
 
   it('a waiter that asked for no notifications gets a reservation, which its retry takes', async () => {
