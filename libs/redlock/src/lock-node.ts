@@ -58,6 +58,7 @@ export class IoredisLockNode implements LockNode {
   readonly singleSlot: boolean;
   readonly #client: Redis | Cluster;
   readonly #owned: boolean;
+  #nextReady: Promise<void> | undefined;
 
   constructor(client: Redis | Cluster, owned: boolean, id?: string) {
     this.#client = client;
@@ -110,17 +111,26 @@ export class IoredisLockNode implements LockNode {
     const client = this.#client;
     if (client.status === 'wait') void client.connect().catch(() => undefined);
     if (client.status !== 'connecting' && client.status !== 'connect') return;
-    await new Promise<void>((resolve) => {
-      const done = (): void => {
-        clearTimeout(timer);
-        client.off('ready', done);
-        resolve();
-      };
-      const timer = setTimeout(done, timeoutMs);
-      client.once('ready', done);
-    });
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    await Promise.race([this.#ready(), new Promise<void>((resolve) => (timer = setTimeout(resolve, timeoutMs)))]);
+    clearTimeout(timer);
     if ((client.status as string) !== 'ready')
       throw new Error(`not connected within ${timeoutMs} ms (${client.status})`);
+  }
+
+  /**
+   * Resolves at the client's next 'ready', shared by every call that waits for it: one listener
+   * however many calls a process makes before its first connection (one each would pass
+   * EventEmitter's limit of 10 and print a leak warning).
+   */
+  #ready(): Promise<void> {
+    this.#nextReady ??= new Promise<void>((resolve) =>
+      this.#client.once('ready', () => {
+        this.#nextReady = undefined;
+        resolve();
+      }),
+    );
+    return this.#nextReady;
   }
 
   /**

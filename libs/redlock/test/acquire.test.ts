@@ -8,6 +8,7 @@ import {
   Redlock,
   resourceKeys,
   type Lease,
+  IoredisLockNode,
   type LockNode,
 } from '../src/index.ts';
 import { connectedRedlockOn, inspect, onEveryNode, redlockOn, TestClock, useNodes } from './support.ts';
@@ -370,5 +371,31 @@ describe('construction', () => {
     expect(await client.ping()).toBe('PONG');
     client.disconnect();
     await nodes.close();
+  });
+});
+
+describe('calls made before the first connection', () => {
+  const cluster = useNodes(1);
+
+  it('share one wait for it: 50 concurrent acquires are granted without a listener-leak warning', async () => {
+    const client = new Redlock([IoredisLockNode.fromUrl(cluster.nodes.urls[0] ?? '')]);
+    const warnings: Error[] = [];
+    const onWarning = (warning: Error): void => void warnings.push(warning);
+    process.on('warning', onWarning);
+    try {
+      // Each with its own node timeout, so that no two merge into one script call.
+      const acquires = Array.from({ length: 50 }, (_, i) =>
+        client.acquire(`before-connect-${i}`, 5000, { nodeTimeoutMs: 2000 + i }),
+      );
+      const leases = await Promise.all(acquires);
+      expect(leases).toHaveLength(50);
+      await client.releaseBatch(leases);
+      // Warnings are emitted on the next tick.
+      await sleep(10);
+    } finally {
+      process.off('warning', onWarning);
+      await client.close();
+    }
+    expect(warnings.filter((w) => w.name === 'MaxListenersExceededWarning')).toEqual([]);
   });
 });
