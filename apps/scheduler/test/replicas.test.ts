@@ -923,6 +923,10 @@ describe('replicated schedulers', () => {
         leaseTtlMs: 6000,
       });
       const replica = startReplica('i0', [schedule]);
+      // Connected first: a first connect slower than the node timeout (a loaded machine) would fail
+      // the contest ahead, and the tick would be contested when due (a cold start has its own test).
+      await replica.redlock.probe({ nodeTimeoutMs: 5000 });
+      await replica.queue.ping();
       const tick = Math.ceil((Date.now() + 3000) / 3000) * 3000;
       await sleep(tick - 500 - Date.now());
       const stored = await storedJob('tickwarden-default', tickJobId(schedule.id, tick));
