@@ -57,6 +57,19 @@ describe('a release hands the lock to the first waiter', () => {
     return calls;
   };
 
+  /**
+   * Waits until one waiter is queued on every node and listens on its inbox: its first wait
+   * subscribes it, and a release before that would reserve the lock instead of handing it over.
+   */
+  const queuedAndListening = async (queue: string): Promise<void> => {
+    await onEveryNode(cluster.nodes.urls, (c) => c.zcard(queue), 1);
+    await onEveryNode(
+      cluster.nodes.urls,
+      async (c) => ((await c.call('PUBSUB', 'CHANNELS', 'tickwarden:inbox:*')) as string[]).length,
+      1,
+    );
+  };
+
   it('in the release itself: the waiter sends nothing more, and its token is the lease token + 1', async () => {
     const holder = await connectedRedlockOn(cluster.nodes.urls);
     // A retry delay far past the checks: only the handoff can give it the lock in time.
@@ -65,13 +78,7 @@ describe('a release hands the lock to the first waiter', () => {
     for (let round = 0; round < 3; round++) {
       const lease = await holder.acquire('hand-over', 10_000);
       const waiting = waiter.acquire('hand-over', 10_000);
-      await onEveryNode(cluster.nodes.urls, (c) => c.zcard(keys.queue), 1);
-      // Its first wait subscribes it to its inbox; a release before that would reserve the lock instead.
-      await onEveryNode(
-        cluster.nodes.urls,
-        async (c) => ((await c.call('PUBSUB', 'CHANNELS', 'tickwarden:inbox:*')) as string[]).length,
-        1,
-      );
+      await queuedAndListening(keys.queue);
       const before = await evalshaCalls();
       const releasedAt = performance.now();
       await holder.release(lease);
@@ -86,6 +93,9 @@ describe('a release hands the lock to the first waiter', () => {
       await waiter.release(got);
       await onEveryNode(cluster.nodes.urls, (c) => c.get(keys.lock), null);
     }
+    // Closed now, not after the file: the waiter's inbox would linger for its retry delay, and the
+    // next test waits for exactly one inbox.
+    await Promise.all([holder.close(), waiter.close()]);
   });
 
   it("a takeover of a handed lease by its value is not undone by the first lease's release", async () => {
@@ -95,12 +105,7 @@ describe('a release hands the lock to the first waiter', () => {
     const keys = resourceKeys('tickwarden', 'handed-taken-over');
     const lease = await holder.acquire('handed-taken-over', 10_000);
     const waiting = waiter.acquire('handed-taken-over', 10_000);
-    await onEveryNode(cluster.nodes.urls, (c) => c.zcard(keys.queue), 1);
-    await onEveryNode(
-      cluster.nodes.urls,
-      async (c) => ((await c.call('PUBSUB', 'CHANNELS', 'tickwarden:inbox:*')) as string[]).length,
-      1,
-    );
+    await queuedAndListening(keys.queue);
     await holder.release(lease);
     const handed = await waiting;
     const record = resourceKeys('tickwarden', 'handed-taken-over', undefined, handed.value).waiter;
@@ -114,6 +119,7 @@ describe('a release hands the lock to the first waiter', () => {
     await onEveryNode(cluster.nodes.urls, (c) => c.get(keys.lock), handed.value);
     await recovery.release(takenOver);
     await onEveryNode(cluster.nodes.urls, (c) => c.get(keys.lock), null);
+    await Promise.all([holder.close(), waiter.close(), recovery.close()]);
   });
 
   it('an attempt that nodes answered `handed` waits for a late node that hands the lock over too', async () => {
@@ -284,5 +290,34 @@ describe('release.lua and leave.lua hand the lock over', () => {
       expect(await inspect(url(), (c) => c.eval(scripts.leave.source, 1, base, values[0] ?? ''))).toBe(1);
       expect(await state()).toEqual({ lock: values[1], fence: '101', handed: 'handed', queued: 0 });
     });
+  });
+
+  it('a waiter costs a node under 340 bytes (its queue place and record), 200 waiting, and the mark under 100', async () => {
+    const memory = 'tickwarden:{memory}:';
+    const keys = resourceKeys('tickwarden', 'memory');
+    const waiting = Array.from({ length: 200 }, (_, i) => `${i.toString(36)}`.padEnd(40, 'w'));
+    let mark = 0;
+    const bytes = await inspect(url(), async (c) => {
+      await c.set(keys.lock, holder, 'PX', 60_000);
+      for (const [i, value] of waiting.entries()) {
+        const args = ['5000', '60000', '60000', 'tickwarden:inbox:0123456789abcdef', value, '1', String(i + 1)];
+        expect(await c.eval(scripts.acquire.source, 1, memory, ...args)).toBe(0);
+      }
+      const usage = (key: string) => c.call('MEMORY', 'USAGE', key, 'SAMPLES', '0') as Promise<number>;
+      mark = await usage(keys.waiters);
+      let total = await usage(keys.queue);
+      for (const value of waiting) total += await usage(resourceKeys('tickwarden', 'memory', undefined, value).waiter);
+      await c.del(
+        keys.lock,
+        keys.queue,
+        keys.waiters,
+        ...waiting.map((v) => resourceKeys('tickwarden', 'memory', undefined, v).waiter),
+      );
+      return total;
+    });
+    expect(bytes / waiting.length).toBeLessThan(340);
+    // The waiter mark, one per resource however many wait.
+    expect(mark).toBeGreaterThan(0);
+    expect(mark).toBeLessThan(100);
   });
 });
