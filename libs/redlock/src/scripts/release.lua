@@ -56,12 +56,13 @@ for i = 1, #KEYS do
   if not plain then
     value, claimId, fence = ARGV[3 * i - 1], ARGV[3 * i], ARGV[3 * i + 1]
   end
-  -- One read for the lock and the waiter mark; with a fence to check, the fence and the value's record too.
+  -- One read for the lock and the waiter mark; with a fence to check, the fence too.
   local held = fence == '' and redis.call('MGET', lock, base .. 'waiters')
-    or redis.call('MGET', lock, base .. 'waiters', base .. 'fence', waiterKey(base, value))
+    or redis.call('MGET', lock, base .. 'waiters', base .. 'fence')
   -- A lock handed to the value is its own whatever the fence: a handoff raised it past the lease's
-  -- token where the value won on a quorum of other nodes first.
-  local current = fence == '' or held[3] == fence or held[4] == 'handed'
+  -- token where the value won on a quorum of other nodes first (its record, read only then, says so).
+  local current = fence == '' or held[3] == fence
+    or held[1] == value and redis.call('GET', waiterKey(base, value)) == 'handed'
   local code = 0
   if current and held[1] == value then
     local served = false
