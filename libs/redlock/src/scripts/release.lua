@@ -42,6 +42,18 @@
                     reserved for the first waiter)
     0  NOT_HELD     the key is gone or holds another value
 ]]
+-- The common case first, whole: a lease's release (ARGV[1] '0', one resource) where the lock holds
+-- its value and fence and nobody waits. Short and on top, as in acquire.lua; any other case goes on
+-- below with what was read here (`first`).
+local first
+if #KEYS == 1 and #ARGV == 4 and ARGV[1] == '0' then
+  local lock = KEYS[1] .. 'lock'
+  first = redis.call('MGET', lock, KEYS[1] .. 'waiters', KEYS[1] .. 'fence')
+  if first[1] == ARGV[2] and first[3] == ARGV[4] and not first[2] then
+    redis.call('DEL', lock)
+    return 1
+  end
+end
 local plain = #ARGV == #KEYS
 local dropClaims = not plain and ARGV[1] == '1'
 local giveBack = not plain and ARGV[1] == '3'
@@ -57,7 +69,8 @@ for i = 1, #KEYS do
     value, claimId, fence = ARGV[3 * i - 1], ARGV[3 * i], ARGV[3 * i + 1]
   end
   -- One read for the lock and the waiter mark; with a fence to check, the fence too.
-  local held = fence == '' and redis.call('MGET', lock, base .. 'waiters')
+  local held = first
+    or fence == '' and redis.call('MGET', lock, base .. 'waiters')
     or redis.call('MGET', lock, base .. 'waiters', base .. 'fence')
   -- A lock handed to the value is its own whatever the fence: a handoff raised it past the lease's
   -- token where the value won on a quorum of other nodes first (its record, read only then, says so).
