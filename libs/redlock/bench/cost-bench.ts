@@ -4,25 +4,29 @@
  *
  * 1. Server time per call, on one `redis-server` in a hot loop (INFO commandstats after
  *    CONFIG RESETSTAT): this library's acquire and release scripts, node-redlock's, the floor's
- *    native SET NX PX and compare-and-delete, and an empty script with the acquire's arguments
- *    (what any EVALSHA costs before its first redis.call).
+ *    native SET NX PX and compare-and-delete, the fenced floor's scripts (floor.ts: the least a
+ *    grant with a fencing token can do), and an empty script with the acquire's arguments (what
+ *    any EVALSHA costs before its first redis.call).
  * 2. Server time of a full batch (`maxBatchSize` resources in one script call), on one idle
  *    `redis-server`: acquireBatch with a claim per resource (as the scheduler contests ticks)
  *    and releaseBatch, mean and slowest call (SLOWLOG) - what a batch costs a node when the
  *    node has a core to itself.
- * 3. Client CPU per sequential cycle on 5 nodes (process.cpuUsage, user and system): this
- *    library, node-redlock on plain ioredis clients (as its README shows) and the floor (the
- *    main benchmark's sequential one: plain clients, SET NX PX and compare-and-delete, each
- *    resolved at a quorum), in interleaved rounds on one key each.
+ * 3. Client CPU per sequential cycle on 5 nodes (process.cpuUsage, user and system), and the
+ *    nodes' script time per cycle (commandstats usec of the calls sent, all nodes): this library,
+ *    node-redlock on plain ioredis clients (as its README shows), the floor (the main benchmark's
+ *    sequential one: plain clients, SET NX PX and compare-and-delete, each resolved at a quorum)
+ *    and the fenced floor (the same with floor.ts's fenced scripts), in interleaved rounds on one
+ *    key each. The fenced floor is what any fenced lock must at least do: the issue's floor has no
+ *    fencing token, so no fenced lock can be cheaper than this one, while it may beat that one.
  *
  * Run from the repository root: `npm run bench:redlock:costs`. Prints a table and writes
- * bench-results/redlock-costs.json and .md. About 30 s.
+ * bench-results/redlock-costs.json and .md. About a minute.
  */
 import { randomBytes } from 'node:crypto';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { startRedisNodes, type RedisNodes } from '@tickwarden/testkit';
 import { Redis, type RedisOptions } from 'ioredis';
-import { atQuorum, FLOOR_RELEASE } from './floor.ts';
+import { atQuorum, FENCED_FLOOR_ACQUIRE, FENCED_FLOOR_RELEASE, FLOOR_RELEASE } from './floor.ts';
 import { newNodeRedlock } from './node-redlock.ts';
 import { DEFAULT_SETTINGS, LOCK_CLIENT_OPTIONS, Redlock, scripts, type Lease } from '../src/index.ts';
 
@@ -56,14 +60,20 @@ async function serverTimes(): Promise<ServerCall[]> {
   try {
     const load = (source: string): Promise<string> => client.script('LOAD', source) as Promise<string>;
     const nodeRedlock = newNodeRedlock([client], {});
-    const [acquire, release, empty, nrAcquire, nrRelease, floorRelease] = await Promise.all([
-      load(scripts.acquire.source),
-      load(scripts.release.source),
-      load('return 1'),
-      load(nodeRedlock.scripts.acquireScript.value),
-      load(nodeRedlock.scripts.releaseScript.value),
-      load(FLOOR_RELEASE),
-    ]);
+    const [acquire, release, empty, nrAcquire, nrRelease, floorRelease, fencedAcquire, fencedRelease] =
+      await Promise.all([
+        load(scripts.acquire.source),
+        load(scripts.release.source),
+        load('return 1'),
+        load(nodeRedlock.scripts.acquireScript.value),
+        load(nodeRedlock.scripts.releaseScript.value),
+        load(FLOOR_RELEASE),
+        load(FENCED_FLOOR_ACQUIRE),
+        load(FENCED_FLOOR_RELEASE),
+      ]);
+    // Each round starts on an empty node (FLUSHALL), so the same tokens stay above the stored fences.
+    const firstToken = Date.now() * 1000;
+    const token = (i: number): number => firstToken + i;
     const v = value();
     // The acquire's arguments as the library sends them on a first attempt that may wait (acquire.lua's
     // plain layout: no claim, its inbox named, as wakeOnRelease does by default), without a queue ticket.
@@ -89,6 +99,12 @@ async function serverTimes(): Promise<ServerCall[]> {
       ['node-redlock release', 'evalsha', (i) => client.evalsha(nrRelease, 1, `nr${i}`, v)],
       ['floor SET NX PX', 'set', (i) => client.set(`fl${i}`, v, 'PX', TTL_MS, 'NX')],
       ['floor release', 'evalsha', (i) => client.evalsha(floorRelease, 1, `fl${i}`, v)],
+      [
+        'fenced floor acquire',
+        'evalsha',
+        (i) => client.evalsha(fencedAcquire, 1, `ff${i}:`, v, token(i), TTL_MS, DEFAULT_SETTINGS.fenceRetentionMs),
+      ],
+      ['fenced floor release', 'evalsha', (i) => client.evalsha(fencedRelease, 1, `ff${i}:`, v, token(i))],
     ];
     const results = calls.map(([name]) => ({ name, usPerCall: [] as number[] }));
     for (let round = 0; round < ROUNDS; round++) {
@@ -170,6 +186,19 @@ interface ClientCost {
   cyclesPerSec: number[];
   userUsPerCycle: number[];
   systemUsPerCycle: number[];
+  /** All nodes together: commandstats usec of the calls the client sent (EVALSHA, SET), per cycle. */
+  serverUsPerCycle: number[];
+}
+
+/** The usec that INFO commandstats gives the calls a client sends (EVALSHA, EVAL, SET), over all nodes. */
+async function sentCallsUsec(nodes: RedisNodes): Promise<number> {
+  let usec = 0;
+  for (const node of nodes.nodes) {
+    const stats = await node.info('commandstats');
+    for (const command of ['evalsha', 'eval', 'set'])
+      usec += Number(/(?:^|,)usec=(\d+)/.exec(stats[`cmdstat_${command}`] ?? '')?.[1] ?? 0);
+  }
+  return usec;
 }
 
 type Cycle = () => Promise<void>;
@@ -183,9 +212,14 @@ async function clientCosts(nodes: RedisNodes): Promise<ClientCost[]> {
   try {
     const nodeRedlock = newNodeRedlock(plain, { retryCount: 10, retryDelay: 200, retryJitter: 100 });
     nodeRedlock.on('error', () => undefined);
-    const floorSha = (
-      await Promise.all(floorClients.map((client) => client.script('LOAD', FLOOR_RELEASE)))
-    )[0] as string;
+    const load = async (source: string): Promise<string> =>
+      (await Promise.all(floorClients.map((client) => client.script('LOAD', source))))[0] as string;
+    const [floorSha, fencedAcquire, fencedRelease] = [
+      await load(FLOOR_RELEASE),
+      await load(FENCED_FLOOR_ACQUIRE),
+      await load(FENCED_FLOOR_RELEASE),
+    ];
+    let lastToken = Date.now() * 1000;
     const variants: [string, Cycle][] = [
       ['tickwarden', async () => void (await redlock.release(await redlock.acquire('cost-tw', TTL_MS)))],
       [
@@ -206,25 +240,49 @@ async function clientCosts(nodes: RedisNodes): Promise<ClientCost[]> {
           );
         },
       ],
+      [
+        'fenced floor (plain clients)',
+        async () => {
+          const v = value();
+          const token = ++lastToken;
+          await atQuorum(
+            floorClients.map((client) =>
+              client.evalsha(fencedAcquire, 1, 'cost-fenced:', v, token, TTL_MS, DEFAULT_SETTINGS.fenceRetentionMs),
+            ),
+            quorum,
+          );
+          await atQuorum(
+            floorClients.map((client) => client.evalsha(fencedRelease, 1, 'cost-fenced:', v, token)),
+            quorum,
+          );
+        },
+      ],
     ];
     const results = variants.map(([name]) => ({
       name,
       cyclesPerSec: [] as number[],
       userUsPerCycle: [] as number[],
       systemUsPerCycle: [] as number[],
+      serverUsPerCycle: [] as number[],
     }));
     for (let round = 0; round < ROUNDS; round++) {
       // Rotate the order, as the main benchmark does: no variant always runs first.
       for (let k = 0; k < variants.length; k++) {
         const index = (k + round) % variants.length;
         const [, cycle] = variants[index] as [string, Cycle];
-        for (let i = 0; i < 300; i++) await cycle();
+        // Unmeasured first, as the main benchmark's SEQ_WARMUP: V8 optimizes a function only once it ran hot a while.
+        for (let i = 0; i < 2_000; i++) await cycle();
+        const usecBefore = await sentCallsUsec(nodes);
         const started = performance.now();
         const cpu = process.cpuUsage();
         for (let i = 0; i < CLIENT_CYCLES; i++) await cycle();
         const used = process.cpuUsage(cpu);
+        const elapsed = performance.now() - started;
+        // The calls past each quorum still run: let the last ones land in this round's counts.
+        await new Promise((resolve) => setTimeout(resolve, 20));
         const result = results[index] as ClientCost;
-        result.cyclesPerSec.push(CLIENT_CYCLES / ((performance.now() - started) / 1000));
+        result.serverUsPerCycle.push(((await sentCallsUsec(nodes)) - usecBefore) / CLIENT_CYCLES);
+        result.cyclesPerSec.push(CLIENT_CYCLES / (elapsed / 1000));
         result.userUsPerCycle.push(used.user / CLIENT_CYCLES);
         result.systemUsPerCycle.push(used.system / CLIENT_CYCLES);
       }
@@ -269,13 +327,13 @@ async function main(): Promise<void> {
     '|---|---:|---:|',
     ...batches.map((b) => `| ${b.name} | ${rounds(b.meanUs, 0)} | ${rounds(b.maxUs, 0)} |`),
     '',
-    `Client process per sequential acquire+release cycle, 5 nodes, ${CLIENT_CYCLES.toLocaleString('en-US')} cycles per round:`,
+    `A sequential acquire+release cycle, 5 nodes, ${CLIENT_CYCLES.toLocaleString('en-US')} cycles per round: this process's CPU, and the nodes' time for the calls it sent (all nodes, INFO commandstats usec):`,
     '',
-    '| implementation | cycles/s | user CPU µs per cycle | system CPU µs per cycle |',
-    '|---|---:|---:|---:|',
+    '| implementation | cycles/s | user CPU µs per cycle | system CPU µs per cycle | node time µs per cycle |',
+    '|---|---:|---:|---:|---:|',
     ...client.map(
       (c) =>
-        `| ${c.name} | ${rounds(c.cyclesPerSec, 0)} | ${rounds(c.userUsPerCycle)} | ${rounds(c.systemUsPerCycle)} |`,
+        `| ${c.name} | ${rounds(c.cyclesPerSec, 0)} | ${rounds(c.userUsPerCycle)} | ${rounds(c.systemUsPerCycle)} | ${rounds(c.serverUsPerCycle)} |`,
     ),
   ];
   const table = lines.join('\n');

@@ -20,12 +20,19 @@ import { DEFAULT_SETTINGS, LOCK_CLIENT_OPTIONS, LockTakenError, Redlock, type Le
 
 const NODE_COUNTS = [5, 3] as const;
 const ROUNDS = 3;
-const SEQ_WARMUP = 300;
+/**
+ * Unmeasured cycles per implementation before the first sequential round: V8 optimizes a function
+ * only once it ran hot for a while, and after 300 cycles this library's first round still ran
+ * partly unoptimized (BENCHMARK.md).
+ */
+const SEQ_WARMUP = 2_000;
 /** Per round and implementation. */
 const SEQ_CYCLES = 2_000;
 const CONC_LOOPS = 50;
 /** Per round and implementation. */
 const CONC_MS = 1_000;
+/** One unmeasured burst of the concurrent loops per implementation first, for the same reason as SEQ_WARMUP. */
+const CONC_WARMUP_MS = 300;
 const CONT_CONTENDERS = 20;
 /** Per round, row and implementation. */
 const CONT_MS = 2_000;
@@ -465,7 +472,32 @@ async function redisCpuSeconds(nodes: RedisNodes, count: number): Promise<number
   return infos.reduce((sum, info) => sum + Number(info['used_cpu_user'] ?? 0) + Number(info['used_cpu_sys'] ?? 0), 0);
 }
 
-/** One round: `CONC_LOOPS` loops, each acquire+release on its own key, for `CONC_MS`. */
+/** `CONC_LOOPS` loops, each acquire+release on its own key, for `ms`: the cycles and the errors. */
+async function concurrentLoops(
+  adapter: Adapter,
+  keyBase: string,
+  ms: number,
+): Promise<{ cycles: number; errors: number }> {
+  let cycles = 0;
+  let errors = 0;
+  const end = now() + ms;
+  await Promise.all(
+    Array.from({ length: CONC_LOOPS }, async (_, loop) => {
+      const key = `${keyBase}:${loop}`;
+      while (now() < end) {
+        try {
+          await (await adapter.acquire(key, TTL_MS)).release();
+          cycles++;
+        } catch {
+          errors++;
+        }
+      }
+    }),
+  );
+  return { cycles, errors };
+}
+
+/** One round of the concurrent loops, for `CONC_MS`. */
 async function concurrentRound(
   adapter: Adapter,
   keyBase: string,
@@ -475,22 +507,9 @@ async function concurrentRound(
 ): Promise<void> {
   const redisBefore = await redisCpuSeconds(nodes, count);
   const cpuBefore = process.cpuUsage();
-  let cycles = 0;
   const start = now();
-  const end = start + CONC_MS;
-  await Promise.all(
-    Array.from({ length: CONC_LOOPS }, async (_, loop) => {
-      const key = `${keyBase}:${loop}`;
-      while (now() < end) {
-        try {
-          await (await adapter.acquire(key, TTL_MS)).release();
-          cycles++;
-        } catch {
-          into.errors++;
-        }
-      }
-    }),
-  );
+  const { cycles, errors } = await concurrentLoops(adapter, keyBase, CONC_MS);
+  into.errors += errors;
   into.cyclesPerSec.push(cycles / ((now() - start) / 1000));
   const cpu = process.cpuUsage(cpuBefore);
   into.clientCpuUs += cpu.user + cpu.system;
@@ -1063,6 +1082,10 @@ async function runFor(nodes: RedisNodes, count: number, runId: string): Promise<
       for (const impl of rotate(IMPLS, round))
         await sequentialRound(adapters[impl], impl, `${tag(impl)}:seq`, nodes, count, seq[impl]);
     }
+    if (MEASURED.has('concurrent')) {
+      log(`${count} nodes: ${CONC_LOOPS} concurrent loops, warming up (${CONC_WARMUP_MS} ms each)`);
+      for (const impl of IMPLS) await concurrentLoops(adapters[impl], `${tag(impl)}:conc:warm`, CONC_WARMUP_MS);
+    }
     for (let round = 0; round < (MEASURED.has('concurrent') ? ROUNDS : 0); round++) {
       log(`${count} nodes: ${CONC_LOOPS} concurrent loops, round ${round + 1}/${ROUNDS}`);
       for (const impl of rotate(IMPLS, round))
@@ -1135,7 +1158,7 @@ async function main(): Promise<void> {
           `Measured only: ${[...MEASURED].join(', ')} (\`${env.command}\`); the other rows and their targets are left out.`,
         ]
       : []),
-    `Every figure comes from ${ROUNDS} rounds with the implementations interleaved in a rotating order; rates are median [min-max] over the rounds, latencies and per-cycle costs are over all rounds together.`,
+    `Every figure comes from ${ROUNDS} rounds with the implementations interleaved in a rotating order; rates are median [min-max] over the rounds, latencies and per-cycle costs are over all rounds together. Before the first round each implementation runs unmeasured: ${SEQ_WARMUP.toLocaleString('en-US')} sequential cycles, then ${CONC_WARMUP_MS} ms of the concurrent loops.`,
     'tickwarden builds its clients from the URLs (LOCK_CLIENT_OPTIONS: no auto-pipelining; it merges calls made together into one script call per node itself). node-redlock 5.0.0-beta.2 runs on default ioredis clients as its README shows, and on auto-pipelined ones (LOCK_CLIENT_OPTIONS + enableAutoPipelining).',
     'The floor is SET NX PX on every node, then compare-and-delete (EVALSHA) on every node, each step decided at a quorum, no retries: on plain clients (LOCK_CLIENT_OPTIONS), the fastest for one caller at a time, and on auto-pipelined clients, the fastest for many; each target compares with the faster of the two in its workload.',
     `Retry settings are the defaults: ${RETRY.retryCount} retries, ${RETRY.retryDelayMs} ms + [0, ${RETRY.retryJitterMs}) ms (node-redlock: ${RETRY.retryDelayMs} ms ± ${RETRY.retryJitterMs} ms).`,
@@ -1151,6 +1174,7 @@ async function main(): Promise<void> {
     SEQ_CYCLES,
     CONC_LOOPS,
     CONC_MS,
+    CONC_WARMUP_MS,
     CONT_CONTENDERS,
     CONT_MS,
     CONT_WARMUP_MS,
