@@ -2,21 +2,22 @@
  * `npm run bench:redlock`: this library next to node-redlock 5.0.0-beta.2 and a
  * raw SET NX PX / compare-and-delete floor, on the same local Redis nodes, with
  * 5 then 3 nodes. A script, not a test: it measures and reports, it asserts
- * nothing (targets are printed as met / missed). Every measurement runs in
+ * nothing (targets are printed as met / missed). Each implementation runs in a process of its
+ * own (impl-worker.ts), which this one drives and around which it reads the nodes' counters.
+ * Every measurement runs in
  * `ROUNDS` rounds with the implementations interleaved in a rotating order, and
  * every rate is reported as median [min-max] over the rounds. Results go to
  * `bench-results/redlock.json` and `bench-results/redlock.md` at the repo root.
  */
-import { execFileSync } from 'node:child_process';
+import { execFileSync, fork, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdir, writeFile } from 'node:fs/promises';
 import os from 'node:os';
-import { setImmediate as nextTurn, setTimeout as sleep } from 'node:timers/promises';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { startRedisNodes, type RedisNodes } from '@tickwarden/testkit';
-import { Redis, type RedisOptions } from 'ioredis';
-import { atQuorum, FLOOR_RELEASE, FLOOR_RELEASE_SHA } from './floor.ts';
-import { isNodeRedlockExecutionError, newNodeRedlock } from './node-redlock.ts';
-import { DEFAULT_SETTINGS, LOCK_CLIENT_OPTIONS, LockTakenError, Redlock, type Lease } from '../src/index.ts';
+import type { WorkerAnswer, WorkerRequest } from './impl-worker.ts';
+import { IMPLS, RETRY, type ContentionOutcome, type ImplName } from './implementations.ts';
+import { DEFAULT_SETTINGS } from '../src/index.ts';
 
 const NODE_COUNTS = [5, 3] as const;
 const ROUNDS = 3;
@@ -46,8 +47,6 @@ const CONTENTION_ROWS = [
 type ContentionRow = (typeof CONTENTION_ROWS)[number];
 const BATCH_SIZE = 1_000;
 const TTL_MS = 10_000;
-/** The library's defaults (node-redlock's are the same numbers; its jitter is ±100 around 200). */
-const RETRY = { retryCount: 10, retryDelayMs: 200, retryJitterMs: 100 } as const;
 /** What `BENCH_ROWS` may name (comma-separated): the measurements to run; all of them by default. */
 const MEASUREMENTS = ['sequential', 'concurrent', 'contention', 'batch'] as const;
 type Measurement = (typeof MEASUREMENTS)[number];
@@ -73,8 +72,6 @@ const ifMeasured = <T>(measurement: Measurement, items: T[]): T[] => (MEASURED.h
 /** Issue #22's targets for tickwarden. */
 const TARGET = { seqVsPeer: 1, seqVsFloor: 1, concVsPeer: 3, jain: 0.95, maxGapMs: 10 } as const;
 
-const IMPLS = ['tickwarden', 'node-redlock', 'node-redlock-pipelined', 'floor-plain', 'floor-pipelined'] as const;
-type ImplName = (typeof IMPLS)[number];
 const FLOORS = ['floor-plain', 'floor-pipelined'] as const satisfies readonly ImplName[];
 const NODE_REDLOCKS = ['node-redlock', 'node-redlock-pipelined'] as const satisfies readonly ImplName[];
 /** The implementations that retry, and so can contend: the floor makes one attempt. */
@@ -88,213 +85,68 @@ const COLUMN: Record<ImplName, string> = {
   'floor-pipelined': 'floor (auto-pipelined clients)',
 };
 
-/** The library's own client options with auto-pipelining on: the second client of node-redlock and of the floor. */
-const PIPELINED_CLIENT_OPTIONS: RedisOptions = { ...LOCK_CLIENT_OPTIONS, enableAutoPipelining: true };
-
-const now = (): number => performance.now();
 const noop = (): void => undefined;
 
-// ---------------------------------------------------------------- adapters
+// ---------------------------------------------------------------- implementations, each in its own process
 
-/** A held lock, released once. */
-interface Held {
-  release(): Promise<void>;
-}
-
-/** One implementation behind the same two calls. `acquire` throws when it gets no lock. */
-interface Adapter {
-  acquire(resource: string, ttlMs: number): Promise<Held>;
-  /** Whether an acquire error means "retries exhausted because the lock was taken". */
-  exhausted(error: unknown): boolean;
-  /** Batch of distinct resources: one timed acquire phase, one timed release phase. */
-  batch(
-    resources: readonly string[],
-    ttlMs: number,
-  ): Promise<{ acquired: number; acquire: () => Promise<void>; release: () => Promise<void> }>;
-  close(): Promise<void>;
-}
-
-/** Every client any adapter opened, closed on exit even after an error. */
+/** Every process and node set the run opened, closed on exit even after an error. */
 const closers = new Set<() => Promise<void>>();
 
-async function readyClients(urls: readonly string[], options: RedisOptions): Promise<Redis[]> {
-  const clients = urls.map((url) => new Redis(url, { ...options }));
-  for (const client of clients) client.on('error', noop);
-  closers.add(async () => {
-    for (const client of clients) client.disconnect();
-  });
-  // The lock client options disable the offline queue: wait until every client can send.
-  await Promise.all(
-    clients.map((client) =>
-      client.status === 'ready' ? undefined : new Promise((resolve) => client.once('ready', resolve)),
-    ),
-  );
-  return clients;
-}
-
-function tickwarden(urls: readonly string[]): Adapter {
-  const redlock = new Redlock(urls);
-  const close = (): Promise<void> => redlock.close();
-  closers.add(close);
-  return {
-    async acquire(resource, ttlMs) {
-      const lease = await redlock.acquire(resource, ttlMs);
-      return {
-        release: async () => {
-          await redlock.release(lease);
-        },
-      };
-    },
-    exhausted: (error) => error instanceof LockTakenError,
-    async batch(resources, ttlMs) {
-      let leases: Lease[] = [];
-      let acquired = 0;
-      return {
-        get acquired() {
-          return acquired;
-        },
-        acquire: async () => {
-          const results = await redlock.acquireBatch(
-            resources.map((resource) => ({ resource })),
-            ttlMs,
-          );
-          leases = results.flatMap((r): Lease[] => (r.ok ? [r.lease] : []));
-          acquired = leases.length;
-        },
-        release: async () => {
-          await redlock.releaseBatch(leases);
-        },
-      };
-    },
-    async close() {
-      closers.delete(close);
-      await close();
-    },
-  };
-}
-
-async function nodeRedlock(urls: readonly string[], pipelined: boolean): Promise<Adapter> {
-  // As node-redlock's README shows: default ioredis clients; or, for comparison, auto-pipelined ones.
-  const clients = await readyClients(urls, pipelined ? PIPELINED_CLIENT_OPTIONS : {});
-  // node-redlock's defaults, spelled out: 10 retries, 200 ms ± 100 ms.
-  const redlock = newNodeRedlock(clients, {
-    retryCount: RETRY.retryCount,
-    retryDelay: RETRY.retryDelayMs,
-    retryJitter: RETRY.retryJitterMs,
-  });
-  // Every vote against is emitted as 'error': without a listener EventEmitter would throw.
-  redlock.on('error', noop);
-  const acquire = async (resource: string, ttlMs: number): Promise<Held> => {
-    const lock = await redlock.acquire([resource], ttlMs);
-    return {
-      release: async () => {
-        await lock.release();
-      },
-    };
-  };
-  return {
-    acquire,
-    exhausted: isNodeRedlockExecutionError,
-    batch: (resources, ttlMs) => concurrentBatch(acquire, resources, ttlMs),
-    async close() {
-      for (const client of clients) client.disconnect();
-    },
-  };
-}
-
 /**
- * The floor: SET NX PX on every node in parallel, a quorum of OKs wins (no
- * retries); EVALSHA compare-and-delete on every node. Both resolve at a quorum
- * (the rest still runs). On plain clients each call is written at once, which
- * is fastest for a single caller; auto-pipelining defers writes to merge
- * concurrent callers' commands, which is fastest for many.
+ * An implementation running in a process of its own (impl-worker.ts) with `instances` instances on
+ * `urls`: requests go over IPC and come back with what the loops measured.
  */
-async function floor(urls: readonly string[], pipelined: boolean): Promise<Adapter> {
-  const clients = await readyClients(urls, pipelined ? PIPELINED_CLIENT_OPTIONS : LOCK_CLIENT_OPTIONS);
-  await Promise.all(clients.map((client) => client.script('LOAD', FLOOR_RELEASE)));
-  const quorum = Math.floor(clients.length / 2) + 1;
-  const releaseValue = async (resource: string, value: string): Promise<void> => {
-    await atQuorum(
-      clients.map((client) => client.evalsha(FLOOR_RELEASE_SHA, 1, resource, value).then(noop, noop)),
-      quorum,
-    );
-  };
-  const acquire = (resource: string, ttlMs: number): Promise<Held> =>
-    new Promise((resolve, reject) => {
-      const value = randomBytes(20).toString('hex');
-      let ok = 0;
-      let answered = 0;
-      let settled = false;
-      for (const client of clients) {
-        client
-          .set(resource, value, 'PX', ttlMs, 'NX')
-          .then(
-            (reply) => reply === 'OK',
-            () => false,
-          )
-          .then((won) => {
-            answered++;
-            if (won) ok++;
-            if (settled) return;
-            if (ok >= quorum) {
-              settled = true;
-              resolve({ release: () => releaseValue(resource, value) });
-            } else if (ok + (clients.length - answered) < quorum) {
-              settled = true;
-              void releaseValue(resource, value);
-              reject(new Error(`floor: no quorum for ${resource}`));
-            }
-          });
-      }
+class ImplProcess {
+  readonly #child: ChildProcess;
+  readonly #pending = new Map<number, { resolve: (result: unknown) => void; reject: (error: Error) => void }>();
+  #nextId = 1;
+
+  private constructor(child: ChildProcess) {
+    this.#child = child;
+    child.on('message', (answer: WorkerAnswer) => {
+      const pending = this.#pending.get(answer.id);
+      this.#pending.delete(answer.id);
+      if (answer.ok) pending?.resolve(answer.result);
+      else pending?.reject(new Error(answer.error));
     });
-  return {
-    acquire,
-    exhausted: () => false,
-    batch: (resources, ttlMs) => concurrentBatch(acquire, resources, ttlMs),
-    async close() {
-      for (const client of clients) client.disconnect();
-    },
-  };
-}
+    child.once('exit', (code, signal) => {
+      for (const { reject } of this.#pending.values()) reject(new Error(`impl-worker exited (${code ?? signal})`));
+      this.#pending.clear();
+    });
+  }
 
-/** Batch for the libraries without one: every acquire at once (Promise.all), then every release at once. */
-async function concurrentBatch(acquire: Adapter['acquire'], resources: readonly string[], ttlMs: number) {
-  let held: Held[] = [];
-  return {
-    get acquired() {
-      return held.length;
-    },
-    acquire: async () => {
-      const results = await Promise.allSettled(resources.map((resource) => acquire(resource, ttlMs)));
-      held = results.flatMap((r) => (r.status === 'fulfilled' ? [r.value] : []));
-    },
-    release: async () => {
-      await Promise.all(held.map((h) => h.release()));
-    },
-  };
-}
+  static async start(impl: ImplName, urls: readonly string[], instances: number): Promise<ImplProcess> {
+    const child = fork(new URL('./impl-worker.ts', import.meta.url), {
+      execArgv: process.execArgv,
+      env: { ...process.env, BENCH_IMPL: impl, BENCH_URLS: JSON.stringify(urls), BENCH_INSTANCES: String(instances) },
+      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    });
+    const started = new ImplProcess(child);
+    const close = (): Promise<void> => started.close();
+    closers.add(close);
+    // The worker says `ready` (id 0) once its clients are connected.
+    await new Promise((resolve, reject) => started.#pending.set(0, { resolve, reject }));
+    return started;
+  }
 
-async function makeAdapter(impl: ImplName, urls: readonly string[]): Promise<Adapter> {
-  if (impl === 'tickwarden') return tickwarden(urls);
-  if (impl === 'node-redlock') return nodeRedlock(urls, false);
-  if (impl === 'node-redlock-pipelined') return nodeRedlock(urls, true);
-  return floor(urls, impl === 'floor-pipelined');
-}
+  request<T>(request: DistributiveOmit<WorkerRequest, 'id'>): Promise<T> {
+    const id = this.#nextId++;
+    return new Promise<T>((resolve, reject) => {
+      this.#pending.set(id, { resolve: resolve as (result: unknown) => void, reject });
+      this.#child.send({ ...request, id });
+    });
+  }
 
-/** One acquire+release until it works (the first calls of fresh clients may race their connection). */
-async function warmUp(adapter: Adapter, key: string): Promise<void> {
-  const deadline = now() + 10_000;
-  for (;;) {
-    try {
-      const held = await adapter.acquire(key, TTL_MS);
-      await held.release();
-      return;
-    } catch (error) {
-      if (now() > deadline) throw error;
-      await sleep(20);
-    }
+  /** Ends the worker (it closes its clients when the IPC channel goes) and waits for it to exit. */
+  async close(): Promise<void> {
+    if (this.#child.exitCode !== null || this.#child.signalCode !== null) return;
+    const exited = new Promise((resolve) => this.#child.once('exit', resolve));
+    this.#child.disconnect();
+    await exited;
   }
 }
+
+type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never;
 
 // ---------------------------------------------------------------- Redis command counts
 
@@ -396,7 +248,7 @@ interface Sequential {
 
 /** One round of `SEQ_CYCLES` sequential acquire+release cycles on one key. */
 async function sequentialRound(
-  adapter: Adapter,
+  worker: ImplProcess,
   impl: ImplName,
   key: string,
   nodes: RedisNodes,
@@ -404,24 +256,16 @@ async function sequentialRound(
   into: SequentialSamples,
 ): Promise<void> {
   const statsBefore = await commandStats(nodes, count);
-  let cycles = 0;
-  const start = now();
-  for (let i = 0; i < SEQ_CYCLES; i++) {
-    const a = now();
-    let held: Held;
-    try {
-      held = await adapter.acquire(key, TTL_MS);
-    } catch {
-      into.errors++;
-      continue;
-    }
-    const b = now();
-    await held.release();
-    into.acquireMs.push(b - a);
-    into.releaseMs.push(now() - b);
-    cycles++;
-  }
-  into.cyclesPerSec.push(cycles / ((now() - start) / 1000));
+  const round = await worker.request<{ acquireMs: number[]; releaseMs: number[]; errors: number; seconds: number }>({
+    op: 'sequential',
+    key,
+    cycles: SEQ_CYCLES,
+    ttlMs: TTL_MS,
+  });
+  for (const ms of round.acquireMs) into.acquireMs.push(ms);
+  for (const ms of round.releaseMs) into.releaseMs.push(ms);
+  into.errors += round.errors;
+  into.cyclesPerSec.push(round.acquireMs.length / round.seconds);
   // The last release's calls past the quorum still run: let them land in this round's counts, not the next one's.
   await sleep(20);
   const statsAfter = await commandStats(nodes, count);
@@ -460,7 +304,7 @@ interface Concurrent {
   cyclesPerSec: Spread;
   cycles: number;
   errors: number;
-  /** CPU time of this Node process per cycle (the clients and the library), µs. */
+  /** CPU time of the implementation's process per cycle (its clients and library), µs. */
   clientCpuUsPerCycle: number;
   /** CPU time of all the redis-server nodes together per cycle (INFO cpu), µs. */
   redisCpuUsPerCycle: number;
@@ -472,47 +316,29 @@ async function redisCpuSeconds(nodes: RedisNodes, count: number): Promise<number
   return infos.reduce((sum, info) => sum + Number(info['used_cpu_user'] ?? 0) + Number(info['used_cpu_sys'] ?? 0), 0);
 }
 
-/** `CONC_LOOPS` loops, each acquire+release on its own key, for `ms`: the cycles and the errors. */
-async function concurrentLoops(
-  adapter: Adapter,
-  keyBase: string,
-  ms: number,
-): Promise<{ cycles: number; errors: number }> {
-  let cycles = 0;
-  let errors = 0;
-  const end = now() + ms;
-  await Promise.all(
-    Array.from({ length: CONC_LOOPS }, async (_, loop) => {
-      const key = `${keyBase}:${loop}`;
-      while (now() < end) {
-        try {
-          await (await adapter.acquire(key, TTL_MS)).release();
-          cycles++;
-        } catch {
-          errors++;
-        }
-      }
-    }),
-  );
-  return { cycles, errors };
-}
+/** The concurrent loops in `worker` for `ms`: the cycles, errors, seconds and the worker's CPU (µs). */
+const concurrentLoops = (worker: ImplProcess, keyBase: string, ms: number) =>
+  worker.request<{ cycles: number; errors: number; seconds: number; cpuUs: number }>({
+    op: 'concurrent',
+    keyBase,
+    ms,
+    loops: CONC_LOOPS,
+    ttlMs: TTL_MS,
+  });
 
 /** One round of the concurrent loops, for `CONC_MS`. */
 async function concurrentRound(
-  adapter: Adapter,
+  worker: ImplProcess,
   keyBase: string,
   nodes: RedisNodes,
   count: number,
   into: ConcurrentSamples,
 ): Promise<void> {
   const redisBefore = await redisCpuSeconds(nodes, count);
-  const cpuBefore = process.cpuUsage();
-  const start = now();
-  const { cycles, errors } = await concurrentLoops(adapter, keyBase, CONC_MS);
+  const { cycles, errors, seconds, cpuUs } = await concurrentLoops(worker, keyBase, CONC_MS);
   into.errors += errors;
-  into.cyclesPerSec.push(cycles / ((now() - start) / 1000));
-  const cpu = process.cpuUsage(cpuBefore);
-  into.clientCpuUs += cpu.user + cpu.system;
+  into.cyclesPerSec.push(cycles / seconds);
+  into.clientCpuUs += cpuUs;
   into.redisCpuUs += ((await redisCpuSeconds(nodes, count)) - redisBefore) * 1e6;
   into.cycles += cycles;
 }
@@ -525,18 +351,8 @@ const summarizeConcurrent = (samples: ConcurrentSamples): Concurrent => ({
   redisCpuUsPerCycle: samples.redisCpuUs / samples.cycles,
 });
 
-interface ContentionRound {
-  acquisitions: number;
-  acquisitionsPerSec: number;
-  perContender: number[];
-  jain: number;
-  maxGapMs: number;
-  exhausted: number;
-  otherErrors: number;
-  violations: number;
-  /** How long the contenders took to stop after the round's end (their acquires in flight finish). */
-  drainMs: number;
-  /** What the round cost, drain included (contentionPhase measures it): this process's CPU and all nodes' (INFO cpu), µs. */
+interface ContentionRound extends ContentionOutcome {
+  /** What the round cost, drain included (contentionPhase measures it): the contenders' process's CPU and all nodes' (INFO cpu), µs. */
   clientCpuUs: number;
   redisCpuUs: number;
   /** All nodes together: the script calls the clients sent (each a request and a reply), the PUBLISHes scripts ran, every command. */
@@ -570,79 +386,6 @@ interface Contention {
   rounds: ContentionRound[];
 }
 
-/**
- * One round: every contender (its own instance and clients, as separate processes
- * would have) loops acquire → hold → release on `key` with the default retry
- * settings for `ms`. A hold of 0 still yields one event-loop turn before the
- * release, so that another contender's acquire resolving meanwhile shows as a
- * violation of the shared `holder`. The gap runs from a release (or the start)
- * to the next acquire, and at the end from the last release to the end.
- */
-async function contentionRound(
-  adapters: readonly Adapter[],
-  key: string,
-  row: ContentionRow,
-  ms: number,
-): Promise<
-  Omit<ContentionRound, 'clientCpuUs' | 'redisCpuUs' | 'scriptCalls' | 'publishes' | 'commands' | 'scriptUs'>
-> {
-  const perContender = new Array<number>(adapters.length).fill(0);
-  let holder: number | undefined;
-  let violations = 0;
-  let exhausted = 0;
-  let otherErrors = 0;
-  let maxGapMs = 0;
-  const start = now();
-  const end = start + ms;
-  // Within the round: the last release (or the start) and the last acquire.
-  let freeSince = start;
-  let lastAcquire = Number.NEGATIVE_INFINITY;
-  await Promise.all(
-    adapters.map(async (adapter, id) => {
-      while (now() < end) {
-        let held: Held;
-        try {
-          held = await adapter.acquire(key, row.ttlMs);
-        } catch (error) {
-          if (adapter.exhausted(error)) exhausted++;
-          else otherErrors++;
-          continue;
-        }
-        const at = now();
-        if (holder !== undefined) violations++;
-        holder = id;
-        if (at <= end) {
-          perContender[id] = (perContender[id] ?? 0) + 1;
-          maxGapMs = Math.max(maxGapMs, at - freeSince);
-          lastAcquire = at;
-        }
-        await (row.holdMs > 0 ? sleep(row.holdMs) : nextTurn());
-        // Cleared before the release is sent: from here another holder is legitimate.
-        holder = undefined;
-        const releasedAt = now();
-        if (releasedAt <= end) freeSince = releasedAt;
-        await held.release();
-      }
-    }),
-  );
-  const drainMs = now() - end;
-  // A lock left free from the last release to the end is a gap too, though no acquire closed it.
-  if (freeSince >= lastAcquire) maxGapMs = Math.max(maxGapMs, end - freeSince);
-  const acquisitions = perContender.reduce((a, b) => a + b, 0);
-  const squares = perContender.reduce((a, b) => a + b * b, 0);
-  return {
-    acquisitions,
-    acquisitionsPerSec: acquisitions / (ms / 1000),
-    perContender,
-    jain: squares === 0 ? Number.NaN : (acquisitions * acquisitions) / (adapters.length * squares),
-    maxGapMs,
-    exhausted,
-    otherErrors,
-    violations,
-    drainMs,
-  };
-}
-
 function summarizeContention(row: ContentionRow, rounds: readonly ContentionRound[]): Contention {
   const total = (f: (r: ContentionRound) => number): number => rounds.reduce((sum, r) => sum + f(r), 0);
   return {
@@ -666,18 +409,20 @@ function summarizeContention(row: ContentionRow, rounds: readonly ContentionRoun
   };
 }
 
-/** A contention round with what it cost: CPU (this process and the nodes) and the nodes' commands. */
+/** A contention round with what it cost: CPU (the contenders' process and the nodes) and the nodes' commands. */
+/** One contention round of the contenders in `worker`: what it saw, and the worker's CPU (µs). */
+const contentionRound = (worker: ImplProcess, key: string, row: ContentionRow, ms: number) =>
+  worker.request<ContentionOutcome & { cpuUs: number }>({ op: 'contention', key, row, ms });
+
 async function measuredContentionRound(
-  adapters: readonly Adapter[],
+  worker: ImplProcess,
   key: string,
   row: ContentionRow,
   nodes: RedisNodes,
   count: number,
 ): Promise<ContentionRound> {
   const [redisBefore, statsBefore] = [await redisCpuSeconds(nodes, count), await commandStats(nodes, count)];
-  const cpuBefore = process.cpuUsage();
-  const round = await contentionRound(adapters, key, row, CONT_MS);
-  const cpu = process.cpuUsage(cpuBefore);
+  const { cpuUs, ...round } = await contentionRound(worker, key, row, CONT_MS);
   const statsAfter = await commandStats(nodes, count);
   const counts: CommandCounts = {};
   const usec: CommandCounts = {};
@@ -685,7 +430,7 @@ async function measuredContentionRound(
   addCounts(usec, deltas(statsBefore, statsAfter, 'usec'));
   return {
     ...round,
-    clientCpuUs: cpu.user + cpu.system,
+    clientCpuUs: cpuUs,
     redisCpuUs: ((await redisCpuSeconds(nodes, count)) - redisBefore) * 1e6,
     scriptCalls: scriptCalls(counts),
     publishes: counts['publish'] ?? 0,
@@ -710,26 +455,25 @@ interface Batch {
   rounds: BatchRound[];
 }
 
-async function batchRound(adapter: Adapter, nodes: RedisNodes, count: number, keyBase: string): Promise<BatchRound> {
-  const resources = Array.from({ length: BATCH_SIZE }, (_, i) => `${keyBase}:${i}`);
-  const run = await adapter.batch(resources, TTL_MS);
+async function batchRound(worker: ImplProcess, nodes: RedisNodes, count: number, keyBase: string): Promise<BatchRound> {
   // Stragglers past the quorum are not awaited by the libraries: let them land before each snapshot.
   const settle = () => sleep(100);
   const s0 = await commandStats(nodes, count);
-  let t = now();
-  await run.acquire();
-  const acquireMs = now() - t;
+  const acquired = await worker.request<{ acquired: number; ms: number }>({
+    op: 'batch-acquire',
+    keyBase,
+    size: BATCH_SIZE,
+    ttlMs: TTL_MS,
+  });
   await settle();
   const s1 = await commandStats(nodes, count);
-  t = now();
-  await run.release();
-  const releaseMs = now() - t;
+  const released = await worker.request<{ ms: number }>({ op: 'batch-release' });
   await settle();
   const s2 = await commandStats(nodes, count);
   return {
-    acquired: run.acquired,
-    acquireMs,
-    releaseMs,
+    acquired: acquired.acquired,
+    acquireMs: acquired.ms,
+    releaseMs: released.ms,
     acquireCommands: deltas(s0, s1),
     releaseCommands: deltas(s1, s2),
   };
@@ -801,7 +545,7 @@ function table(run: RunResult): string {
       ],
       [`${label}: mutual-exclusion violations (all rounds)`, cont((c) => fmt(c.violations))],
       [
-        `${label}: CPU per acquisition, µs: this process (all ${CONT_CONTENDERS} contenders) / all redis-servers`,
+        `${label}: CPU per acquisition, µs: the contenders' process (all ${CONT_CONTENDERS}) / all redis-servers`,
         cont((c) => `${fmt(c.clientCpuUsPerAcquisition)} / ${fmt(c.redisCpuUsPerAcquisition)}`),
       ],
       [
@@ -849,7 +593,7 @@ function table(run: RunResult): string {
         (x) => fmtSpread(x.concurrent.cyclesPerSec) + failed(x.concurrent.errors),
       ],
       [
-        `${CONC_LOOPS} concurrent: CPU per cycle, µs: this process / all redis-servers`,
+        `${CONC_LOOPS} concurrent: CPU per cycle, µs: the implementation's process / all redis-servers`,
         (x) => `${fmt(x.concurrent.clientCpuUsPerCycle, 1)} / ${fmt(x.concurrent.redisCpuUsPerCycle, 1)}`,
       ],
     ]),
@@ -1021,13 +765,13 @@ async function contentionPhase(
   tag: (impl: ImplName) => string,
 ): Promise<Record<RetryingName, Contention[]>> {
   const urls = nodes.urls.slice(0, count);
-  const adapters = {} as Record<RetryingName, Adapter[]>;
+  const workers = {} as Record<RetryingName, ImplProcess>;
   try {
     for (const impl of RETRYING) {
-      log(`${count} nodes: contention: ${CONT_CONTENDERS} instances of ${impl}, warming up`);
-      adapters[impl] = await Promise.all(Array.from({ length: CONT_CONTENDERS }, () => makeAdapter(impl, urls)));
-      await Promise.all(adapters[impl].map((adapter, i) => warmUp(adapter, `${tag(impl)}:warm:${i}`)));
-      await contentionRound(adapters[impl], `${tag(impl)}:contended:warm`, CONTENTION_ROWS[1], CONT_WARMUP_MS);
+      log(`${count} nodes: contention: ${CONT_CONTENDERS} instances of ${impl} in one process, warming up`);
+      workers[impl] = await ImplProcess.start(impl, urls, CONT_CONTENDERS);
+      await workers[impl].request({ op: 'warm-up', key: `${tag(impl)}:warm`, cycles: 0, ttlMs: TTL_MS });
+      await contentionRound(workers[impl], `${tag(impl)}:contended:warm`, CONTENTION_ROWS[1], CONT_WARMUP_MS);
     }
     const rounds = perImpl(RETRYING, () => CONTENTION_ROWS.map((): ContentionRound[] => []));
     for (const [i, row] of CONTENTION_ROWS.entries()) {
@@ -1035,7 +779,7 @@ async function contentionPhase(
         for (const impl of rotate(RETRYING, round)) {
           // A key per round: a lock left behind (TTL up to 10 s) must not block the next round.
           const c = await measuredContentionRound(
-            adapters[impl],
+            workers[impl],
             `${tag(impl)}:contended:${i}:${round}`,
             row,
             nodes,
@@ -1052,11 +796,7 @@ async function contentionPhase(
       CONTENTION_ROWS.map((row, i) => summarizeContention(row, rounds[impl][i] ?? [])),
     );
   } finally {
-    await Promise.all(
-      Object.values(adapters)
-        .flat()
-        .map((adapter) => adapter.close()),
-    );
+    await Promise.all(Object.values(workers).map((worker) => worker.close()));
   }
 }
 
@@ -1064,15 +804,14 @@ async function runFor(nodes: RedisNodes, count: number, runId: string): Promise<
   const urls = nodes.urls.slice(0, count);
   const tag = (impl: ImplName) => `bench:${runId}:${count}:${impl}`;
   log(`${count} nodes: connecting and warming up (${SEQ_WARMUP} cycles each)`);
-  const adapters = {} as Record<ImplName, Adapter>;
+  const workers = {} as Record<ImplName, ImplProcess>;
   let results: Record<ImplName, ImplResult>;
-  // The sequential, concurrent and batch measurements share one adapter per implementation.
+  // The sequential, concurrent and batch measurements share one process (and instance) per implementation.
   const shared = MEASURED.has('sequential') || MEASURED.has('concurrent') || MEASURED.has('batch');
   try {
     for (const impl of shared ? IMPLS : []) {
-      adapters[impl] = await makeAdapter(impl, urls);
-      await warmUp(adapters[impl], `${tag(impl)}:seq`);
-      for (let i = 0; i < SEQ_WARMUP; i++) await (await adapters[impl].acquire(`${tag(impl)}:seq`, TTL_MS)).release();
+      workers[impl] = await ImplProcess.start(impl, urls, 1);
+      await workers[impl].request({ op: 'warm-up', key: `${tag(impl)}:seq`, cycles: SEQ_WARMUP, ttlMs: TTL_MS });
     }
     const seq = perImpl(IMPLS, () => new SequentialSamples());
     const conc = perImpl(IMPLS, () => new ConcurrentSamples());
@@ -1080,21 +819,21 @@ async function runFor(nodes: RedisNodes, count: number, runId: string): Promise<
     for (let round = 0; round < (MEASURED.has('sequential') ? ROUNDS : 0); round++) {
       log(`${count} nodes: sequential, round ${round + 1}/${ROUNDS}`);
       for (const impl of rotate(IMPLS, round))
-        await sequentialRound(adapters[impl], impl, `${tag(impl)}:seq`, nodes, count, seq[impl]);
+        await sequentialRound(workers[impl], impl, `${tag(impl)}:seq`, nodes, count, seq[impl]);
     }
     if (MEASURED.has('concurrent')) {
       log(`${count} nodes: ${CONC_LOOPS} concurrent loops, warming up (${CONC_WARMUP_MS} ms each)`);
-      for (const impl of IMPLS) await concurrentLoops(adapters[impl], `${tag(impl)}:conc:warm`, CONC_WARMUP_MS);
+      for (const impl of IMPLS) await concurrentLoops(workers[impl], `${tag(impl)}:conc:warm`, CONC_WARMUP_MS);
     }
     for (let round = 0; round < (MEASURED.has('concurrent') ? ROUNDS : 0); round++) {
       log(`${count} nodes: ${CONC_LOOPS} concurrent loops, round ${round + 1}/${ROUNDS}`);
       for (const impl of rotate(IMPLS, round))
-        await concurrentRound(adapters[impl], `${tag(impl)}:conc`, nodes, count, conc[impl]);
+        await concurrentRound(workers[impl], `${tag(impl)}:conc`, nodes, count, conc[impl]);
     }
     for (let round = 0; round < (MEASURED.has('batch') ? ROUNDS : 0); round++) {
       log(`${count} nodes: batch of ${BATCH_SIZE}, round ${round + 1}/${ROUNDS}`);
       for (const impl of rotate(IMPLS, round))
-        batches[impl].push(await batchRound(adapters[impl], nodes, count, `${tag(impl)}:batch:${round}`));
+        batches[impl].push(await batchRound(workers[impl], nodes, count, `${tag(impl)}:batch:${round}`));
     }
     results = perImpl(IMPLS, (impl) => ({
       sequential: summarizeSequential(seq[impl]),
@@ -1103,7 +842,7 @@ async function runFor(nodes: RedisNodes, count: number, runId: string): Promise<
       batch: summarizeBatch(batches[impl]),
     }));
   } finally {
-    await Promise.all(Object.values(adapters).map((adapter) => adapter.close()));
+    await Promise.all(Object.values(workers).map((worker) => worker.close()));
   }
   if (MEASURED.has('contention')) {
     const contention = await contentionPhase(nodes, count, tag);
@@ -1162,6 +901,7 @@ async function main(): Promise<void> {
     'tickwarden builds its clients from the URLs (LOCK_CLIENT_OPTIONS: no auto-pipelining; it merges calls made together into one script call per node itself). node-redlock 5.0.0-beta.2 runs on default ioredis clients as its README shows, and on auto-pipelined ones (LOCK_CLIENT_OPTIONS + enableAutoPipelining).',
     'The floor is SET NX PX on every node, then compare-and-delete (EVALSHA) on every node, each step decided at a quorum, no retries: on plain clients (LOCK_CLIENT_OPTIONS), the fastest for one caller at a time, and on auto-pipelined clients, the fastest for many; each target compares with the faster of the two in its workload.',
     `Retry settings are the defaults: ${RETRY.retryCount} retries, ${RETRY.retryDelayMs} ms + [0, ${RETRY.retryJitterMs}) ms (node-redlock: ${RETRY.retryDelayMs} ms ± ${RETRY.retryJitterMs} ms).`,
+    `Each implementation runs in a Node process of its own (its contenders too: one process per implementation), driven by the benchmark's; CPU figures of "the implementation's process" are that process's.`,
     `Contention: ${CONT_CONTENDERS} contenders, each its own instance and clients, loop acquire → hold → release on one key (a new key each round) for ${CONT_MS / 1000} s per round, after an unmeasured ${CONT_WARMUP_MS} ms burst; hold 0 ms yields one event-loop turn before the release. The gap runs from a release (or the start) to the next acquire.`,
     '',
   ].join('\n');

@@ -1,0 +1,378 @@
+/**
+ * The implementations the Redlock benchmark compares, behind one interface, and the loops that
+ * drive them. Each runs in a process of its own (impl-worker.ts), as it would in a service: code,
+ * JIT state and heap shared with another implementation would skew its figures.
+ */
+import { randomBytes } from 'node:crypto';
+import { setImmediate as nextTurn, setTimeout as sleep } from 'node:timers/promises';
+import { Redis, type RedisOptions } from 'ioredis';
+import { atQuorum, FLOOR_RELEASE, FLOOR_RELEASE_SHA } from './floor.ts';
+import { isNodeRedlockExecutionError, newNodeRedlock } from './node-redlock.ts';
+import { LOCK_CLIENT_OPTIONS, LockTakenError, Redlock, type Lease } from '../src/index.ts';
+
+export const IMPLS = [
+  'tickwarden',
+  'node-redlock',
+  'node-redlock-pipelined',
+  'floor-plain',
+  'floor-pipelined',
+] as const;
+export type ImplName = (typeof IMPLS)[number];
+export const isImpl = (name: string): name is ImplName => (IMPLS as readonly string[]).includes(name);
+
+/** The library's defaults (node-redlock's are the same numbers; its jitter is ±100 around 200). */
+export const RETRY = { retryCount: 10, retryDelayMs: 200, retryJitterMs: 100 } as const;
+
+/** The library's own client options with auto-pipelining on: the second client of node-redlock and of the floor. */
+const PIPELINED_CLIENT_OPTIONS: RedisOptions = { ...LOCK_CLIENT_OPTIONS, enableAutoPipelining: true };
+
+const now = (): number => performance.now();
+const noop = (): void => undefined;
+
+/** A held lock, released once. */
+export interface Held {
+  release(): Promise<void>;
+}
+
+/** One implementation behind the same two calls. `acquire` throws when it gets no lock. */
+export interface Adapter {
+  acquire(resource: string, ttlMs: number): Promise<Held>;
+  /** Whether an acquire error means "retries exhausted because the lock was taken". */
+  exhausted(error: unknown): boolean;
+  /** Batch of distinct resources: one timed acquire phase, one timed release phase. */
+  batch(
+    resources: readonly string[],
+    ttlMs: number,
+  ): Promise<{ acquired: number; acquire: () => Promise<void>; release: () => Promise<void> }>;
+  close(): Promise<void>;
+}
+
+/** Every client any adapter opened, closed on exit even after an error (closeAll). */
+const closers = new Set<() => Promise<void>>();
+
+/** Closes every client any adapter of this process opened. */
+export async function closeAll(): Promise<void> {
+  const pending = [...closers].reverse();
+  closers.clear();
+  for (const close of pending) await close().catch(noop);
+}
+
+async function readyClients(urls: readonly string[], options: RedisOptions): Promise<Redis[]> {
+  const clients = urls.map((url) => new Redis(url, { ...options }));
+  for (const client of clients) client.on('error', noop);
+  closers.add(async () => {
+    for (const client of clients) client.disconnect();
+  });
+  // The lock client options disable the offline queue: wait until every client can send.
+  await Promise.all(
+    clients.map((client) =>
+      client.status === 'ready' ? undefined : new Promise((resolve) => client.once('ready', resolve)),
+    ),
+  );
+  return clients;
+}
+
+function tickwarden(urls: readonly string[]): Adapter {
+  const redlock = new Redlock(urls);
+  const close = (): Promise<void> => redlock.close();
+  closers.add(close);
+  return {
+    async acquire(resource, ttlMs) {
+      const lease = await redlock.acquire(resource, ttlMs);
+      return {
+        release: async () => {
+          await redlock.release(lease);
+        },
+      };
+    },
+    exhausted: (error) => error instanceof LockTakenError,
+    async batch(resources, ttlMs) {
+      let leases: Lease[] = [];
+      let acquired = 0;
+      return {
+        get acquired() {
+          return acquired;
+        },
+        acquire: async () => {
+          const results = await redlock.acquireBatch(
+            resources.map((resource) => ({ resource })),
+            ttlMs,
+          );
+          leases = results.flatMap((r): Lease[] => (r.ok ? [r.lease] : []));
+          acquired = leases.length;
+        },
+        release: async () => {
+          await redlock.releaseBatch(leases);
+        },
+      };
+    },
+    async close() {
+      closers.delete(close);
+      await close();
+    },
+  };
+}
+
+async function nodeRedlock(urls: readonly string[], pipelined: boolean): Promise<Adapter> {
+  // As node-redlock's README shows: default ioredis clients; or, for comparison, auto-pipelined ones.
+  const clients = await readyClients(urls, pipelined ? PIPELINED_CLIENT_OPTIONS : {});
+  // node-redlock's defaults, spelled out: 10 retries, 200 ms ± 100 ms.
+  const redlock = newNodeRedlock(clients, {
+    retryCount: RETRY.retryCount,
+    retryDelay: RETRY.retryDelayMs,
+    retryJitter: RETRY.retryJitterMs,
+  });
+  // Every vote against is emitted as 'error': without a listener EventEmitter would throw.
+  redlock.on('error', noop);
+  const acquire = async (resource: string, ttlMs: number): Promise<Held> => {
+    const lock = await redlock.acquire([resource], ttlMs);
+    return {
+      release: async () => {
+        await lock.release();
+      },
+    };
+  };
+  return {
+    acquire,
+    exhausted: isNodeRedlockExecutionError,
+    batch: (resources, ttlMs) => concurrentBatch(acquire, resources, ttlMs),
+    async close() {
+      for (const client of clients) client.disconnect();
+    },
+  };
+}
+
+/**
+ * The floor: SET NX PX on every node in parallel, a quorum of OKs wins (no
+ * retries); EVALSHA compare-and-delete on every node. Both resolve at a quorum
+ * (the rest still runs). On plain clients each call is written at once, which
+ * is fastest for a single caller; auto-pipelining defers writes to merge
+ * concurrent callers' commands, which is fastest for many.
+ */
+async function floor(urls: readonly string[], pipelined: boolean): Promise<Adapter> {
+  const clients = await readyClients(urls, pipelined ? PIPELINED_CLIENT_OPTIONS : LOCK_CLIENT_OPTIONS);
+  await Promise.all(clients.map((client) => client.script('LOAD', FLOOR_RELEASE)));
+  const quorum = Math.floor(clients.length / 2) + 1;
+  const releaseValue = async (resource: string, value: string): Promise<void> => {
+    await atQuorum(
+      clients.map((client) => client.evalsha(FLOOR_RELEASE_SHA, 1, resource, value).then(noop, noop)),
+      quorum,
+    );
+  };
+  const acquire = (resource: string, ttlMs: number): Promise<Held> =>
+    new Promise((resolve, reject) => {
+      const value = randomBytes(20).toString('hex');
+      let ok = 0;
+      let answered = 0;
+      let settled = false;
+      for (const client of clients) {
+        client
+          .set(resource, value, 'PX', ttlMs, 'NX')
+          .then(
+            (reply) => reply === 'OK',
+            () => false,
+          )
+          .then((won) => {
+            answered++;
+            if (won) ok++;
+            if (settled) return;
+            if (ok >= quorum) {
+              settled = true;
+              resolve({ release: () => releaseValue(resource, value) });
+            } else if (ok + (clients.length - answered) < quorum) {
+              settled = true;
+              void releaseValue(resource, value);
+              reject(new Error(`floor: no quorum for ${resource}`));
+            }
+          });
+      }
+    });
+  return {
+    acquire,
+    exhausted: () => false,
+    batch: (resources, ttlMs) => concurrentBatch(acquire, resources, ttlMs),
+    async close() {
+      for (const client of clients) client.disconnect();
+    },
+  };
+}
+
+/** Batch for the libraries without one: every acquire at once (Promise.all), then every release at once. */
+async function concurrentBatch(acquire: Adapter['acquire'], resources: readonly string[], ttlMs: number) {
+  let held: Held[] = [];
+  return {
+    get acquired() {
+      return held.length;
+    },
+    acquire: async () => {
+      const results = await Promise.allSettled(resources.map((resource) => acquire(resource, ttlMs)));
+      held = results.flatMap((r) => (r.status === 'fulfilled' ? [r.value] : []));
+    },
+    release: async () => {
+      await Promise.all(held.map((h) => h.release()));
+    },
+  };
+}
+
+export async function makeAdapter(impl: ImplName, urls: readonly string[]): Promise<Adapter> {
+  if (impl === 'tickwarden') return tickwarden(urls);
+  if (impl === 'node-redlock') return nodeRedlock(urls, false);
+  if (impl === 'node-redlock-pipelined') return nodeRedlock(urls, true);
+  return floor(urls, impl === 'floor-pipelined');
+}
+
+/** One acquire+release until it works (the first calls of fresh clients may race their connection). */
+export async function warmUp(adapter: Adapter, key: string, ttlMs: number): Promise<void> {
+  const deadline = now() + 10_000;
+  for (;;) {
+    try {
+      const held = await adapter.acquire(key, ttlMs);
+      await held.release();
+      return;
+    } catch (error) {
+      if (now() > deadline) throw error;
+      await sleep(20);
+    }
+  }
+}
+
+/** `cycles` sequential acquire+release cycles on one key, each step timed. */
+export async function sequentialCycles(adapter: Adapter, key: string, cycles: number, ttlMs: number) {
+  const acquireMs: number[] = [];
+  const releaseMs: number[] = [];
+  let errors = 0;
+  const start = now();
+  for (let i = 0; i < cycles; i++) {
+    const a = now();
+    let held: Held;
+    try {
+      held = await adapter.acquire(key, ttlMs);
+    } catch {
+      errors++;
+      continue;
+    }
+    const b = now();
+    await held.release();
+    acquireMs.push(b - a);
+    releaseMs.push(now() - b);
+  }
+  return { acquireMs, releaseMs, errors, seconds: (now() - start) / 1000 };
+}
+
+/** `loops` loops, each acquire+release on its own key, for `ms`: the cycles and the errors. */
+export async function concurrentLoops(
+  adapter: Adapter,
+  keyBase: string,
+  ms: number,
+  loops: number,
+  ttlMs: number,
+): Promise<{ cycles: number; errors: number }> {
+  let cycles = 0;
+  let errors = 0;
+  const end = now() + ms;
+  await Promise.all(
+    Array.from({ length: loops }, async (_, loop) => {
+      const key = `${keyBase}:${loop}`;
+      while (now() < end) {
+        try {
+          await (await adapter.acquire(key, ttlMs)).release();
+          cycles++;
+        } catch {
+          errors++;
+        }
+      }
+    }),
+  );
+  return { cycles, errors };
+}
+
+/** A contention row: how long a holder holds, and the lease TTL. */
+export interface ContentionRow {
+  holdMs: number;
+  ttlMs: number;
+}
+
+/** What one contention round saw (contentionRound). */
+export interface ContentionOutcome {
+  acquisitions: number;
+  acquisitionsPerSec: number;
+  perContender: number[];
+  jain: number;
+  maxGapMs: number;
+  exhausted: number;
+  otherErrors: number;
+  violations: number;
+  /** How long the contenders took to stop after the round's end (their acquires in flight finish). */
+  drainMs: number;
+}
+
+/**
+ * One round: every contender (its own instance and clients, as separate processes
+ * would have) loops acquire → hold → release on `key` with the default retry
+ * settings for `ms`. A hold of 0 still yields one event-loop turn before the
+ * release, so that another contender's acquire resolving meanwhile shows as a
+ * violation of the shared `holder`. The gap runs from a release (or the start)
+ * to the next acquire, and at the end from the last release to the end.
+ */
+export async function contentionRound(
+  adapters: readonly Adapter[],
+  key: string,
+  row: ContentionRow,
+  ms: number,
+): Promise<ContentionOutcome> {
+  const perContender = new Array<number>(adapters.length).fill(0);
+  let holder: number | undefined;
+  let violations = 0;
+  let exhausted = 0;
+  let otherErrors = 0;
+  let maxGapMs = 0;
+  const start = now();
+  const end = start + ms;
+  // Within the round: the last release (or the start) and the last acquire.
+  let freeSince = start;
+  let lastAcquire = Number.NEGATIVE_INFINITY;
+  await Promise.all(
+    adapters.map(async (adapter, id) => {
+      while (now() < end) {
+        let held: Held;
+        try {
+          held = await adapter.acquire(key, row.ttlMs);
+        } catch (error) {
+          if (adapter.exhausted(error)) exhausted++;
+          else otherErrors++;
+          continue;
+        }
+        const at = now();
+        if (holder !== undefined) violations++;
+        holder = id;
+        if (at <= end) {
+          perContender[id] = (perContender[id] ?? 0) + 1;
+          maxGapMs = Math.max(maxGapMs, at - freeSince);
+          lastAcquire = at;
+        }
+        await (row.holdMs > 0 ? sleep(row.holdMs) : nextTurn());
+        // Cleared before the release is sent: from here another holder is legitimate.
+        holder = undefined;
+        const releasedAt = now();
+        if (releasedAt <= end) freeSince = releasedAt;
+        await held.release();
+      }
+    }),
+  );
+  const drainMs = now() - end;
+  // A lock left free from the last release to the end is a gap too, though no acquire closed it.
+  if (freeSince >= lastAcquire) maxGapMs = Math.max(maxGapMs, end - freeSince);
+  const acquisitions = perContender.reduce((a, b) => a + b, 0);
+  const squares = perContender.reduce((a, b) => a + b * b, 0);
+  return {
+    acquisitions,
+    acquisitionsPerSec: acquisitions / (ms / 1000),
+    perContender,
+    jain: squares === 0 ? Number.NaN : (acquisitions * acquisitions) / (adapters.length * squares),
+    maxGapMs,
+    exhausted,
+    otherErrors,
+    violations,
+    drainMs,
+  };
+}
