@@ -44,10 +44,9 @@ export interface Adapter {
     resources: readonly string[],
     ttlMs: number,
   ): Promise<{ acquired: number; acquire: () => Promise<void>; release: () => Promise<void> }>;
-  close(): Promise<void>;
 }
 
-/** Every client any adapter opened, closed on exit even after an error (closeAll). */
+/** Every client and instance any adapter opened: closeAll closes them, when the process ends. */
 const closers = new Set<() => Promise<void>>();
 
 /** Closes every client any adapter of this process opened. */
@@ -74,8 +73,7 @@ async function readyClients(urls: readonly string[], options: RedisOptions): Pro
 
 function tickwarden(urls: readonly string[]): Adapter {
   const redlock = new Redlock(urls);
-  const close = (): Promise<void> => redlock.close();
-  closers.add(close);
+  closers.add(() => redlock.close());
   return {
     async acquire(resource, ttlMs) {
       const lease = await redlock.acquire(resource, ttlMs);
@@ -106,10 +104,6 @@ function tickwarden(urls: readonly string[]): Adapter {
         },
       };
     },
-    async close() {
-      closers.delete(close);
-      await close();
-    },
   };
 }
 
@@ -136,9 +130,6 @@ async function nodeRedlock(urls: readonly string[], pipelined: boolean): Promise
     acquire,
     exhausted: isNodeRedlockExecutionError,
     batch: (resources, ttlMs) => concurrentBatch(acquire, resources, ttlMs),
-    async close() {
-      for (const client of clients) client.disconnect();
-    },
   };
 }
 
@@ -191,9 +182,6 @@ async function floor(urls: readonly string[], pipelined: boolean): Promise<Adapt
     acquire,
     exhausted: () => false,
     batch: (resources, ttlMs) => concurrentBatch(acquire, resources, ttlMs),
-    async close() {
-      for (const client of clients) client.disconnect();
-    },
   };
 }
 
