@@ -84,24 +84,32 @@
     3  HANDED    a release handed the lock to this value (its record says `handed`):
                  refreshed for the ttl from now, fence unchanged; detail: that fence
 ]]
+-- Stores the proposal as the resource's fence when it is above the stored one; else puts the stored
+-- one back and returns it (STALE). Tokens are decimal integers without leading zeros (see
+-- #nextProposal): the longer is the greater and equal lengths compare as strings (tonumber on 16
+-- digits costs the node more than this whole step).
+local function raiseFence(fence, proposal, retention)
+  local stored = redis.call('SET', fence, proposal, 'PX', retention, 'GET')
+  if stored and (#proposal < #stored or #proposal == #stored and proposal <= stored) then
+    redis.call('SET', fence, stored, 'PX', retention)
+    return stored
+  end
+end
 -- The common case first, whole: one resource, a plain call (4 + 3 arguments), the lock free. Short
 -- and on top, so that it runs without stepping through the rest of the script, which a node whose
 -- caches other processes keep cold pays for well beyond its few instructions (BENCHMARK.md). A lock
 -- found taken goes on below with the holder read here (`taken`).
 local taken
 if #KEYS == 1 and #ARGV == 7 then
-  local base, proposal = KEYS[1], ARGV[6]
+  local base = KEYS[1]
   taken = redis.call('SET', base .. 'lock', ARGV[5], 'NX', 'PX', ARGV[1], 'GET')
   if not taken then
-    -- As below: the proposal must be above the stored fence, else the lock is freed again (STALE).
-    local fence = base .. 'fence'
-    local stored = redis.call('SET', fence, proposal, 'PX', ARGV[3], 'GET')
-    if not stored or #proposal > #stored or #proposal == #stored and proposal > stored then
+    local stale = raiseFence(base .. 'fence', ARGV[6], ARGV[3])
+    if not stale then
       return 1
     end
-    redis.call('SET', fence, stored, 'PX', ARGV[3])
     redis.call('DEL', base .. 'lock')
-    return { -2, stored }
+    return { -2, stale }
   end
 end
 -- A plain call has 4 + 3 * #KEYS arguments; the other layout cannot (its header would be shorter than five).
@@ -198,16 +206,12 @@ for i = 1, #KEYS do
     q.dequeue(base, value)
   elseif not code then
     -- The lock is ours to take (free, reserved, held by our value, or revoked): the proposal must be above the stored fence.
-    local fence = base .. 'fence'
-    local stored = redis.call('SET', fence, proposal, 'PX', fenceRetention, 'GET')
-    -- Tokens are decimal integers without leading zeros (see #nextProposal): the longer is the greater
-    -- and equal lengths compare as strings (tonumber on 16 digits costs the node more than this whole step).
-    if stored and (#proposal < #stored or #proposal == #stored and proposal <= stored) then
-      redis.call('SET', fence, stored, 'PX', fenceRetention)
+    local stale = raiseFence(base .. 'fence', proposal, fenceRetention)
+    if stale then
       if setFree then
         redis.call('DEL', lock)
       end
-      code = { -2, stored }
+      code = { -2, stale }
     else
       if not setFree then
         redis.call('SET', lock, value, 'PX', ttl)
