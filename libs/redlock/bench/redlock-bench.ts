@@ -16,15 +16,15 @@ import os from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { startRedisNodes, type RedisNodes } from '@tickwarden/testkit';
 import type { WorkerAnswer, WorkerRequest } from './impl-worker.ts';
-import { IMPLS, RETRY, type ContentionOutcome, type ImplName } from './implementations.ts';
+import { IMPLS, RETRY, type ContentionOutcome, type ContentionRow, type ImplName } from './implementations.ts';
 import { DEFAULT_SETTINGS } from '../src/index.ts';
 
 const NODE_COUNTS = [5, 3] as const;
 const ROUNDS = 3;
 /**
  * Unmeasured cycles per implementation before the first sequential round: V8 optimizes a function
- * only once it ran hot for a while, and after 300 cycles this library's first round still ran
- * partly unoptimized (BENCHMARK.md).
+ * only once it ran hot for a while, and a round that still runs unoptimized code measures the
+ * compiler, not the implementation (BENCHMARK.md, "Rounds").
  */
 const SEQ_WARMUP = 2_000;
 /** Per round and implementation. */
@@ -43,8 +43,7 @@ const CONT_WARMUP_MS = 300;
 const CONTENTION_ROWS = [
   { holdMs: 2, ttlMs: 1_000 },
   { holdMs: 0, ttlMs: 10_000 },
-] as const;
-type ContentionRow = (typeof CONTENTION_ROWS)[number];
+] as const satisfies readonly ContentionRow[];
 const BATCH_SIZE = 1_000;
 const TTL_MS = 10_000;
 /** What `BENCH_ROWS` may name (comma-separated): the measurements to run; all of them by default. */
@@ -122,8 +121,7 @@ class ImplProcess {
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
     });
     const started = new ImplProcess(child);
-    const close = (): Promise<void> => started.close();
-    closers.add(close);
+    closers.add(started.close);
     // The worker says `ready` (id 0) once its clients are connected.
     await new Promise((resolve, reject) => started.#pending.set(0, { resolve, reject }));
     return started;
@@ -138,12 +136,13 @@ class ImplProcess {
   }
 
   /** Ends the worker (it closes its clients when the IPC channel goes) and waits for it to exit. */
-  async close(): Promise<void> {
+  readonly close = async (): Promise<void> => {
+    closers.delete(this.close);
     if (this.#child.exitCode !== null || this.#child.signalCode !== null) return;
     const exited = new Promise((resolve) => this.#child.once('exit', resolve));
     this.#child.disconnect();
     await exited;
-  }
+  };
 }
 
 type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never;
