@@ -127,9 +127,7 @@ local revoke = h >= 7 and ARGV[7] == '1'
 local notBefore = h >= 8 and tonumber(ARGV[8])
 -- @include waiters
 -- @include claimstart
--- The queue's helpers and members are made only on a waiter's path (see waiters.lua).
-local q = notBefore and waiters()
-local early = notBefore and q.now() < notBefore
+local early = notBefore and now() < notBefore
 -- One resource: its entry alone (see Returns), without building the array.
 local out = #KEYS ~= 1 and {}
 for i = 1, #KEYS do
@@ -171,13 +169,12 @@ for i = 1, #KEYS do
     if holder == '|' or not (holder or setFree) then
       -- Free (a retry that may be queued only read it) or reserved: the queue's head takes it.
       if ticket ~= '' then
-        q = q or waiters()
-        local first = q.head(base)
+        local first = head(base)
         if first and first ~= value then
-          q.enqueue(base, value, q.record(inbox, handoff and ttl, fenceRetention), ticket, wait)
+          enqueue(base, value, record(inbox, handoff and ttl, fenceRetention), ticket, wait)
           redis.call('SET', base .. 'waiters', '1', 'PX', wait)
           if not holder then
-            redis.call('SET', lock, '|', 'PX', q.remaining(base, first))
+            redis.call('SET', lock, '|', 'PX', remaining(base, first))
           end
           code = -4
         end
@@ -194,16 +191,14 @@ for i = 1, #KEYS do
       if wait > 0 then
         redis.call('SET', base .. 'waiters', '1', 'PX', wait)
         if ticket ~= '' then
-          q = q or waiters()
-          q.enqueue(base, value, q.record(inbox, handoff and ttl, fenceRetention), ticket, wait)
+          enqueue(base, value, record(inbox, handoff and ttl, fenceRetention), ticket, wait)
         end
       end
     end
   end
   if mayBeQueued and code and wait == 0 and not handed then
     -- The last attempt failed: no retry renews its place, which must not hold a reservation.
-    q = q or waiters()
-    q.dequeue(base, value)
+    dequeue(base, value)
   elseif not code then
     -- The lock is ours to take (free, reserved, held by our value, or revoked): the proposal must be above the stored fence.
     local stale = raiseFence(base .. 'fence', proposal, fenceRetention)
@@ -217,8 +212,7 @@ for i = 1, #KEYS do
         redis.call('SET', lock, value, 'PX', ttl)
       end
       if mayBeQueued or holder == '|' then
-        q = q or waiters()
-        q.dequeue(base, value)
+        dequeue(base, value)
       end
       if claim and not claimSet then
         redis.call('SET', claim, value, 'PX', retention)

@@ -21,13 +21,12 @@
                    handed the lock
 ]]
 -- @include waiters
-local q = waiters()
 local out = {}
 for i = 1, #KEYS do
   local base = KEYS[i]
   local lock = base .. 'lock'
   local value = ARGV[i]
-  local wasFirst = q.head(base) == value
+  local wasFirst = head(base) == value
   local holder = redis.call('GET', lock)
   local handed = holder == value and redis.call('GET', waiterKey(base, value)) == 'handed'
   out[i] = redis.call('ZREM', base .. 'queue', value)
@@ -36,9 +35,9 @@ for i = 1, #KEYS do
     -- Reserved for it, or handed to it and never used: then the next waiter gets the same token.
     if handed then
       out[i] = 1
-      q.passOn(base, lock, redis.call('GET', base .. 'fence'), true)
+      passOn(base, lock, redis.call('GET', base .. 'fence'), true)
     else
-      q.passOn(base, lock)
+      passOn(base, lock)
     end
   end
 end

@@ -85,7 +85,7 @@ for i = 1, #KEYS do
       -- failed attempt cleaning up only reserves it.
       local bumped = not cleanup and fence ~= '' and string.format('%.0f', tonumber(fence) + 1)
       local token = giveBack and fence or bumped or nil
-      served = waiters().serveFirst(base, lock, token, giveBack, held[3] or false)
+      served = serveFirst(base, lock, token, giveBack, held[3] or false)
       -- Waiters that do not queue take a free or reserved lock, not a handed one.
       if served ~= 'handed' then
         redis.call('PUBLISH', base .. 'released', '')
@@ -97,9 +97,8 @@ for i = 1, #KEYS do
     code = 1
   elseif held[2] and not cleanup then
     -- Not ours here, but we may be queued: leave, passing on a reservation made for us (see above).
-    local q = waiters()
-    if q.dequeueValue(base, value) and held[1] == '|' then
-      q.passOn(base, lock)
+    if dequeueValue(base, value) and held[1] == '|' then
+      passOn(base, lock)
       code = 1
     end
   end

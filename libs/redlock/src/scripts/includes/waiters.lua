@@ -7,115 +7,111 @@
 -- for its ttl, raises the fence to the releasing lease's token + 1, takes the waiter out of the
 -- queue and leaves `handed` in its record key for the ttl (the mark a late attempt or a release of
 -- that value reads).
--- A script makes the helpers with waiters() on a waiter's path only: every function a script
--- defines is a new closure on each call, which the common path (nobody waits) need not pay for.
+-- Plain local functions: every function a script defines is a new closure on each call, which a
+-- script's common case, on top and returning before this file's place, never pays for; a table of
+-- them (q.head) cost the handoff path measurably more (BENCHMARK.md).
 -- The key of a waiter's record (its `handed` mark after a handoff).
 local function waiterKey(base, value)
   return base .. 'waiter:' .. value
 end
-local function waiters()
-  local q = {}
-  local nowMs
-  -- This node's clock, ms (TIME read once per call).
-  function q.now()
-    if not nowMs then
-      local time = redis.call('TIME')
-      nowMs = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
-    end
-    return nowMs
+local nowMs
+-- This node's clock, ms (TIME read once per call).
+local function now()
+  if not nowMs then
+    local time = redis.call('TIME')
+    nowMs = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
   end
-  local key = waiterKey
-  -- A waiter's record (see above); with `ttl`, one the lock may be handed to.
-  function q.record(inbox, ttl, retention)
-    return ttl and inbox .. '|' .. ttl .. '|' .. retention or inbox
-  end
-  -- Returns the first live waiter and its record (nil when none), dropping the dead before it.
-  function q.head(base)
-    local queue = base .. 'queue'
-    while true do
-      local first = redis.call('ZRANGE', queue, 0, 0)[1]
-      if not first then
-        return nil
-      end
-      local record = redis.call('GET', key(base, first))
-      if record then
-        return first, record
-      end
-      redis.call('ZREM', queue, first)
-    end
-  end
-  -- How long the place of a live waiter still lasts, ms (at least 1: a PX).
-  function q.remaining(base, value)
-    return math.max(redis.call('PTTL', key(base, value)), 1)
-  end
-  -- Takes (or keeps, by ticket) a place in the queue for `wait` ms.
-  function q.enqueue(base, value, record, ticket, wait)
-    local queue = base .. 'queue'
-    redis.call('ZADD', queue, 'NX', ticket, value)
-    redis.call('PEXPIRE', queue, wait)
-    redis.call('SET', key(base, value), record, 'PX', wait)
-  end
-  function q.dequeue(base, value)
-    redis.call('ZREM', base .. 'queue', value)
-    redis.call('DEL', key(base, value))
-  end
-  -- Serves the first waiter, once the lock is free to give: hands it the lock with `token` as its
-  -- fence when there is one, the waiter asked for a handoff, the token is above this node's fence
-  -- (or, `reuse`: a handoff given back unused, equal to it) and the waiter hears its inbox; else
-  -- reserves the lock ('|') for it until its deadline and publishes its lease value on its inbox
-  -- (its next attempt takes it). False when no waiter is left; 'handed' after a handoff.
-  -- `stored`: this node's fence when the caller read it already (false: none). A handoff tells
-  -- the waiter '<value>|<token>' first (PUBLISH counts who heard it), then sets the lock, the
-  -- fence and the `handed` mark, and takes the waiter out of the queue.
-  function q.serveFirst(base, lock, token, reuse, stored)
-    local first, record = q.head(base)
+  return nowMs
+end
+-- A waiter's record (see above); with `ttl`, one the lock may be handed to.
+local function record(inbox, ttl, retention)
+  return ttl and inbox .. '|' .. ttl .. '|' .. retention or inbox
+end
+-- Returns the first live waiter and its record (nil when none), dropping the dead before it.
+local function head(base)
+  local queue = base .. 'queue'
+  while true do
+    local first = redis.call('ZRANGE', queue, 0, 0)[1]
     if not first then
-      return false
+      return nil
     end
-    local inbox, ttl, retention = string.match(record, '^([^|]*)|(%d+)|(%d+)$')
-    if not inbox then
-      inbox = record
-    elseif token then
-      local fence = base .. 'fence'
-      if stored == nil then
-        stored = redis.call('GET', fence)
-      end
-      -- Decimal integers without leading zeros (acquire.lua): the longer is the greater.
-      local above = not stored
-        or #token > #stored
-        or #token == #stored and (token > stored or reuse and token == stored)
-      if above and redis.call('PUBLISH', inbox, first .. '|' .. token) > 0 then
-        redis.call('SET', lock, first, 'PX', ttl)
-        -- The fence outlives the lock it guards, as a grant's does (acquire.lua).
-        redis.call('SET', fence, token, 'PX', retention)
-        redis.call('SET', key(base, first), 'handed', 'PX', ttl)
-        redis.call('ZREM', base .. 'queue', first)
-        return 'handed'
-      end
-      -- Not heard (its subscription is gone): reserved, as for a waiter that did not ask.
-      if above then
-        inbox = ''
-      end
+    local record = redis.call('GET', waiterKey(base, first))
+    if record then
+      return first, record
     end
-    redis.call('SET', lock, '|', 'PX', q.remaining(base, first))
-    if inbox ~= '' then
-      redis.call('PUBLISH', inbox, first)
-    end
-    return true
+    redis.call('ZREM', queue, first)
   end
-  -- Passes the lock on (see serveFirst): to the next waiter, or, with none left, frees the lock and
-  -- publishes the release on the resource's channel.
-  function q.passOn(base, lock, token, reuse)
-    if not q.serveFirst(base, lock, token, reuse) then
-      redis.call('DEL', lock)
-      redis.call('PUBLISH', base .. 'released', '')
+end
+-- How long the place of a live waiter still lasts, ms (at least 1: a PX).
+local function remaining(base, value)
+  return math.max(redis.call('PTTL', waiterKey(base, value)), 1)
+end
+-- Takes (or keeps, by ticket) a place in the queue for `wait` ms.
+local function enqueue(base, value, record, ticket, wait)
+  local queue = base .. 'queue'
+  redis.call('ZADD', queue, 'NX', ticket, value)
+  redis.call('PEXPIRE', queue, wait)
+  redis.call('SET', waiterKey(base, value), record, 'PX', wait)
+end
+local function dequeue(base, value)
+  redis.call('ZREM', base .. 'queue', value)
+  redis.call('DEL', waiterKey(base, value))
+end
+-- Serves the first waiter, once the lock is free to give: hands it the lock with `token` as its
+-- fence when there is one, the waiter asked for a handoff, the token is above this node's fence
+-- (or, `reuse`: a handoff given back unused, equal to it) and the waiter hears its inbox; else
+-- reserves the lock ('|') for it until its deadline and publishes its lease value on its inbox
+-- (its next attempt takes it). False when no waiter is left; 'handed' after a handoff.
+-- `stored`: this node's fence when the caller read it already (false: none). A handoff tells
+-- the waiter '<value>|<token>' first (PUBLISH counts who heard it), then sets the lock, the
+-- fence and the `handed` mark, and takes the waiter out of the queue.
+local function serveFirst(base, lock, token, reuse, stored)
+  local first, record = head(base)
+  if not first then
+    return false
+  end
+  local inbox, ttl, retention = string.match(record, '^([^|]*)|(%d+)|(%d+)$')
+  if not inbox then
+    inbox = record
+  elseif token then
+    local fence = base .. 'fence'
+    if stored == nil then
+      stored = redis.call('GET', fence)
+    end
+    -- Decimal integers without leading zeros (acquire.lua): the longer is the greater.
+    local above = not stored
+      or #token > #stored
+      or #token == #stored and (token > stored or reuse and token == stored)
+    if above and redis.call('PUBLISH', inbox, first .. '|' .. token) > 0 then
+      redis.call('SET', lock, first, 'PX', ttl)
+      -- The fence outlives the lock it guards, as a grant's does (acquire.lua).
+      redis.call('SET', fence, token, 'PX', retention)
+      redis.call('SET', waiterKey(base, first), 'handed', 'PX', ttl)
+      redis.call('ZREM', base .. 'queue', first)
+      return 'handed'
+    end
+    -- Not heard (its subscription is gone): reserved, as for a waiter that did not ask.
+    if above then
+      inbox = ''
     end
   end
-  -- Takes `value` out of the queue; true when it was the first live waiter.
-  function q.dequeueValue(base, value)
-    local first = q.head(base)
-    q.dequeue(base, value)
-    return first == value
+  redis.call('SET', lock, '|', 'PX', remaining(base, first))
+  if inbox ~= '' then
+    redis.call('PUBLISH', inbox, first)
   end
-  return q
+  return true
+end
+-- Passes the lock on (see serveFirst): to the next waiter, or, with none left, frees the lock and
+-- publishes the release on the resource's channel.
+local function passOn(base, lock, token, reuse)
+  if not serveFirst(base, lock, token, reuse) then
+    redis.call('DEL', lock)
+    redis.call('PUBLISH', base .. 'released', '')
+  end
+end
+-- Takes `value` out of the queue; true when it was the first live waiter.
+local function dequeueValue(base, value)
+  local first = head(base)
+  dequeue(base, value)
+  return first == value
 end
