@@ -35,15 +35,16 @@ interface Group {
 }
 
 /**
- * Merges the script calls made in one cascade of promise callbacks into one
- * call per node: calls of the same script with the same shared arguments and
+ * Merges the script calls made in one turn of the event loop into one call
+ * per node: calls of the same script with the same shared arguments and
  * timeout (concurrent acquires, releases, extensions) become one EVALSHA per
  * node, and each caller gets its slice of the reply. Redis runs one script
  * instead of many and the client parses one reply. Sending waits for
- * `process.nextTick`, which runs once the promise callbacks of the current
- * turn are done - the callers that one reply woke up have all submitted by
- * then - without waiting for another turn of the event loop (a lone call goes
- * out as soon as it would unmerged). Callers measure validity from before they
+ * `setImmediate`, which runs once the replies and messages already read in
+ * this turn are handled - the callers they woke up have all submitted by then,
+ * and a handoff already heard (ReleaseNotifier) is not held up behind this
+ * process's next writes - without waiting for another poll for I/O (a lone
+ * call goes out in the same turn). Callers measure validity from before they
  * submit, so the wait only makes validity more conservative. Nothing is merged
  * when a node is a Redis Cluster: a merged call would span hash slots.
  */
@@ -72,7 +73,7 @@ export class CallCoalescer {
     }
     if (!this.#scheduled) {
       this.#scheduled = true;
-      process.nextTick(() => this.#flush());
+      setImmediate(() => this.#flush());
     }
   }
 
