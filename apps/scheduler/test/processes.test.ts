@@ -109,6 +109,7 @@ describe('scheduler replicas as OS processes', () => {
       'p2 to see 3 contenders and enqueue a tick',
       { intervalMs: 200 },
     );
+    const killedAt = Date.now();
     r0?.signal('SIGKILL');
     await sleep(2000);
     r1?.signal('SIGSTOP');
@@ -129,11 +130,28 @@ describe('scheduler replicas as OS processes', () => {
             .map((record) => ({ replica: replica.name, ...record })),
         ),
       );
+    // The replicas that found the tick's job published name its maker; all of them must agree.
+    const foundMakers = (schedule: string, tick: string): string[] => [
+      ...new Set(
+        replicas.flatMap((replica) =>
+          replica.records
+            .filter((record) => record['schedule'] === schedule && record['tick'] === tick && record['found'] === true)
+            .map((record) => String(record['enqueuedBy'])),
+        ),
+      ),
+    ];
     for (const schedule of ['e2e/alpha', 'e2e/beta']) {
       for (let tick = Math.ceil(from / 1000) * 1000; tick < to; tick += 1000) {
         const iso = new Date(tick).toISOString();
         const key = `${schedule} ${iso}`;
-        if (counts.get(key) !== 1)
+        // p0's add can make the job in the moment before its SIGKILL, which leaves it no time to read
+        // the reply and log it: then the tick's record is the one that found the job, made by p0.
+        const killedMadeIt =
+          tick > killedAt - 3000 &&
+          tick <= killedAt &&
+          counts.get(key) === undefined &&
+          foundMakers(schedule, iso).join() === 'p0';
+        if (counts.get(key) !== 1 && !killedMadeIt)
           expect.fail(`${key}: ${counts.get(key) ?? 0} enqueues; records: ${recordsOf(schedule, iso)}`);
       }
     }
