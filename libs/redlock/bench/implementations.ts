@@ -4,6 +4,7 @@
  * JIT state and heap shared with another implementation would skew its figures.
  */
 import { randomBytes } from 'node:crypto';
+import { PerformanceObserver, type PerformanceEntry } from 'node:perf_hooks';
 import { setImmediate as nextTurn, setTimeout as sleep } from 'node:timers/promises';
 import { Redis, type RedisOptions } from 'ioredis';
 import { atQuorum, FLOOR_RELEASE, FLOOR_RELEASE_SHA } from './floor.ts';
@@ -287,6 +288,10 @@ export interface ContentionOutcome {
   perContender: number[];
   jain: number;
   maxGapMs: number;
+  /** The longest garbage-collection pause of the contenders' process in the round, ms. */
+  maxGcPauseMs: number;
+  /** How much of the round's longest gap this process spent in garbage-collection pauses, ms. */
+  gcInMaxGapMs: number;
   exhausted: number;
   otherErrors: number;
   violations: number;
@@ -314,6 +319,16 @@ export async function contentionRound(
   let exhausted = 0;
   let otherErrors = 0;
   let maxGapMs = 0;
+  let maxGap = { from: 0, to: 0 };
+  // A pause stops every contender of this process at once: the gaps it makes are the process's, not the lock's.
+  const pauses: PerformanceEntry[] = [];
+  const gc = new PerformanceObserver((list) => pauses.push(...list.getEntries()));
+  gc.observe({ entryTypes: ['gc'] });
+  const gap = (from: number, to: number): void => {
+    if (to - from <= maxGapMs) return;
+    maxGapMs = to - from;
+    maxGap = { from, to };
+  };
   const start = now();
   const end = start + ms;
   // Within the round: the last release (or the start) and the last acquire.
@@ -335,7 +350,7 @@ export async function contentionRound(
         holder = id;
         if (at <= end) {
           perContender[id] = (perContender[id] ?? 0) + 1;
-          maxGapMs = Math.max(maxGapMs, at - freeSince);
+          gap(freeSince, at);
           lastAcquire = at;
         }
         await (row.holdMs > 0 ? sleep(row.holdMs) : nextTurn());
@@ -349,7 +364,14 @@ export async function contentionRound(
   );
   const drainMs = now() - end;
   // A lock left free from the last release to the end is a gap too, though no acquire closed it.
-  if (freeSince >= lastAcquire) maxGapMs = Math.max(maxGapMs, end - freeSince);
+  if (freeSince >= lastAcquire) gap(freeSince, end);
+  // Entries reach the observer a turn after their pause.
+  await nextTurn();
+  pauses.push(...gc.takeRecords());
+  gc.disconnect();
+  const inRound = pauses.filter((pause) => pause.startTime < end && pause.startTime + pause.duration > start);
+  const overlap = (pause: PerformanceEntry): number =>
+    Math.max(0, Math.min(pause.startTime + pause.duration, maxGap.to) - Math.max(pause.startTime, maxGap.from));
   const acquisitions = perContender.reduce((a, b) => a + b, 0);
   const squares = perContender.reduce((a, b) => a + b * b, 0);
   return {
@@ -358,6 +380,8 @@ export async function contentionRound(
     perContender,
     jain: squares === 0 ? Number.NaN : (acquisitions * acquisitions) / (adapters.length * squares),
     maxGapMs,
+    maxGcPauseMs: Math.max(0, ...inRound.map((pause) => pause.duration)),
+    gcInMaxGapMs: inRound.reduce((sum, pause) => sum + overlap(pause), 0),
     exhausted,
     otherErrors,
     violations,

@@ -368,6 +368,8 @@ interface Contention {
   acquisitionsPerSec: Spread;
   jain: Spread;
   maxGapMs: Spread;
+  maxGcPauseMs: Spread;
+  gcInMaxGapMs: Spread;
   /** The lowest and highest per-contender acquisition counts, per round. */
   minPerContender: number[];
   maxPerContender: number[];
@@ -393,6 +395,8 @@ function summarizeContention(row: ContentionRow, rounds: readonly ContentionRoun
     acquisitionsPerSec: spread(rounds.map((r) => r.acquisitionsPerSec)),
     jain: spread(rounds.map((r) => r.jain)),
     maxGapMs: spread(rounds.map((r) => r.maxGapMs)),
+    maxGcPauseMs: spread(rounds.map((r) => r.maxGcPauseMs)),
+    gcInMaxGapMs: spread(rounds.map((r) => r.gcInMaxGapMs)),
     minPerContender: rounds.map((r) => Math.min(...r.perContender)),
     maxPerContender: rounds.map((r) => Math.max(...r.perContender)),
     exhausted: total((r) => r.exhausted),
@@ -538,6 +542,10 @@ function table(run: RunResult): string {
         ),
       ],
       [`${label}: longest gap between holders, ms`, cont((c) => fmtSpread(c.maxGapMs, 1))],
+      [
+        `${label}: the contenders' process: its garbage-collection pauses within each round's longest gap / its longest pause, ms`,
+        cont((c) => `${fmtSpread(c.gcInMaxGapMs, 1)} / ${fmtSpread(c.maxGcPauseMs, 1)}`),
+      ],
       [
         `${label}: acquires that exhausted retries (all rounds)`,
         cont((c) => fmt(c.exhausted) + (c.otherErrors ? ` (+${c.otherErrors} other errors)` : '')),
