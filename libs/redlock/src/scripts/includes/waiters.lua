@@ -7,9 +7,8 @@
 -- for its ttl, raises the fence to the releasing lease's token + 1, takes the waiter out of the
 -- queue and leaves `handed` in its record key for the ttl (the mark a late attempt or a release of
 -- that value reads).
--- Plain local functions: every function a script defines is a new closure on each call, which a
--- script's common case, on top and returning before this file's place, never pays for; a table of
--- them (q.head) cost the handoff path measurably more (BENCHMARK.md).
+-- Plain local functions, not a table of them: every function a script defines is a new closure on
+-- each call, which a script's common case, returning before this file's place, never pays for.
 -- The key of a waiter's record (its `handed` mark after a handoff).
 local function waiterKey(base, value)
   return base .. 'waiter:' .. value
