@@ -51,9 +51,9 @@ interface Group {
 export class CallCoalescer {
   readonly #nodes: readonly LockNode[];
   readonly #merges: boolean;
-  #open = new Map<string, Group>();
-  #full: Group[] = [];
-  #scheduled = false;
+  /** This turn's groups, in the order they opened (a full one stays; a call of its shape opens another). */
+  #groups: Group[] = [];
+  readonly #flushNow = (): void => this.#flush();
 
   constructor(nodes: readonly LockNode[]) {
     this.#nodes = nodes;
@@ -64,17 +64,12 @@ export class CallCoalescer {
   submit(call: ScriptCall, onReply: ReplyHandler): void {
     const member = { from: 0, to: call.keys.length, onReply };
     if (!this.#merges) return this.#send({ call, members: [member] });
-    const key = `${call.script.name}\n${call.timeoutMs}\n${call.maxResources}\n${call.header.join('\n')}`;
-    const group = this.#open.get(key);
+    const groups = this.#groups;
+    // The newest group of this shape: a turn opens only a few, so a scan beats building a key.
+    let group: Group | undefined;
+    for (let i = groups.length - 1; i >= 0 && !group; i--) if (sameShape(groups[i] as Group, call)) group = groups[i];
     if (group && size(group) + call.keys.length <= call.maxResources) join(group, call, member);
-    else {
-      if (group) this.#full.push(group);
-      this.#open.set(key, { call, members: [member] });
-    }
-    if (!this.#scheduled) {
-      this.#scheduled = true;
-      setImmediate(() => this.#flush());
-    }
+    else if (groups.push({ call, members: [member] }) === 1) setImmediate(this.#flushNow);
   }
 
   /**
@@ -86,11 +81,9 @@ export class CallCoalescer {
   }
 
   #flush(): void {
-    const groups = [...this.#full, ...this.#open.values()];
-    this.#full = [];
-    // A new Map rather than clear(): clearing the long-lived one kept each turn's groups alive past young-generation GCs.
-    this.#open = new Map();
-    this.#scheduled = false;
+    // A new array rather than emptying the long-lived one: each turn's groups die young.
+    const groups = this.#groups;
+    this.#groups = [];
     for (const group of groups) this.#send(group);
   }
 
@@ -114,6 +107,19 @@ export class CallCoalescer {
       );
     });
   }
+}
+
+/** Whether `call` may join `group`: the same script, timeout, batch limit and shared arguments. */
+function sameShape({ call: first }: Group, call: ScriptCall): boolean {
+  if (
+    first.script !== call.script ||
+    first.timeoutMs !== call.timeoutMs ||
+    first.maxResources !== call.maxResources ||
+    first.header.length !== call.header.length
+  )
+    return false;
+  for (let i = 0; i < call.header.length; i++) if (first.header[i] !== call.header[i]) return false;
+  return true;
 }
 
 /** Resources in `group` so far. */

@@ -164,25 +164,44 @@ export class IoredisLockNode implements LockNode {
 }
 
 /** The EVALSHA just encoded, kept for the other nodes the same call goes to (see encodedEvalsha). */
-let lastEvalsha: { sha: string; keys: readonly string[]; args: readonly string[]; bytes: Buffer } | undefined;
+let lastEvalsha: { sha: string; keys: readonly string[]; args: readonly string[]; text: string } | undefined;
 
 /**
- * An EVALSHA as a command whose bytes (RESP) are made once per call, not once per node: the same
+ * An EVALSHA as a command whose text (RESP) is made once per call, not once per node: the same
  * call goes to every node with the same key and argument arrays (CallCoalescer), and ioredis
- * would otherwise build and convert the whole text again for each of them.
+ * would otherwise build the whole text again for each of them. It stays a string: a socket
+ * writes a string's bytes without the Buffer that converting it first would allocate.
  */
 function encodedEvalsha(sha: string, keys: readonly string[], args: readonly string[]): Command {
   if (lastEvalsha?.sha !== sha || lastEvalsha.keys !== keys || lastEvalsha.args !== args) {
-    const count = String(keys.length);
-    let text = `*${3 + keys.length + args.length}\r\n$7\r\nevalsha\r\n$${sha.length}\r\n${sha}\r\n$${count.length}\r\n${count}\r\n`;
-    for (const part of keys) text += `$${Buffer.byteLength(part)}\r\n${part}\r\n`;
-    for (const part of args) text += `$${Buffer.byteLength(part)}\r\n${part}\r\n`;
-    lastEvalsha = { sha, keys, args, bytes: Buffer.from(text) };
+    lastEvalsha = { sha, keys, args, text: respEvalsha(sha, keys, args, charCount) };
     // Only for the nodes of this call, which are sent to in one go: arrays reused later may have changed.
     queueMicrotask(() => (lastEvalsha = undefined));
   }
   const command = new Command('evalsha', [], { replyEncoding: 'utf8' });
-  const { bytes } = lastEvalsha;
-  command.toWritable = () => bytes;
+  const { text } = lastEvalsha;
+  command.toWritable = () => text;
   return command;
+}
+
+const charCount = (part: string): number => part.length;
+
+/**
+ * The RESP text of an EVALSHA, each part's length in bytes as `size` counts them. Counted in
+ * characters first: right while the whole text is ASCII, which one byte count of the whole tells
+ * (one native call, not one per part); else counted again in bytes.
+ */
+function respEvalsha(
+  sha: string,
+  keys: readonly string[],
+  args: readonly string[],
+  size: (part: string) => number,
+): string {
+  const count = String(keys.length);
+  let text = `*${3 + keys.length + args.length}\r\n$7\r\nevalsha\r\n$${sha.length}\r\n${sha}\r\n$${count.length}\r\n${count}\r\n`;
+  for (const part of keys) text += `$${size(part)}\r\n${part}\r\n`;
+  for (const part of args) text += `$${size(part)}\r\n${part}\r\n`;
+  if (size === charCount && Buffer.byteLength(text) !== text.length)
+    return respEvalsha(sha, keys, args, Buffer.byteLength);
+  return text;
 }
