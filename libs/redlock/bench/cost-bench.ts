@@ -76,7 +76,7 @@ async function serverTimes(): Promise<ServerCall[]> {
     const token = (i: number): number => firstToken + i;
     const v = value();
     // The acquire's arguments as the library sends them on a first attempt that may wait (acquire.lua's
-    // plain layout: no claim, its inbox named, as wakeOnRelease does by default), without a queue ticket.
+    // plain layout: no claim, its inbox named, as wakeOnRelease does by default, and its queue ticket).
     const acquireArgs = (i: number): [number, ...(string | number)[]] => {
       const { fenceRetentionMs, retryDelayMs, retryJitterMs, nodeTimeoutMs } = DEFAULT_SETTINGS;
       return [
@@ -87,14 +87,15 @@ async function serverTimes(): Promise<ServerCall[]> {
         Math.max(fenceRetentionMs, TTL_MS),
         'tickwarden:inbox:00000000000000000000',
         v,
-        Date.now() * 1000 + i,
-        '',
+        token(i),
+        token(i),
       ];
     };
     const calls: [string, 'evalsha' | 'set', (i: number) => Promise<unknown>][] = [
       ["empty script (the acquire's arguments)", 'evalsha', (i) => client.evalsha(empty, ...acquireArgs(i))],
       ['tickwarden acquire', 'evalsha', (i) => client.evalsha(acquire, ...acquireArgs(i))],
-      ['tickwarden release', 'evalsha', (i) => client.evalsha(release, 1, base(`r${i}`), v)],
+      // As release(lease) sends it: a lease's release, fence-checked (release.lua's common case).
+      ['tickwarden release', 'evalsha', (i) => client.evalsha(release, 1, base(`r${i}`), '0', v, '', token(i))],
       ['node-redlock acquire', 'evalsha', (i) => client.evalsha(nrAcquire, 1, `nr${i}`, v, TTL_MS)],
       ['node-redlock release', 'evalsha', (i) => client.evalsha(nrRelease, 1, `nr${i}`, v)],
       ['floor SET NX PX', 'set', (i) => client.set(`fl${i}`, v, 'PX', TTL_MS, 'NX')],
