@@ -96,6 +96,19 @@ function validStart(r: AcquireRequest): boolean {
   return r.claim !== undefined && r.value !== undefined && r.start !== '' && !r.start?.includes('|');
 }
 
+/** A count per item, all 0, in a packed array (`new Array(n).fill(0)` makes a holey one). */
+function zeros(n: number): number[] {
+  const counts: number[] = [];
+  for (let i = 0; i < n; i++) counts.push(0);
+  return counts;
+}
+
+/** Whether `object` has no own enumerable property (without the array Object.keys would make). */
+function isEmpty(object: object): boolean {
+  for (const key in object) if (Object.hasOwn(object, key)) return false;
+  return true;
+}
+
 /** The value holding a claim on the most nodes (of a refusal: there is one). */
 function mostHolder(counts: ReadonlyMap<string, number> | undefined): string {
   let best = ['', 0] as [string, number];
@@ -243,7 +256,7 @@ export class Redlock extends EventEmitter<RedlockEvents> {
   }
 
   #callSettings(overrides: Partial<CallSettings>): CallSettings {
-    if (Object.keys(overrides).length === 0) return this.settings;
+    if (isEmpty(overrides)) return this.settings;
     const defined = Object.fromEntries(Object.entries(overrides).filter(([, v]) => v !== undefined));
     const merged = { ...this.settings, ...defined };
     if (Object.keys(defined).length > 0) validateCallSettings(merged);
@@ -254,9 +267,12 @@ export class Redlock extends EventEmitter<RedlockEvents> {
     return this.settings.random.bytes(20).toString('hex');
   }
 
-  /** An integer, so that it goes to the nodes as plain decimal digits (acquire.lua compares tokens as such). */
-  #nextProposal(): number {
-    return Math.max(Math.floor(this.settings.clock.wallMicros()), this.#fenceFloor + 1);
+  /**
+   * An integer, so that it goes to the nodes as plain decimal digits (acquire.lua compares tokens as
+   * such): the wall clock (`wall`, or read now), or above the highest fence seen.
+   */
+  #nextProposal(wall: number = this.settings.clock.wallMicros()): number {
+    return Math.max(Math.floor(wall), this.#fenceFloor + 1);
   }
 
   /**
@@ -324,7 +340,9 @@ export class Redlock extends EventEmitter<RedlockEvents> {
       if (c.handoff) this.#handoffWaiters.set(value, c);
       return c;
     });
-    const ticket = queues ? String(clock.wallMicros()) : '';
+    // One wall-clock reading for the ticket and the first proposal: mostly the same number, converted to digits once.
+    const arrived = clock.wallMicros();
+    const ticket = queues ? String(arrived) : '';
     let retriesLeft = s.retryCount;
     let staleRounds = 0;
     /** When the next counted retry is due (a notification brings an attempt forward, uncounted). */
@@ -350,6 +368,7 @@ export class Redlock extends EventEmitter<RedlockEvents> {
           revoke,
           notBeforeMs,
           acquireStarted: started,
+          wall: attempt === 1 ? arrived : undefined,
           ticket: queues && willRetry ? ticket : '',
           mayBeQueued: queues && attempt > 1,
         });
@@ -406,16 +425,19 @@ export class Redlock extends EventEmitter<RedlockEvents> {
       revoke: boolean;
       notBeforeMs: number | undefined;
       acquireStarted: number;
+      /** The wall clock to propose from (the acquire's start, on its first attempt), else read now. */
+      wall: number | undefined;
       /** The acquire's queue ticket, '' when this attempt does not queue. */
       ticket: string;
       /** A retry of an acquire that queues: a grant leaves the queue. */
       mayBeQueued: boolean;
     },
   ): Promise<{ staleOnly: boolean }> {
-    const { attempt, willRetry, revoke, notBeforeMs, acquireStarted, ticket, mayBeQueued } = round;
+    const { attempt, willRetry, revoke, notBeforeMs, acquireStarted, wall, ticket, mayBeQueued } = round;
     const { clock, keyPrefix, quorum } = this.settings;
     const n = this.nodes.length;
-    const proposal = this.#nextProposal();
+    const proposal = this.#nextProposal(wall);
+    const proposalText = ticket !== '' && proposal === wall ? ticket : String(proposal);
     // Only an acquire that will retry waits: its mark and queue place last until its next attempt is late.
     const waits = willRetry && (ticket !== '' || s.wakeOnRelease);
     const waitMs = waits ? Math.ceil(s.retryDelayMs + s.retryJitterMs) + s.nodeTimeoutMs : 0;
@@ -440,19 +462,12 @@ export class Redlock extends EventEmitter<RedlockEvents> {
     const args: string[] = [];
     for (const { request, supplied } of open) {
       keys.push(resourceBase(keyPrefix, request.resource));
-      if (plain) args.push(request.value, String(proposal), ticket);
+      if (plain) args.push(request.value, proposalText, ticket);
       else
-        args.push(
-          request.value,
-          String(proposal),
-          ticket,
-          request.claim ?? '',
-          supplied ? '0' : '1',
-          request.start ?? '',
-        );
+        args.push(request.value, proposalText, ticket, request.claim ?? '', supplied ? '0' : '1', request.start ?? '');
     }
-    const acquired = new Array<number>(open.length).fill(0);
-    const handedVotes = new Array<number>(open.length).fill(0);
+    const acquired = zeros(open.length);
+    const handedVotes = zeros(open.length);
     /** Per contender whose claim a node reported held: nodes per value holding it (created on the first such vote). */
     const claimedBy: (Map<string, number> | undefined)[] = [];
     /**
@@ -545,7 +560,7 @@ export class Redlock extends EventEmitter<RedlockEvents> {
         // Handed on a quorum: what this attempt set with its own fence is given back.
         for (const reply of replies)
           if (reply.ok && GRANTS.has(reply.reply[i] as AcquireVote))
-            void this.#releaseOn(reply.node, [request], String(proposal), s);
+            void this.#releaseOn(reply.node, [request], proposalText, s);
         return;
       }
       if (granted) {
@@ -960,7 +975,7 @@ export class Redlock extends EventEmitter<RedlockEvents> {
       longestTtl = Math.max(longestTtl, ttlOf(lease));
     }
     const header = [s.reestablish ? '1' : '0', String(Math.max(s.fenceRetentionMs, longestTtl))];
-    const good = new Array<number>(live.length).fill(0);
+    const good = zeros(live.length);
     let answered = 0;
     const replies = await this.#round(
       { script: scripts.extend, header, keys, args, timeoutMs: s.nodeTimeoutMs, maxResources: s.maxBatchSize },
@@ -1060,7 +1075,7 @@ export class Redlock extends EventEmitter<RedlockEvents> {
     const header = plain ? [] : [cleanup ? '1' : '0'];
     const { quorum } = this.settings;
     const n = this.nodes.length;
-    const released = new Array<number>(leases.length).fill(0);
+    const released = zeros(leases.length);
     // Nodes left out hold none of the leases: as good as answered `not-held`.
     let answered = n - (only?.length ?? n);
     // Decided like acquire and extend, so a slow minority does not hold up every release: once
@@ -1080,7 +1095,10 @@ export class Redlock extends EventEmitter<RedlockEvents> {
       only,
     );
     const asked = only?.map((index) => this.nodes[index] as LockNode) ?? this.nodes;
-    const unconfirmed = asked.filter((node) => !replies.some((r) => r.node === node)).map((node) => node.id);
+    const unconfirmed =
+      replies.length === asked.length
+        ? []
+        : asked.filter((node) => !replies.some((r) => r.node === node)).map((node) => node.id);
     return leases.map((lease, i) => {
       const result: ReleaseResult = {
         resource: lease.resource,
