@@ -74,6 +74,25 @@ describe.each([3, 5])('batch calls with %i nodes', (count) => {
     await other.release(held);
   });
 
+  it('merges only calls of one shape: another TTL in the same turn goes as a call of its own', async () => {
+    const redlock = redlockOn(cluster.nodes.urls, { nodeTimeoutMs: 10_000 });
+    const calls = countCalls(redlock);
+    const leases = await Promise.all([
+      redlock.acquire('shape-short-1', 5000),
+      redlock.acquire('shape-long', 60_000),
+      redlock.acquire('shape-short-2', 5000),
+    ]);
+    expect([...calls.values()]).toEqual(Array(count).fill(2));
+    const ttls = await inspect(cluster.nodes.urls[0] as string, (c) =>
+      Promise.all(leases.map((lease) => c.pttl(resourceKeys(redlock.settings.keyPrefix, lease.resource).lock))),
+    );
+    expect(ttls[0]).toBeLessThanOrEqual(5000);
+    expect(ttls[1]).toBeGreaterThan(5000);
+    expect(ttls[2]).toBeLessThanOrEqual(5000);
+    await Promise.all(leases.map((lease) => redlock.release(lease)));
+    expect([...calls.values()]).toEqual(Array(count).fill(3));
+  });
+
   it('merges nothing when a node is a Redis Cluster (a merged call would span hash slots)', async () => {
     const nodes = cluster.nodes.urls.map((url): LockNode => {
       const inner = IoredisLockNode.fromUrl(url);
