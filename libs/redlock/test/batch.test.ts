@@ -86,8 +86,11 @@ describe.each([3, 5])('batch calls with %i nodes', (count) => {
     const ttls = await inspect(cluster.nodes.urls[0] as string, (c) =>
       Promise.all(leases.map((lease) => c.pttl(resourceKeys(redlock.settings.keyPrefix, lease.resource).lock))),
     );
+    // Each lock set on the node (a PTTL above 0), with its own call's TTL.
+    expect(ttls[0]).toBeGreaterThan(0);
     expect(ttls[0]).toBeLessThanOrEqual(5000);
     expect(ttls[1]).toBeGreaterThan(5000);
+    expect(ttls[2]).toBeGreaterThan(0);
     expect(ttls[2]).toBeLessThanOrEqual(5000);
     await Promise.all(leases.map((lease) => redlock.release(lease)));
     expect([...calls.values()]).toEqual(Array(count).fill(3));
