@@ -1,3 +1,4 @@
+import type { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import { waitUntil } from '@tickwarden/testkit';
 import {
@@ -6,9 +7,11 @@ import {
   LockTakenError,
   Redlock,
   resourceKeys,
+  type Lease,
   type LockNode,
+  type ReleaseResult,
 } from '../src/index.ts';
-import { inspect, redlockOn, useNodes } from './support.ts';
+import { inspect, onEveryNode, redlockOn, useNodes } from './support.ts';
 
 /** Wraps the nodes of `redlock` to count script calls per node. */
 function countCalls(redlock: Redlock): Map<string, number> {
@@ -96,6 +99,70 @@ describe.each([3, 5])('batch calls with %i nodes', (count) => {
     expect([...calls.values()]).toEqual(Array(count).fill(3));
   });
 
+  describe('a merged release deletes only the locks its leases hold', () => {
+    const key = (resource: string, part: 'lock' | 'queue' = 'lock') => resourceKeys('tickwarden', resource)[part];
+
+    /** Releases `lease` merged with a lease of its own that is released, in one script call per node. */
+    async function releaseMerged(redlock: Redlock, lease: Lease): Promise<ReleaseResult | undefined> {
+      const clean = await redlock.acquire(`${lease.resource}-clean`, 5000);
+      const calls = countCalls(redlock);
+      const [released, other] = await Promise.all([redlock.release(clean), redlock.release(lease)]);
+      expect([...calls.values()]).toEqual(Array(count).fill(1));
+      expect(released?.failed.size).toBe(0);
+      return other;
+    }
+
+    it("not another value's", async () => {
+      const redlock = redlockOn(cluster.nodes.urls, { nodeTimeoutMs: 10_000 });
+      const lease = await redlock.acquire('mr-stale', 5000);
+      for (const url of cluster.nodes.urls)
+        await inspect(url, (c) => c.set(key('mr-stale'), 'another-value', 'PX', 5000));
+      expect((await releaseMerged(redlock, lease))?.released).toEqual([]);
+      await onEveryNode(cluster.nodes.urls, (c) => c.get(key('mr-stale')), 'another-value');
+    });
+
+    it("not a takeover's by the same value since (fence-checked)", async () => {
+      const redlock = redlockOn(cluster.nodes.urls, { nodeTimeoutMs: 10_000 });
+      const old = await redlock.acquire('mr-takeover', 5000);
+      const takeover = await redlock.acquire('mr-takeover', 5000, { value: old.value });
+      expect((await releaseMerged(redlock, old))?.released).toEqual([]);
+      await onEveryNode(cluster.nodes.urls, (c) => c.get(key('mr-takeover')), old.value);
+      await redlock.release(takeover);
+    });
+
+    it('and hands one a waiter waits for on to it', async () => {
+      const redlock = redlockOn(cluster.nodes.urls, { nodeTimeoutMs: 10_000 });
+      const lease = await redlock.acquire('mr-waited', 5000);
+      const waiter = redlockOn(cluster.nodes.urls, { nodeTimeoutMs: 10_000 });
+      const handed = waiter.acquire('mr-waited', 5000);
+      // Queued and listening on its inbox (its record names it): a release before would only reserve.
+      const listening = async (c: Redis) => {
+        const [value] = await c.zrange(key('mr-waited', 'queue'), 0, 0);
+        const record = value && (await c.get(resourceKeys('tickwarden', 'mr-waited', '', value).waiter));
+        const inbox = record?.split('|')[0];
+        return inbox ? ((await c.call('PUBSUB', 'NUMSUB', inbox)) as [string, number])[1] : 0;
+      };
+      await onEveryNode(cluster.nodes.urls, listening, 1);
+      expect((await releaseMerged(redlock, lease))?.failed.size).toBe(0);
+      // Handed on by the release (its token + 1), not taken on the waiter's retry.
+      expect((await handed).fence).toBe(lease.fence + 1);
+      await waiter.release(await handed);
+    });
+  });
+
+  it('a merged release of one lease twice releases it once on each node', async () => {
+    const redlock = redlockOn(cluster.nodes.urls, { nodeTimeoutMs: 10_000 });
+    const twice = await redlock.acquire('mr-twice', 5000);
+    const other = await redlock.acquire('mr-other', 5000);
+    const calls = countCalls(redlock);
+    const [first, second, third] = await Promise.all([twice, twice, other].map((lease) => redlock.release(lease)));
+    expect([...calls.values()]).toEqual(Array(count).fill(1));
+    expect(first?.failed.size).toBe(0);
+    expect(third?.failed.size).toBe(0);
+    expect(second?.released).toEqual([]);
+    expect([...(second?.failed.values() ?? [])].every((cause) => cause === 'not-held')).toBe(true);
+  });
+
   it('merges nothing when a node is a Redis Cluster (a merged call would span hash slots)', async () => {
     const nodes = cluster.nodes.urls.map((url): LockNode => {
       const inner = IoredisLockNode.fromUrl(url);
@@ -146,6 +213,17 @@ describe.each([3, 5])('batch calls with %i nodes', (count) => {
     expect(results.every((r) => r.ok)).toBe(true);
     expect([...calls.values()]).toEqual(Array(count).fill(50));
     await redlock.releaseBatch(results.flatMap((r) => (r.ok ? [r.lease] : [])));
+  });
+
+  it('releases 3,000 resources in one script call per node when maxBatchSize allows it', async () => {
+    const redlock = redlockOn(cluster.nodes.urls, { nodeTimeoutMs: 10_000, maxBatchSize: 3000 });
+    const requests = Array.from({ length: 3000 }, (_, i) => ({ resource: `huge-${i}` }));
+    const leases = (await redlock.acquireBatch(requests, 10_000)).flatMap((r) => (r.ok ? [r.lease] : []));
+    expect(leases).toHaveLength(3000);
+    const calls = countCalls(redlock);
+    const released = await redlock.releaseBatch(leases);
+    expect(released.every((r) => r.failed.size === 0)).toBe(true);
+    expect([...calls.values()]).toEqual(Array(count).fill(1));
   });
 
   it('reports a result per resource: some won, some taken, some already claimed', async () => {

@@ -53,6 +53,37 @@ if #KEYS == 1 and #ARGV == 4 and ARGV[1] == '0' then
     redis.call('DEL', lock)
     return 1
   end
+elseif ARGV[1] == '0' and #ARGV == 1 + 3 * #KEYS and #KEYS <= 1000 then
+  -- The same case for leases released together (a merged call): one read of every resource and,
+  -- when each is the common case, one delete, instead of two commands per resource; a command
+  -- called from a script costs the node more to call than to run. Else the loop below reads
+  -- each resource again (another in the call may have changed it). At most 1,000 resources: Lua
+  -- unpacks at most 8,000 values.
+  local keys = {}
+  for i = 1, #KEYS do
+    local base = KEYS[i]
+    keys[3 * i - 2], keys[3 * i - 1], keys[3 * i] = base .. 'lock', base .. 'waiters', base .. 'fence'
+  end
+  local held = redis.call('MGET', unpack(keys))
+  local locks, out = {}, {}
+  for i = 1, #KEYS do
+    if held[3 * i - 2] ~= ARGV[3 * i - 1] or held[3 * i] ~= ARGV[3 * i + 1] or held[3 * i - 1] then
+      locks = nil
+      break
+    end
+    locks[i], out[i] = keys[3 * i - 2], 1
+  end
+  if locks then
+    -- Fewer deleted than named: a lease released twice in the call, released by its first entry.
+    if redis.call('DEL', unpack(locks)) < #locks then
+      local seen = {}
+      for i = 1, #locks do
+        out[i] = seen[locks[i]] and 0 or 1
+        seen[locks[i]] = true
+      end
+    end
+    return out
+  end
 end
 local plain = #ARGV == #KEYS
 local dropClaims = not plain and ARGV[1] == '1'
