@@ -3,7 +3,8 @@ import type { LuaScript } from './scripts.ts';
 
 /**
  * One script call for `keys.length` resources: one key per resource, `args` the
- * per-resource arguments in order; the reply holds one entry per resource, in order.
+ * per-resource arguments in order; the reply holds one entry per resource, in order (the
+ * script may send one code for all: CallCoalescer gives each caller its entries).
  */
 export interface ScriptCall {
   script: LuaScript;
@@ -96,7 +97,12 @@ export class CallCoalescer {
     nodes.forEach((node, i) => {
       run(node, call, keys, args).then(
         (raw) => {
-          // A script called for one resource replies with its entry alone (see the scripts' headers).
+          // One entry per resource, or the entry alone: for one resource, or one code for every
+          // resource (the scripts' includes/reply.lua).
+          if (keys.length > 1 && !Array.isArray(raw)) {
+            for (const { from, to, onReply } of members) onReply(i, true, new Array(to - from).fill(raw));
+            return;
+          }
           const entries = keys.length === 1 ? [raw] : (raw as unknown[]);
           if (members.length === 1) members[0]?.onReply(i, true, entries);
           else for (const { from, to, onReply } of members) onReply(i, true, entries.slice(from, to));

@@ -21,4 +21,17 @@ describe('Lua scripts', () => {
       expect(header).toMatch(/Returns/);
     }
   });
+
+  it('a call for many resources replies with one code when every resource gets it, else one entry each', async () => {
+    await inspect(cluster.nodes.urls[0] ?? '', async (c) => {
+      await c.script('LOAD', scripts.acquire.source);
+      const bases = ['{reply-a}:', '{reply-b}:'];
+      // A plain call: ttl, wait, fence retention, inbox; per resource: value, proposal, ticket.
+      const acquire = (value: string, proposal: string) =>
+        c.evalsha(scripts.acquire.sha, 2, ...bases, '5000', '0', '60000', '', value, proposal, '', value, proposal, '');
+      expect(await acquire('first', '10')).toBe(1);
+      await c.del('{reply-b}:lock');
+      expect(await acquire('second', '20')).toEqual([0, 1]);
+    });
+  });
 });

@@ -64,9 +64,9 @@
                     never refreshed (TAKEN); '0' a value supplied by the caller (a plain
                     call's values are all new); then the start id ('' = none: no start;
                     with one, the claim id is set and the value supplied)
-  Returns an array, one entry per resource (a call for one resource returns its
-  entry alone: an array reply costs the node more): the code, or for STALE,
-  CLAIMED and HANDED a pair {code, detail}
+  Returns one entry per resource, or the code alone when every resource's is the
+  same code (includes/reply.lua; a call for one resource returns its entry
+  alone): the code, or for STALE, CLAIMED and HANDED a pair {code, detail}
     1  ACQUIRED  the lock is ours, set by this call (it was free, reserved, or
                  revoked): its fence is the proposal; claim recorded
     2  REFRESHED the lock already held our value (a takeover by value): refreshed,
@@ -127,6 +127,7 @@ local revoke = h >= 7 and ARGV[7] == '1'
 local notBefore = h >= 8 and tonumber(ARGV[8])
 -- @include waiters
 -- @include claimstart
+-- @include reply
 local early = notBefore and now() < notBefore
 -- One resource: its entry alone (see Returns), without building the array.
 local out = #KEYS ~= 1 and {}
@@ -233,4 +234,4 @@ for i = 1, #KEYS do
   end
   out[i] = code
 end
-return out
+return reply(out)

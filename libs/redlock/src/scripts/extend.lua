@@ -12,13 +12,14 @@
     ARGV[2]     fence retention, ms (at least every ttl): the fence key outlives the lock it guards
     for resource i: ARGV[3i] lease value, ARGV[3i+1] the lease's fencing token
                     (decimal string), ARGV[3i+2] ttl, ms
-  Returns an array, one code per resource (a call for one resource returns its
-  code alone: an array reply costs the node more):
+  Returns one code per resource, or the code alone when every resource's is the
+  same (includes/reply.lua):
     1  EXTENDED        the key held our value; its expiry is now ttl (the fence's: the retention)
     2  REESTABLISHED   the key was gone and the fence not above our token: set again (and the fence)
     0  TAKEN           another value holds the lock
    -3  GONE            no key, and not re-established
 ]]
+-- @include reply
 local reestablish = ARGV[1] == '1'
 local fenceRetention = ARGV[2]
 local out = {}
@@ -41,7 +42,4 @@ for i = 1, #KEYS do
     out[i] = -3
   end
 end
-if #KEYS == 1 then
-  return out[1]
-end
-return out
+return reply(out)

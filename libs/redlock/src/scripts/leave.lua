@@ -14,13 +14,14 @@
     KEYS[i]     key base of the resource
   ARGV:
     for resource i: ARGV[i] the waiter's lease value
-  Returns an array, one code per resource (a call for one resource returns its
-  code alone: an array reply costs the node more):
+  Returns one code per resource, or the code alone when every resource's is the
+  same (includes/reply.lua):
     1  LEFT        the waiter was queued, or handed the lock, and is no longer
     0  NOT_QUEUED  the waiter was not queued (its place expired, or it never got one) nor
                    handed the lock
 ]]
 -- @include waiters
+-- @include reply
 local out = {}
 for i = 1, #KEYS do
   local base = KEYS[i]
@@ -41,7 +42,4 @@ for i = 1, #KEYS do
     end
   end
 end
-if #KEYS == 1 then
-  return out[1]
-end
-return out
+return reply(out)

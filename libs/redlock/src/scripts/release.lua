@@ -36,8 +36,8 @@
                     granted since (a failed attempt cleaning up: another holder
                     of the same value, a takeover, may have refreshed it since)
                     or while the value's record says `handed` (waiters.lua)
-  Returns an array, one code per resource (a call for one resource returns its
-  code alone: an array reply costs the node more):
+  Returns one code per resource, or the code alone when every resource's is the
+  same (includes/reply.lua):
     1  RELEASED     the key held our value, or was reserved for it, and is deleted (or
                     reserved for the first waiter)
     0  NOT_HELD     the key is gone or holds another value
@@ -74,13 +74,15 @@ elseif ARGV[1] == '0' and #ARGV == 1 + 3 * #KEYS and #KEYS <= 1000 then
     locks[i], out[i] = keys[3 * i - 2], 1
   end
   if locks then
-    -- Fewer deleted than named: a lease released twice in the call, released by its first entry.
-    if redis.call('DEL', unpack(locks)) < #locks then
-      local seen = {}
-      for i = 1, #locks do
-        out[i] = seen[locks[i]] and 0 or 1
-        seen[locks[i]] = true
-      end
+    -- Every one released (includes/reply.lua), unless fewer were deleted than named: a lease
+    -- released twice in the call, released by its first entry.
+    if redis.call('DEL', unpack(locks)) == #locks then
+      return 1
+    end
+    local seen = {}
+    for i = 1, #locks do
+      out[i] = seen[locks[i]] and 0 or 1
+      seen[locks[i]] = true
     end
     return out
   end
@@ -90,6 +92,7 @@ local dropClaims = not plain and ARGV[1] == '1'
 local giveBack = not plain and ARGV[1] == '3'
 local cleanup = not plain and ARGV[1] ~= '0'
 -- @include waiters
+-- @include reply
 -- One resource: its entry alone (see Returns), without building the array.
 local out = #KEYS ~= 1 and {}
 for i = 1, #KEYS do
@@ -144,4 +147,4 @@ for i = 1, #KEYS do
   end
   out[i] = code
 end
-return out
+return reply(out)

@@ -18,12 +18,13 @@
     ARGV[1]     claim retention, ms (for a claim this node did not have)
     for resource i: ARGV[4i-2] claim id, ARGV[4i-1] the claim's lease value,
                     ARGV[4i] start id, ARGV[4i+1] the start it continues ('' = none)
-  Returns an array, one entry per resource (a call for one resource returns its
-  entry alone: an array reply costs the node more):
+  Returns one entry per resource, or the code alone when every resource's is the
+  same code (includes/reply.lua; a call for one resource returns its entry alone):
     1  STARTED   the claim is started by this start id (now, or by an earlier call)
    -1  CLAIMED   {-1, holder}: another value or another start holds the claim
 ]]
 -- @include claimstart
+-- @include reply
 local retention = ARGV[1]
 local out = {}
 for i = 1, #KEYS do
@@ -31,7 +32,4 @@ for i = 1, #KEYS do
   local value, start, prior = ARGV[4 * i - 1], ARGV[4 * i], ARGV[4 * i + 1]
   out[i] = startClaim(claim, value, start, prior, retention) or 1
 end
-if #KEYS == 1 then
-  return out[1]
-end
-return out
+return reply(out)
