@@ -70,6 +70,16 @@ describe.each([1, 3, 5])('acquire and release with %i node(s)', (count) => {
     await redlock.release(again);
   });
 
+  it('a resource named with hundreds of characters: each node stores its key as named', async () => {
+    const resource = `long-${'r'.repeat(300)}`;
+    const redlock = redlockOn(cluster.nodes.urls);
+    const { lock } = resourceKeys(redlock.settings.keyPrefix, resource);
+    const lease = await redlock.acquire(resource, 5000);
+    await onEveryNode(cluster.nodes.urls, (c) => c.get(lock), lease.value);
+    expect((await redlock.release(lease)).released.length).toBeGreaterThanOrEqual(quorum);
+    await onEveryNode(cluster.nodes.urls, (c) => c.get(lock), null);
+  });
+
   it('a resource named beyond ASCII, and clients with a key prefix: each node stores the keys as named (a call is encoded once for all nodes)', async () => {
     const resource = 'rés-🔒-日本';
     const redlock = redlockOn(cluster.nodes.urls);
