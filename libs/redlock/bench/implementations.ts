@@ -275,6 +275,32 @@ export async function concurrentLoops(
   return { cycles, errors };
 }
 
+/**
+ * While it runs, the periods in which this process was due to run but did not: a timer due every
+ * millisecond came `ms` later than due, beyond the CPU time the process spent meanwhile (its own
+ * work, garbage collection included, delays a timer too). On a host that gives the process no CPU
+ * (other processes on its cores, or a hypervisor that pauses the virtual CPU), no implementation
+ * can hand a lock on meanwhile: the report shows it beside the longest gap between holders.
+ */
+function noCpu(): { periods: { from: number; to: number; ms: number }[]; stop: () => void } {
+  const periods: { from: number; to: number; ms: number }[] = [];
+  const cpuMs = (): number => {
+    const { user, system } = process.cpuUsage();
+    return (user + system) / 1000;
+  };
+  let at = now();
+  let cpu = cpuMs();
+  const timer = setInterval(() => {
+    const wall = now();
+    const used = cpuMs();
+    const ms = wall - at - 1 - (used - cpu);
+    if (ms > 1) periods.push({ from: at, to: wall, ms });
+    at = wall;
+    cpu = used;
+  }, 1);
+  return { periods, stop: () => clearInterval(timer) };
+}
+
 /** A contention row: how long a holder holds, and the lease TTL. */
 export interface ContentionRow {
   holdMs: number;
@@ -292,6 +318,8 @@ export interface ContentionOutcome {
   maxGcPauseMs: number;
   /** How much of the round's longest gap this process spent in garbage-collection pauses, ms. */
   gcInMaxGapMs: number;
+  /** How much of the round's longest gap this process was due to run but did not (see `noCpu`), ms. */
+  noCpuInMaxGapMs: number;
   exhausted: number;
   otherErrors: number;
   violations: number;
@@ -324,6 +352,7 @@ export async function contentionRound(
   const pauses: PerformanceEntry[] = [];
   const gc = new PerformanceObserver((list) => pauses.push(...list.getEntries()));
   gc.observe({ entryTypes: ['gc'] });
+  const stalls = noCpu();
   const gap = (from: number, to: number): void => {
     if (to - from <= maxGapMs) return;
     maxGapMs = to - from;
@@ -369,9 +398,11 @@ export async function contentionRound(
   await nextTurn();
   pauses.push(...gc.takeRecords());
   gc.disconnect();
+  stalls.stop();
   const inRound = pauses.filter((pause) => pause.startTime < end && pause.startTime + pause.duration > start);
-  const overlap = (pause: PerformanceEntry): number =>
-    Math.max(0, Math.min(pause.startTime + pause.duration, maxGap.to) - Math.max(pause.startTime, maxGap.from));
+  const inGap = (from: number, to: number): number =>
+    Math.max(0, Math.min(to, maxGap.to) - Math.max(from, maxGap.from));
+  const overlap = (pause: PerformanceEntry): number => inGap(pause.startTime, pause.startTime + pause.duration);
   const acquisitions = perContender.reduce((a, b) => a + b, 0);
   const squares = perContender.reduce((a, b) => a + b * b, 0);
   return {
@@ -382,6 +413,7 @@ export async function contentionRound(
     maxGapMs,
     maxGcPauseMs: Math.max(0, ...inRound.map((pause) => pause.duration)),
     gcInMaxGapMs: inRound.reduce((sum, pause) => sum + overlap(pause), 0),
+    noCpuInMaxGapMs: stalls.periods.reduce((sum, { from, to, ms }) => sum + Math.min(ms, inGap(from, to)), 0),
     exhausted,
     otherErrors,
     violations,
