@@ -137,7 +137,7 @@ describe.each([3, 5])('batch calls with %i nodes', (count) => {
       const handed = waiter.acquire('mr-waited', 5000);
       // Queued and listening on its inbox (its record names it): a release before would only reserve.
       const listening = async (c: Redis) => {
-        const [value] = await c.zrange(key('mr-waited', 'queue'), 0, 0);
+        const [value] = await c.zrange(key('mr-waited', 'queue'), '0', '0');
         const record = value && (await c.get(resourceKeys('tickwarden', 'mr-waited', '', value).waiter));
         const inbox = record?.split('|')[0];
         return inbox ? ((await c.call('PUBSUB', 'NUMSUB', inbox)) as [string, number])[1] : 0;
