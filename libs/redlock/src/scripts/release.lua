@@ -65,13 +65,13 @@ elseif ARGV[1] == '0' and #ARGV == 1 + 3 * #KEYS and #KEYS <= 1000 then
     keys[3 * i - 2], keys[3 * i - 1], keys[3 * i] = base .. 'lock', base .. 'waiters', base .. 'fence'
   end
   local held = redis.call('MGET', unpack(keys))
-  local locks, out = {}, {}
+  local locks = {}
   for i = 1, #KEYS do
     if held[3 * i - 2] ~= ARGV[3 * i - 1] or held[3 * i] ~= ARGV[3 * i + 1] or held[3 * i - 1] then
       locks = nil
       break
     end
-    locks[i], out[i] = keys[3 * i - 2], 1
+    locks[i] = keys[3 * i - 2]
   end
   if locks then
     -- Every one released (includes/reply.lua), unless fewer were deleted than named: a lease
@@ -79,7 +79,7 @@ elseif ARGV[1] == '0' and #ARGV == 1 + 3 * #KEYS and #KEYS <= 1000 then
     if redis.call('DEL', unpack(locks)) == #locks then
       return 1
     end
-    local seen = {}
+    local out, seen = {}, {}
     for i = 1, #locks do
       out[i] = seen[locks[i]] and 0 or 1
       seen[locks[i]] = true
