@@ -100,8 +100,7 @@ export class CallCoalescer {
           // One entry per resource, or the entry alone: for one resource, or one code for every
           // resource (the scripts' includes/reply.lua).
           if (keys.length > 1 && !Array.isArray(raw)) {
-            for (const { from, to, onReply } of members)
-              onReply(i, true, to - from === 1 ? [raw] : Array(to - from).fill(raw));
+            for (const { from, to, onReply } of members) onReply(i, true, Array(to - from).fill(raw));
             return;
           }
           const entries = keys.length === 1 ? [raw] : (raw as unknown[]);

@@ -186,12 +186,6 @@ function encodedEvalsha(sha: string, keys: readonly string[], args: readonly str
 
 const charCount = (part: string): number => part.length;
 
-/** `$<length>\r\n` for the lengths most parts have: made once, not a number's text per part. */
-const BULK_HEADS = Array.from({ length: 128 }, (_, length) => `$${length}\r\n`);
-
-/** One RESP bulk string: its length in bytes (`length`), then the part. */
-const bulk = (length: number, part: string): string => `${BULK_HEADS[length] ?? `$${length}\r\n`}${part}\r\n`;
-
 /**
  * The RESP text of an EVALSHA, each part's length in bytes as `size` counts them. Counted in
  * characters first: right while the whole text is ASCII, which one byte count of the whole tells
@@ -205,8 +199,8 @@ function respEvalsha(
 ): string {
   const count = String(keys.length);
   let text = `*${3 + keys.length + args.length}\r\n$7\r\nevalsha\r\n$${sha.length}\r\n${sha}\r\n$${count.length}\r\n${count}\r\n`;
-  for (const part of keys) text += bulk(size(part), part);
-  for (const part of args) text += bulk(size(part), part);
+  for (const part of keys) text += `$${size(part)}\r\n${part}\r\n`;
+  for (const part of args) text += `$${size(part)}\r\n${part}\r\n`;
   if (size === charCount && Buffer.byteLength(text) !== text.length)
     return respEvalsha(sha, keys, args, Buffer.byteLength);
   return text;
