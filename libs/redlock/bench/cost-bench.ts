@@ -16,21 +16,22 @@
  *    node-redlock on plain ioredis clients (as its README shows), the floor (the main benchmark's
  *    sequential one: plain clients, SET NX PX and compare-and-delete, each resolved at a quorum)
  *    and the fenced floor (the same with floor.ts's fenced scripts), in interleaved rounds on one
- *    key each, each variant in a process of its own (this script, forked: see variantProcess).
+ *    key each, each variant in a process of its own (impl-worker.ts, as the main benchmark).
  *    The fenced floor is what any fenced lock must at least do: the issue's floor has no fencing
  *    token, so no fenced lock can be cheaper than this one, while it may beat that one.
  *
  * Run from the repository root: `npm run bench:redlock:costs`. Prints a table and writes
  * bench-results/redlock-costs.json and .md. About a minute.
  */
-import { fork } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { startRedisNodes, type RedisNodes } from '@tickwarden/testkit';
 import { Redis, type RedisOptions } from 'ioredis';
-import { atQuorum, FENCED_FLOOR_ACQUIRE, FENCED_FLOOR_RELEASE, FLOOR_RELEASE } from './floor.ts';
+import { FENCED_FLOOR_ACQUIRE, FENCED_FLOOR_RELEASE, FLOOR_RELEASE } from './floor.ts';
+import { closeAllProcesses, ImplProcess } from './impl-process.ts';
+import type { WorkerImpl } from './implementations.ts';
 import { newNodeRedlock } from './node-redlock.ts';
-import { DEFAULT_SETTINGS, LOCK_CLIENT_OPTIONS, Redlock, scripts, type Lease } from '../src/index.ts';
+import { DEFAULT_SETTINGS, Redlock, scripts, type Lease } from '../src/index.ts';
 
 const SERVER_CALLS = 20_000;
 const CLIENT_CYCLES = 3_000;
@@ -204,144 +205,33 @@ async function sentCallsUsec(nodes: RedisNodes): Promise<number> {
   return usec;
 }
 
-type Cycle = () => Promise<void>;
-
+/** What cost-bench.ts measures, and its label in the table (impl-worker.ts runs each). */
 const VARIANTS = [
-  'tickwarden',
-  'node-redlock 5.0.0-beta.2 (plain clients)',
-  'floor (plain clients)',
-  'fenced floor (plain clients)',
-] as const;
-type Variant = (typeof VARIANTS)[number];
+  ['tickwarden', 'tickwarden'],
+  ['node-redlock', 'node-redlock 5.0.0-beta.2 (plain clients)'],
+  ['floor-plain', 'floor (plain clients)'],
+  ['floor-fenced', 'fenced floor (plain clients)'],
+] as const satisfies readonly (readonly [WorkerImpl, string])[];
 
-/** One variant's sequential cycle on its own clients to `urls`, and how to close them. */
-async function variantCycle(variant: Variant, urls: readonly string[]): Promise<{ cycle: Cycle; close: () => void }> {
-  const quorum = Math.floor(urls.length / 2) + 1;
-  if (variant === 'tickwarden') {
-    const redlock = new Redlock(urls);
-    return {
-      cycle: async () => void (await redlock.release(await redlock.acquire('cost-tw', TTL_MS))),
-      close: () => void redlock.close(),
-    };
-  }
-  if (variant === 'node-redlock 5.0.0-beta.2 (plain clients)') {
-    const plain = await Promise.all(urls.map((url) => readyClient(url, {})));
-    const nodeRedlock = newNodeRedlock(plain, { retryCount: 10, retryDelay: 200, retryJitter: 100 });
-    nodeRedlock.on('error', () => undefined);
-    return {
-      cycle: async () => (await nodeRedlock.acquire(['cost-nr'], TTL_MS)).release().then(() => undefined),
-      close: () => plain.forEach((client) => client.disconnect()),
-    };
-  }
-  // The floors' own clients, as in the main benchmark: without auto-pipelining, the fastest for one caller at a time.
-  const clients = await Promise.all(urls.map((url) => readyClient(url, LOCK_CLIENT_OPTIONS)));
-  const close = (): void => clients.forEach((client) => client.disconnect());
-  const load = async (source: string): Promise<string> =>
-    (await Promise.all(clients.map((client) => client.script('LOAD', source))))[0] as string;
-  if (variant === 'floor (plain clients)') {
-    const release = await load(FLOOR_RELEASE);
-    const cycle = async (): Promise<void> => {
-      const v = value();
-      await atQuorum(
-        clients.map((client) => client.set('cost-floor', v, 'PX', TTL_MS, 'NX')),
-        quorum,
-      );
-      await atQuorum(
-        clients.map((client) => client.evalsha(release, 1, 'cost-floor', v)),
-        quorum,
-      );
-    };
-    return { cycle, close };
-  }
-  const [acquire, release] = [await load(FENCED_FLOOR_ACQUIRE), await load(FENCED_FLOOR_RELEASE)];
-  let lastToken = Date.now() * 1000;
-  const cycle = async (): Promise<void> => {
-    const v = value();
-    const token = ++lastToken;
-    await atQuorum(
-      clients.map((client) =>
-        client.evalsha(acquire, 1, 'cost-fenced:', v, token, TTL_MS, DEFAULT_SETTINGS.fenceRetentionMs),
-      ),
-      quorum,
-    );
-    await atQuorum(
-      clients.map((client) => client.evalsha(release, 1, 'cost-fenced:', v, token)),
-      quorum,
-    );
-  };
-  return { cycle, close };
-}
-
-/** What one round of a variant's process measured: its wall time and its own CPU, µs. */
-interface VariantRound {
-  elapsedMs: number;
+/** What a worker's `sequential` request answers (implementations.ts sequentialCycles, impl-worker.ts withCpu). */
+interface SequentialRound {
+  acquireMs: number[];
+  seconds: number;
   userUs: number;
   systemUs: number;
 }
 
 /**
- * A variant's process (this script, forked with COST_VARIANT and COST_URLS). The parent asks for
- * `warm-up` (2,000 unmeasured cycles: V8 optimizes a function only once it ran hot a while, as in
- * the main benchmark) and for `round` (CLIENT_CYCLES measured: a VariantRound). Its CPU is its
- * own: run in one process, the variants shared V8's compiled code and heap, and each one's figures
- * depended on what ran before it.
+ * Each variant in a process of its own (impl-worker.ts, the main benchmark's): run in one process,
+ * the variants shared V8's compiled code and heap, and each one's figures depended on what ran
+ * before it. Each round warms a variant up unmeasured (2,000 cycles: V8 optimizes a function only
+ * once it ran hot a while), then measures CLIENT_CYCLES, the nodes' counters read around those.
  */
-async function variantProcess(variant: Variant, urls: readonly string[]): Promise<void> {
-  const { cycle, close } = await variantCycle(variant, urls);
-  process.on('message', async (request: 'warm-up' | 'round') => {
-    if (request === 'warm-up') {
-      for (let i = 0; i < 2_000; i++) await cycle();
-      process.send?.('warm');
-      return;
-    }
-    const started = performance.now();
-    const cpu = process.cpuUsage();
-    for (let i = 0; i < CLIENT_CYCLES; i++) await cycle();
-    const used = process.cpuUsage(cpu);
-    const round: VariantRound = { elapsedMs: performance.now() - started, userUs: used.user, systemUs: used.system };
-    process.send?.(round);
-  });
-  process.once('disconnect', () => {
-    close();
-    process.exit(0);
-  });
-  process.send?.('ready');
-}
-
-/** Forks `variant`'s process; `warmUp()` and `round()` run there (see variantProcess). */
-async function startVariant(variant: Variant, urls: readonly string[]) {
-  const child = fork(new URL(import.meta.url), {
-    execArgv: process.execArgv,
-    env: { ...process.env, COST_VARIANT: variant, COST_URLS: JSON.stringify(urls) },
-    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
-  });
-  const next = <T>(): Promise<T> =>
-    new Promise<T>((resolve, reject) => {
-      const exited = (code: number | null): void => reject(new Error(`${variant}: its process exited (${code})`));
-      child.once('exit', exited);
-      child.once('message', (message: T) => {
-        child.off('exit', exited);
-        resolve(message);
-      });
-    });
-  await next<'ready'>();
-  const ask = <T>(request: 'warm-up' | 'round'): Promise<T> => {
-    const answer = next<T>();
-    child.send(request);
-    return answer;
-  };
-  return {
-    warmUp: (): Promise<unknown> => ask('warm-up'),
-    round: (): Promise<VariantRound> => ask('round'),
-    close: (): void => void (child.connected && child.disconnect()),
-  };
-}
-
 async function clientCosts(nodes: RedisNodes): Promise<ClientCost[]> {
-  const processes: Awaited<ReturnType<typeof startVariant>>[] = [];
+  const workers: ImplProcess[] = [];
   try {
-    for (const variant of VARIANTS) processes.push(await startVariant(variant, nodes.urls));
-    const results = VARIANTS.map((name) => ({
+    for (const [impl] of VARIANTS) workers.push(await ImplProcess.start(impl, nodes.urls, 1));
+    const results = VARIANTS.map(([, name]) => ({
       name,
       cyclesPerSec: [] as number[],
       userUsPerCycle: [] as number[],
@@ -352,22 +242,29 @@ async function clientCosts(nodes: RedisNodes): Promise<ClientCost[]> {
       // Rotate the order, as the main benchmark does: no variant always runs first.
       for (let k = 0; k < VARIANTS.length; k++) {
         const index = (k + round) % VARIANTS.length;
-        const variant = processes[index] as (typeof processes)[number];
-        await variant.warmUp();
+        const worker = workers[index] as ImplProcess;
+        const key = `cost-${index}`;
+        await worker.request({ op: 'warm-up', key, cycles: 2_000, ttlMs: TTL_MS });
         const usecBefore = await sentCallsUsec(nodes);
-        const { elapsedMs, userUs, systemUs } = await variant.round();
+        const measured = await worker.request<SequentialRound>({
+          op: 'sequential',
+          key,
+          cycles: CLIENT_CYCLES,
+          ttlMs: TTL_MS,
+        });
         // The calls past each quorum still run: let the last ones land in this round's counts.
         await new Promise((resolve) => setTimeout(resolve, 20));
         const result = results[index] as ClientCost;
-        result.serverUsPerCycle.push(((await sentCallsUsec(nodes)) - usecBefore) / CLIENT_CYCLES);
-        result.cyclesPerSec.push(CLIENT_CYCLES / (elapsedMs / 1000));
-        result.userUsPerCycle.push(userUs / CLIENT_CYCLES);
-        result.systemUsPerCycle.push(systemUs / CLIENT_CYCLES);
+        const cycles = measured.acquireMs.length;
+        result.serverUsPerCycle.push(((await sentCallsUsec(nodes)) - usecBefore) / cycles);
+        result.cyclesPerSec.push(cycles / measured.seconds);
+        result.userUsPerCycle.push(measured.userUs / cycles);
+        result.systemUsPerCycle.push(measured.systemUs / cycles);
       }
     }
     return results;
   } finally {
-    for (const process of processes) process.close();
+    await closeAllProcesses();
   }
 }
 
@@ -423,8 +320,4 @@ async function main(): Promise<void> {
   await writeFile('bench-results/redlock-costs.md', `${table}\n`);
 }
 
-const variant = process.env['COST_VARIANT'];
-if (variant === undefined) await main();
-else if ((VARIANTS as readonly string[]).includes(variant))
-  await variantProcess(variant as Variant, JSON.parse(process.env['COST_URLS'] ?? '[]') as string[]);
-else throw new Error(`COST_VARIANT: unknown variant "${variant}"`);
+await main();

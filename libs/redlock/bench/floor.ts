@@ -5,10 +5,12 @@
  */
 import { createHash } from 'node:crypto';
 
+const sha1 = (script: string): string => createHash('sha1').update(script).digest('hex');
+
 /** The floor's release: delete the key only while it holds the caller's value. */
 export const FLOOR_RELEASE =
   "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) else return 0 end";
-export const FLOOR_RELEASE_SHA = createHash('sha1').update(FLOOR_RELEASE).digest('hex');
+export const FLOOR_RELEASE_SHA = sha1(FLOOR_RELEASE);
 
 /**
  * The fenced floor's acquire of one resource (KEYS[1] the key base; ARGV: value, token, ttl, fence
@@ -22,11 +24,13 @@ if not stored or #ARGV[2] > #stored or #ARGV[2] == #stored and ARGV[2] > stored 
 redis.call('SET', KEYS[1] .. 'fence', stored, 'PX', ARGV[4])
 redis.call('DEL', KEYS[1] .. 'lock')
 return -2`;
+export const FENCED_FLOOR_ACQUIRE_SHA = sha1(FENCED_FLOOR_ACQUIRE);
 
 /** The fenced floor's release: the lock deleted while it holds the caller's value and its token is the fence. */
 export const FENCED_FLOOR_RELEASE = `local held = redis.call('MGET', KEYS[1] .. 'lock', KEYS[1] .. 'fence')
 if held[1] == ARGV[1] and held[2] == ARGV[2] then return redis.call('DEL', KEYS[1] .. 'lock') end
 return 0`;
+export const FENCED_FLOOR_RELEASE_SHA = sha1(FENCED_FLOOR_RELEASE);
 
 /** Resolves once `quorum` of `calls` have settled, fulfilled or rejected (the rest still run). */
 export function atQuorum(calls: readonly Promise<unknown>[], quorum: number): Promise<void> {

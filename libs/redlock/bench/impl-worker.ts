@@ -1,15 +1,16 @@
 /**
- * One implementation of the Redlock benchmark in a process of its own, forked by redlock-bench.ts
- * with `BENCH_IMPL` (its name), `BENCH_URLS` (the nodes, JSON) and `BENCH_INSTANCES` (one, or one
- * per contender, each with its own clients). It runs the loops the parent asks for over IPC and
- * answers with what they measured; the parent reads the nodes' counters around each request.
- * This process's CPU is measured here, so that it is the implementation's alone.
+ * One implementation of the Redlock benchmarks in a process of its own, forked (impl-process.ts)
+ * by redlock-bench.ts and cost-bench.ts with `BENCH_IMPL` (its name), `BENCH_URLS` (the nodes,
+ * JSON) and `BENCH_INSTANCES` (one, or one per contender, each with its own clients). It runs the
+ * loops the parent asks for over IPC and answers with what they measured; the parent reads the
+ * nodes' counters around each request. This process's CPU is measured here, so that it is the
+ * implementation's alone.
  */
 import {
   closeAll,
   concurrentLoops,
   contentionRound,
-  isImpl,
+  isWorkerImpl,
   makeAdapter,
   sequentialCycles,
   warmUp,
@@ -29,17 +30,17 @@ export type WorkerRequest = { id: number } & (
 
 export type WorkerAnswer = { id: number; ok: true; result: unknown } | { id: number; ok: false; error: string };
 
-/** This process's CPU (user + system) while `work` runs, µs, with its result. */
-async function withCpu<T>(work: () => Promise<T>): Promise<T & { cpuUs: number }> {
+/** This process's CPU while `work` runs, µs (user + system, and each), with its result. */
+async function withCpu<T>(work: () => Promise<T>): Promise<T & { cpuUs: number; userUs: number; systemUs: number }> {
   const before = process.cpuUsage();
   const result = await work();
-  const used = process.cpuUsage(before);
-  return { ...result, cpuUs: used.user + used.system };
+  const { user, system } = process.cpuUsage(before);
+  return { ...result, cpuUs: user + system, userUs: user, systemUs: system };
 }
 
 async function main(): Promise<void> {
   const impl = process.env['BENCH_IMPL'] ?? '';
-  if (!isImpl(impl)) throw new Error(`BENCH_IMPL: unknown implementation "${impl}"`);
+  if (!isWorkerImpl(impl)) throw new Error(`BENCH_IMPL: unknown implementation "${impl}"`);
   const urls = JSON.parse(process.env['BENCH_URLS'] ?? '[]') as string[];
   const instances = Number(process.env['BENCH_INSTANCES'] ?? 1);
   const adapters: Adapter[] = await Promise.all(Array.from({ length: instances }, () => makeAdapter(impl, urls)));
@@ -55,7 +56,7 @@ async function main(): Promise<void> {
         return {};
       }
       case 'sequential':
-        return sequentialCycles(first, request.key, request.cycles, request.ttlMs);
+        return withCpu(() => sequentialCycles(first, request.key, request.cycles, request.ttlMs));
       case 'concurrent':
         return withCpu(async () => {
           const start = performance.now();

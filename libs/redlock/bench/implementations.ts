@@ -7,9 +7,17 @@ import { randomBytes } from 'node:crypto';
 import { PerformanceObserver, type PerformanceEntry } from 'node:perf_hooks';
 import { setImmediate as nextTurn, setTimeout as sleep } from 'node:timers/promises';
 import { Redis, type RedisOptions } from 'ioredis';
-import { atQuorum, FLOOR_RELEASE, FLOOR_RELEASE_SHA } from './floor.ts';
+import {
+  atQuorum,
+  FENCED_FLOOR_ACQUIRE,
+  FENCED_FLOOR_ACQUIRE_SHA,
+  FENCED_FLOOR_RELEASE,
+  FENCED_FLOOR_RELEASE_SHA,
+  FLOOR_RELEASE,
+  FLOOR_RELEASE_SHA,
+} from './floor.ts';
 import { isNodeRedlockExecutionError, newNodeRedlock } from './node-redlock.ts';
-import { LOCK_CLIENT_OPTIONS, LockTakenError, Redlock, type Lease } from '../src/index.ts';
+import { DEFAULT_SETTINGS, LOCK_CLIENT_OPTIONS, LockTakenError, Redlock, type Lease } from '../src/index.ts';
 
 export const IMPLS = [
   'tickwarden',
@@ -19,7 +27,10 @@ export const IMPLS = [
   'floor-pipelined',
 ] as const;
 export type ImplName = (typeof IMPLS)[number];
-export const isImpl = (name: string): name is ImplName => (IMPLS as readonly string[]).includes(name);
+/** A worker runs these too: the fenced floor, which only cost-bench.ts measures (floor.ts). */
+export type WorkerImpl = ImplName | 'floor-fenced';
+export const isWorkerImpl = (name: string): name is WorkerImpl =>
+  name === 'floor-fenced' || (IMPLS as readonly string[]).includes(name);
 
 /** The library's defaults (node-redlock's are the same numbers; its jitter is ±100 around 200). */
 export const RETRY = { retryCount: 10, retryDelayMs: 200, retryJitterMs: 100 } as const;
@@ -139,41 +150,54 @@ async function nodeRedlock(urls: readonly string[], pipelined: boolean): Promise
  * retries); EVALSHA compare-and-delete on every node. Both resolve at a quorum
  * (the rest still runs). On plain clients each call is written at once, which
  * is fastest for a single caller; auto-pipelining defers writes to merge
- * concurrent callers' commands, which is fastest for many.
+ * concurrent callers' commands, which is fastest for many. `fenced`: the fenced
+ * floor's scripts instead (floor.ts), with a token above the last one this
+ * process proposed, on plain clients.
  */
-async function floor(urls: readonly string[], pipelined: boolean): Promise<Adapter> {
+async function floor(urls: readonly string[], pipelined: boolean, fenced = false): Promise<Adapter> {
   const clients = await readyClients(urls, pipelined ? PIPELINED_CLIENT_OPTIONS : LOCK_CLIENT_OPTIONS);
-  await Promise.all(clients.map((client) => client.script('LOAD', FLOOR_RELEASE)));
+  const scripts = fenced ? [FENCED_FLOOR_ACQUIRE, FENCED_FLOOR_RELEASE] : [FLOOR_RELEASE];
+  await Promise.all(clients.flatMap((client) => scripts.map((script) => client.script('LOAD', script))));
   const quorum = Math.floor(clients.length / 2) + 1;
-  const releaseValue = async (resource: string, value: string): Promise<void> => {
+  let lastToken = Date.now() * 1000;
+  /** One node's grant: whether it set the lock (and, fenced, stored the token). */
+  const grant = (client: Redis, resource: string, value: string, token: number, ttlMs: number): Promise<boolean> =>
+    fenced
+      ? client
+          .evalsha(FENCED_FLOOR_ACQUIRE_SHA, 1, resource, value, token, ttlMs, DEFAULT_SETTINGS.fenceRetentionMs)
+          .then((code) => code === 1)
+      : client.set(resource, value, 'PX', ttlMs, 'NX').then((reply) => reply === 'OK');
+  const releaseValue = async (resource: string, value: string, token: number): Promise<void> => {
     await atQuorum(
-      clients.map((client) => client.evalsha(FLOOR_RELEASE_SHA, 1, resource, value).then(noop, noop)),
+      clients.map((client) =>
+        (fenced
+          ? client.evalsha(FENCED_FLOOR_RELEASE_SHA, 1, resource, value, token)
+          : client.evalsha(FLOOR_RELEASE_SHA, 1, resource, value)
+        ).then(noop, noop),
+      ),
       quorum,
     );
   };
   const acquire = (resource: string, ttlMs: number): Promise<Held> =>
     new Promise((resolve, reject) => {
       const value = randomBytes(20).toString('hex');
+      const token = ++lastToken;
       let ok = 0;
       let answered = 0;
       let settled = false;
       for (const client of clients) {
-        client
-          .set(resource, value, 'PX', ttlMs, 'NX')
-          .then(
-            (reply) => reply === 'OK',
-            () => false,
-          )
+        grant(client, resource, value, token, ttlMs)
+          .catch(() => false)
           .then((won) => {
             answered++;
             if (won) ok++;
             if (settled) return;
             if (ok >= quorum) {
               settled = true;
-              resolve({ release: () => releaseValue(resource, value) });
+              resolve({ release: () => releaseValue(resource, value, token) });
             } else if (ok + (clients.length - answered) < quorum) {
               settled = true;
-              void releaseValue(resource, value);
+              void releaseValue(resource, value, token);
               reject(new Error(`floor: no quorum for ${resource}`));
             }
           });
@@ -203,11 +227,11 @@ async function concurrentBatch(acquire: Adapter['acquire'], resources: readonly 
   };
 }
 
-export async function makeAdapter(impl: ImplName, urls: readonly string[]): Promise<Adapter> {
+export async function makeAdapter(impl: WorkerImpl, urls: readonly string[]): Promise<Adapter> {
   if (impl === 'tickwarden') return tickwarden(urls);
   if (impl === 'node-redlock') return nodeRedlock(urls, false);
   if (impl === 'node-redlock-pipelined') return nodeRedlock(urls, true);
-  return floor(urls, impl === 'floor-pipelined');
+  return floor(urls, impl === 'floor-pipelined', impl === 'floor-fenced');
 }
 
 /** One acquire+release until it works (the first calls of fresh clients may race their connection). */

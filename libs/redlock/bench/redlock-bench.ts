@@ -9,13 +9,13 @@
  * every rate is reported as median [min-max] over the rounds. Results go to
  * `bench-results/redlock.json` and `bench-results/redlock.md` at the repo root.
  */
-import { execFileSync, fork, type ChildProcess } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdir, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { startRedisNodes, type RedisNodes } from '@tickwarden/testkit';
-import type { WorkerAnswer, WorkerRequest } from './impl-worker.ts';
+import { closeAllProcesses, ImplProcess } from './impl-process.ts';
 import { IMPLS, RETRY, type ContentionOutcome, type ContentionRow, type ImplName } from './implementations.ts';
 import { DEFAULT_SETTINGS } from '../src/index.ts';
 
@@ -86,66 +86,8 @@ const COLUMN: Record<ImplName, string> = {
 
 const noop = (): void => undefined;
 
-// ---------------------------------------------------------------- implementations, each in its own process
-
-/** Every process and node set the run opened, closed on exit even after an error. */
+/** Every node set the run opened, closed on exit even after an error (the workers: closeAllProcesses). */
 const closers = new Set<() => Promise<void>>();
-
-/**
- * An implementation running in a process of its own (impl-worker.ts) with `instances` instances on
- * `urls`: requests go over IPC and come back with what the loops measured.
- */
-class ImplProcess {
-  readonly #child: ChildProcess;
-  readonly #pending = new Map<number, { resolve: (result: unknown) => void; reject: (error: Error) => void }>();
-  #nextId = 1;
-
-  private constructor(child: ChildProcess) {
-    this.#child = child;
-    child.on('message', (answer: WorkerAnswer) => {
-      const pending = this.#pending.get(answer.id);
-      this.#pending.delete(answer.id);
-      if (answer.ok) pending?.resolve(answer.result);
-      else pending?.reject(new Error(answer.error));
-    });
-    child.once('exit', (code, signal) => {
-      for (const { reject } of this.#pending.values()) reject(new Error(`impl-worker exited (${code ?? signal})`));
-      this.#pending.clear();
-    });
-  }
-
-  static async start(impl: ImplName, urls: readonly string[], instances: number): Promise<ImplProcess> {
-    const child = fork(new URL('./impl-worker.ts', import.meta.url), {
-      execArgv: process.execArgv,
-      env: { ...process.env, BENCH_IMPL: impl, BENCH_URLS: JSON.stringify(urls), BENCH_INSTANCES: String(instances) },
-      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
-    });
-    const started = new ImplProcess(child);
-    closers.add(started.close);
-    // The worker says `ready` (id 0) once its clients are connected.
-    await new Promise((resolve, reject) => started.#pending.set(0, { resolve, reject }));
-    return started;
-  }
-
-  request<T>(request: DistributiveOmit<WorkerRequest, 'id'>): Promise<T> {
-    const id = this.#nextId++;
-    return new Promise<T>((resolve, reject) => {
-      this.#pending.set(id, { resolve: resolve as (result: unknown) => void, reject });
-      this.#child.send({ ...request, id });
-    });
-  }
-
-  /** Ends the worker (it closes its clients when the IPC channel goes) and waits for it to exit. */
-  readonly close = async (): Promise<void> => {
-    closers.delete(this.close);
-    if (this.#child.exitCode !== null || this.#child.signalCode !== null) return;
-    const exited = new Promise((resolve) => this.#child.once('exit', resolve));
-    this.#child.disconnect();
-    await exited;
-  };
-}
-
-type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never;
 
 // ---------------------------------------------------------------- Redis command counts
 
@@ -952,6 +894,7 @@ async function main(): Promise<void> {
 }
 
 async function cleanUp(): Promise<void> {
+  await closeAllProcesses();
   const pending = [...closers].reverse();
   closers.clear();
   for (const close of pending) await close().catch(noop);
