@@ -26,6 +26,11 @@ const MAX_COUNTED_GAP_TICKS = 10_000;
  * apps/scheduler/BENCHMARK.md).
  */
 export const DEFAULT_CONTEST_LEAD_MS = 9500;
+/**
+ * A stopping replica still contests the ticks it deferred to their due time within this, ms (the
+ * default contest lead, and well inside the app's 20 s drain); later ones are left to recovery.
+ */
+const STOP_DEFERRED_WAIT_MS = DEFAULT_CONTEST_LEAD_MS;
 /** Ticks whose opening failed are opened again this often while it fails, ms. */
 const REOPEN_RETRY_MS = 1000;
 /** At most this many ticks are kept for opening again, in each list (about 100 bytes each): a long queue-Redis outage under many schedules drops the oldest, loudly. */
@@ -212,12 +217,14 @@ export class Scheduler {
     this.#options.queueConnection.off('ready', this.#onQueueReady);
     // Contesting on while the other replicas learn that this one leaves: its ticks pass to them without a gap.
     await this.#contenders.leave();
-    this.#loop.stop();
+    this.#loop.stop(this.#loop.nowMs() + STOP_DEFERRED_WAIT_MS);
     await this.#resolver.stop();
     // Ticks still waiting in the contest queue are contested too: they were taken up and opened.
-    while (this.#inFlight.size > 0 || this.#contestQueue.size > 0)
+    // So are the ones deferred to their due time (see TickLoop.stop).
+    while (this.#inFlight.size > 0 || this.#contestQueue.size > 0 || this.#loop.deferred > 0)
       if (this.#inFlight.size > 0) await Promise.allSettled([...this.#inFlight]);
-      else await yieldToLoop();
+      else if (this.#contestQueue.size > 0) await yieldToLoop();
+      else await this.#loop.idle();
     this.#options.clock.clearTimeout(this.#reopenTimer);
     if (this.#unopened.length > 0) {
       const left = this.#unopened;

@@ -59,8 +59,12 @@ export class TickHeap {
 
   /** Removes every pending tick of these schedules (removed or changed): one pass, however many (a reload may change thousands). */
   removeSchedules(scheduleIds: ReadonlySet<string>): void {
-    if (scheduleIds.size === 0) return;
-    const kept = this.#items.filter((item) => !scheduleIds.has(item.scheduleId));
+    if (scheduleIds.size > 0) this.retain((item) => !scheduleIds.has(item.scheduleId));
+  }
+
+  /** Keeps only the pending ticks `keep` accepts: one pass. */
+  retain(keep: (item: PendingTick) => boolean): void {
+    const kept = this.#items.filter(keep);
     this.#items.length = 0;
     for (const item of kept) this.push(item);
   }

@@ -96,6 +96,10 @@ export class TickLoop {
   readonly #heap = new TickHeap();
   #timer: unknown;
   #running = false;
+  /** Stopping: no tick is taken up any more; only deferred ones are still handed out (see stop). */
+  #stopping = false;
+  /** Told once no deferred tick is left while stopping. */
+  #onIdle: (() => void)[] = [];
   #lastWake: { wall: number; mono: number } | undefined;
   /** Which setSchedules call is the newest: an older one stops at its next slice. */
   #generation = 0;
@@ -173,6 +177,7 @@ export class TickLoop {
   #plan(schedule: Schedule, now: number, planned: ScheduleChange['planned']): void {
     const planner = new TickPlanner(schedule, this.#crons);
     this.#planners.set(schedule.id, planner);
+    if (this.#stopping) return;
     const first = this.#firstTick(planner, now);
     if (first === undefined) return;
     // The tick before the first is the previous run, whichever replica contested it: its due time decides as for any other.
@@ -245,9 +250,38 @@ export class TickLoop {
     this.arm();
   }
 
-  stop(): void {
-    this.#running = false;
-    this.#options.clock.clearTimeout(this.#timer);
+  /**
+   * Takes no tick up any more. The ticks deferred to their due time (see againAtDue) up to
+   * `deferredUntilMs` are still handed out when due: their contest ahead made them this replica's,
+   * and another replica would reach them only by recovery, after which the next tick's contest
+   * ahead may already hold a `skip` schedule's lease. Later ones are left to recovery (logged).
+   */
+  stop(deferredUntilMs = Infinity): void {
+    this.#stopping = true;
+    let left = 0;
+    this.#heap.retain((pending) => {
+      if (pending.atDue === undefined) return false;
+      if (pending.dueMs <= deferredUntilMs) return true;
+      left++;
+      return false;
+    });
+    if (left > 0)
+      this.#options.logger.info(
+        { ticks: left },
+        'stopping: ticks deferred to a due time too far off are left to recovery by the other replicas',
+      );
+    this.arm();
+  }
+
+  /** Ticks deferred to their due time and not yet handed out; counted only once stopped. */
+  get deferred(): number {
+    return this.#stopping ? this.#heap.size : 0;
+  }
+
+  /** Once stopped: resolves when no deferred tick is left (an in-flight contest may defer one more). */
+  idle(): Promise<void> {
+    if (this.deferred === 0) return Promise.resolve();
+    return new Promise((resolve) => this.#onIdle.push(resolve));
   }
 
   /** Sets the timer for the next tick to contest (or the alarm), at most `maxWaitMs` away. */
@@ -255,7 +289,12 @@ export class TickLoop {
     const { clock, maxWaitMs, alarmAtMs } = this.#options;
     clock.clearTimeout(this.#timer);
     if (!this.#running) return;
-    const next = Math.min(this.#heap.peek()?.contestAtMs ?? Infinity, alarmAtMs?.() ?? Infinity);
+    if (this.#stopping && this.#heap.size === 0) {
+      for (const resolve of this.#onIdle.splice(0)) resolve();
+      return;
+    }
+    const alarm = this.#stopping ? undefined : alarmAtMs?.();
+    const next = Math.min(this.#heap.peek()?.contestAtMs ?? Infinity, alarm ?? Infinity);
     const wait = Number.isFinite(next) ? Math.min(Math.max(next - this.nowMs(), 0), maxWaitMs) : maxWaitMs;
     this.#timer = clock.setTimeout(() => this.#wake(), wait);
   }

@@ -984,5 +984,30 @@ describe('replicated schedulers', () => {
       expect(added[0]?.lagMs).toBeGreaterThanOrEqual(0);
       expect(records(schedule.id, tick, tick + 1).get(tick)).toEqual(['enqueued']);
     });
+
+    it('overlap skip: a replica stopped after a contest ahead found the lease taken still contests the tick when due', async () => {
+      // Left to recovery instead, a per-second schedule's tick met its successor's contest ahead,
+      // which took the free lease first: the tick was recorded skipped though nothing ran.
+      const schedule = scheduleFixture({
+        id: 'team-i/skip-stop',
+        cron: '*/4 * * * * *',
+        overlap: 'skip',
+        leaseTtlMs: 6000,
+      });
+      const holder = new Redlock(locks.urls, { nodeTimeoutMs: 250 });
+      const lease: Lease = await holder.acquire(leaseResource(schedule.id, 'skip', 0), 30_000);
+      const replica = startReplica('i2', [schedule]);
+      const tick = Math.ceil((Date.now() + 6500) / 4000) * 4000;
+      await sleep(tick - 1500 - Date.now());
+      const stopped = stopReplica(replica).then(() => Date.now());
+      await sleep(tick - 1000 - Date.now());
+      await holder.release(lease);
+      await holder.close();
+      const stoppedAtMs = await stopped;
+      const added = outcomes.filter((o) => o.scheduleId === schedule.id && o.tickMs === tick && !o.found);
+      expect(added.map((o) => [o.replica, o.outcome])).toEqual([['i2', 'enqueued']]);
+      expect(added[0]?.lagMs).toBeGreaterThanOrEqual(0);
+      expect(stoppedAtMs).toBeGreaterThanOrEqual(tick);
+    });
   });
 });

@@ -64,6 +64,52 @@ describe('TickLoop', () => {
     expect(wakes.find((wake) => wake.due.length > 0)?.nowMs).toBe(due - 9500);
   });
 
+  it('stopped: takes no tick up, but hands a tick deferred to its due time out then, and is idle after', async () => {
+    const clock = new ManualClock(START);
+    const { loop, wakes } = loopOn(clock, 2000);
+    loop.setSchedules(['a', 'b'].map((team) => scheduleFixture({ id: `${team}/every-5s`, cron: '*/5 * * * * *' })));
+    loop.start();
+    clock.advance(2500);
+    const ahead = wakes.flatMap((wake) => wake.due);
+    expect(ahead.map((tick) => [tick.schedule.id, tick.ahead])).toEqual([
+      ['a/every-5s', true],
+      ['b/every-5s', true],
+    ]);
+    const [deferred] = ahead;
+    if (!deferred) throw new Error('no tick contested ahead');
+    loop.againAtDue(deferred);
+    loop.stop();
+    expect(loop.deferred).toBe(1);
+    let idle = false;
+    void loop.idle().then(() => (idle = true));
+    wakes.length = 0;
+    clock.advance(20_000);
+    await Promise.resolve();
+    expect(wakes.map((wake) => wake.due.map((tick) => [tick.jobId, tick.ahead, wake.nowMs - tick.dueMs]))).toEqual([
+      [[deferred.jobId, false, 0]],
+    ]);
+    expect(wakes.flatMap((wake) => wake.takenUp)).toEqual([]);
+    expect([loop.deferred, idle]).toEqual([0, true]);
+  });
+
+  it('stopped: a tick deferred to a due time past the limit given is left to recovery, logged', async () => {
+    const clock = new ManualClock(START);
+    const { loop, wakes, logs } = loopOn(clock, 2000);
+    loop.setSchedules([scheduleFixture({ id: 'a/every-5s', cron: '*/5 * * * * *' })]);
+    loop.start();
+    clock.advance(2500);
+    const [deferred] = wakes.flatMap((wake) => wake.due);
+    if (!deferred) throw new Error('no tick contested ahead');
+    loop.againAtDue(deferred);
+    loop.stop(deferred.dueMs - 1);
+    expect(loop.deferred).toBe(0);
+    await loop.idle();
+    wakes.length = 0;
+    clock.advance(20_000);
+    expect(wakes).toEqual([]);
+    expect(logs.find((log) => String(log['msg']).startsWith('stopping: ticks deferred'))?.['ticks']).toBe(1);
+  });
+
   it(`takes up at most ${MAX_TICKS_PER_WAKE} ticks per wake, and the rest of those due in the wakes right after`, async () => {
     const clock = new ManualClock(START);
     const { loop, wakes, contested } = loopOn(clock);
