@@ -14,7 +14,7 @@ import { TickMarks, type MarkGap } from './tick-marks.ts';
 import { TickPublisher } from './tick-publisher.ts';
 import { TickRecorder, type ObservationListener, type OutcomeListener } from './tick-recorder.ts';
 import { TickResolver } from './tick-resolver.ts';
-import { LATE_TICK_WINDOW_MS, RECOVERY_DELAY_MS, tickWindow, wonLate } from './tick-window.ts';
+import { LATE_TICK_WINDOW_MS, RECOVERY_DELAY_MS, tickWindow, waitsForPrevious, wonLate } from './tick-window.ts';
 
 /** Missed ticks of one schedule counted (metric) after a gap with no replica; a longer gap is logged as at least this many. */
 const MAX_COUNTED_GAP_TICKS = 10_000;
@@ -289,7 +289,7 @@ export class Scheduler {
       return false;
     });
     const won: Run[] = [];
-    for (const { tick, result } of await contest.contest(open)) {
+    for (const { tick, result } of await contest.contest(await this.#afterPrevious(open))) {
       if (result.ok) {
         won.push({ tick, lease: result.lease });
         continue;
@@ -312,6 +312,22 @@ export class Scheduler {
     const runs = await this.#undecided(won);
     const published = await this.#publisher.publish(runs, 'enqueued');
     runs.forEach((run, i) => published[i] === 'failed' && this.#resolver.failed(run.tick, 'queue-unavailable'));
+  }
+
+  /**
+   * The ticks to contest now: those that wait for the tick before them (see waitsForPrevious) and
+   * find it not recorded are contested when due instead. If the records cannot be read, all go on.
+   */
+  async #afterPrevious(ticks: DueTick[]): Promise<DueTick[]> {
+    const nowMs = this.#loop.nowMs();
+    const waiting = ticks.filter((tick) => waitsForPrevious(tick, nowMs));
+    if (waiting.length === 0) return ticks;
+    const recorded = await this.#store
+      .recorded(waiting.map((tick) => ({ scheduleId: tick.schedule.id, tickMs: tick.previous.tickMs })))
+      .catch(() => waiting.map(() => true));
+    const later = new Set<DueTick>(waiting.filter((_, i) => !recorded[i]));
+    for (const tick of later) this.#loop.againAtDue(tick);
+    return later.size === 0 ? ticks : ticks.filter((tick) => !later.has(tick));
   }
 
   /**

@@ -1,4 +1,5 @@
 import type { Tick } from './ports.ts';
+import type { PreviousTick } from './tick-window.ts';
 
 /** A tick waiting to be contested. */
 export interface PendingTick {
@@ -10,6 +11,8 @@ export interface PendingTick {
   contestAtMs: number;
   /** A second contest, at `dueMs`, of a tick whose contest ahead found the lease taken or no quorum: its outcome stands. */
   atDue?: Tick;
+  /** Of a `skip` tick contested ahead: the tick before it. */
+  previous?: PreviousTick;
 }
 
 /** Min-heap of pending ticks by `contestAtMs`: the one timing structure for all schedules. */

@@ -6,11 +6,13 @@ import type { Tick } from './ports.ts';
 import type { Schedule } from './schedule.ts';
 import { TickHeap, type PendingTick } from './tick-heap.ts';
 import { CronCache, TickPlanner } from './tick-planner.ts';
-import { LATE_TICK_WINDOW_MS, tickWindow } from './tick-window.ts';
+import { LATE_TICK_WINDOW_MS, tickWindow, type PreviousTick } from './tick-window.ts';
 
 /** A tick the loop hands out to be contested; `ahead`: contested before its due time (a second contest at due may follow). */
 export interface DueTick extends Tick {
   ahead: boolean;
+  /** Of a `skip` tick contested ahead: the schedule's tick before it (see waitsForPrevious). */
+  previous?: PreviousTick | undefined;
 }
 
 /** What one wake-up found: ticks to contest, and ticks popped too late to contest (this replica stalled). */
@@ -182,7 +184,9 @@ export class TickLoop {
     if (first === undefined) return;
     // The tick before the first is the previous run, whichever replica contested it: its due time decides as for any other.
     const previous = planner.previous(first);
-    this.#heap.push(this.#pending(planner, first, previous === undefined ? undefined : planner.dueMs(previous)));
+    this.#heap.push(
+      this.#pending(planner, first, previous, previous === undefined ? undefined : planner.dueMs(previous)),
+    );
     planned.push({ scheduleId: schedule.id, firstTickMs: first });
   }
 
@@ -201,16 +205,25 @@ export class TickLoop {
    * the run starts with most of it left), except for `skip` when its previous run is due within
    * the lead, or there is none (a pattern's first tick): that run would still hold the lease, so
    * the tick is contested when due. `cancel-previous` is always contested when due: its contest
-   * revokes the previous run, which must go on until then.
+   * revokes the previous run, which must go on until then. A `skip` tick contested ahead carries
+   * the tick before it (see waitsForPrevious).
    */
-  #pending(planner: TickPlanner, tickMs: number, previousDueMs: number | undefined): PendingTick {
+  #pending(
+    planner: TickPlanner,
+    tickMs: number,
+    previousMs: number | undefined,
+    previousDueMs: number | undefined,
+  ): PendingTick {
     const { schedule } = planner;
     const dueMs = planner.dueMs(tickMs);
     const aheadMs = dueMs - Math.min(this.#options.contestLeadMs, schedule.leaseTtlMs / 3);
     const ahead =
       schedule.overlap === 'allow' ||
       (schedule.overlap === 'skip' && previousDueMs !== undefined && previousDueMs <= aheadMs);
-    return { scheduleId: schedule.id, tickMs, dueMs, contestAtMs: ahead ? aheadMs : dueMs };
+    const pending: PendingTick = { scheduleId: schedule.id, tickMs, dueMs, contestAtMs: ahead ? aheadMs : dueMs };
+    if (ahead && previousMs !== undefined && previousDueMs !== undefined && schedule.overlap === 'skip')
+      pending.previous = { tickMs: previousMs, dueMs: previousDueMs };
+    return pending;
   }
 
   /** The tick `tickMs` of a schedule, with its window (undefined when the schedule is not configured here). */
@@ -320,12 +333,13 @@ export class TickLoop {
       const tick = this.#tick(planner, pending.tickMs, next);
       built.set(pending, tick);
       takenUp.push(tick);
-      if (next !== undefined) this.#heap.push(this.#pending(planner, next, pending.dueMs));
+      if (next !== undefined) this.#heap.push(this.#pending(planner, next, pending.tickMs, pending.dueMs));
     }
     const { kept, late } = splitLateTicks(popped, now, (id) => this.#planners.get(id)?.schedule.catchUpMs);
     const due = kept.map((pending): DueTick => {
       const tick = pending.atDue ?? (built.get(pending) as Tick);
-      return { ...tick, ahead: !pending.atDue && pending.contestAtMs < pending.dueMs };
+      const ahead = !pending.atDue && pending.contestAtMs < pending.dueMs;
+      return { ...tick, ahead, ...(ahead && pending.previous ? { previous: pending.previous } : {}) };
     });
     this.#options.onWake({
       nowMs: now,

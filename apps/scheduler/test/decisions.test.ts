@@ -26,7 +26,7 @@ import type { JobQueue, LeaseGrants, LockQuorum, Run, Tick } from '../src/ports.
 import { holderAfterAdd, TickPublisher } from '../src/tick-publisher.ts';
 import { TickRecorder } from '../src/tick-recorder.ts';
 import { lastFailureOf, parseJobId, resolution } from '../src/tick-resolver.ts';
-import { LATE_TICK_WINDOW_MS, RECOVERY_DELAY_MS, tickWindow, wonLate } from '../src/tick-window.ts';
+import { LATE_TICK_WINDOW_MS, RECOVERY_DELAY_MS, tickWindow, waitsForPrevious, wonLate } from '../src/tick-window.ts';
 import { ManualClock } from './support.ts';
 
 const causes = (...votes: NodeCause[]) => new Map(votes.map((vote, i) => [`node-${i}:6379`, vote]));
@@ -78,6 +78,16 @@ describe('wonLate: a contest won after other replicas may have decided the tick'
     expect(wonLate({ dueMs: 10_000 }, 10_000 + RECOVERY_DELAY_MS)).toBe(false);
     expect(wonLate({ dueMs: 10_000 }, 10_001 + RECOVERY_DELAY_MS)).toBe(true);
     expect(wonLate({ dueMs: 10_000 }, 500)).toBe(false);
+  });
+});
+
+describe('waitsForPrevious: a skip tick contested ahead first finds the tick before it decided', () => {
+  it('only ahead, with a tick before it due within the late window', () => {
+    const previous = { tickMs: 9000, dueMs: 9000 };
+    expect(waitsForPrevious({ ahead: true, previous }, 9000 + LATE_TICK_WINDOW_MS)).toBe(true);
+    expect(waitsForPrevious({ ahead: true, previous }, 9001 + LATE_TICK_WINDOW_MS)).toBe(false);
+    expect(waitsForPrevious({ ahead: false, previous }, 9500)).toBe(false);
+    expect(waitsForPrevious({ ahead: true }, 9500)).toBe(false);
   });
 });
 

@@ -985,6 +985,31 @@ describe('replicated schedulers', () => {
       expect(records(schedule.id, tick, tick + 1).get(tick)).toEqual(['enqueued']);
     });
 
+    it('overlap skip: a contest ahead waits for the due time while the tick before it, due within the late window, has no outcome', async () => {
+      // Lease TTL 2.4 s: the lead is 0.8 s, and a run's lease (no worker releases it) lapses before the next tick's contest ahead.
+      const schedule = scheduleFixture({
+        id: 'team-i/skip-after',
+        cron: '*/4 * * * * *',
+        overlap: 'skip',
+        leaseTtlMs: 2400,
+      });
+      // Started after tick - 4 s, which no replica decided (as if its contender died after deferring it).
+      const tick = Math.ceil((Date.now() + 4000) / 4000) * 4000;
+      await sleep(tick - 3600 - Date.now());
+      const replica = startReplica('i4', [schedule]);
+      await sleep(tick + 4300 - Date.now());
+      await stopReplica(replica);
+      const added = (tickMs: number) =>
+        outcomes.filter((o) => o.scheduleId === schedule.id && o.tickMs === tickMs && !o.found);
+      expect(added(tick - 4000)).toEqual([]);
+      // Contested when due: no contest ahead took the lease before that tick's recovery could.
+      expect(added(tick).map((o) => o.outcome)).toEqual(['enqueued']);
+      expect(added(tick)[0]?.lagMs).toBeGreaterThanOrEqual(0);
+      // The tick before it recorded: contested ahead as usual.
+      expect(added(tick + 4000).map((o) => o.outcome)).toEqual(['enqueued']);
+      expect(added(tick + 4000)[0]?.lagMs).toBeLessThan(0);
+    });
+
     it('overlap skip: a replica stopped after a contest ahead found the lease taken still contests the tick when due', async () => {
       // Left to recovery instead, a per-second schedule's tick met its successor's contest ahead,
       // which took the free lease first: the tick was recorded skipped though nothing ran.

@@ -43,13 +43,24 @@ describe('TickLoop', () => {
     expect(wakes.every((wake) => wake.due.every((tick) => wake.nowMs >= tick.dueMs))).toBe(true);
   });
 
-  it('a skip schedule whose previous run is due before the lead is contested the whole lead ahead', () => {
+  it('a skip schedule whose previous run is due before the lead is contested the whole lead ahead, with the tick before it', () => {
     const clock = new ManualClock(START);
     const { loop, wakes } = loopOn(clock, 2000);
-    loop.setSchedules([scheduleFixture({ id: 'a/every-5s', cron: '*/5 * * * * *' })]);
+    loop.setSchedules([
+      scheduleFixture({ id: 'a/every-5s', cron: '*/5 * * * * *' }),
+      scheduleFixture({ id: 'b/every-5s', cron: '*/5 * * * * *', overlap: 'allow' }),
+    ]);
     loop.start();
     clock.advance(10_000);
-    expect(wakes.flatMap((wake) => wake.due.map((tick) => tick.dueMs - wake.nowMs))).toEqual([2000, 2000]);
+    const due = wakes.flatMap((wake) => wake.due.map((tick) => ({ tick, leadMs: tick.dueMs - wake.nowMs })));
+    expect(due.map(({ leadMs }) => leadMs)).toEqual([2000, 2000, 2000, 2000]);
+    const first = START - 500 + 5000;
+    expect(due.map(({ tick }) => [tick.schedule.id, tick.previous?.tickMs])).toEqual([
+      ['a/every-5s', first - 5000],
+      ['b/every-5s', undefined],
+      ['a/every-5s', first],
+      ['b/every-5s', undefined],
+    ]);
   });
 
   it("a skip schedule's first tick taken up is contested ahead when its previous tick was due before the lead, as any other", () => {
