@@ -98,8 +98,8 @@ export class TickLoop {
   readonly #heap = new TickHeap();
   #timer: unknown;
   #running = false;
-  /** Stopping: no tick is taken up any more; only deferred ones are still handed out (see stop). */
-  #stopping = false;
+  /** Stopping: no tick is taken up any more; only deferred ones due by this are still handed out (see stop). */
+  #stoppingUntilMs: number | undefined;
   /** Told once no deferred tick is left while stopping. */
   #onIdle: (() => void)[] = [];
   #lastWake: { wall: number; mono: number } | undefined;
@@ -179,7 +179,7 @@ export class TickLoop {
   #plan(schedule: Schedule, now: number, planned: ScheduleChange['planned']): void {
     const planner = new TickPlanner(schedule, this.#crons);
     this.#planners.set(schedule.id, planner);
-    if (this.#stopping) return;
+    if (this.#stoppingUntilMs !== undefined) return;
     const first = this.#firstTick(planner, now);
     if (first === undefined) return;
     // The tick before the first is the previous run, whichever replica contested it: its due time decides as for any other.
@@ -248,6 +248,7 @@ export class TickLoop {
 
   /** Contest this tick again when due (its contest ahead found the lease taken, or no quorum). */
   againAtDue(tick: Tick): void {
+    if (this.#stoppingUntilMs !== undefined && tick.dueMs > this.#stoppingUntilMs) return this.#leftToRecovery(1);
     this.#heap.push({
       scheduleId: tick.schedule.id,
       tickMs: tick.tickMs,
@@ -265,12 +266,12 @@ export class TickLoop {
 
   /**
    * Takes no tick up any more. The ticks deferred to their due time (see againAtDue) up to
-   * `deferredUntilMs` are still handed out when due: their contest ahead made them this replica's,
+   * `deferredUntilMs`, now or by contests still in flight, are still handed out when due: their contest ahead made them this replica's,
    * and another replica would reach them only by recovery, after which the next tick's contest
    * ahead may already hold a `skip` schedule's lease. Later ones are left to recovery (logged).
    */
   stop(deferredUntilMs = Infinity): void {
-    this.#stopping = true;
+    this.#stoppingUntilMs = deferredUntilMs;
     let left = 0;
     this.#heap.retain((pending) => {
       if (pending.atDue === undefined) return false;
@@ -278,17 +279,20 @@ export class TickLoop {
       left++;
       return false;
     });
-    if (left > 0)
-      this.#options.logger.info(
-        { ticks: left },
-        'stopping: ticks deferred to a due time too far off are left to recovery by the other replicas',
-      );
+    if (left > 0) this.#leftToRecovery(left);
     this.arm();
+  }
+
+  #leftToRecovery(ticks: number): void {
+    this.#options.logger.info(
+      { ticks },
+      'stopping: ticks deferred to a due time too far off are left to recovery by the other replicas',
+    );
   }
 
   /** Ticks deferred to their due time and not yet handed out; counted only once stopped. */
   get deferred(): number {
-    return this.#stopping ? this.#heap.size : 0;
+    return this.#stoppingUntilMs === undefined ? 0 : this.#heap.size;
   }
 
   /** Once stopped: resolves when no deferred tick is left (an in-flight contest may defer one more). */
@@ -302,11 +306,12 @@ export class TickLoop {
     const { clock, maxWaitMs, alarmAtMs } = this.#options;
     clock.clearTimeout(this.#timer);
     if (!this.#running) return;
-    if (this.#stopping && this.#heap.size === 0) {
+    const stopping = this.#stoppingUntilMs !== undefined;
+    if (stopping && this.#heap.size === 0) {
       for (const resolve of this.#onIdle.splice(0)) resolve();
       return;
     }
-    const alarm = this.#stopping ? undefined : alarmAtMs?.();
+    const alarm = stopping ? undefined : alarmAtMs?.();
     const next = Math.min(this.#heap.peek()?.contestAtMs ?? Infinity, alarm ?? Infinity);
     const wait = Number.isFinite(next) ? Math.min(Math.max(next - this.nowMs(), 0), maxWaitMs) : maxWaitMs;
     this.#timer = clock.setTimeout(() => this.#wake(), wait);
