@@ -343,8 +343,8 @@ export class TickLoop {
     const { kept, late } = splitLateTicks(popped, now, (id) => this.#planners.get(id)?.schedule.catchUpMs);
     const due = kept.map((pending): DueTick => {
       const tick = pending.atDue ?? (built.get(pending) as Tick);
-      const ahead = !pending.atDue && pending.contestAtMs < pending.dueMs;
-      return { ...tick, ahead, ...(ahead && pending.previous ? { previous: pending.previous } : {}) };
+      // Only a `skip` tick contested ahead has a previous (see #pending), never a second contest.
+      return { ...tick, ahead: !pending.atDue && pending.contestAtMs < pending.dueMs, previous: pending.previous };
     });
     this.#options.onWake({
       nowMs: now,
