@@ -141,6 +141,7 @@ export function ledgerSchedules(
   names: readonly string[],
   cron = EVERY_SECOND,
   leaseTtl = '2s',
+  attempts?: number,
 ): ExpectedSchedule[] {
-  return legacySpecs({ names, cron, leaseTtl }).map((spec) => expectedLedgerSchedule(team, spec));
+  return legacySpecs({ names, cron, leaseTtl, attempts }).map((spec) => expectedLedgerSchedule(team, spec));
 }

@@ -41,7 +41,7 @@ export async function startLedgerSystem(
     ...Array.from({ length: options.schedulers }, (_, i) => cluster.startApp('scheduler', `scheduler-${i + 1}`)),
     ...Array.from({ length: options.workers }, (_, i) => cluster.startApp('worker', `worker-${i + 1}`)),
   ]);
-  const schedules = ledgerSchedules(TEAM, options.names, options.cron, options.leaseTtl);
+  const schedules = ledgerSchedules(TEAM, options.names, options.cron, options.leaseTtl, options.attempts);
   const report = (fromMs: number, toMs: number, outages: OutageWindow[] = []): TickReport =>
     buildReport({ ledgerFile, records: cluster.records(), schedules, fromMs, toMs, outages });
   return {
