@@ -115,7 +115,7 @@ export interface LedgerTeamOptions {
   ledgerFile: string;
   /** Default `2s`: short, so faults longer than a lease are quick to inject. */
   leaseTtl?: string;
-  /** Default 3: a run lost with its worker is retried (after its lease is gone). */
+  /** Not written by default: the default, 1, as a team's file would have it. */
   attempts?: number;
   /** Beats of 50 ms per run (default 6: a run takes about 0.35 s of a 1 s period). */
   beats?: number;
@@ -126,7 +126,7 @@ const EVERY_SECOND = '* * * * * *';
 function legacySpecs(
   options: Pick<LedgerTeamOptions, 'names' | 'cron' | 'leaseTtl' | 'attempts' | 'beats'>,
 ): LedgerScheduleSpec[] {
-  const { names, cron = EVERY_SECOND, leaseTtl = '2s', attempts = 3, beats = 6 } = options;
+  const { names, cron = EVERY_SECOND, leaseTtl = '2s', attempts, beats = 6 } = options;
   return names.map((name) => ({ name, kind: 'command', cron, overlap: 'skip', leaseTtl, attempts, beats }));
 }
 
