@@ -1,4 +1,4 @@
-import { Cluster, Command, Redis, type RedisOptions } from 'ioredis';
+import { Cluster, Command, type Redis, type RedisOptions } from 'ioredis';
 import { evalshaText } from './resp-text.ts';
 import type { LuaScript } from './scripts.ts';
 
@@ -55,32 +55,6 @@ export const LOCK_CLIENT_OPTIONS: Readonly<RedisOptions> = Object.freeze({
   enableAutoPipelining: false,
   retryStrategy: reconnectDelayMs,
 });
-
-/**
- * ioredis options of a subscriber connection: it queues commands until connected (a subscription
- * waits for the connection, its caller bounds the wait; none fails for the reconnects in between,
- * which would leave the resubscription after a reconnect an unhandled rejection) and resubscribes
- * after a reconnect; messages published while it was away are lost, which costs a waiter one
- * retry delay.
- */
-export const SUBSCRIBER_OPTIONS: Readonly<RedisOptions> = Object.freeze({
-  enableOfflineQueue: true,
-  maxRetriesPerRequest: null,
-  enableReadyCheck: false,
-  autoResubscribe: true,
-  lazyConnect: false,
-});
-
-/** A node's subscriber on `client` (a connection of its own, in subscriber mode), handing every message to `onMessage`. */
-export function subscriberOf(client: Redis, onMessage: (channel: string, message: string) => void): NodeSubscriber {
-  client.on('error', () => undefined);
-  client.on('message', onMessage);
-  return {
-    subscribe: (channel) => client.subscribe(channel),
-    unsubscribe: (channel) => void client.unsubscribe(channel).catch(() => undefined),
-    close: () => client.disconnect(),
-  };
-}
 
 /**
  * A node backed by an ioredis client the caller passes in (a Redis or a Cluster): EVALSHA,
@@ -155,10 +129,29 @@ export class IoredisLockNode implements LockNode {
     return this.#nextReady;
   }
 
-  /** A duplicate of the client (same address, credentials and TLS) in subscriber mode; none for a Cluster. */
+  /**
+   * A duplicate of the client (same address, credentials and TLS) in subscriber mode; none for a
+   * Cluster. It queues commands until connected (a subscription waits for the connection, its
+   * caller bounds the wait; none fails for the reconnects in between, which would leave the
+   * resubscription after a reconnect an unhandled rejection) and resubscribes after a reconnect;
+   * messages published while it was away are lost, which costs a waiter one retry delay.
+   */
   openSubscriber(onMessage: (channel: string, message: string) => void): NodeSubscriber | undefined {
     if (this.#client instanceof Cluster) return undefined;
-    return subscriberOf(this.#client.duplicate(SUBSCRIBER_OPTIONS), onMessage);
+    const client = this.#client.duplicate({
+      enableOfflineQueue: true,
+      maxRetriesPerRequest: null,
+      enableReadyCheck: false,
+      autoResubscribe: true,
+      lazyConnect: false,
+    });
+    client.on('error', () => undefined);
+    client.on('message', onMessage);
+    return {
+      subscribe: (channel) => client.subscribe(channel),
+      unsubscribe: (channel) => void client.unsubscribe(channel).catch(() => undefined),
+      close: () => client.disconnect(),
+    };
   }
 
   /** The client is the caller's: it stays open. */

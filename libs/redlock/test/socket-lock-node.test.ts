@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { waitUntil } from '@tickwarden/testkit';
+import { sleep, startRedisNodes, waitUntil } from '@tickwarden/testkit';
 import { describe, expect, it } from 'vitest';
 import { SocketLockNode, type LuaScript } from '../src/index.ts';
 import { inspect, useNodes } from './support.ts';
@@ -101,5 +101,95 @@ describe('SocketLockNode', () => {
 
   it('refuses a URL that is not redis:// or rediss://', () => {
     expect(() => new SocketLockNode('http://127.0.0.1:6379')).toThrow(/redis:\/\/ or rediss:\/\//);
+  });
+});
+
+/** A subscriber on `node`'s connection settings, collecting what it hears. */
+function listen(node: SocketLockNode): { heard: string[]; subscriber: ReturnType<SocketLockNode['openSubscriber']> } {
+  const heard: string[] = [];
+  const subscriber = node.openSubscriber((channel, message) => heard.push(`${channel}=${message}`));
+  return { heard, subscriber };
+}
+
+const publish = (url: string, channel: string, message: string): Promise<number> =>
+  inspect(url, (client) => client.publish(channel, message));
+
+describe('SocketLockNode subscriber', () => {
+  const cluster = useNodes(1);
+
+  it('confirms a subscription, hears its messages, and stops hearing them once unsubscribed', async () => {
+    const url = cluster.nodes.urls[0] ?? '';
+    const node = new SocketLockNode(url);
+    const { heard, subscriber } = listen(node);
+    await subscriber.subscribe('sub:a');
+    await subscriber.subscribe('sub:b');
+    // Confirmed means the node counts the subscriber: a PUBLISH right after reaches it.
+    expect(await publish(url, 'sub:a', 'one')).toBe(1);
+    expect(await publish(url, 'sub:b', 'v|17')).toBe(1);
+    await waitUntil(() => heard.length === 2, 'two messages');
+    expect(heard).toEqual(['sub:a=one', 'sub:b=v|17']);
+    subscriber.unsubscribe('sub:a');
+    await waitUntil(async () => (await publish(url, 'sub:a', 'two')) === 0, 'unsubscribed');
+    // Subscribing again to a channel already confirmed resolves at once.
+    await subscriber.subscribe('sub:b');
+    subscriber.close();
+    await node.close();
+  });
+
+  it('subscribes every channel again on a new connection after the node restarted', async () => {
+    const redis = cluster.nodes.node(0);
+    const node = new SocketLockNode(redis.url);
+    const { heard, subscriber } = listen(node);
+    await subscriber.subscribe('sub:c');
+    await redis.restart({ keepData: false });
+    // A subscription made while the node is away waits for the next connection.
+    const later = subscriber.subscribe('sub:d').then(() => 'confirmed');
+    expect(await Promise.race([later, sleep(5000).then(() => 'still waiting after 5 s')])).toBe('confirmed');
+    await waitUntil(async () => (await publish(redis.url, 'sub:c', 'back')) === 1, 'resubscribed');
+    expect(await publish(redis.url, 'sub:d', 'new')).toBe(1);
+    await waitUntil(() => heard.includes('sub:d=new'), 'the new channel heard');
+    expect(heard).toContain('sub:c=back');
+    subscriber.close();
+    await node.close();
+  });
+
+  it('close fails the subscriptions still waiting', async () => {
+    const redis = cluster.nodes.node(0);
+    const node = new SocketLockNode(redis.url);
+    await redis.pause();
+    const { subscriber } = listen(node);
+    const waiting = subscriber.subscribe('sub:e').then(
+      () => 'confirmed',
+      (error: Error) => error.message,
+    );
+    subscriber.close();
+    await redis.resume();
+    expect(await waiting).toBe('closed');
+    await node.close();
+  });
+});
+
+describe('SocketLockNode with a password', () => {
+  it('authenticates calls and subscriptions from the URL; a wrong password fails calls, naming no secret', async () => {
+    const nodes = await startRedisNodes({ count: 1, password: 'node-secret' });
+    try {
+      const url = nodes.urls[0] ?? '';
+      const node = new SocketLockNode(url);
+      expect(await node.run(WRITE, ['socket-node:auth'], ['1'], 2000)).toEqual([1, [-2, '1'], null]);
+      const { heard, subscriber } = listen(node);
+      await subscriber.subscribe('sub:auth');
+      expect(await publish(url, 'sub:auth', 'hello')).toBe(1);
+      await waitUntil(() => heard.length === 1, 'the message');
+      subscriber.close();
+      await node.close();
+      const wrong = new SocketLockNode(url.replace('node-secret', 'not-it'));
+      const error = (await wrong.run(WRITE, ['socket-node:auth'], ['2'], 500).catch((e: unknown) => e)) as Error;
+      expect(error.message).toMatch(/^not connected within 500 ms \((connecting|down): WRONGPASS/);
+      expect(error.message).not.toContain('secret');
+      expect(error.message).not.toContain('not-it');
+      await wrong.close();
+    } finally {
+      await nodes.close();
+    }
   });
 });
