@@ -181,7 +181,7 @@ async function withLockNodes<T>(
   const reached = await Promise.all(
     urls.map(async (url): Promise<{ id: string; redis: Redis } | { id: string; error: string }> => {
       const id = hostPort(url);
-      // As the replicas connect them (TLS names the server it expects), without the reconnect loop.
+      // As IoredisLockNode.fromUrl connects them (TLS names the server it expects), without the reconnect loop.
       const serverName = url.startsWith('rediss:')
         ? { tls: { servername: new URL(url).hostname, ...redisOptionsFor(url, tls).tls } }
         : {};
@@ -205,7 +205,7 @@ async function withLockNodes<T>(
     );
   const nodes = reached.map((node): LockNode =>
     'redis' in node
-      ? new IoredisLockNode(node.redis, node.id)
+      ? new IoredisLockNode(node.redis, true, node.id)
       : { id: node.id, run: () => Promise.reject(new Error(node.error)), close: async () => undefined },
   );
   const redlock = new Redlock(nodes, { quorum });
@@ -216,7 +216,6 @@ async function withLockNodes<T>(
     throw error;
   } finally {
     await redlock.close();
-    for (const node of reached) if ('redis' in node) node.redis.disconnect();
   }
 }
 

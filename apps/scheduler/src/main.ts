@@ -1,6 +1,6 @@
 // The scheduler process: reads its environment and config, then runs one replica until SIGTERM.
 import { parseSchedulerEnv, redactUrl, type TickwardenConfig } from '@tickwarden/config';
-import { Redlock, SocketLockNode } from '@tickwarden/redlock';
+import { IoredisLockNode, Redlock } from '@tickwarden/redlock';
 import {
   boundPort,
   envValid,
@@ -77,7 +77,7 @@ async function main(): Promise<number> {
   }
 
   const redlock = new Redlock(
-    lockNodes.map((url) => new SocketLockNode(url, redisOptionsFor(url, tls.value))),
+    lockNodes.map((url) => IoredisLockNode.fromUrl(url, redisOptionsFor(url, tls.value))),
     { quorum: lockQuorum },
   );
   metrics.observe(redlock);

@@ -1,7 +1,7 @@
 // The worker process: reads its environment and config, then runs tick jobs until SIGTERM.
 import { hostname } from 'node:os';
 import { formatDuration, parseWorkerEnv, redactUrl } from '@tickwarden/config';
-import { Redlock, SocketLockNode } from '@tickwarden/redlock';
+import { IoredisLockNode, Redlock } from '@tickwarden/redlock';
 import {
   boundPort,
   envValid,
@@ -66,7 +66,7 @@ async function main(): Promise<number> {
   await metrics.configApplied(live.config);
 
   const redlock = new Redlock(
-    lockNodes.map((url) => new SocketLockNode(url, redisOptionsFor(url, tls.value))),
+    lockNodes.map((url) => IoredisLockNode.fromUrl(url, redisOptionsFor(url, tls.value))),
     { quorum: lockQuorum },
   );
   metrics.observe(redlock);

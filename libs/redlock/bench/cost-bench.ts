@@ -13,7 +13,6 @@
  *    node has a core to itself.
  * 3. Client CPU per sequential cycle on 5 nodes (process.cpuUsage, user and system), and the
  *    nodes' script time per cycle (commandstats usec of the calls sent, all nodes): this library,
- *    the same on ioredis clients (LOCK_CLIENT_OPTIONS, what its own connections replace),
  *    node-redlock on plain ioredis clients (as its README shows), the floor (the main benchmark's
  *    sequential one: plain clients, SET NX PX and compare-and-delete, each resolved at a quorum)
  *    and the fenced floor (the same with floor.ts's fenced scripts), in interleaved rounds on one
@@ -209,7 +208,6 @@ async function sentCallsUsec(nodes: RedisNodes): Promise<number> {
 /** What cost-bench.ts measures, and its label in the table (impl-worker.ts runs each). */
 const VARIANTS = [
   ['tickwarden', 'tickwarden'],
-  ['tickwarden-ioredis', 'tickwarden on ioredis clients (LOCK_CLIENT_OPTIONS)'],
   ['node-redlock', 'node-redlock 5.0.0-beta.2 (plain clients)'],
   ['floor-plain', 'floor (plain clients)'],
   ['floor-fenced', 'fenced floor (plain clients)'],

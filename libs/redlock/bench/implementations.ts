@@ -17,14 +17,7 @@ import {
   FLOOR_RELEASE_SHA,
 } from './floor.ts';
 import { isNodeRedlockExecutionError, newNodeRedlock } from './node-redlock.ts';
-import {
-  DEFAULT_SETTINGS,
-  LOCK_CLIENT_OPTIONS,
-  LockTakenError,
-  Redlock,
-  type Lease,
-  type NodeInput,
-} from '../src/index.ts';
+import { DEFAULT_SETTINGS, LOCK_CLIENT_OPTIONS, LockTakenError, Redlock, type Lease } from '../src/index.ts';
 
 export const IMPLS = [
   'tickwarden',
@@ -34,14 +27,10 @@ export const IMPLS = [
   'floor-pipelined',
 ] as const;
 export type ImplName = (typeof IMPLS)[number];
-/**
- * A worker runs these too, which only cost-bench.ts measures: the fenced floor (floor.ts), and this
- * library on ioredis clients (LOCK_CLIENT_OPTIONS) instead of the connections it makes from URLs.
- */
-const COST_ONLY = ['floor-fenced', 'tickwarden-ioredis'] as const;
-export type WorkerImpl = ImplName | (typeof COST_ONLY)[number];
+/** A worker runs these too: the fenced floor, which only cost-bench.ts measures (floor.ts). */
+export type WorkerImpl = ImplName | 'floor-fenced';
 export const isWorkerImpl = (name: string): name is WorkerImpl =>
-  (COST_ONLY as readonly string[]).includes(name) || (IMPLS as readonly string[]).includes(name);
+  name === 'floor-fenced' || (IMPLS as readonly string[]).includes(name);
 
 /** The library's defaults (node-redlock's are the same numbers; its jitter is ±100 around 200). */
 export const RETRY = { retryCount: 10, retryDelayMs: 200, retryJitterMs: 100 } as const;
@@ -94,8 +83,8 @@ async function readyClients(urls: readonly string[], options: RedisOptions): Pro
   return clients;
 }
 
-function tickwarden(nodes: readonly NodeInput[]): Adapter {
-  const redlock = new Redlock(nodes);
+function tickwarden(urls: readonly string[]): Adapter {
+  const redlock = new Redlock(urls);
   closers.add(() => redlock.close());
   return {
     async acquire(resource, ttlMs) {
@@ -240,7 +229,6 @@ async function concurrentBatch(acquire: Adapter['acquire'], resources: readonly 
 
 export async function makeAdapter(impl: WorkerImpl, urls: readonly string[]): Promise<Adapter> {
   if (impl === 'tickwarden') return tickwarden(urls);
-  if (impl === 'tickwarden-ioredis') return tickwarden(await readyClients(urls, LOCK_CLIENT_OPTIONS));
   if (impl === 'node-redlock') return nodeRedlock(urls, false);
   if (impl === 'node-redlock-pipelined') return nodeRedlock(urls, true);
   return floor(urls, impl === 'floor-pipelined', impl === 'floor-fenced');

@@ -29,5 +29,4 @@ export {
   type RedlockEvents,
 } from './redlock.ts';
 export { scripts, type LuaScript } from './scripts.ts';
-export { SocketLockNode, type SocketLockNodeOptions } from './socket-lock-node.ts';
 export { DEFAULT_SETTINGS, type CallSettings, type RedlockSettings } from './settings.ts';

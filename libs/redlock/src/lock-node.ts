@@ -1,5 +1,4 @@
-import { Cluster, Command, type Redis, type RedisOptions } from 'ioredis';
-import { evalshaText } from './resp-text.ts';
+import { Cluster, Command, Redis, type RedisOptions } from 'ioredis';
 import type { LuaScript } from './scripts.ts';
 
 /**
@@ -39,35 +38,31 @@ export interface NodeSubscriber {
   close(): void;
 }
 
-/** The delay before reconnect attempt `attempt` (1, 2, ...) of a lock node's connection, ms: soon, and never over 200. */
-export const reconnectDelayMs = (attempt: number): number => Math.min(20 * attempt, 200);
-
 /**
- * ioredis options for a lock node's client passed in by the caller, as the library's own
- * connections behave (SocketLockNode): commands fail at once while disconnected instead of
- * queueing (a down node must vote "error" now, not succeed late). No auto-pipelining: the library
- * already merges calls made together into one script call per node (CallCoalescer), and a second
- * deferral would only add a loop turn of latency.
+ * Client options for nodes the library connects itself (from URLs): commands
+ * fail at once while disconnected instead of queueing (a down node must vote
+ * "error" now, not succeed late). No auto-pipelining: the library already
+ * merges calls made together into one script call per node
+ * (CallCoalescer), and a second deferral would only add a loop turn of latency.
  */
 export const LOCK_CLIENT_OPTIONS: Readonly<RedisOptions> = Object.freeze({
   enableOfflineQueue: false,
   maxRetriesPerRequest: 0,
   enableAutoPipelining: false,
-  retryStrategy: reconnectDelayMs,
+  retryStrategy: (attempt: number) => Math.min(20 * attempt, 200),
 });
 
-/**
- * A node backed by an ioredis client the caller passes in (a Redis or a Cluster): EVALSHA,
- * falling back to EVAL once when the node has no such script. The caller's client stays theirs.
- */
+/** A node backed by an ioredis client: EVALSHA, falling back to EVAL once when the node has no such script. */
 export class IoredisLockNode implements LockNode {
   readonly id: string;
   readonly singleSlot: boolean;
   readonly #client: Redis | Cluster;
+  readonly #owned: boolean;
   #nextReady: Promise<void> | undefined;
 
-  constructor(client: Redis | Cluster, id?: string) {
+  constructor(client: Redis | Cluster, owned: boolean, id?: string) {
     this.#client = client;
+    this.#owned = owned;
     this.singleSlot = client instanceof Cluster;
     // A Cluster has no single address: name it by the first node it knows unless the caller names it.
     this.id =
@@ -75,6 +70,15 @@ export class IoredisLockNode implements LockNode {
       (client instanceof Cluster
         ? `cluster:${client.nodes('master')[0]?.options.host ?? 'unknown'}`
         : `${client.options.host}:${client.options.port}`);
+    // Errors surface per call; an unhandled 'error' event must not crash the process.
+    if (owned) client.on('error', () => undefined);
+  }
+
+  /** Connects to a `redis://` or `rediss://` URL (password, ACL user and TLS come from the URL). */
+  static fromUrl(url: string, options: RedisOptions = {}): IoredisLockNode {
+    const parsed = new URL(url);
+    const tls = parsed.protocol === 'rediss:' ? { tls: { servername: parsed.hostname, ...options.tls } } : {};
+    return new IoredisLockNode(new Redis(url, { ...LOCK_CLIENT_OPTIONS, ...options, ...tls }), true);
   }
 
   run(script: LuaScript, keys: readonly string[], args: readonly string[], timeoutMs: number): Promise<unknown> {
@@ -90,7 +94,7 @@ export class IoredisLockNode implements LockNode {
     const sent =
       client instanceof Cluster || client.options.keyPrefix
         ? client.evalsha(script.sha, keys.length, ...keys, ...args)
-        : client.sendCommand(evalshaCommand(script.sha, keys, args));
+        : client.sendCommand(encodedEvalsha(script.sha, keys, args));
     return (sent as Promise<unknown>).catch((error: unknown) => {
       // NOSCRIPT is the protocol's error code, not a message we wrote: the node restarted or flushed its scripts.
       if (!(error instanceof Error) || !error.message.startsWith('NOSCRIPT')) throw error;
@@ -154,19 +158,50 @@ export class IoredisLockNode implements LockNode {
     };
   }
 
-  /** The client is the caller's: it stays open. */
-  close(): Promise<void> {
-    return Promise.resolve();
+  async close(): Promise<void> {
+    if (this.#owned) this.#client.disconnect();
   }
 }
 
+/** The EVALSHA just encoded, kept for the other nodes the same call goes to (see encodedEvalsha). */
+let lastEvalsha: { sha: string; keys: readonly string[]; args: readonly string[]; text: string } | undefined;
+
 /**
- * An EVALSHA as an ioredis command whose text is made once per call, not once per node
- * (evalshaText): ioredis would otherwise build the whole text again for each of them.
+ * An EVALSHA as a command whose text (RESP) is made once per call, not once per node: the same
+ * call goes to every node with the same key and argument arrays (CallCoalescer), and ioredis
+ * would otherwise build the whole text again for each of them. It stays a string: a socket
+ * writes a string's bytes without the Buffer that converting it first would allocate.
  */
-function evalshaCommand(sha: string, keys: readonly string[], args: readonly string[]): Command {
+function encodedEvalsha(sha: string, keys: readonly string[], args: readonly string[]): Command {
+  if (lastEvalsha?.sha !== sha || lastEvalsha.keys !== keys || lastEvalsha.args !== args) {
+    lastEvalsha = { sha, keys, args, text: respEvalsha(sha, keys, args, charCount) };
+    // Only for the nodes of this call, which are sent to in one go: arrays reused later may have changed.
+    queueMicrotask(() => (lastEvalsha = undefined));
+  }
   const command = new Command('evalsha', [], { replyEncoding: 'utf8' });
-  const text = evalshaText(sha, keys, args);
+  const { text } = lastEvalsha;
   command.toWritable = () => text;
   return command;
+}
+
+const charCount = (part: string): number => part.length;
+
+/**
+ * The RESP text of an EVALSHA, each part's length in bytes as `size` counts them. Counted in
+ * characters first: right while the whole text is ASCII, which one byte count of the whole tells
+ * (one native call, not one per part); else counted again in bytes.
+ */
+function respEvalsha(
+  sha: string,
+  keys: readonly string[],
+  args: readonly string[],
+  size: (part: string) => number,
+): string {
+  const count = String(keys.length);
+  let text = `*${3 + keys.length + args.length}\r\n$7\r\nevalsha\r\n$${sha.length}\r\n${sha}\r\n$${count.length}\r\n${count}\r\n`;
+  for (const part of keys) text += `$${size(part)}\r\n${part}\r\n`;
+  for (const part of args) text += `$${size(part)}\r\n${part}\r\n`;
+  if (size === charCount && Buffer.byteLength(text) !== text.length)
+    return respEvalsha(sha, keys, args, Buffer.byteLength);
+  return text;
 }

@@ -20,7 +20,6 @@ import { inboxChannel, releaseChannel, resourceBase } from './keys.ts';
 import type { AcquireRequest, BatchResult, Lease, ReleaseResult, ReleaseTarget } from './lease.ts';
 import { LeaseWatchdog } from './lease-watchdog.ts';
 import { IoredisLockNode, type LockNode } from './lock-node.ts';
-import { SocketLockNode } from './socket-lock-node.ts';
 import { causesExcept, countVotes, runRound, type NodeReply, type RoundSpec } from './quorum-round.ts';
 import { ReleaseNotifier, type ReleaseListener } from './release-notifier.ts';
 import {
@@ -207,7 +206,11 @@ export class Redlock extends EventEmitter<RedlockEvents> {
     super();
     this.settings = resolveSettings(nodes.length, settings);
     this.nodes = nodes.map((node) =>
-      typeof node === 'string' ? new SocketLockNode(node) : 'run' in node ? node : new IoredisLockNode(node),
+      typeof node === 'string'
+        ? IoredisLockNode.fromUrl(node)
+        : 'run' in node
+          ? node
+          : new IoredisLockNode(node, false),
     );
     this.#calls = new CallCoalescer(this.nodes);
     this.#inbox = inboxChannel(this.settings.keyPrefix, this.settings.random.bytes(10).toString('hex'));

@@ -8,7 +8,7 @@ import {
   Redlock,
   resourceKeys,
   type Lease,
-  SocketLockNode,
+  IoredisLockNode,
   type LockNode,
 } from '../src/index.ts';
 import { connectedRedlockOn, inspect, onEveryNode, redlockOn, TestClock, useNodes } from './support.ts';
@@ -388,7 +388,7 @@ describe('calls made before the first connection', () => {
   const cluster = useNodes(1);
 
   it('share one wait for it: 50 concurrent acquires are granted without a listener-leak warning', async () => {
-    const client = new Redlock([new SocketLockNode(cluster.nodes.urls[0] ?? '')]);
+    const client = new Redlock([IoredisLockNode.fromUrl(cluster.nodes.urls[0] ?? '')]);
     const warnings: Error[] = [];
     const onWarning = (warning: Error): void => void warnings.push(warning);
     process.on('warning', onWarning);

@@ -1,6 +1,6 @@
 import { startRedisNodes, type RedisNodes } from '@tickwarden/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { QuorumUnavailableError, Redlock, SocketLockNode } from '../src/index.ts';
+import { IoredisLockNode, QuorumUnavailableError, Redlock } from '../src/index.ts';
 
 describe('secured lock nodes', () => {
   let nodes: RedisNodes;
@@ -35,7 +35,7 @@ describe('secured lock nodes', () => {
     const lockNodes = nodes.nodes.map((node) => {
       const tls = node.tls;
       if (!tls) throw new Error('expected TLS');
-      return new SocketLockNode(tls.url, { tls: { ca: tls.ca } });
+      return IoredisLockNode.fromUrl(tls.url, { tls: { ca: tls.ca } });
     });
     const redlock = new Redlock(lockNodes);
     // Connected first (TLS handshakes on a loaded machine): a node the grant missed would fail the release there.

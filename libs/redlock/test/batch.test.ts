@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { waitUntil } from '@tickwarden/testkit';
 import {
   ClaimAlreadyGrantedError,
-  SocketLockNode,
+  IoredisLockNode,
   LockTakenError,
   Redlock,
   resourceKeys,
@@ -165,7 +165,7 @@ describe.each([3, 5])('batch calls with %i nodes', (count) => {
 
   it('merges nothing when a node is a Redis Cluster (a merged call would span hash slots)', async () => {
     const nodes = cluster.nodes.urls.map((url): LockNode => {
-      const inner = new SocketLockNode(url);
+      const inner = IoredisLockNode.fromUrl(url);
       return { id: inner.id, singleSlot: true, run: (...args) => inner.run(...args), close: () => inner.close() };
     });
     const redlock = new Redlock(nodes, { nodeTimeoutMs: 10_000 });
@@ -181,7 +181,7 @@ describe.each([3, 5])('batch calls with %i nodes', (count) => {
 
   it('a node whose run throws synchronously votes an error; the others still grant', async () => {
     const nodes = cluster.nodes.urls.map((url, i): LockNode => {
-      const inner = new SocketLockNode(url);
+      const inner = IoredisLockNode.fromUrl(url);
       const run: LockNode['run'] = (...args) => {
         if (i === 0) throw new Error('custom node broke');
         return inner.run(...args);

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { handedLease, lostAttempt, type Handoff } from '../src/handoff.ts';
-import { resourceKeys, scripts, SocketLockNode, type LockNode } from '../src/index.ts';
+import { IoredisLockNode, resourceKeys, scripts, type LockNode } from '../src/index.ts';
 import type { Redis } from 'ioredis';
 import { connectedRedlockOn, inspect, onEveryNode, sleep, useNodes } from './support.ts';
 
@@ -138,7 +138,7 @@ describe('a release hands the lock to the first waiter', () => {
     // Node 1 answers 150 ms late: deciding at the first two answers (one handed, one taken) would
     // give node 0's handoff back and leave node 1 held for nobody until the retry, 1 s on.
     const nodes = cluster.nodes.urls.map((url, i): LockNode => {
-      const inner = new SocketLockNode(url);
+      const inner = IoredisLockNode.fromUrl(url);
       if (i !== 1) return inner;
       return {
         id: inner.id,

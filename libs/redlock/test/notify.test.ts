@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import {
   AcquireAbortedError,
-  SocketLockNode,
+  IoredisLockNode,
   LockTakenError,
   QuorumUnavailableError,
   resourceKeys,
@@ -287,7 +287,7 @@ function prng(seed: number): () => number {
 function lateNodes(urls: readonly string[], random: () => number, maxDelayMs: number): LockNode[] {
   const later = () => sleep(Math.floor(random() * maxDelayMs));
   return urls.map((url) => {
-    const inner = new SocketLockNode(url);
+    const inner = IoredisLockNode.fromUrl(url);
     return {
       id: inner.id,
       run: async (...args) => {
