@@ -266,9 +266,10 @@ export class TickLoop {
 
   /**
    * Takes no tick up any more. The ticks deferred to their due time (see againAtDue) up to
-   * `deferredUntilMs`, now or by contests still in flight, are still handed out when due: their contest ahead made them this replica's,
-   * and another replica would reach them only by recovery, after which the next tick's contest
-   * ahead may already hold a `skip` schedule's lease. Later ones are left to recovery (logged).
+   * `deferredUntilMs`, now or by contests still in flight, are still handed out when due: their
+   * contest ahead made them this replica's, and another replica would reach them only by recovery,
+   * after which the next tick's contest ahead may already hold a `skip` schedule's lease. Later
+   * ones are left to recovery (logged).
    */
   stop(deferredUntilMs = Infinity): void {
     this.#stoppingUntilMs = deferredUntilMs;

@@ -986,7 +986,8 @@ describe('replicated schedulers', () => {
     });
 
     it('overlap skip: a contest ahead waits for the due time while the tick before it, due within the late window, has no outcome', async () => {
-      // Lease TTL 2.4 s: the lead is 0.8 s, and a run's lease (no worker releases it) lapses before the next tick's contest ahead.
+      // Lease TTL 2.4 s: the lead is 0.8 s, and a run's lease (no worker releases it) lapses before
+      // the next tick's contest ahead.
       const schedule = scheduleFixture({
         id: 'team-i/skip-after',
         cron: '*/4 * * * * *',
