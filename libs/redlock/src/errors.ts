@@ -6,6 +6,7 @@ export const ErrorCode = Object.freeze({
   leaseLost: 'LEASE_LOST',
   claimAlreadyGranted: 'CLAIM_ALREADY_GRANTED',
   claimStarted: 'CLAIM_STARTED',
+  fencePassed: 'FENCE_PASSED',
   holdLimitReached: 'HOLD_LIMIT_REACHED',
   acquireAborted: 'ACQUIRE_ABORTED',
   invalidSettings: 'INVALID_SETTINGS',
@@ -14,7 +15,9 @@ export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
 
 /** Why one node did not vote for an operation: an error, a timeout, or its answer. */
 /** `handed`: the node holds the lock for the caller by a handoff, whose fence did not make a lease on a quorum. */
-export type NodeCause = Error | 'taken' | 'queued' | 'claimed' | 'stale' | 'early' | 'handed' | 'gone' | 'not-held';
+/** `behind`: an earlier claim the acquire waits for (`after`) is not started there; `passed`: its fence reached the acquire's limit. */
+export type NodeCause =
+  Error | 'taken' | 'queued' | 'claimed' | 'stale' | 'early' | 'behind' | 'passed' | 'handed' | 'gone' | 'not-held';
 
 /**
  * Whether a value holding a claim (ClaimHolders, ClaimAlreadyGrantedError.holder) marks it
@@ -147,6 +150,23 @@ export class ClaimStartedError extends RedlockError {
     this.resource = resource;
     this.claim = claim;
     this.holder = holder;
+  }
+}
+
+/**
+ * The resource's fence reached the acquire's limit (`fence.below`) on so many nodes that no quorum
+ * can grant below it: a holder with a later token was granted first (for the scheduler, a later
+ * tick's run).
+ */
+export class FencePassedError extends RedlockError {
+  readonly code = ErrorCode.fencePassed;
+  readonly resource: string;
+  /** The highest fence a node reported. */
+  readonly fence: number;
+  constructor(resource: string, fence: number, causes: ReadonlyMap<string, NodeCause>) {
+    super(`fence of "${resource}" is at ${fence}, past the acquire's limit${describeCauses(causes)}`, causes);
+    this.resource = resource;
+    this.fence = fence;
   }
 }
 

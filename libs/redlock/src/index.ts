@@ -1,9 +1,11 @@
+export type { Claim, ClaimBatchOptions, ClaimRequest, ClaimResult } from './claims.ts';
 export { systemClock, systemRandom, type Clock, type RandomSource } from './clock.ts';
 export {
   AcquireAbortedError,
   ClaimAlreadyGrantedError,
   ClaimStartedError,
   ErrorCode,
+  FencePassedError,
   HoldLimitReachedError,
   InvalidSettingsError,
   LeaseExpiredError,

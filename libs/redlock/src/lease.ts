@@ -30,6 +30,21 @@ export interface AcquireRequest {
    * over; a claim another start or value holds fails with ClaimStartedError, the lock untouched.
    */
   start?: string | undefined;
+  /**
+   * Propose fencing tokens from `from` (an integer) instead of the clock: a node whose fence is at
+   * or above the proposal makes the acquire propose above that, never reaching `below`; a node
+   * whose fence did answers `passed`, and on too many nodes the acquire fails with
+   * FencePassedError. For the scheduler, a tick's slot of tokens: runs' fences follow their ticks,
+   * and once a later tick's run was granted, an earlier tick's cannot be.
+   */
+  fence?: { from: number; below?: number | undefined } | undefined;
+  /**
+   * Wait for an earlier claim of the resource (for the scheduler, the tick before): a node refuses
+   * (`behind`, nothing changed) while its fence is below `fence` (no run of that claim, or of a
+   * later one, was granted there), the claim is granted there but not started, and its clock reads
+   * before `untilMs` (ms since the epoch).
+   */
+  after?: { claim: string; fence: number; untilMs: number } | undefined;
 }
 
 /** Result per resource of a batch call. */

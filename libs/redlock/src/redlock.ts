@@ -4,6 +4,7 @@ import {
   AcquireAbortedError,
   ClaimAlreadyGrantedError,
   ClaimStartedError,
+  FencePassedError,
   LeaseExpiredError,
   LeaseLostError,
   LockTakenError,
@@ -15,6 +16,7 @@ import {
   type RedlockError,
 } from './errors.ts';
 import { CallCoalescer, type ReplyHandler, type ScriptCall } from './call-coalescer.ts';
+import { claimBatch, type ClaimBatchOptions, type ClaimNodes, type ClaimRequest, type ClaimResult } from './claims.ts';
 import { handedLease, lostAttempt, type Handoff } from './handoff.ts';
 import { inboxChannel, releaseChannel, resourceBase } from './keys.ts';
 import type { AcquireRequest, BatchResult, Lease, ReleaseResult, ReleaseTarget } from './lease.ts';
@@ -44,10 +46,10 @@ import {
 export type NodeInput = Redis | Cluster | string | LockNode;
 
 /** Options of one acquire; any call setting may be overridden too. */
-export interface AcquireOptions extends Partial<CallSettings> {
+export interface AcquireOptions extends Partial<CallSettings>, Pick<AcquireRequest, 'fence' | 'after'> {
   claim?: string | undefined;
   value?: string | undefined;
-  /** See {@link AcquireRequest.start}: a takeover by `value` that starts `claim` in the same call. */
+  /** See {@link AcquireRequest.start}: `value` takes the lock and starts `claim` in the same call. */
   start?: string | undefined;
   /** Cancels waiting between attempts (an attempt in flight settles within `nodeTimeoutMs`). */
   signal?: AbortSignal | undefined;
@@ -73,7 +75,7 @@ export interface AcquireOptions extends Partial<CallSettings> {
 export type AcquireBatchOptions = Partial<CallSettings> & Pick<AcquireOptions, 'signal' | 'revoke' | 'notBeforeMs'>;
 
 /** What a node was asked to do when it failed (`leave`: an acquire that gave up left the waiters' queue). */
-export type NodeOperation = 'acquire' | 'extend' | 'release' | 'start' | 'leave';
+export type NodeOperation = 'acquire' | 'claim' | 'extend' | 'release' | 'start' | 'leave';
 
 /** Hooks for logs and metrics: the library itself prints nothing. */
 export interface RedlockEvents {
@@ -94,6 +96,18 @@ const REFUSALS: ReadonlySet<AcquireVote> = new Set(['taken', 'queued']);
 /** A start's request as acquire.lua needs it: a claim, a value, and no "|" in the start id. */
 function validStart(r: AcquireRequest): boolean {
   return r.claim !== undefined && r.value !== undefined && r.start !== '' && !r.start?.includes('|');
+}
+
+/** A fence range as acquire.lua needs it: integers, `below` above `from`. */
+function validFence(fence: NonNullable<AcquireRequest['fence']>): boolean {
+  const { from, below } = fence;
+  return (
+    Number.isSafeInteger(from) && from > 0 && (below === undefined || (Number.isSafeInteger(below) && below > from))
+  );
+}
+
+function validAfter(after: NonNullable<AcquireRequest['after']>): boolean {
+  return after.claim !== '' && Number.isSafeInteger(after.fence) && after.fence > 0 && Number.isFinite(after.untilMs);
 }
 
 /** A count per item, all 0, in a packed array (`new Array(n).fill(0)` makes a holey one). */
@@ -134,6 +148,8 @@ interface Contender {
   lastClaimHolders?: ClaimHolders | undefined;
   /** Set for a waiter the lock may be handed to (acquireBatch says which): what nodes handed it. */
   handoff: HandoffState | undefined;
+  /** The next fencing token to propose, for a request with a `fence` range. */
+  fence?: number;
 }
 
 /** A waiter's handoffs: by node what it handed, and when each node last refused it (see Handoff.since). */
@@ -201,6 +217,8 @@ export class Redlock extends EventEmitter<RedlockEvents> {
   readonly #handoffWaiters = new Map<string, Contender>();
   /** Values whose acquire failed while they may still be queued: a handoff to one is given back. */
   readonly #gaveUp = new Map<string, { resource: string; until: number }>();
+  /** What claims.ts needs of this instance. */
+  readonly #claimNodes: ClaimNodes;
 
   constructor(nodes: readonly NodeInput[], settings: Partial<RedlockSettings> = {}) {
     super();
@@ -213,6 +231,12 @@ export class Redlock extends EventEmitter<RedlockEvents> {
           : new IoredisLockNode(node, false),
     );
     this.#calls = new CallCoalescer(this.nodes);
+    this.#claimNodes = {
+      nodes: this.nodes,
+      settings: this.settings,
+      newValue: () => this.#newValue(),
+      round: (call, spec) => this.#round(call, 'claim', spec),
+    };
     this.#inbox = inboxChannel(this.settings.keyPrefix, this.settings.random.bytes(10).toString('hex'));
     // A contender that loops comes back within a retry delay: its channel stays subscribed that long.
     this.#notifier = new ReleaseNotifier(
@@ -280,8 +304,8 @@ export class Redlock extends EventEmitter<RedlockEvents> {
    * ClaimStartedError (with a `start`) or AcquireAbortedError.
    */
   async acquire(resource: string, ttlMs: number, options: AcquireOptions = {}): Promise<Lease> {
-    const { claim, value, start, ...batchOptions } = options;
-    const [result] = await this.acquireBatch([{ resource, claim, value, start }], ttlMs, batchOptions);
+    const { claim, value, start, fence, after, ...batchOptions } = options;
+    const [result] = await this.acquireBatch([{ resource, claim, value, start, fence, after }], ttlMs, batchOptions);
     if (!result) throw new Error('unreachable: one request gives one result');
     if (!result.ok) throw result.error;
     return result.lease;
@@ -308,8 +332,10 @@ export class Redlock extends EventEmitter<RedlockEvents> {
       throw new InvalidSettingsError('value', 'a lease value must not contain "|"');
     if (requests.some((r) => r.start !== undefined && !validStart(r)))
       throw new InvalidSettingsError('start', 'a start needs a claim id, a value and a start id without "|"');
-    if ((revoke || notBeforeMs !== undefined) && requests.some((r) => r.start !== undefined))
-      throw new InvalidSettingsError('start', 'a start takes a lease over by its value: no revoke, no notBeforeMs');
+    if (requests.some((r) => r.fence !== undefined && !validFence(r.fence)))
+      throw new InvalidSettingsError('fence', 'expected a positive safe integer `from`, and `below` above it');
+    if (requests.some((r) => r.after !== undefined && !validAfter(r.after)))
+      throw new InvalidSettingsError('after', 'expected a claim id, a positive safe integer fence and a time');
     const { clock, random } = this.settings;
     const started = clock.now();
     // Waiters queue by a ticket taken once per acquire: every node orders them alike.
@@ -322,6 +348,7 @@ export class Redlock extends EventEmitter<RedlockEvents> {
       const c: Contender = {
         request: { ...request, value },
         supplied: request.value !== undefined,
+        ...(request.fence === undefined ? {} : { fence: request.fence.from }),
         handoff:
           handsOff && request.value === undefined && request.claim === undefined
             ? {
@@ -456,15 +483,26 @@ export class Redlock extends EventEmitter<RedlockEvents> {
       notBeforeMs === undefined ? '' : String(Math.ceil(notBeforeMs)),
     ];
     while (options.at(-1) === '') options.pop();
-    const plain = options.length === 0 && open.every((c) => c.request.claim === undefined && !c.supplied);
+    const plain =
+      options.length === 0 &&
+      open.every(
+        (c) => c.request.claim === undefined && !c.supplied && c.fence === undefined && c.request.after === undefined,
+      );
     if (!plain) header.push(String(s.claimRetentionMs), ...options);
+    const fenceOf = (c: Contender): string => (c.fence === undefined ? proposalText : String(c.fence));
     const keys: string[] = [];
     const args: string[] = [];
-    for (const { request, supplied } of open) {
+    for (const c of open) {
+      const { request, supplied } = c;
       keys.push(resourceBase(keyPrefix, request.resource));
       if (plain) args.push(request.value, proposalText, ticket);
-      else
-        args.push(request.value, proposalText, ticket, request.claim ?? '', supplied ? '0' : '1', request.start ?? '');
+      else {
+        const { fence, after } = request;
+        args.push(request.value, fenceOf(c), ticket, request.claim ?? '', supplied ? '0' : '1', request.start ?? '');
+        args.push(fence?.below === undefined ? '' : String(fence.below));
+        if (after) args.push(after.claim, String(after.fence), String(Math.floor(after.untilMs)));
+        else args.push('', '', '');
+      }
     }
     const acquired = zeros(open.length);
     const handedVotes = zeros(open.length);
@@ -485,6 +523,8 @@ export class Redlock extends EventEmitter<RedlockEvents> {
     let claimHoldersOf: Map<readonly AcquireVote[], (string | undefined)[]> | undefined;
     /** Per node reply that had `handed` votes: the fence each handoff set. */
     let handedFencesOf: Map<readonly AcquireVote[], (number | undefined)[]> | undefined;
+    /** Per contender with a fence range: the highest fence a `stale` or `passed` vote reported. */
+    const storedFence: number[] = [];
     let answered = 0;
     const late = new LateReplies<readonly AcquireVote[]>();
     for (const c of open)
@@ -499,8 +539,11 @@ export class Redlock extends EventEmitter<RedlockEvents> {
       {
         late: late.add,
         decode: (raw) => {
-          const { votes, maxFence, claimHolders, handedFences } = decodeAcquire(raw, open.length);
+          const { votes, maxFence, claimHolders, handedFences, storedFences } = decodeAcquire(raw, open.length);
           if (maxFence > this.#fenceFloor) this.#fenceFloor = maxFence;
+          storedFences?.forEach((fence, i) => {
+            if (fence !== undefined && fence > (storedFence[i] ?? 0)) storedFence[i] = fence;
+          });
           if (claimHolders) (claimHoldersOf ??= new Map()).set(votes, claimHolders);
           if (handedFences) (handedFencesOf ??= new Map()).set(votes, handedFences);
           return votes;
@@ -540,7 +583,8 @@ export class Redlock extends EventEmitter<RedlockEvents> {
     const end = clock.now();
     // A node that granted stored our proposal: it counts as seen, like the fences nodes report, so
     // this client's next proposal is above it whatever its clock says or the nodes forget.
-    if (acquired.some((count) => count > 0) && proposal > this.#fenceFloor) this.#fenceFloor = proposal;
+    if (open.some((c, i) => c.fence === undefined && (acquired[i] ?? 0) > 0) && proposal > this.#fenceFloor)
+      this.#fenceFloor = proposal;
     // Keys were set no earlier than `start`: they outlive `start + ttl - drift` on any node whose clock drifts within bounds.
     const validUntil = start + ttlMs - driftMs(ttlMs, s.driftFactor);
     const validity = validUntil - end;
@@ -560,7 +604,7 @@ export class Redlock extends EventEmitter<RedlockEvents> {
         // Handed on a quorum: what this attempt set with its own fence is given back.
         for (const reply of replies)
           if (reply.ok && GRANTS.has(reply.reply[i] as AcquireVote))
-            void this.#releaseOn(reply.node, [request], proposalText, s);
+            void this.#releaseOn(reply.node, [{ ...request, fence: fenceOf(c) }], s);
         return;
       }
       if (granted) {
@@ -570,7 +614,7 @@ export class Redlock extends EventEmitter<RedlockEvents> {
           lease: {
             resource: request.resource,
             value: request.value,
-            fence: proposal,
+            fence: c.fence ?? proposal,
             ttlMs,
             validUntil,
             claim: request.claim,
@@ -579,7 +623,7 @@ export class Redlock extends EventEmitter<RedlockEvents> {
         if (this.listenerCount('acquired') > 0)
           this.emit('acquired', {
             resource: request.resource,
-            fence: proposal,
+            fence: c.fence ?? proposal,
             attempts: attempt,
             elapsedMs: end - acquireStarted,
             validityMs: validity,
@@ -612,10 +656,11 @@ export class Redlock extends EventEmitter<RedlockEvents> {
           error: new ClaimAlreadyGrantedError(request.resource, request.claim, holder, c.lastCauses),
         };
       }
+      if (!c.result && c.fence !== undefined) this.#nextFence(c, i, replies, storedFence[i]);
       if (!(countVotes(replies, i, 'stale') > 0 && countVotes(replies, i, 'acquired', 'refreshed', 'stale') >= quorum))
         staleOnly = false;
     });
-    if (failed.length > 0) await this.#releaseFailed(failed, open, replies, late, proposal, s);
+    if (failed.length > 0) await this.#releaseFailed(failed, open, replies, late, fenceOf, s);
     else late.handle(() => undefined);
     // Handoffs heard while the attempt ran are decided now.
     for (const c of open)
@@ -670,7 +715,7 @@ export class Redlock extends EventEmitter<RedlockEvents> {
       const node = this.nodes.indexOf(reply.node);
       h.handed.delete(node);
       h.givenBack[node] = fence;
-      void this.#releaseOn(reply.node, [request], String(fence), s);
+      void this.#releaseOn(reply.node, [{ ...request, fence: String(fence) }], s);
     }
   }
 
@@ -689,7 +734,7 @@ export class Redlock extends EventEmitter<RedlockEvents> {
     const gave = this.#gaveUp.get(value);
     const target = this.nodes[node];
     if (gave && target)
-      void this.#releaseOn(target, [{ resource: gave.resource, value }], String(fence), this.settings, '3');
+      void this.#releaseOn(target, [{ resource: gave.resource, value, fence: String(fence) }], this.settings, '3');
   }
 
   /** Settles a waiter whose handoffs make a lease (handedLease) with validity left; true when it did. */
@@ -731,7 +776,7 @@ export class Redlock extends EventEmitter<RedlockEvents> {
     const h = c.handoff as HandoffState;
     for (const [node, { fence }] of h.handed) {
       const target = this.nodes[node];
-      if (target) void this.#releaseOn(target, [{ resource, value }], String(fence), h.settings, '3');
+      if (target) void this.#releaseOn(target, [{ resource, value, fence: String(fence) }], h.settings, '3');
     }
     const now = this.settings.clock.now();
     for (const [gone, { until }] of this.#gaveUp) {
@@ -758,16 +803,15 @@ export class Redlock extends EventEmitter<RedlockEvents> {
     open: readonly Contender[],
     replies: readonly NodeReply<readonly AcquireVote[]>[],
     late: LateReplies<readonly AcquireVote[]>,
-    proposal: number,
+    fenceOf: (c: Contender) => string,
     s: CallSettings,
   ): Promise<void> {
-    const fence = String(proposal);
     const madeUp = failed.filter((c) => !c.supplied);
     const supplied = failed.filter((c) => c.supplied);
     const { granted, errored, silent } = this.#whereSet(madeUp, open, replies);
     const cleanUp = (only: readonly number[]) =>
       this.#releaseValues(
-        madeUp.map((c) => ({ ...c.request, fence })),
+        madeUp.map((c) => ({ ...c.request, fence: fenceOf(c) })),
         true,
         s,
         only,
@@ -791,8 +835,7 @@ export class Redlock extends EventEmitter<RedlockEvents> {
         return fresh.length > 0
           ? this.#releaseOn(
               reply.node,
-              fresh.map((c) => c.request),
-              fence,
+              fresh.map((c) => ({ ...c.request, fence: fenceOf(c) })),
               s,
             )
           : undefined;
@@ -837,14 +880,13 @@ export class Redlock extends EventEmitter<RedlockEvents> {
    */
   async #releaseOn(
     node: LockNode,
-    leases: readonly Pick<Lease, 'resource' | 'value'>[],
-    fence: string,
+    leases: readonly (Pick<Lease, 'resource' | 'value'> & { fence: string })[],
     s: CallSettings,
     mode: '2' | '3' = '2',
   ): Promise<void> {
     const { keyPrefix, clock } = this.settings;
     const keys = leases.map((lease) => resourceBase(keyPrefix, lease.resource));
-    const args = [mode, ...leases.flatMap((lease) => [lease.value, '', fence])];
+    const args = [mode, ...leases.flatMap((lease) => [lease.value, '', lease.fence])];
     let timer: unknown;
     const timeout = new Promise<never>(
       (_, reject) => (timer = clock.setTimeout(() => reject(new NodeTimeoutError(s.nodeTimeoutMs)), s.nodeTimeoutMs)),
@@ -859,11 +901,31 @@ export class Redlock extends EventEmitter<RedlockEvents> {
     }
   }
 
+  /**
+   * A contender with a fence range after a failed attempt: its next proposal is above the highest
+   * fence a node reported (`stored`); it fails with FencePassedError once that reaches the limit, or
+   * too many nodes answered `passed` for the rest to make a quorum.
+   */
+  #nextFence(c: Contender, i: number, replies: readonly NodeReply<readonly AcquireVote[]>[], stored = 0): void {
+    const below = c.request.fence?.below ?? Infinity;
+    c.fence = Math.max(c.fence ?? 0, stored + 1);
+    if (c.fence < below && countVotes(replies, i, 'passed') <= this.nodes.length - this.quorum) return;
+    const { resource } = c.request;
+    const causes = c.lastCauses ?? new Map<string, NodeCause>();
+    c.result = { resource, ok: false, error: new FencePassedError(resource, stored, causes) };
+  }
+
   #acquireFailure(c: Contender, attempts: number): RedlockError {
     const { resource } = c.request;
     const causes = c.lastCauses ?? new Map<string, NodeCause>();
     const blocked = [...causes.values()].filter(
-      (cause) => cause === 'taken' || cause === 'queued' || cause === 'claimed' || cause === 'early',
+      (cause) =>
+        cause === 'taken' ||
+        cause === 'queued' ||
+        cause === 'claimed' ||
+        cause === 'early' ||
+        cause === 'behind' ||
+        cause === 'passed',
     ).length;
     if (blocked > this.nodes.length - this.quorum)
       return new LockTakenError(resource, causes, attempts, c.lastClaimHolders);
@@ -1116,6 +1178,21 @@ export class Redlock extends EventEmitter<RedlockEvents> {
   }
 
   /**
+   * Records claims without taking any lock (claim.lua, see claims.ts): per request, the claim held
+   * by a quorum for its value (a fresh one, or `value` to take over the claim of its holder), or why
+   * not: ClaimAlreadyGrantedError (another value, or a start, holds it on a quorum), LockTakenError
+   * (held elsewhere on too many nodes: a split), QuorumUnavailableError (too few answered).
+   * `claimRetentionMs` is how long the nodes keep it.
+   */
+  claimBatch(requests: readonly ClaimRequest[], options: ClaimBatchOptions = {}): Promise<ClaimResult[]> {
+    const { signal, ...overrides } = options;
+    const s = this.#callSettings(overrides);
+    if (requests.length > s.maxBatchSize)
+      return this.#inChunks(requests, s.maxBatchSize, (chunk) => this.claimBatch(chunk, options));
+    return claimBatch(this.#claimNodes, requests, s, signal);
+  }
+
+  /**
    * Marks a granted claim started by `start` (start.lua): resolves once a quorum of nodes holds it
    * started by this id. Each node moves a claim to one start id only, so at most one id ever
    * reaches a quorum, and no acquire can take a started claim over: a second publication of the
@@ -1185,7 +1262,7 @@ export class Redlock extends EventEmitter<RedlockEvents> {
     options: AcquireOptions = {},
   ): Promise<T> {
     const lease = await this.acquire(resource, ttlMs, options);
-    const { claim: _claim, value: _value, signal: _signal, ...overrides } = options;
+    const { claim: _claim, value: _value, signal: _signal, fence: _fence, after: _after, ...overrides } = options;
     return this.hold(lease, routine, overrides);
   }
 

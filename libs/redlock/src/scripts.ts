@@ -21,6 +21,7 @@ function load(name: string): LuaScript {
 
 export const scripts = Object.freeze({
   acquire: load('acquire'),
+  claim: load('claim'),
   extend: load('extend'),
   leave: load('leave'),
   release: load('release'),
@@ -31,11 +32,15 @@ export const scripts = Object.freeze({
 /** `acquired`: set by this call; `refreshed`: the lock already held the caller's value (both are grants). */
 /** `early`: the node's clock has not reached the acquire's not-before time. */
 /** `handed`: a release handed the lock to the caller's value, with a fence of its own (acquire.lua). */
-export type AcquireVote = 'acquired' | 'refreshed' | 'handed' | 'taken' | 'claimed' | 'stale' | 'queued' | 'early';
+/** `behind`: an earlier claim is not started (the acquire's `after`); `passed`: the fence reached the acquire's limit. */
+export type AcquireVote =
+  'acquired' | 'refreshed' | 'handed' | 'taken' | 'claimed' | 'stale' | 'queued' | 'early' | 'behind' | 'passed';
 export type ExtendVote = 'extended' | 'reestablished' | 'taken' | 'gone';
 export type ReleaseVote = 'released' | 'not-held';
 /** `started` by this start id, or the value (or start) holding the claim instead. */
 export type StartVote = 'started' | { holder: string };
+/** `claimed`: the claim holds the caller's value; `not-held` (a drop only): it holds another, or nothing; else its holder. */
+export type ClaimVote = 'claimed' | 'not-held' | { holder: string };
 
 // The one place the scripts' integer codes are mapped (switches: the lookups sit on every reply's path).
 function acquireVote(code: unknown): AcquireVote {
@@ -56,6 +61,10 @@ function acquireVote(code: unknown): AcquireVote {
       return 'queued';
     case -5:
       return 'early';
+    case -6:
+      return 'behind';
+    case -7:
+      return 'passed';
     default:
       throw unknownCode('acquire', code);
   }
@@ -93,9 +102,10 @@ function unknownCode(script: string, code: unknown): Error {
 
 /**
  * Decodes acquire.lua's reply (a code per resource, or a pair {code, detail}):
- * one vote per resource, the highest stored fence a `stale` or `handed` vote
- * reported, for `claimed` votes the lease value holding the claim, and for
- * `handed` votes the fence the handoff set (each undefined when there are none).
+ * one vote per resource, the highest stored fence a `stale`, `passed` or `handed`
+ * vote reported, for `claimed` votes the lease value holding the claim, for
+ * `handed` votes the fence the handoff set, and for `stale` and `passed` votes the
+ * stored fence (each undefined when there are none).
  */
 export function decodeAcquire(
   reply: unknown,
@@ -105,11 +115,13 @@ export function decodeAcquire(
   maxFence: number;
   claimHolders: (string | undefined)[] | undefined;
   handedFences: (number | undefined)[] | undefined;
+  storedFences: (number | undefined)[] | undefined;
 } {
   const entries = reply as unknown[];
   let maxFence = 0;
   let claimHolders: (string | undefined)[] | undefined;
   let handedFences: (number | undefined)[] | undefined;
+  let storedFences: (number | undefined)[] | undefined;
   const votes = new Array<AcquireVote>(count);
   for (let i = 0; i < count; i++) {
     const entry = entries[i];
@@ -121,9 +133,10 @@ export function decodeAcquire(
     if (vote === 'claimed') (claimHolders ??= [])[i] = String(entry[1]);
     else maxFence = Math.max(maxFence, Number(entry[1]));
     if (vote === 'handed') (handedFences ??= [])[i] = Number(entry[1]);
+    else if (vote === 'stale' || vote === 'passed') (storedFences ??= [])[i] = Number(entry[1]);
     votes[i] = vote;
   }
-  return { votes, maxFence, claimHolders, handedFences };
+  return { votes, maxFence, claimHolders, handedFences, storedFences };
 }
 
 /** Decodes start.lua's reply: per resource `started`, or the value holding the claim. */
@@ -135,6 +148,20 @@ export function decodeStart(reply: unknown, count: number): StartVote[] {
     if (Array.isArray(entry) && Number(entry[0]) === -1) votes[i] = { holder: String(entry[1]) };
     else if (Number(entry) === 1) votes[i] = 'started';
     else throw unknownCode('start', entry);
+  }
+  return votes;
+}
+
+/** Decodes claim.lua's reply: per resource `claimed`, `not-held`, or the value holding the claim. */
+export function decodeClaim(reply: unknown, count: number): ClaimVote[] {
+  const entries = reply as unknown[];
+  const votes = new Array<ClaimVote>(count);
+  for (let i = 0; i < count; i++) {
+    const entry = entries[i];
+    if (Array.isArray(entry) && Number(entry[0]) === -1) votes[i] = { holder: String(entry[1]) };
+    else if (Number(entry) === 1) votes[i] = 'claimed';
+    else if (Number(entry) === 0) votes[i] = 'not-held';
+    else throw unknownCode('claim', entry);
   }
   return votes;
 }

@@ -426,7 +426,7 @@ describe.each([1, 3, 5])('a takeover that starts the claim, with %i node(s)', (c
     await Promise.all(leases.map((lease) => worker.release(lease)));
   });
 
-  it('a start without a claim or a value, or with revoke, is a settings error', async () => {
+  it('a start without a claim or a value, or with a bad fence range, is a settings error', async () => {
     const worker = redlockOn(cluster.nodes.urls);
     await expect(worker.acquire('r', 1000, { value: 'v', start: 's' })).rejects.toBeInstanceOf(InvalidSettingsError);
     await expect(worker.acquire('r', 1000, { claim: 'c', start: 's' })).rejects.toBeInstanceOf(InvalidSettingsError);
@@ -434,7 +434,10 @@ describe.each([1, 3, 5])('a takeover that starts the claim, with %i node(s)', (c
       InvalidSettingsError,
     );
     await expect(
-      worker.acquire('r', 1000, { value: 'v', claim: 'c', start: 's', revoke: true }),
+      worker.acquire('r', 1000, { value: 'v', claim: 'c', start: 's', fence: { from: 10, below: 10 } }),
+    ).rejects.toBeInstanceOf(InvalidSettingsError);
+    await expect(
+      worker.acquire('r', 1000, { value: 'v', claim: 'c', start: 's', fence: { from: 1.5 } }),
     ).rejects.toBeInstanceOf(InvalidSettingsError);
   });
 });

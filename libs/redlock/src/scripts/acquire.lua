@@ -22,16 +22,25 @@
   grant, so the revoked holder can neither extend nor re-establish. A claim
   granted to another value still wins: a late revoker cannot take the lease of
   the claim's winner.
-  Start (a takeover by value that starts the claim's work, as the worker's
-  first start of a tick does): the claim first moves to '<value>|<start id>' as
-  start.lua moves it (includes/claimstart.lua), whatever the lock then says, so
-  that a start and its takeover are one call; a claim that another value or
-  another start holds is refused (CLAIMED) and the lock left alone, so a second
+  Start (a worker's first start of a tick: the claim's value takes the lock,
+  free or already its own, and starts the claim): the claim first moves to
+  '<value>|<start id>' as start.lua moves it (includes/claimstart.lua), so that
+  a start and its lease are one call; a claim that another value or another
+  start holds is refused (CLAIMED) and the lock left alone, so a second
   publication of the claim's work cannot raise the fence of the first one's
-  lease. A start is never combined with revocation or not-before (redlock.ts).
-  Not before (ARGV[7]): a grant waits for this node's own clock (TIME) to reach
+  lease. A start that is early (below) changes nothing, and one that must wait
+  for an earlier claim (BEHIND) puts the claim back as it was.
+  Not before (ARGV[8]): a grant waits for this node's own clock (TIME) to reach
   a wall time, whatever the client's clock says; with revocation, a client whose
   clock runs ahead can neither take a lock nor cancel its holder early.
+  Fence limit: the proposal is the caller's (a tick's slot of tokens);
+  a node whose fence reached the limit answers PASSED, whether the lock is free
+  or taken there: a later tick's run was granted first.
+  After (`after`, an earlier claim of the resource, for the scheduler the
+  tick before): a grant waits while this node's fence is below `after fence`
+  (no run of that tick or a later one was granted here), the earlier claim is
+  granted here but not started, and this node's clock is before `after until`:
+  BEHIND, nothing changed.
   One key per resource: its key base `<prefix>:{<resource>}:` (keys.ts). The
   script appends the suffixes `lock`, `fence`, `waiters`, `queue`,
   `waiter:<value>` and `claim:<id>`, so every key of a resource shares its hash
@@ -43,9 +52,10 @@
   KEYS, for resource i = 1..n:
     KEYS[i]     key base of the resource
   ARGV, in one of two layouts: a plain call (no claim, every value new, none of the
-  options ARGV[6..8]) sends a header of four and three arguments per resource; any
-  other call a header of h = #ARGV - 6 * #KEYS entries (five to eight: the options
-  left out past the last one set) and six per resource:
+  options ARGV[6..8] nor the per-resource ones past the third) sends a header of four
+  and three arguments per resource; any other call a header of h = #ARGV - 10 * #KEYS
+  entries (five to eight: the options left out past the last one set) and ten per
+  resource:
     ARGV[1]     ttl, ms
     ARGV[2]     wait, ms: how long a waiter mark and a queue place last (0 = no retry follows: leave none)
     ARGV[3]     fence retention, ms (at least the ttl)
@@ -63,7 +73,10 @@
                     takeover by that value (a recovery by the claim's holder) and is theirs,
                     never refreshed (TAKEN); '0' a value supplied by the caller (a plain
                     call's values are all new); then the start id ('' = none: no start;
-                    with one, the claim id is set and the value supplied)
+                    with one, the claim id is set and the value supplied); the fence limit
+                    ('' = none; decimal digits: the proposal stays below it); the earlier
+                    claim id ('' = none), the fence from which it counts as run here, and
+                    until when it is waited for, ms since the epoch
   Returns one entry per resource, or the code alone when every resource's is the
   same code (includes/reply.lua; a call for one resource returns its entry
   alone): the code, or for STALE, CLAIMED and HANDED a pair {code, detail}
@@ -81,19 +94,26 @@
                  detail: the stored fence (decimal string)
    -4  QUEUED    the lock is free or reserved, and another waiter is first in the queue
    -5  EARLY     this node's clock has not reached the not-before time (nothing changed)
+   -6  BEHIND    an earlier claim is granted here and not started (see After; nothing changed)
+   -7  PASSED    {-7, fence}: the stored fence reached the fence limit (nothing changed)
     3  HANDED    a release handed the lock to this value (its record says `handed`):
                  refreshed for the ttl from now, fence unchanged; detail: that fence
 ]]
--- Stores the proposal as the resource's fence when it is above the stored one; else puts the stored
--- one back and returns it (STALE). Tokens are decimal integers without leading zeros (see
+-- Whether token a is below token b. Tokens are decimal integers without leading zeros (see
 -- #nextProposal): the longer is the greater and equal lengths compare as strings (tonumber on 16
 -- digits costs the node more than this whole step).
+local function below(a, b)
+  return #a < #b or #a == #b and a < b
+end
+-- Stores the proposal as the resource's fence when it is above the stored one, returning nil and
+-- the token stored before (nil: none); else puts the stored one back and returns it (STALE).
 local function raiseFence(fence, proposal, retention)
   local stored = redis.call('SET', fence, proposal, 'PX', retention, 'GET')
-  if stored and (#proposal < #stored or #proposal == #stored and proposal <= stored) then
+  if stored and not below(stored, proposal) then
     redis.call('SET', fence, stored, 'PX', retention)
     return stored
   end
+  return nil, stored
 end
 -- The common case first, whole: one resource, a plain call (4 + 3 arguments), the lock free. Short
 -- and on top, so that it runs without stepping through the rest of the script, which a node whose
@@ -114,7 +134,7 @@ if #KEYS == 1 and #ARGV == 7 then
 end
 -- A plain call has 4 + 3 * #KEYS arguments; the other layout cannot (its header would be shorter than five).
 local plain = #ARGV == 4 + 3 * #KEYS
-local stride = plain and 3 or 6
+local stride = plain and 3 or 10
 local h = #ARGV - stride * #KEYS
 local ttl = ARGV[1]
 local wait = tonumber(ARGV[2])
@@ -129,6 +149,16 @@ local notBefore = h >= 8 and tonumber(ARGV[8])
 -- @include claimstart
 -- @include reply
 local early = notBefore and now() < notBefore
+-- Whether a grant waits for the earlier claim `after` (see After): no run of it or a later tick was
+-- granted here (the fence from before this call is below `from`), it is granted here but not
+-- started ('|'), and this node's clock is before `untilMs`.
+local function behind(base, before, after, from, untilMs)
+  if before and not below(before, from) then
+    return false
+  end
+  local earlier = redis.call('GET', base .. 'claim:' .. after)
+  return earlier ~= false and not string.find(earlier, '|', 1, true) and now() < tonumber(untilMs)
+end
 -- One resource: its entry alone (see Returns), without building the array.
 local out = #KEYS ~= 1 and {}
 for i = 1, #KEYS do
@@ -136,17 +166,21 @@ for i = 1, #KEYS do
   local lock = base .. 'lock'
   local at = h + stride * (i - 1)
   local value, proposal, ticket = ARGV[at + 1], ARGV[at + 2], ARGV[at + 3]
-  local claimId, new, start = '', true, ''
+  local claimId, new, start, limit, after = '', true, '', '', ''
   if not plain then
     claimId, new, start = ARGV[at + 4], ARGV[at + 5] == '1', ARGV[at + 6]
+    limit, after = ARGV[at + 7], ARGV[at + 8]
   end
   local claim = claimId ~= '' and base .. 'claim:' .. claimId
+  local startedKey = start ~= '' and claim
   -- A waiter the lock may be handed to (waiters.lua): a value of its own, no claim, start or
   -- not-before, and an inbox.
   local handoff = new and not claim and start == '' and not notBefore and inbox ~= ''
-  local code, holder, setFree, claimSet, handed
-  if start ~= '' then
-    code = startClaim(claim, value, start, '', retention)
+  local code, holder, setFree, claimSet, handed, claimWas
+  if start ~= '' and early then
+    code = -5
+  elseif start ~= '' then
+    code, claimWas = startClaim(claim, value, start, '', retention)
     -- Started: a grant must not write the claim back to the bare value.
     claim = false
   elseif claim then
@@ -197,17 +231,40 @@ for i = 1, #KEYS do
       end
     end
   end
+  if code == 0 and limit ~= '' then
+    -- Taken by a run of a later tick (its fence reached the limit) is not taken by an earlier one.
+    local stored = redis.call('GET', base .. 'fence')
+    if stored and not below(stored, limit) then
+      code = { -7, stored }
+    end
+  end
   if mayBeQueued and code and wait == 0 and not handed then
     -- The last attempt failed: no retry renews its place, which must not hold a reservation.
     dequeue(base, value)
   elseif not code then
     -- The lock is ours to take (free, reserved, held by our value, or revoked): the proposal must be above the stored fence.
-    local stale = raiseFence(base .. 'fence', proposal, fenceRetention)
+    local stale, before = raiseFence(base .. 'fence', proposal, fenceRetention)
     if stale then
       if setFree then
         redis.call('DEL', lock)
       end
-      code = { -2, stale }
+      code = { (limit ~= '' and not below(stale, limit)) and -7 or -2, stale }
+    elseif after ~= '' and behind(base, before, after, ARGV[at + 9], ARGV[at + 10]) then
+      -- Back as it was: the fence, the lock if this call set it, the claim if this call started it.
+      if before then
+        redis.call('SET', base .. 'fence', before, 'PX', fenceRetention)
+      else
+        redis.call('DEL', base .. 'fence')
+      end
+      if setFree then
+        redis.call('DEL', lock)
+      end
+      if claimWas == value then
+        redis.call('SET', startedKey, value, 'KEEPTTL')
+      elseif claimWas == false then
+        redis.call('DEL', startedKey)
+      end
+      code = -6
     else
       if not setFree then
         redis.call('SET', lock, value, 'PX', ttl)
