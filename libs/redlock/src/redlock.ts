@@ -1199,15 +1199,24 @@ export class Redlock extends EventEmitter<RedlockEvents> {
    * claim's work (the same lease value, another start id) cannot start it again. Retrying with the
    * same id is safe. `prior`: this start continues the work of that start id (a retry after it),
    * which it accepts where it finds it; where the claim is not started yet, this id starts it, and
-   * `prior` arriving late is refused. Throws ClaimStartedError when another start or value holds the
-   * claim on too many nodes, QuorumUnavailableError when too few answered.
+   * `prior` arriving late is refused. `replaces`: a start id whose work did not run (its owner says
+   * so: for the scheduler, a backfill that read the tick's run history): where that start holds the
+   * claim, this one takes it. Throws ClaimStartedError when another start or value holds the claim
+   * on too many nodes, QuorumUnavailableError when too few answered.
    */
   async startClaim(
-    request: { resource: string; claim: string; value: string; start: string; prior?: string | undefined },
+    request: {
+      resource: string;
+      claim: string;
+      value: string;
+      start: string;
+      prior?: string | undefined;
+      replaces?: string | undefined;
+    },
     overrides: Partial<CallSettings> = {},
   ): Promise<void> {
-    const { resource, claim, value, start, prior = '' } = request;
-    if (claim === '' || start === '' || [value, start, prior].some((part) => part.includes('|')))
+    const { resource, claim, value, start, prior = '', replaces = '' } = request;
+    if (claim === '' || start === '' || [value, start, prior, replaces].some((part) => part.includes('|')))
       throw new InvalidSettingsError(
         'claim',
         'a start needs a claim id and a start id, and no "|" in the value or start ids',
@@ -1221,7 +1230,7 @@ export class Redlock extends EventEmitter<RedlockEvents> {
       script: scripts.start,
       header: [String(s.claimRetentionMs)],
       keys: [resourceBase(keyPrefix, resource)],
-      args: [claim, value, start, prior],
+      args: [claim, value, start, prior, replaces],
       timeoutMs: s.nodeTimeoutMs,
       maxResources: s.maxBatchSize,
     };

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import {
   ClaimAlreadyGrantedError,
+  ClaimStartedError,
   FencePassedError,
   isStartedClaim,
   LockTakenError,
@@ -43,6 +44,20 @@ describe.each([1, 3, 5])('claims without a lock, with %i node(s)', (count) => {
     const [again] = await replica.claimBatch([{ resource: 'claims-2', claim: 'tick:2', value }]);
     expect(!again?.ok && again?.error).toBeInstanceOf(ClaimAlreadyGrantedError);
     expect(isStartedClaim(!again?.ok ? (again?.error as ClaimAlreadyGrantedError).holder : '')).toBe(true);
+  });
+
+  it('a start that replaces another start id takes the claim from it; without it, or replacing another, it is refused', async () => {
+    const replica = await connectedRedlockOn(cluster.nodes.urls);
+    const [won] = await replica.claimBatch([{ resource: 'claims-4', claim: 'tick:4' }]);
+    const request = { resource: 'claims-4', claim: 'tick:4', value: won?.ok ? won.claim.value : '' };
+    await replica.startClaim({ ...request, start: 'skipped' });
+    await expect(replica.startClaim({ ...request, start: 'backfill' })).rejects.toBeInstanceOf(ClaimStartedError);
+    await expect(replica.startClaim({ ...request, start: 'backfill', replaces: 'other' })).rejects.toBeInstanceOf(
+      ClaimStartedError,
+    );
+    await replica.startClaim({ ...request, start: 'backfill', replaces: 'skipped' });
+    await onEveryNode(cluster.nodes.urls, (c) => c.get(keys('claims-4', 'tick:4').claim), `${request.value}|backfill`);
+    await expect(replica.startClaim({ ...request, start: 'skipped' })).rejects.toBeInstanceOf(ClaimStartedError);
   });
 
   it('many claims in one call per node, each decided on its own', async () => {

@@ -180,7 +180,7 @@ for i = 1, #KEYS do
   if start ~= '' and early then
     code = -5
   elseif start ~= '' then
-    code, claimWas = startClaim(claim, value, start, '', retention)
+    code, claimWas = startClaim(claim, value, start, '', retention, '')
     -- Started: a grant must not write the claim back to the bare value.
     claim = false
   elseif claim then

@@ -12,12 +12,15 @@
   One key per resource: its key base `<prefix>:{<resource>}:` (keys.ts); the
   script appends `claim:<id>`.
 
+  A start that `replaces` another start id (a backfill of a tick whose job did
+  not run) moves a claim that start holds to itself.
   KEYS, for resource i = 1..n:
     KEYS[i]     key base of the resource
   ARGV:
     ARGV[1]     claim retention, ms (for a claim this node did not have)
-    for resource i: ARGV[4i-2] claim id, ARGV[4i-1] the claim's lease value,
-                    ARGV[4i] start id, ARGV[4i+1] the start it continues ('' = none)
+    for resource i: ARGV[5i-3] claim id, ARGV[5i-2] the claim's lease value,
+                    ARGV[5i-1] start id, ARGV[5i] the start it continues ('' = none),
+                    ARGV[5i+1] the start it replaces ('' = none)
   Returns one entry per resource, or the code alone when every resource's is the
   same code (includes/reply.lua; a call for one resource returns its entry alone):
     1  STARTED   the claim is started by this start id (now, or by an earlier call)
@@ -28,8 +31,8 @@
 local retention = ARGV[1]
 local out = {}
 for i = 1, #KEYS do
-  local claim = KEYS[i] .. 'claim:' .. ARGV[4 * i - 2]
-  local value, start, prior = ARGV[4 * i - 1], ARGV[4 * i], ARGV[4 * i + 1]
-  out[i] = startClaim(claim, value, start, prior, retention) or 1
+  local claim = KEYS[i] .. 'claim:' .. ARGV[5 * i - 3]
+  local value, start, prior, replaces = ARGV[5 * i - 2], ARGV[5 * i - 1], ARGV[5 * i], ARGV[5 * i + 1]
+  out[i] = startClaim(claim, value, start, prior, retention, replaces) or 1
 end
 return reply(out)
