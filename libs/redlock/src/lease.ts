@@ -40,11 +40,11 @@ export interface AcquireRequest {
   fence?: { from: number; below?: number | undefined } | undefined;
   /**
    * Wait for an earlier claim of the resource (for the scheduler, the tick before): a node refuses
-   * (`behind`, nothing changed) while its fence is below `fence` (no run of that claim, or of a
-   * later one, was granted there), the claim is granted there but not started, and its clock reads
-   * before `untilMs` (ms since the epoch).
+   * (`behind`, nothing changed) while that claim is granted there but not started (a start leaves
+   * its claim started only where its lease was granted), and its clock reads before `untilMs` (ms
+   * since the epoch).
    */
-  after?: { claim: string; fence: number; untilMs: number } | undefined;
+  after?: { claim: string; untilMs: number } | undefined;
 }
 
 /** Result per resource of a batch call. */

@@ -107,7 +107,24 @@ function validFence(fence: NonNullable<AcquireRequest['fence']>): boolean {
 }
 
 function validAfter(after: NonNullable<AcquireRequest['after']>): boolean {
-  return after.claim !== '' && Number.isSafeInteger(after.fence) && after.fence > 0 && Number.isFinite(after.untilMs);
+  return after.claim !== '' && Number.isFinite(after.untilMs);
+}
+
+/**
+ * What a failed attempt's cleanup releases of a contender (release.lua, mode '2'): its lock while
+ * `fence` is still current, and for a start its claim put back from started to its value.
+ */
+function releaseSet(
+  c: Contender,
+  fence: string,
+): Pick<Lease, 'resource' | 'value'> & { fence: string; claim?: string } {
+  const { resource, value, claim, start } = c.request;
+  return {
+    resource,
+    value,
+    fence,
+    ...(start !== undefined && claim !== undefined ? { claim: `${claim}|${start}` } : {}),
+  };
 }
 
 /** A count per item, all 0, in a packed array (`new Array(n).fill(0)` makes a holey one). */
@@ -335,7 +352,7 @@ export class Redlock extends EventEmitter<RedlockEvents> {
     if (requests.some((r) => r.fence !== undefined && !validFence(r.fence)))
       throw new InvalidSettingsError('fence', 'expected a positive safe integer `from`, and `below` above it');
     if (requests.some((r) => r.after !== undefined && !validAfter(r.after)))
-      throw new InvalidSettingsError('after', 'expected a claim id, a positive safe integer fence and a time');
+      throw new InvalidSettingsError('after', 'expected a claim id and a time');
     const { clock, random } = this.settings;
     const started = clock.now();
     // Waiters queue by a ticket taken once per acquire: every node orders them alike.
@@ -500,8 +517,8 @@ export class Redlock extends EventEmitter<RedlockEvents> {
         const { fence, after } = request;
         args.push(request.value, fenceOf(c), ticket, request.claim ?? '', supplied ? '0' : '1', request.start ?? '');
         args.push(fence?.below === undefined ? '' : String(fence.below));
-        if (after) args.push(after.claim, String(after.fence), String(Math.floor(after.untilMs)));
-        else args.push('', '', '');
+        if (after) args.push(after.claim, String(Math.floor(after.untilMs)));
+        else args.push('', '');
       }
     }
     const acquired = zeros(open.length);
@@ -523,8 +540,9 @@ export class Redlock extends EventEmitter<RedlockEvents> {
     let claimHoldersOf: Map<readonly AcquireVote[], (string | undefined)[]> | undefined;
     /** Per node reply that had `handed` votes: the fence each handoff set. */
     let handedFencesOf: Map<readonly AcquireVote[], (number | undefined)[]> | undefined;
-    /** Per contender with a fence range: the highest fence a `stale` or `passed` vote reported. */
+    /** Per contender with a fence range: the highest fence a `stale` vote reported, and a `passed` one (only a vote). */
     const storedFence: number[] = [];
+    const passedFence: number[] = [];
     let answered = 0;
     const late = new LateReplies<readonly AcquireVote[]>();
     for (const c of open)
@@ -539,10 +557,16 @@ export class Redlock extends EventEmitter<RedlockEvents> {
       {
         late: late.add,
         decode: (raw) => {
-          const { votes, maxFence, claimHolders, handedFences, storedFences } = decodeAcquire(raw, open.length);
+          const { votes, maxFence, claimHolders, handedFences, storedFences, passedFences } = decodeAcquire(
+            raw,
+            open.length,
+          );
           if (maxFence > this.#fenceFloor) this.#fenceFloor = maxFence;
           storedFences?.forEach((fence, i) => {
             if (fence !== undefined && fence > (storedFence[i] ?? 0)) storedFence[i] = fence;
+          });
+          passedFences?.forEach((fence, i) => {
+            if (fence !== undefined && fence > (passedFence[i] ?? 0)) passedFence[i] = fence;
           });
           if (claimHolders) (claimHoldersOf ??= new Map()).set(votes, claimHolders);
           if (handedFences) (handedFencesOf ??= new Map()).set(votes, handedFences);
@@ -656,7 +680,7 @@ export class Redlock extends EventEmitter<RedlockEvents> {
           error: new ClaimAlreadyGrantedError(request.resource, request.claim, holder, c.lastCauses),
         };
       }
-      if (!c.result && c.fence !== undefined) this.#nextFence(c, i, replies, storedFence[i]);
+      if (!c.result && c.fence !== undefined) this.#nextFence(c, i, replies, storedFence[i], passedFence[i]);
       if (!(countVotes(replies, i, 'stale') > 0 && countVotes(replies, i, 'acquired', 'refreshed', 'stale') >= quorum))
         staleOnly = false;
     });
@@ -816,30 +840,36 @@ export class Redlock extends EventEmitter<RedlockEvents> {
         s,
         only,
       );
+    // What a supplied value's attempt set afresh where its vote came (`acquired`), with the claim a
+    // start moved put back (see releaseSet); a start's late grant too, so that a later claim waits
+    // for this one there (acquire.lua, After).
+    const releaseFresh = (reply: NodeReply<readonly AcquireVote[]>, starts = false): Promise<void> | undefined => {
+      if (!reply.ok) return undefined;
+      const fresh = supplied.filter(
+        (c) => reply.reply[open.indexOf(c)] === 'acquired' && (!starts || c.request.start !== undefined),
+      );
+      return fresh.length > 0
+        ? this.#releaseOn(
+            reply.node,
+            fresh.map((c) => releaseSet(c, fenceOf(c))),
+            s,
+          )
+        : undefined;
+    };
     // Where no node granted, only nodes whose vote is unknown may hold anything: cleaned up in the
     // background (those that errored now, the silent ones once their late vote shows a grant),
     // since waiting for the nodes the round was decided without would cost most failed attempts (a
     // waiter's) a round trip. Fence-checked, a cleanup is harmless whenever it lands.
-    if (granted.length === 0) {
-      if (errored.length > 0) void cleanUp(errored);
-      late.handle((reply) => {
-        const index = this.nodes.indexOf(reply.node);
-        if (silent.includes(index) && this.#mayHaveSet(madeUp, open, reply)) void cleanUp([index]);
-      });
-    } else late.handle(() => undefined);
+    late.handle((reply) => {
+      const index = this.nodes.indexOf(reply.node);
+      if (granted.length === 0 && silent.includes(index) && this.#mayHaveSet(madeUp, open, reply))
+        void cleanUp([index]);
+      void releaseFresh(reply, true);
+    });
+    if (granted.length === 0 && errored.length > 0) void cleanUp(errored);
     await Promise.all([
       granted.length > 0 ? cleanUp([...granted, ...errored, ...silent].sort((a, b) => a - b)) : undefined,
-      ...replies.map((reply) => {
-        if (!reply.ok) return undefined;
-        const fresh = supplied.filter((c) => reply.reply[open.indexOf(c)] === 'acquired');
-        return fresh.length > 0
-          ? this.#releaseOn(
-              reply.node,
-              fresh.map((c) => ({ ...c.request, fence: fenceOf(c) })),
-              s,
-            )
-          : undefined;
-      }),
+      ...replies.map((reply) => releaseFresh(reply)),
     ]);
   }
 
@@ -880,13 +910,13 @@ export class Redlock extends EventEmitter<RedlockEvents> {
    */
   async #releaseOn(
     node: LockNode,
-    leases: readonly (Pick<Lease, 'resource' | 'value'> & { fence: string })[],
+    leases: readonly (Pick<Lease, 'resource' | 'value'> & { fence: string; claim?: string })[],
     s: CallSettings,
     mode: '2' | '3' = '2',
   ): Promise<void> {
     const { keyPrefix, clock } = this.settings;
     const keys = leases.map((lease) => resourceBase(keyPrefix, lease.resource));
-    const args = [mode, ...leases.flatMap((lease) => [lease.value, '', lease.fence])];
+    const args = [mode, ...leases.flatMap((lease) => [lease.value, lease.claim ?? '', lease.fence])];
     let timer: unknown;
     const timeout = new Promise<never>(
       (_, reject) => (timer = clock.setTimeout(() => reject(new NodeTimeoutError(s.nodeTimeoutMs)), s.nodeTimeoutMs)),
@@ -903,16 +933,24 @@ export class Redlock extends EventEmitter<RedlockEvents> {
 
   /**
    * A contender with a fence range after a failed attempt: its next proposal is above the highest
-   * fence a node reported (`stored`); it fails with FencePassedError once that reaches the limit, or
-   * too many nodes answered `passed` for the rest to make a quorum.
+   * fence a `stale` node reported (`stored`); it fails with FencePassedError once that reaches the
+   * limit, or too many nodes answered `passed` for the rest to make a quorum. A node or two that
+   * answered `passed` (a later claim's attempt raised their fence, and may have failed) only
+   * refuse this attempt: the others may still grant it.
    */
-  #nextFence(c: Contender, i: number, replies: readonly NodeReply<readonly AcquireVote[]>[], stored = 0): void {
+  #nextFence(
+    c: Contender,
+    i: number,
+    replies: readonly NodeReply<readonly AcquireVote[]>[],
+    stored = 0,
+    highest = stored,
+  ): void {
     const below = c.request.fence?.below ?? Infinity;
     c.fence = Math.max(c.fence ?? 0, stored + 1);
     if (c.fence < below && countVotes(replies, i, 'passed') <= this.nodes.length - this.quorum) return;
     const { resource } = c.request;
     const causes = c.lastCauses ?? new Map<string, NodeCause>();
-    c.result = { resource, ok: false, error: new FencePassedError(resource, stored, causes) };
+    c.result = { resource, ok: false, error: new FencePassedError(resource, Math.max(stored, highest), causes) };
   }
 
   #acquireFailure(c: Contender, attempts: number): RedlockError {

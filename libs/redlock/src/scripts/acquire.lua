@@ -28,8 +28,9 @@
   a start and its lease are one call; a claim that another value or another
   start holds is refused (CLAIMED) and the lock left alone, so a second
   publication of the claim's work cannot raise the fence of the first one's
-  lease. A start that is early (below) changes nothing, and one that must wait
-  for an earlier claim (BEHIND) puts the claim back as it was.
+  lease. The claim stays started only where the lock is granted: a start refused
+  on this node (TAKEN, PASSED, BEHIND, STALE; EARLY changes nothing at all) puts
+  the claim back as it found it.
   Not before (ARGV[8]): a grant waits for this node's own clock (TIME) to reach
   a wall time, whatever the client's clock says; with revocation, a client whose
   clock runs ahead can neither take a lock nor cancel its holder early.
@@ -37,10 +38,9 @@
   a node whose fence reached the limit answers PASSED, whether the lock is free
   or taken there: a later tick's run was granted first.
   After (`after`, an earlier claim of the resource, for the scheduler the
-  tick before): a grant waits while this node's fence is below `after fence`
-  (no run of that tick or a later one was granted here), the earlier claim is
-  granted here but not started, and this node's clock is before `after until`:
-  BEHIND, nothing changed.
+  tick before): a grant waits while the earlier claim is granted here but not
+  started (its start was not granted here, or a failed attempt's cleanup put it
+  back), and this node's clock is before `after until`: BEHIND, nothing changed.
   One key per resource: its key base `<prefix>:{<resource>}:` (keys.ts). The
   script appends the suffixes `lock`, `fence`, `waiters`, `queue`,
   `waiter:<value>` and `claim:<id>`, so every key of a resource shares its hash
@@ -53,8 +53,8 @@
     KEYS[i]     key base of the resource
   ARGV, in one of two layouts: a plain call (no claim, every value new, none of the
   options ARGV[6..8] nor the per-resource ones past the third) sends a header of four
-  and three arguments per resource; any other call a header of h = #ARGV - 10 * #KEYS
-  entries (five to eight: the options left out past the last one set) and ten per
+  and three arguments per resource; any other call a header of h = #ARGV - 9 * #KEYS
+  entries (five to eight: the options left out past the last one set) and nine per
   resource:
     ARGV[1]     ttl, ms
     ARGV[2]     wait, ms: how long a waiter mark and a queue place last (0 = no retry follows: leave none)
@@ -75,8 +75,8 @@
                     call's values are all new); then the start id ('' = none: no start;
                     with one, the claim id is set and the value supplied); the fence limit
                     ('' = none; decimal digits: the proposal stays below it); the earlier
-                    claim id ('' = none), the fence from which it counts as run here, and
-                    until when it is waited for, ms since the epoch
+                    claim id ('' = none), and until when it is waited for, ms since the
+                    epoch
   Returns one entry per resource, or the code alone when every resource's is the
   same code (includes/reply.lua; a call for one resource returns its entry
   alone): the code, or for STALE, CLAIMED and HANDED a pair {code, detail}
@@ -134,7 +134,7 @@ if #KEYS == 1 and #ARGV == 7 then
 end
 -- A plain call has 4 + 3 * #KEYS arguments; the other layout cannot (its header would be shorter than five).
 local plain = #ARGV == 4 + 3 * #KEYS
-local stride = plain and 3 or 10
+local stride = plain and 3 or 9
 local h = #ARGV - stride * #KEYS
 local ttl = ARGV[1]
 local wait = tonumber(ARGV[2])
@@ -149,13 +149,10 @@ local notBefore = h >= 8 and tonumber(ARGV[8])
 -- @include claimstart
 -- @include reply
 local early = notBefore and now() < notBefore
--- Whether a grant waits for the earlier claim `after` (see After): no run of it or a later tick was
--- granted here (the fence from before this call is below `from`), it is granted here but not
--- started ('|'), and this node's clock is before `untilMs`.
-local function behind(base, before, after, from, untilMs)
-  if before and not below(before, from) then
-    return false
-  end
+-- Whether a grant waits for the earlier claim `after` (see After): it is granted here but not
+-- started ('|': a start leaves its claim started only where its lease was granted), and this
+-- node's clock is before `untilMs`.
+local function behind(base, after, untilMs)
   local earlier = redis.call('GET', base .. 'claim:' .. after)
   return earlier ~= false and not string.find(earlier, '|', 1, true) and now() < tonumber(untilMs)
 end
@@ -249,8 +246,8 @@ for i = 1, #KEYS do
         redis.call('DEL', lock)
       end
       code = { (limit ~= '' and not below(stale, limit)) and -7 or -2, stale }
-    elseif after ~= '' and behind(base, before, after, ARGV[at + 9], ARGV[at + 10]) then
-      -- Back as it was: the fence, the lock if this call set it, the claim if this call started it.
+    elseif after ~= '' and behind(base, after, ARGV[at + 9]) then
+      -- Back as it was: the fence, and the lock if this call set it (the claim below).
       if before then
         redis.call('SET', base .. 'fence', before, 'PX', fenceRetention)
       else
@@ -258,11 +255,6 @@ for i = 1, #KEYS do
       end
       if setFree then
         redis.call('DEL', lock)
-      end
-      if claimWas == value then
-        redis.call('SET', startedKey, value, 'KEEPTTL')
-      elseif claimWas == false then
-        redis.call('DEL', startedKey)
       end
       code = -6
     else
@@ -285,6 +277,16 @@ for i = 1, #KEYS do
   end
   if claimSet and code ~= 1 and code ~= 2 then
     redis.call('DEL', claim)
+  end
+  -- A start's claim stays started only where its lease was granted: a start refused here (taken,
+  -- passed, behind, stale) leaves the claim as it found it, so a later claim waits for this one
+  -- here (see After) and a retry starts it afresh.
+  if claimWas ~= nil and code ~= 1 and code ~= 2 then
+    if claimWas == value then
+      redis.call('SET', startedKey, value, 'KEEPTTL')
+    elseif claimWas == false then
+      redis.call('DEL', startedKey)
+    end
   end
   if not out then
     return code

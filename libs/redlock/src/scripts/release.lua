@@ -27,7 +27,9 @@
     ARGV[1]     what releases: '0' a lease (as a plain release does); '1' a failed
                 attempt cleaning up, dropping the claims the value recorded too
                 (with a fence: only while it is current); '2' a failed attempt
-                cleaning up, claims kept (a takeover's: they may be its owner's);
+                cleaning up, claims kept (a takeover's: they may be its owner's), but
+                a failed start's claim, named `<claim id>|<start id>`, is put back
+                from `<value>|<start id>` to `<value>` while the fence is current;
                 '3' an acquire that failed giving back a handoff it never used
                 (claims kept): the next waiter is handed the same token
     for resource i: ARGV[3i-1] lease value, ARGV[3i] claim id ('' = none),
@@ -140,6 +142,12 @@ for i = 1, #KEYS do
     local claim = base .. 'claim:' .. claimId
     if redis.call('GET', claim) == value then
       redis.call('DEL', claim)
+    end
+  elseif cleanup and claimId ~= '' and current then
+    local id, start = string.match(claimId, '^([^|]*)|(.*)$')
+    local claim = id and base .. 'claim:' .. id
+    if claim and redis.call('GET', claim) == value .. '|' .. start then
+      redis.call('SET', claim, value, 'KEEPTTL')
     end
   end
   if not out then
