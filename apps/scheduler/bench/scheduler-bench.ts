@@ -29,7 +29,7 @@ import { fileURLToPath } from 'node:url';
 import { MAX_SCHEDULES_PER_FILE } from '@tickwarden/config';
 import { queueName } from '@tickwarden/contracts';
 import { PROCESS_NODE_FLAGS } from '@tickwarden/runtime';
-import { DEFAULT_CONTEST_LEAD_MS } from '../src/scheduler.ts';
+import { DEFAULT_CONTEST_LEAD_MS } from '@tickwarden/config';
 import {
   freePort,
   ManagedProcess,
@@ -676,7 +676,7 @@ class Fleet {
       BENCH_QUEUE_REDIS: this.queueUrl,
       BENCH_QUEUE: this.system === 'tickwarden' ? TW_QUEUE : PEER_QUEUE,
       BENCH_KIND: this.system,
-      ...(this.#locks ? { BENCH_LOCK_NODES: this.#locks.urls.join(',') } : {}),
+      ...(this.#locks ? { BENCH_LOCK_NODES: this.#locks.urls.join(','), BENCH_CRON: this.pattern } : {}),
     });
     await this.consumer.proc.waitForLine((line) => line.includes('consumer ready'), 'consumer ready', 30_000);
     this.consumer.readyAt = Date.now();

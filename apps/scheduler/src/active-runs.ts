@@ -14,7 +14,7 @@ export interface ActiveRun {
   worker: string | undefined;
   /** When the worker took it, wall ms. */
   takenAtMs: number | undefined;
-  /** The fencing token of the run's lease: its attempt's once the handler started, else the one the job was published with. */
+  /** The fencing token of the run's lease once its handler started; undefined while the worker takes the lease. */
   fence: number | undefined;
   /** The attempt whose handler runs; undefined while the worker waits for the lease. */
   attempt: number | undefined;
@@ -49,7 +49,7 @@ export function activeRun(job: ActiveJob): ActiveRun {
     tickMs: typeof data.tickMs === 'number' ? data.tickMs : undefined,
     worker: job.processedBy,
     takenAtMs: job.processedOn,
-    fence: started ? (progress.fence as number) : data.lease?.fence,
+    fence: started ? (progress.fence as number) : undefined,
     attempt: started && typeof progress.attempt === 'number' ? progress.attempt : undefined,
   };
 }

@@ -12,10 +12,15 @@ export interface BackfillTick {
   tickMs: number;
   action: 'fire' | 'skip';
   why: string;
+  /** Fired though its job was published: every start of it ended without running, and may hold its claim. */
+  publishedNotRun?: true;
 }
 
-/** Tick outcomes after which the tick did not run: no job was published for it. */
-const NOT_PUBLISHED: ReadonlySet<TickRecord['outcome']> = new Set(['skipped-paused', 'skipped-overlap', 'missed']);
+/**
+ * Tick outcomes after which the tick did not run: no job was published for it. `skipped-overlap`:
+ * a replica of an earlier version decided overlaps itself, and its records stay in the history.
+ */
+const NOT_PUBLISHED: ReadonlySet<string> = new Set(['skipped-paused', 'skipped-overlap', 'missed']);
 
 /**
  * The earliest tick the schedule's history still answers for: older records may have been trimmed
@@ -75,6 +80,7 @@ export function planBackfill(
       tickMs,
       action: 'fire',
       why: `${published.outcome}; its job did not run (${[...new Set(ran.map((run) => run.outcome))].join(', ')})`,
+      publishedNotRun: true,
     };
   });
 }

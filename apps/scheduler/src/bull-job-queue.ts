@@ -28,7 +28,7 @@ export class BullJobQueue implements JobQueue {
 
   /**
    * Adds the jobs of many runs, one `addBulk` round trip per queue and slice of ENQUEUE_SLICE
-   * runs, retrying while every lease is surely valid (half the shortest TTL). Each job carries a
+   * runs, retrying for half the shortest lease TTL (recovery tries again after). Each job carries a
    * publish marker (BullMQ deduplication, kept `retentionMs` whatever happens to the job): adding
    * a tick's job again, even after its job ran and was removed, is a no-op, so a retry or a
    * second publisher cannot run a tick twice.
@@ -41,7 +41,7 @@ export class BullJobQueue implements JobQueue {
     );
     // A loop, not Math.min(...runs): a spread of more than ~125,000 arguments overflows the stack.
     let shortestTtlMs = Infinity;
-    for (const { lease } of runs) shortestTtlMs = Math.min(shortestTtlMs, lease.ttlMs);
+    for (const { tick } of runs) shortestTtlMs = Math.min(shortestTtlMs, tick.schedule.leaseTtlMs);
     const giveUpAt = this.#clock.now() + shortestTtlMs / 2;
     await Promise.all(
       [...byQueue].map(async ([queue, entries]) => {
@@ -75,7 +75,7 @@ export class BullJobQueue implements JobQueue {
     }
   }
 
-  #job({ tick, lease, backfill }: Run) {
+  #job({ tick, claim, publication, backfill }: Run) {
     const { schedule } = tick;
     const now = Math.floor(this.#clock.wallMicros() / 1000);
     const data: TickJobData = {
@@ -85,7 +85,7 @@ export class BullJobQueue implements JobQueue {
       dueMs: tick.dueMs,
       payload: schedule.payload ?? null,
       overlap: schedule.overlap,
-      lease: { resource: lease.resource, value: lease.value, fence: lease.fence, ttlMs: lease.ttlMs },
+      lease: { resource: claim.resource, value: claim.value, fence: publication, ttlMs: schedule.leaseTtlMs },
       startDeadlineMs: backfill ? null : tick.startDeadlineMs,
       maxRuntimeMs: schedule.maxRuntimeMs ?? null,
       enqueuedBy: this.#replicaId,
@@ -109,7 +109,7 @@ export class BullJobQueue implements JobQueue {
   }
 
   /**
-   * Per tick, the stored job's lease and publisher, else whether its publish marker is there: a
+   * Per tick, the stored job's publication and publisher, else whether its publish marker is there: a
    * pipeline of two reads per tick (BullMQ's key of the job and of its deduplication id, the
    * marker), PUBLICATION_SLICE ticks per round trip.
    */
@@ -128,7 +128,7 @@ export class BullJobQueue implements JobQueue {
         if (dataError || markerError) throw dataError ?? markerError;
         if (typeof data === 'string') {
           const { enqueuedBy, lease } = JSON.parse(data) as TickJobData;
-          result.push({ state: 'stored', enqueuedBy, fence: lease.fence, value: lease.value });
+          result.push({ state: 'stored', enqueuedBy, publication: lease.fence, value: lease.value });
         } else result.push({ state: marker === 1 ? 'gone' : 'none' });
       });
     }

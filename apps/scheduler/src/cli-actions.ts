@@ -303,12 +303,12 @@ export async function trigger(id: string, { note, by }: Said): Promise<number> {
   const env = environment();
   const schedule = find(await schedulesAt(env.configPath), id);
   // The queue Redis first: a lease is taken only when its job can be written.
-  const { jobId, fence } = await withQueueRedis(env, (redis) =>
+  const jobId = await withQueueRedis(env, (redis) =>
     withLockNodes(env, (redlock) =>
       triggerSchedule({ ...cliContext(redis), redlock, publisherId: 'cli' }, schedule, { note, by: actor(by) }),
     ),
   );
-  say(`triggered ${id}: job ${jobId}, fence ${fence}`);
+  say(`triggered ${id}: job ${jobId}`);
   return 0;
 }
 
@@ -429,7 +429,7 @@ export async function status(
               ? 'job removed'
               : (run.reason ?? '');
           say(
-            `  ${new Date(run.tickMs).toISOString()}  ${run.outcome}  ${state}  ${run.lagMs < 0 ? `${-run.lagMs} ms ahead` : `lag ${run.lagMs} ms`}  fence ${run.fence ?? '-'}  by ${run.replica}`,
+            `  ${new Date(run.tickMs).toISOString()}  ${run.outcome}  ${state}  ${run.lagMs < 0 ? `${-run.lagMs} ms ahead` : `lag ${run.lagMs} ms`}  by ${run.replica}`,
           );
         }
       } finally {

@@ -180,7 +180,7 @@ the future, one of more than --max ticks, or one older than the schedule's kept 
     summary: 'state, next ticks and last tick records of every schedule, or one',
     details: `Per schedule (every one, or SCHEDULE only): active or paused (by whom, when, why), the next 3
 ticks in its time zone, the newest COUNT tick records, newest tick first, with outcome, BullMQ job
-state, lag, fencing token and replica, and the ticks missed while no replica ran; then the newest
+state, lag and replica, and the ticks missed while no replica ran; then the newest
 COUNT runs (outcome, attempt, worker, fence, duration, exit code or HTTP status, error) and control
 actions (pause, resume, trigger: who, when, note). The histories outlive BullMQ's jobs, as long
 as each schedule's history setting keeps them.`,

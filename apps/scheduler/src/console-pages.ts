@@ -206,13 +206,12 @@ function tickReason({ gap, reason }: TickRecord): string | number {
 function tickTable(ticks: readonly TickRecord[]): Html {
   if (ticks.length === 0) return html`<p class="muted">No tick recorded yet.</p>`;
   return table(
-    ['tick (UTC)', 'outcome', 'reason', 'lag', 'fence', 'job', 'by replica'],
+    ['tick (UTC)', 'outcome', 'reason', 'lag', 'job', 'by replica'],
     ticks.map((tick) => [
       td(iso(tick.tickMs), 'num'),
       td(outcomeCell(tick.outcome)),
       td(tickReason(tick)),
       td(lag(tick.lagMs), 'num'),
-      td(dash(tick.fence), 'num'),
       td(dash(tick.jobId), 'mono'),
       td(tick.replica),
     ]),

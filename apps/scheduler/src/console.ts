@@ -210,8 +210,7 @@ export function webConsole(options: ConsoleOptions): WebConsole {
         ? `resumed by ${said.by}`
         : 'was not paused: nothing to resume';
     if (action === 'trigger') {
-      const { jobId, fence } = await triggerSchedule(control, schedule, said);
-      return `triggered: job ${jobId}, fence ${fence}`;
+      return `triggered: job ${await triggerSchedule(control, schedule, said)}`;
     }
     const request = backfillFrom(form);
     const report = await backfillSchedule(control, schedule, request, said);

@@ -4,7 +4,7 @@
 import { randomBytes } from 'node:crypto';
 import { formatDuration, MAX_HISTORY_KEEP } from '@tickwarden/config';
 import { backfillJobId, leaseResource, manualClaim, manualJobId, tickClaim } from '@tickwarden/contracts';
-import { ClaimStartedError, isStartedClaim, type Lease, type Redlock } from '@tickwarden/redlock';
+import { ClaimStartedError, isStartedClaim, type Claim, type Redlock } from '@tickwarden/redlock';
 import { RunHistory } from '@tickwarden/runtime';
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
@@ -14,7 +14,7 @@ import type { ControlAction, Run } from './ports.ts';
 import { RedisReplicaStore } from './replica-store.ts';
 import type { Schedule } from './schedule.ts';
 import { TickPlanner } from './tick-planner.ts';
-import { TickPublisher, type Published } from './tick-publisher.ts';
+import { newPublication, TickPublisher, type Published } from './tick-publisher.ts';
 import { TickRecorder } from './tick-recorder.ts';
 import { tickWindow, type TickWindow } from './tick-window.ts';
 
@@ -22,7 +22,7 @@ import { tickWindow, type TickWindow } from './tick-window.ts';
 export interface ControlContext {
   /** The queue Redis: pauses, the tick history, the audit trail, the jobs. */
   redis: Redis;
-  /** The lock nodes: a trigger's or backfill's claim and lease. */
+  /** The lock nodes: a trigger's or backfill's claim. */
   redlock: Redlock;
   /** Who publishes the jobs (`enqueuedBy`, the history's `replica`): `cli`, or the replica's id. */
   publisherId: string;
@@ -67,23 +67,20 @@ export async function resumeSchedule(ctx: QueueContext, schedule: Schedule, { no
   return paused;
 }
 
-/** Runs the schedule now, through the path every tick takes (a claim, a lease, the publisher), under its own claim. */
-export async function triggerSchedule(
-  ctx: ControlContext,
-  schedule: Schedule,
-  { note, by }: Said,
-): Promise<{ jobId: string; fence: number }> {
+/** Runs the schedule now, through the path every tick takes (a claim, the publisher), under its own claim. */
+export async function triggerSchedule(ctx: ControlContext, schedule: Schedule, { note, by }: Said): Promise<string> {
   const now = ctx.now();
   const tick = { schedule, tickMs: now, dueMs: now, jobId: manualJobId(schedule.id, now), ...dueNow(schedule, now) };
-  const lease = await ctx.redlock.acquire(leaseResource(schedule.id, schedule.overlap, now), schedule.leaseTtlMs, {
-    claim: manualClaim(now),
-    claimRetentionMs: tick.retentionMs,
-  });
-  const [outcome] = await publishNow(ctx, [{ tick, lease }], 'triggered');
+  const [claimed] = await ctx.redlock.claimBatch(
+    [{ resource: leaseResource(schedule.id, schedule.overlap, now), claim: manualClaim(now) }],
+    { claimRetentionMs: tick.retentionMs },
+  );
+  if (!claimed?.ok) throw claimed?.error ?? new Error('no claim');
+  const [outcome] = await publishNow(ctx, [{ tick, claim: claimed.claim, publication: newPublication() }], 'triggered');
   if (outcome !== 'published')
     throw new Error(`could not enqueue the run of ${schedule.id} (${outcome}): see the queue Redis`);
-  await audit(ctx, schedule, { action: 'trigger', by, note, detail: `job ${tick.jobId}, fence ${lease.fence}` });
-  return { jobId: tick.jobId, fence: lease.fence };
+  await audit(ctx, schedule, { action: 'trigger', by, note, detail: `job ${tick.jobId}` });
+  return tick.jobId;
 }
 
 /** When a run published now is due next, and its window (start deadline, claim retention). */
@@ -110,7 +107,6 @@ async function publishNow(
   try {
     const published = await new TickPublisher({
       replicaId: ctx.publisherId,
-      leases: ctx.redlock,
       queue,
       recorder,
       now: ctx.now,
@@ -170,34 +166,41 @@ function ticksOf(schedule: Schedule, { fromMs, toMs, max }: BackfillRequest, now
 
 /**
  * Starts the tick's claim for a backfill's job, which its first start then continues (the start
- * id is the job's `fence`): no other job of the tick can start after this, nor can the scheduler
- * grant the claim again. A claim granted but never started (its job missed its start deadline) is
- * taken over by its value, as recovery does; one started means a job of the tick ran: undefined.
+ * id is the job's publication): no other job of the tick can start after this, nor can the
+ * scheduler grant the claim again. A claim granted but never started (its job was lost before it
+ * started) is taken over by its value, as recovery does. A started claim means a job of the tick
+ * started: undefined - unless the run history says none of its starts ran (`publishedNotRun`: a
+ * run skipped for an overlap, superseded, paused, or past its start deadline), whose start the
+ * backfill's replaces.
  */
 async function claimForBackfill(
   redlock: Redlock,
   schedule: Schedule,
-  tickMs: number,
+  tick: BackfillTick,
   retentionMs: number,
-): Promise<Pick<Lease, 'resource' | 'value' | 'fence'> | undefined> {
-  const resource = leaseResource(schedule.id, schedule.overlap, tickMs);
-  const claim = tickClaim(tickMs);
-  // In the fencing tokens' number space (wall microseconds): read as the job's fence, it is unique to this backfill of the tick.
-  const fence = Math.floor(redlock.settings.clock.wallMicros());
+): Promise<{ claim: Claim; publication: number } | undefined> {
+  const resource = leaseResource(schedule.id, schedule.overlap, tick.tickMs);
+  const claim = tickClaim(tick.tickMs);
+  const publication = newPublication();
   // Resolves undefined once started, else the value holding the claim.
-  const startOrHolder = (value: string): Promise<string | undefined> =>
-    redlock.startClaim({ resource, claim, value, start: String(fence) }, { claimRetentionMs: retentionMs }).then(
-      () => undefined,
-      (error: unknown) => {
-        if (error instanceof ClaimStartedError) return error.holder;
-        throw error;
-      },
-    );
+  const startOrHolder = (value: string, replaces?: string): Promise<string | undefined> =>
+    redlock
+      .startClaim({ resource, claim, value, start: String(publication), replaces }, { claimRetentionMs: retentionMs })
+      .then(
+        () => undefined,
+        (error: unknown) => {
+          if (error instanceof ClaimStartedError) return error.holder;
+          throw error;
+        },
+      );
   const value = randomBytes(20).toString('hex');
   const holder = await startOrHolder(value);
-  if (holder === undefined) return { resource, value, fence };
-  if (isStartedClaim(holder)) return undefined;
-  return (await startOrHolder(holder)) === undefined ? { resource, value: holder, fence } : undefined;
+  if (holder === undefined) return { claim: { resource, claim, value }, publication };
+  const [owner = holder, started] = holder.split('|');
+  if (isStartedClaim(holder) && !tick.publishedNotRun) return undefined;
+  return (await startOrHolder(owner, started)) === undefined
+    ? { claim: { resource, claim, value: owner }, publication }
+    : undefined;
 }
 
 /**
@@ -256,9 +259,7 @@ async function fire(
   const runs: Run[] = [];
   for (const tick of plan) {
     const claimed =
-      tick.action === 'fire'
-        ? await claimForBackfill(ctx.redlock, schedule, tick.tickMs, window.retentionMs)
-        : undefined;
+      tick.action === 'fire' ? await claimForBackfill(ctx.redlock, schedule, tick, window.retentionMs) : undefined;
     if (tick.action === 'fire' && claimed === undefined)
       ticks.push({
         tickMs: tick.tickMs,
@@ -267,12 +268,6 @@ async function fire(
       });
     else ticks.push(tick);
     if (claimed === undefined) continue;
-    const lease: Lease = {
-      ...claimed,
-      ttlMs: schedule.leaseTtlMs,
-      validUntil: ctx.redlock.settings.clock.now() + schedule.leaseTtlMs,
-      claim: tickClaim(tick.tickMs),
-    };
     runs.push({
       tick: {
         schedule,
@@ -282,7 +277,7 @@ async function fire(
         jobId: backfillJobId(schedule.id, tick.tickMs),
         ...window,
       },
-      lease,
+      ...claimed,
       backfill: true,
     });
   }

@@ -1,18 +1,11 @@
 import type { HistoryRetention } from '@tickwarden/config';
-import type {
-  AcquireBatchOptions,
-  AcquireRequest,
-  BatchResult,
-  Clock,
-  Lease,
-  ReleaseResult,
-} from '@tickwarden/redlock';
+import type { Claim, ClaimBatchOptions, ClaimRequest, ClaimResult } from '@tickwarden/redlock';
 import type { MissReason, TickOutcome } from './outcomes.ts';
 import type { Schedule } from './schedule.ts';
 import type { TickWindow } from './tick-window.ts';
 
 /**
- * The narrow interfaces the scheduler's parts talk through: lease grants (the lock nodes), the
+ * The narrow interfaces the scheduler's parts talk through: claims (the lock nodes), the
  * job queue (BullMQ) and the replica store (state the replicas share in the queue Redis). The
  * parts decide; these do the I/O, so the decisions are tested without Redis.
  */
@@ -28,16 +21,9 @@ export interface Tick extends TickWindow {
   jobId: string;
 }
 
-/** The lease operations the scheduler uses (a Redlock has them). */
-export interface LeaseGrants {
-  acquireBatch(
-    requests: readonly AcquireRequest[],
-    ttlMs: number,
-    options?: AcquireBatchOptions,
-  ): Promise<BatchResult<Lease>[]>;
-  releaseBatch(leases: readonly Pick<Lease, 'resource' | 'value'>[]): Promise<ReleaseResult[]>;
-  /** Its monotonic clock: lease validity is measured on it. */
-  readonly settings: { readonly clock: Clock };
+/** What the scheduler asks of the lock nodes for a tick: its claim (a Redlock has it). */
+export interface ClaimGrants {
+  claimBatch(requests: readonly ClaimRequest[], options?: ClaimBatchOptions): Promise<ClaimResult[]>;
 }
 
 /** What a replica asks of the lock nodes to know whether it can reach a quorum (a Redlock has it). */
@@ -48,21 +34,23 @@ export interface LockQuorum {
   probe(overrides?: { nodeTimeoutMs?: number }): Promise<{ quorum: boolean; unreachable: Map<string, Error> }>;
 }
 
-/** A tick's run to add to its queue, under the lease its job carries. */
+/** A tick's run to add to its queue: the tick's claim, which its job carries to the worker. */
 export interface Run {
   tick: Tick;
-  lease: Lease;
+  claim: Claim;
+  /** Names this publication of the tick: the start id its first start records on the claim (see TickJobData's `lease`). */
+  publication: number;
   /** A backfilled tick's run: its job has no start deadline and waits for the lease (see TickJobData's `backfill`). */
   backfill?: true;
 }
 
 /**
  * Whether a tick was published (its job added): `none` (never, within its retention), `stored`
- * (the job is there: who added it, under which lease), `gone` (added once; the job was removed
- * since, its publish marker remains).
+ * (the job is there: who added it, which publication, under which claim value), `gone` (added
+ * once; the job was removed since, its publish marker remains).
  */
 export type Publication =
-  { state: 'none' } | { state: 'stored'; enqueuedBy: string; fence: number; value: string } | { state: 'gone' };
+  { state: 'none' } | { state: 'stored'; enqueuedBy: string; publication: number; value: string } | { state: 'gone' };
 
 export interface JobQueue {
   /** Adds the runs' jobs, each at most once per publish marker (`retentionMs`); per run: undefined when added (or already there), or the error. */
@@ -79,7 +67,6 @@ export interface TickRecord {
   /** Why, for `missed` (and what a skip found). */
   reason?: MissReason | string | undefined;
   lagMs: number;
-  fence: number | undefined;
   jobId: string | undefined;
   /** The replica that recorded it (for a run found published, the one that enqueued it when known). */
   replica: string;

@@ -1,5 +1,5 @@
 import { DEFAULT_HISTORY, type HistoryRetention } from '@tickwarden/config';
-import { appendToHistory, readHistory, yieldToLoop } from '@tickwarden/runtime';
+import { appendToHistory, PAUSED_KEY, readHistory, yieldToLoop } from '@tickwarden/runtime';
 import type { Redis } from 'ioredis';
 import type { ControlAction, HistoryEntry, OpenTick, PauseRecord, ReplicaStore, TickRecord } from './ports.ts';
 
@@ -9,7 +9,6 @@ import type { ControlAction, HistoryEntry, OpenTick, PauseRecord, ReplicaStore, 
  * recorded yet) and each schedule's high-water mark. All its keys are built here.
  */
 const KEY_PREFIX = 'tickwarden:control';
-const PAUSED_KEY = `${KEY_PREFIX}:paused`;
 /** Per schedule, a sorted set: score the tick (epoch ms), member the record (JSON). */
 const historyKey = (scheduleId: string) => `${KEY_PREFIX}:ticks:{${scheduleId}}`;
 /** Per schedule, its audit trail: a sorted set of ControlAction (JSON) by time. */

@@ -1,36 +1,25 @@
+import { DEFAULT_CONTEST_LEAD_MS } from '@tickwarden/config';
 import { systemClock, type Clock } from '@tickwarden/redlock';
 import { serverRunId, yieldToLoop } from '@tickwarden/runtime';
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import { BullJobQueue } from './bull-job-queue.ts';
-import type { JobQueue, LeaseGrants, LockQuorum, OpenTick, ReplicaStore, Run, Tick } from './ports.ts';
+import type { ClaimGrants, JobQueue, LockQuorum, OpenTick, ReplicaStore, Run, Tick } from './ports.ts';
 import { Contenders } from './contenders.ts';
 import { ContestQueue } from './contest-queue.ts';
 import { RedisReplicaStore } from './replica-store.ts';
 import type { Schedule } from './schedule.ts';
 import { contestLoss, TickContest } from './tick-contest.ts';
-import { TickLoop, type DueTick, type Wake } from './tick-loop.ts';
+import { TickLoop, type Wake } from './tick-loop.ts';
 import { TickMarks, type MarkGap } from './tick-marks.ts';
-import { TickPublisher } from './tick-publisher.ts';
+import { newPublication, TickPublisher } from './tick-publisher.ts';
 import { TickRecorder, type ObservationListener, type OutcomeListener } from './tick-recorder.ts';
 import { TickResolver } from './tick-resolver.ts';
-import { LATE_TICK_WINDOW_MS, RECOVERY_DELAY_MS, tickWindow, waitsForPrevious, wonLate } from './tick-window.ts';
+import { LATE_TICK_WINDOW_MS, RECOVERY_DELAY_MS, tickWindow } from './tick-window.ts';
 
 /** Missed ticks of one schedule counted (metric) after a gap with no replica; a longer gap is logged as at least this many. */
 const MAX_COUNTED_GAP_TICKS = 10_000;
 
-/**
- * Default of `SchedulerOptions.contestLeadMs`, ms: longer than contesting and enqueueing 10,000
- * ticks due at one instant takes, and half a second off whole seconds, so that the contests of
- * ticks due later run between the starts of earlier ones instead of competing with them (see
- * apps/scheduler/BENCHMARK.md).
- */
-export const DEFAULT_CONTEST_LEAD_MS = 9500;
-/**
- * A stopping replica still contests the ticks it deferred to their due time within this, ms (the
- * default contest lead, and well inside the app's 20 s drain); later ones are left to recovery.
- */
-const STOP_DEFERRED_WAIT_MS = DEFAULT_CONTEST_LEAD_MS;
 /** Ticks whose opening failed are opened again this often while it fails, ms. */
 const REOPEN_RETRY_MS = 1000;
 /** At most this many ticks are kept for opening again, in each list (about 100 bytes each): a long queue-Redis outage under many schedules drops the oldest, loudly. */
@@ -49,7 +38,7 @@ interface InFlightTick extends OpenTick {
 export interface SchedulerOptions {
   replicaId: string;
   /** The lock nodes (a Redlock). */
-  redlock: LeaseGrants & LockQuorum;
+  redlock: ClaimGrants & LockQuorum;
   /** The queue Redis (BullMQ, and the state the replicas share). */
   queueConnection: Redis;
   logger: Logger;
@@ -59,8 +48,7 @@ export interface SchedulerOptions {
   maxWaitMs?: number;
   /**
    * How long before its due time a tick is contested and its job enqueued as a BullMQ delayed job,
-   * ms (default DEFAULT_CONTEST_LEAD_MS; per schedule at most a third of its lease TTL; 0 = when
-   * due). Exceptions: see `TickLoop`.
+   * ms (default DEFAULT_CONTEST_LEAD_MS; 0 = when due).
    */
   contestLeadMs?: number;
   /** How long after `start` the replica looks for ticks missed while no replica ran, ms (default the late window plus 5 s: live replicas' marks are in by then). */
@@ -82,8 +70,8 @@ export interface SchedulerOptions {
 }
 
 /**
- * One scheduler replica: the tick loop hands out due ticks; the contest wins their leases (claim
- * once per tick) against the other replicas; the publisher enqueues the won ticks' jobs; recovery
+ * One scheduler replica: the tick loop hands out due ticks; the contest wins their claims (once
+ * per tick) against the other replicas; the publisher enqueues the won ticks' jobs; recovery
  * decides every tick left open (a winner that died or stalled, no quorum, a replica that was
  * stalled); the recorder keeps each tick's outcome; the marks find ticks missed while no replica
  * ran. Every tick a replica takes up ends with one recorded outcome.
@@ -100,7 +88,7 @@ export class Scheduler {
   readonly #resolver: TickResolver;
   readonly #contenders: Contenders;
   readonly #inFlight = new Set<Promise<void>>();
-  readonly #contestQueue = new ContestQueue<DueTick>({
+  readonly #contestQueue = new ContestQueue<Tick>({
     maxBatch: CONTEST_BATCH,
     maxInFlight: CONTESTS_IN_FLIGHT,
     run: (batch) => {
@@ -138,7 +126,7 @@ export class Scheduler {
       onOutcome: options.onOutcome,
       onObservation: options.onObservation,
     });
-    this.#publisher = new TickPublisher({ replicaId, leases, queue: this.#queue, recorder: this.#recorder, now });
+    this.#publisher = new TickPublisher({ replicaId, queue: this.#queue, recorder: this.#recorder, now });
     const onQueueReset = (): void => {
       options.onQueueReset?.();
       this.#reopenInFlight();
@@ -217,14 +205,12 @@ export class Scheduler {
     this.#options.queueConnection.off('ready', this.#onQueueReady);
     // Contesting on while the other replicas learn that this one leaves: its ticks pass to them without a gap.
     await this.#contenders.leave();
-    this.#loop.stop(this.#loop.nowMs() + STOP_DEFERRED_WAIT_MS);
+    this.#loop.stop();
     await this.#resolver.stop();
     // Ticks still waiting in the contest queue are contested too: they were taken up and opened.
-    // So are the ones deferred to their due time (see TickLoop.stop).
-    while (this.#inFlight.size > 0 || this.#contestQueue.size > 0 || this.#loop.deferred > 0)
+    while (this.#inFlight.size > 0 || this.#contestQueue.size > 0)
       if (this.#inFlight.size > 0) await Promise.allSettled([...this.#inFlight]);
-      else if (this.#contestQueue.size > 0) await yieldToLoop();
-      else await this.#loop.idle();
+      else await yieldToLoop();
     this.#options.clock.clearTimeout(this.#reopenTimer);
     if (this.#unopened.length > 0) {
       const left = this.#unopened;
@@ -274,84 +260,45 @@ export class Scheduler {
   }
 
   /** Contests the ticks of a batch this replica is the preferred contender of (see Contenders). */
-  async #contestPreferred(batch: DueTick[]): Promise<void> {
+  async #contestPreferred(batch: Tick[]): Promise<void> {
     await this.#contenders.ready;
     const ticks = this.#options.contestAll ? batch : batch.filter((tick) => this.#contenders.prefers(tick));
     if (ticks.length > 0) await this.#contest(ticks);
   }
 
-  async #contest(ticks: DueTick[]): Promise<void> {
+  async #contest(ticks: Tick[]): Promise<void> {
     const contest = this.#contests;
-    await contest.refreshPaused();
+    try {
+      await contest.refreshPaused();
+    } catch (error) {
+      // No pause read yet (the queue Redis not answering since the start): recovery decides them once it answers.
+      for (const tick of ticks) {
+        this.#recorder.observe('enqueue-failed', tick, { err: error, jobId: tick.jobId });
+        this.#resolver.failed(tick, 'queue-unavailable');
+      }
+      return;
+    }
     const open = ticks.filter((tick) => {
       if (!contest.isPaused(tick)) return true;
       this.#recorder.outcome('skipped-paused', tick);
       return false;
     });
     const won: Run[] = [];
-    for (const { tick, result } of await contest.contest(await this.#afterPrevious(open))) {
+    for (const { tick, result } of await contest.contest(open)) {
       if (result.ok) {
-        won.push({ tick, lease: result.lease });
+        won.push({ tick, claim: result.claim, publication: newPublication() });
         continue;
       }
-      const loss = contestLoss(result.error);
-      // Contested ahead: the previous run may end, or the quorum come back, before this run is due.
-      if (loss !== 'lost-race' && tick.ahead) this.#loop.againAtDue(tick);
-      else if (loss === 'taken')
-        this.#recorder.outcome('skipped-overlap', tick, { reason: "another run holds the schedule's lease" });
-      else if (loss === 'lost-race' || loss === 'started') this.#recorder.observe('lost-race', tick);
-      else if (loss === 'early') {
-        this.#recorder.observe('clock-ahead', tick, { err: result.error });
-        this.#resolver.failed(tick, 'clock-ahead');
-      } else {
-        // 'unavailable', or 'taken-minority': recovery decides (see ContestLoss).
-        this.#recorder.observe('lock-unavailable', tick, { err: result.error });
-        this.#resolver.failed(tick, 'no-lock-quorum');
+      if (contestLoss(result.error) !== 'unavailable') {
+        this.#recorder.observe('lost-race', tick);
+        continue;
       }
+      // Recovery tries again until the start deadline.
+      this.#recorder.observe('lock-unavailable', tick, { err: result.error });
+      this.#resolver.failed(tick, 'no-lock-quorum');
     }
-    const runs = await this.#undecided(won);
-    const published = await this.#publisher.publish(runs, 'enqueued');
-    runs.forEach((run, i) => published[i] === 'failed' && this.#resolver.failed(run.tick, 'queue-unavailable'));
-  }
-
-  /**
-   * The ticks to contest now: those that wait for the tick before them (see waitsForPrevious) and
-   * find it not recorded are contested when due instead. If the records cannot be read, all go on.
-   */
-  async #afterPrevious(ticks: DueTick[]): Promise<DueTick[]> {
-    const nowMs = this.#loop.nowMs();
-    const waiting = ticks.filter((tick) => waitsForPrevious(tick, nowMs));
-    if (waiting.length === 0) return ticks;
-    const recorded = await this.#store
-      .recorded(waiting.map((tick) => ({ scheduleId: tick.schedule.id, tickMs: tick.previous.tickMs })))
-      .catch(() => waiting.map(() => true));
-    const later = new Set<DueTick>(waiting.filter((_, i) => !recorded[i]));
-    for (const tick of later) this.#loop.againAtDue(tick);
-    return later.size === 0 ? ticks : ticks.filter((tick) => !later.has(tick));
-  }
-
-  /**
-   * Drops the `skip` runs won late (see wonLate) whose tick another replica recorded meanwhile: that
-   * outcome stands (a skip is not undone by a slow contest), and their leases are released. Only
-   * `skip`: another policy's recorded tick has its job (the claim keeps it to one), whose lease may
-   * be the very value this replica won. If the records cannot be read, every run goes on.
-   */
-  async #undecided(won: Run[]): Promise<Run[]> {
-    const nowMs = this.#loop.nowMs();
-    const late = won.filter((run) => run.tick.schedule.overlap === 'skip' && wonLate(run.tick, nowMs));
-    if (late.length === 0) return won;
-    const recorded = await this.#store
-      .recorded(late.map(({ tick }) => ({ scheduleId: tick.schedule.id, tickMs: tick.tickMs })))
-      .catch(() => late.map(() => false));
-    const decided = new Set(late.filter((_, i) => recorded[i]));
-    if (decided.size === 0) return won;
-    await this.#options.redlock.releaseBatch([...decided].map((run) => run.lease)).catch(() => undefined);
-    for (const { tick } of decided)
-      this.#options.logger.info(
-        { schedule: tick.schedule.id, tick: new Date(tick.tickMs).toISOString(), lateMs: nowMs - tick.dueMs },
-        'contest won late, after another replica had decided the tick: not enqueued',
-      );
-    return won.filter((run) => !decided.has(run));
+    const published = await this.#publisher.publish(won, 'enqueued');
+    won.forEach((run, i) => published[i] === 'failed' && this.#resolver.failed(run.tick, 'queue-unavailable'));
   }
 
   /** Writes the marks of the ticks taken up; once the gap check ran, records the ticks missed while no replica ran. */
@@ -388,7 +335,6 @@ export class Scheduler {
         outcome: 'missed',
         reason: 'no-replica',
         lagMs: now - lastMs,
-        fence: undefined,
         jobId: undefined,
         replica: this.#options.replicaId,
         gap,

@@ -5,25 +5,14 @@ import {
   isStartedClaim,
   LockTakenError,
   QuorumUnavailableError,
-  type BatchResult,
-  type Lease,
+  type ClaimResult,
   type RedlockError,
 } from '@tickwarden/redlock';
 import type { Logger } from 'pino';
-import type { LeaseGrants, LockQuorum, PauseRecord, ReplicaStore, Tick } from './ports.ts';
+import type { ClaimGrants, LockQuorum, PauseRecord, ReplicaStore, Tick } from './ports.ts';
 
-/**
- * Contest settings: quick retries for split votes among replicas; no waiter marks or queue places
- * (all contenders fire once), and no release notifications (a retry comes within 45 ms anyway,
- * and listening would cost each lost contest subscriptions on every node).
- */
-const CONTEST = Object.freeze({
-  retryCount: 4,
-  retryDelayMs: 15,
-  retryJitterMs: 30,
-  yieldToWaiters: false,
-  wakeOnRelease: false,
-});
+/** Contest settings: quick retries for claims split among replicas. */
+const CONTEST = Object.freeze({ retryCount: 4, retryDelayMs: 15, retryJitterMs: 30 });
 
 /** While this replica is cut from a lock quorum, it probes the nodes at most this often before contesting again, ms. */
 export const QUORUM_PROBE_INTERVAL_MS = 500;
@@ -50,20 +39,16 @@ export function contestNodeTimeoutMs(leaseTtlMs: number, batchSize: number): num
 }
 
 /**
- * How much earlier than its due time, read on the lock nodes' clocks, a `cancel-previous` tick may
- * be granted: the clock skew tolerated between replicas and lock nodes. A replica whose clock runs
- * further ahead can neither cancel the previous run early nor win a tick before the one before it
- * ran (the nodes answer `early`); the replicas on time contest it.
+ * The clock skew tolerated between a replica and the queue Redis: a replica whose clock is off by
+ * more withdraws from the contests (Contenders).
  */
 export const CLOCK_SKEW_TOLERANCE_MS = 1000;
 
 /**
- * Why a contest did not win: another replica's claim, a claim a job of the tick has started (a
- * worker's `startClaim`: the tick ran, or runs), a previous run's lease on a majority (`taken`) or
- * only on some nodes while others were silent (`taken-minority`), too early by the lock nodes'
- * clocks, or no quorum.
+ * Why a contest did not win: another replica's claim (granted, or split with this one's), a claim
+ * a job of the tick has started (a worker's start: the tick ran, or runs), or no quorum.
  */
-export type ContestLoss = 'lost-race' | 'started' | 'taken' | 'taken-minority' | 'early' | 'unavailable';
+export type ContestLoss = 'lost-race' | 'started' | 'unavailable';
 
 /** Whether a failed contest found the tick's claim started on some node (see ContestLoss). */
 function claimStarted(error: RedlockError): boolean {
@@ -73,22 +58,12 @@ function claimStarted(error: RedlockError): boolean {
   return false;
 }
 
-/**
- * Reads a failed contest. Claims are checked first on every node, so "taken" without "claimed" is
- * another tick's lease. On a majority it is a run's: the tick is skipped, as `skip` requires. On a
- * minority, with other nodes silent, it may be a run's too, or a moment's contender for another tick
- * (a replica cut off from the rest, recovering an older tick): the due-time contest leaves such a
- * tick to recovery, which skips it if it finds the lease taken again.
- */
+/** Reads a failed contest (see ContestLoss): a claim another value holds on some node is a lost race, even beside silent nodes. */
 export function contestLoss(error: RedlockError): ContestLoss {
   if (claimStarted(error)) return 'started';
   if (error instanceof ClaimAlreadyGrantedError) return 'lost-race';
   if (!(error instanceof LockTakenError || error instanceof QuorumUnavailableError)) return 'unavailable';
-  const causes = [...error.nodeCauses.values()];
-  if (causes.includes('claimed')) return 'lost-race';
-  if (causes.includes('early')) return 'early';
-  if (causes.includes('taken')) return error instanceof LockTakenError ? 'taken' : 'taken-minority';
-  return 'unavailable';
+  return [...error.nodeCauses.values()].includes('claimed') ? 'lost-race' : 'unavailable';
 }
 
 /**
@@ -125,11 +100,11 @@ export function pausesLost(
 /** One tick's contest result. */
 export interface Contested<T extends Tick> {
   tick: T;
-  result: BatchResult<Lease>;
+  result: ClaimResult;
 }
 
 export interface TickContestOptions {
-  leases: LeaseGrants & LockQuorum;
+  leases: ClaimGrants & LockQuorum;
   store: Pick<ReplicaStore, 'pausedInEpoch' | 'pause'>;
   /** Told when the queue Redis is found to have lost its data. */
   onQueueReset?: (() => void) | undefined;
@@ -139,42 +114,9 @@ export interface TickContestOptions {
 }
 
 /**
- * Whether a tick's contest revokes the lease it finds (`cancel-previous`): only while the tick is
- * the schedule's latest due one. A tick recovered after its successor is due must not cancel
- * that newer run: it finds the lease taken and is skipped.
- */
-export function revokes(
-  tick: Pick<Tick, 'nextDueMs'> & { schedule: Pick<Tick['schedule'], 'overlap'> },
-  nowMs: number,
-): boolean {
-  return tick.schedule.overlap === 'cancel-previous' && (tick.nextDueMs === undefined || nowMs < tick.nextDueMs);
-}
-
-/** When the lock nodes may grant a tick, by their clocks: a `cancel-previous` tick not before its due time (see {@link CLOCK_SKEW_TOLERANCE_MS}). */
-export function notBeforeMs(
-  tick: Pick<Tick, 'dueMs'> & { schedule: Pick<Tick['schedule'], 'overlap'> },
-): number | undefined {
-  return tick.schedule.overlap === 'cancel-previous' ? tick.dueMs - CLOCK_SKEW_TOLERANCE_MS : undefined;
-}
-
-/**
- * Whether a tick's contest goes without retries: `skip`, whose lease is the schedule's. A contest
- * that finds it held found the previous run holding it (or the contender that won the tick), and a
- * retry within the retry window changes nothing but the lock work: a replica that lags contests
- * ticks whose previous run is still queued, and their retries multiplied its lock work until it
- * could not catch up (BENCHMARK.md). What a retry could still win (a node that timed out),
- * recovery tries again.
- */
-function contestedOnce(tick: Tick): boolean {
-  return tick.schedule.overlap === 'skip';
-}
-
-/**
- * Contests ticks' leases: claim-once on the tick, one batch call per lock node for the ticks of one
- * lease TTL (and one revoke mode and not-before time); `cancel-previous` ticks revoke the previous
- * run's lease in the same step (see {@link revokes}), never before their due time by the lock
- * nodes' clocks (see {@link notBeforeMs}). Also holds the paused schedules (`tickwarden pause`), read once
- * per contest.
+ * Contests ticks: claim-once on the tick, one batch call per lock node, no lock taken (the
+ * schedule's lease is the run's, taken by its worker when it starts). Also holds the paused
+ * schedules (`tickwarden pause`), read once per contest.
  */
 export class TickContest {
   readonly #options: TickContestOptions;
@@ -193,9 +135,10 @@ export class TickContest {
   }
 
   /**
-   * Re-reads the paused schedules; if the queue Redis does not answer, the last known set holds.
-   * If its data is of another epoch (it lost everything: see `ReplicaStore.pausedInEpoch`), the
-   * pauses it lost would silently resume their schedules: they are written back, and it is logged.
+   * Re-reads the paused schedules; if the queue Redis does not answer, the last known set holds,
+   * and before any set was read the error is thrown (nothing may be contested as if none were
+   * paused). If its data is of another epoch (it lost everything: see `ReplicaStore.pausedInEpoch`),
+   * the pauses it lost would silently resume their schedules: they are written back, and it is logged.
    */
   async refreshPaused(): Promise<void> {
     const { store, logger } = this.#options;
@@ -203,6 +146,7 @@ export class TickContest {
     try {
       read = await store.pausedInEpoch(randomUUID());
     } catch (error) {
+      if (this.#epoch === undefined) throw error;
       logger.warn({ err: error }, 'could not read paused schedules: using the last known set');
       return;
     }
@@ -253,8 +197,8 @@ export class TickContest {
 
   /**
    * Contests the ticks; with `takeOver` (recovery), a tick whose claim another value holds is
-   * contested again with that value (see {@link claimTakeover}): the claim's lease is taken over,
-   * never a second claim won.
+   * contested again with that value (see {@link claimTakeover}): the claim is taken over, never a
+   * second one won.
    */
   async contest<T extends Tick>(ticks: readonly T[], takeOver = false): Promise<Contested<T>[]> {
     if (ticks.length > 0 && this.#cutOff) await this.#probe(ticks);
@@ -268,19 +212,19 @@ export class TickContest {
           result: {
             resource,
             ok: false,
-            error: new QuorumUnavailableError(resource, 'acquire', cutOff.unreachable, this.#options.leases.quorum),
+            error: new QuorumUnavailableError(resource, 'claim', cutOff.unreachable, this.#options.leases.quorum),
           },
         };
       });
     }
-    const results = await this.#acquire(ticks.map((tick) => ({ tick, value: undefined })));
+    const results = await this.#claim(ticks.map((tick) => ({ tick, value: undefined })));
     this.#noteCutOff(results);
     if (!takeOver) return results;
     const holders = results.flatMap((entry, i) => {
       const value = entry.result.ok ? undefined : claimTakeover(entry.result.error);
       return value === undefined ? [] : [{ i, tick: entry.tick, value }];
     });
-    const again = await this.#acquire(holders);
+    const again = await this.#claim(holders);
     holders.forEach(({ i }, j) => (results[i] = again[j] as Contested<T>));
     return results;
   }
@@ -323,44 +267,23 @@ export class TickContest {
     return this.#probing;
   }
 
-  async #acquire<T extends Tick>(requests: readonly { tick: T; value: string | undefined }[]): Promise<Contested<T>[]> {
-    const results = new Array<Contested<T>>(requests.length);
-    const now = this.#options.now();
-    const groups = Map.groupBy(
-      requests.map((request, index) => ({
-        ...request,
-        index,
-        revoke: revokes(request.tick, now),
-        notBefore: notBeforeMs(request.tick),
+  async #claim<T extends Tick>(requests: readonly { tick: T; value: string | undefined }[]): Promise<Contested<T>[]> {
+    if (requests.length === 0) return [];
+    // Loops, not Math.max(...requests): a spread of more than ~125,000 arguments overflows the stack.
+    let claimRetentionMs = 0;
+    let leaseTtlMs = 0;
+    for (const { tick } of requests) {
+      claimRetentionMs = Math.max(claimRetentionMs, tick.retentionMs);
+      leaseTtlMs = Math.max(leaseTtlMs, tick.schedule.leaseTtlMs);
+    }
+    const results = await this.#options.leases.claimBatch(
+      requests.map(({ tick, value }) => ({
+        resource: leaseResource(tick.schedule.id, tick.schedule.overlap, tick.tickMs),
+        claim: tickClaim(tick.tickMs),
+        value,
       })),
-      ({ tick, revoke, notBefore }) => `${tick.schedule.leaseTtlMs} ${revoke} ${notBefore} ${contestedOnce(tick)}`,
+      { ...CONTEST, nodeTimeoutMs: contestNodeTimeoutMs(leaseTtlMs, requests.length), claimRetentionMs },
     );
-    await Promise.all(
-      [...groups.values()].map(async (group) => {
-        const { tick: first, revoke, notBefore } = group[0] as (typeof group)[number];
-        const { schedule } = first;
-        // A loop, not Math.max(...group): a spread of more than ~125,000 arguments overflows the stack.
-        let claimRetentionMs = 0;
-        for (const { tick } of group) claimRetentionMs = Math.max(claimRetentionMs, tick.retentionMs);
-        const batch = await this.#options.leases.acquireBatch(
-          group.map(({ tick, value }) => ({
-            resource: leaseResource(tick.schedule.id, tick.schedule.overlap, tick.tickMs),
-            claim: tickClaim(tick.tickMs),
-            value,
-          })),
-          schedule.leaseTtlMs,
-          {
-            ...CONTEST,
-            ...(contestedOnce(first) ? { retryCount: 0 } : {}),
-            nodeTimeoutMs: contestNodeTimeoutMs(schedule.leaseTtlMs, group.length),
-            claimRetentionMs,
-            revoke,
-            notBeforeMs: notBefore,
-          },
-        );
-        group.forEach(({ tick, index }, i) => (results[index] = { tick, result: batch[i] as BatchResult<Lease> }));
-      }),
-    );
-    return results;
+    return requests.map(({ tick }, i) => ({ tick, result: results[i] as ClaimResult }));
   }
 }

@@ -1,18 +1,11 @@
-import type { Tick } from './ports.ts';
-import type { PreviousTick } from './tick-window.ts';
-
 /** A tick waiting to be contested. */
 export interface PendingTick {
   scheduleId: string;
   tickMs: number;
   /** Tick plus jitter: when its run is due. */
   dueMs: number;
-  /** When to contest it: up to the contest lead before `dueMs`, or `dueMs` itself. */
+  /** When to contest it: the contest lead before `dueMs`. */
   contestAtMs: number;
-  /** A second contest, at `dueMs`, of a tick whose contest ahead found the lease taken or no quorum: its outcome stands. */
-  atDue?: Tick;
-  /** Of a `skip` tick contested ahead: the tick before it. */
-  previous?: PreviousTick;
 }
 
 /** Min-heap of pending ticks by `contestAtMs`: the one timing structure for all schedules. */
@@ -62,12 +55,8 @@ export class TickHeap {
 
   /** Removes every pending tick of these schedules (removed or changed): one pass, however many (a reload may change thousands). */
   removeSchedules(scheduleIds: ReadonlySet<string>): void {
-    if (scheduleIds.size > 0) this.retain((item) => !scheduleIds.has(item.scheduleId));
-  }
-
-  /** Keeps only the pending ticks `keep` accepts: one pass. */
-  retain(keep: (item: PendingTick) => boolean): void {
-    const kept = this.#items.filter(keep);
+    if (scheduleIds.size === 0) return;
+    const kept = this.#items.filter((item) => !scheduleIds.has(item.scheduleId));
     this.#items.length = 0;
     for (const item of kept) this.push(item);
   }

@@ -6,19 +6,12 @@ import type { Tick } from './ports.ts';
 import type { Schedule } from './schedule.ts';
 import { TickHeap, type PendingTick } from './tick-heap.ts';
 import { CronCache, TickPlanner } from './tick-planner.ts';
-import { LATE_TICK_WINDOW_MS, tickWindow, type PreviousTick } from './tick-window.ts';
-
-/** A tick the loop hands out to be contested; `ahead`: contested before its due time (a second contest at due may follow). */
-export interface DueTick extends Tick {
-  ahead: boolean;
-  /** Of a `skip` tick contested ahead: the schedule's tick before it (see waitsForPrevious). */
-  previous?: PreviousTick | undefined;
-}
+import { LATE_TICK_WINDOW_MS, tickWindow } from './tick-window.ts';
 
 /** What one wake-up found: ticks to contest, and ticks popped too late to contest (this replica stalled). */
 export interface Wake {
   nowMs: number;
-  due: DueTick[];
+  due: Tick[];
   late: Tick[];
   /** Every tick popped for the first time (contested, late, whatever): the high-water marks. */
   takenUp: Tick[];
@@ -98,10 +91,8 @@ export class TickLoop {
   readonly #heap = new TickHeap();
   #timer: unknown;
   #running = false;
-  /** Stopping: no tick is taken up any more; only deferred ones due by this are still handed out (see stop). */
-  #stoppingUntilMs: number | undefined;
-  /** Told once no deferred tick is left while stopping. */
-  #onIdle: (() => void)[] = [];
+  /** Stopping: no tick is taken up any more. */
+  #stopping = false;
   #lastWake: { wall: number; mono: number } | undefined;
   /** Which setSchedules call is the newest: an older one stops at its next slice. */
   #generation = 0;
@@ -179,14 +170,10 @@ export class TickLoop {
   #plan(schedule: Schedule, now: number, planned: ScheduleChange['planned']): void {
     const planner = new TickPlanner(schedule, this.#crons);
     this.#planners.set(schedule.id, planner);
-    if (this.#stoppingUntilMs !== undefined) return;
+    if (this.#stopping) return;
     const first = this.#firstTick(planner, now);
     if (first === undefined) return;
-    // The tick before the first is the previous run, whichever replica contested it: its due time decides as for any other.
-    const previous = planner.previous(first);
-    this.#heap.push(
-      this.#pending(planner, first, previous, previous === undefined ? undefined : planner.dueMs(previous)),
-    );
+    this.#heap.push(this.#pending(planner, first));
     planned.push({ scheduleId: schedule.id, firstTickMs: first });
   }
 
@@ -201,29 +188,13 @@ export class TickLoop {
   }
 
   /**
-   * A tick to contest: `contestLeadMs` ahead of its due time (a third of the lease TTL at most, so
-   * the run starts with most of it left), except for `skip` when its previous run is due within
-   * the lead, or there is none (a pattern's first tick): that run would still hold the lease, so
-   * the tick is contested when due. `cancel-previous` is always contested when due: its contest
-   * revokes the previous run, which must go on until then. A `skip` tick contested ahead carries
-   * the tick before it (see waitsForPrevious).
+   * A tick to contest, `contestLeadMs` ahead of its due time, whatever its overlap policy: a
+   * contest only claims the tick, and whether its run may start beside another is its worker's
+   * to decide at the due time.
    */
-  #pending(
-    planner: TickPlanner,
-    tickMs: number,
-    previousMs: number | undefined,
-    previousDueMs: number | undefined,
-  ): PendingTick {
-    const { schedule } = planner;
+  #pending(planner: TickPlanner, tickMs: number): PendingTick {
     const dueMs = planner.dueMs(tickMs);
-    const aheadMs = dueMs - Math.min(this.#options.contestLeadMs, schedule.leaseTtlMs / 3);
-    const ahead =
-      schedule.overlap === 'allow' ||
-      (schedule.overlap === 'skip' && previousDueMs !== undefined && previousDueMs <= aheadMs);
-    const pending: PendingTick = { scheduleId: schedule.id, tickMs, dueMs, contestAtMs: ahead ? aheadMs : dueMs };
-    if (ahead && previousMs !== undefined && previousDueMs !== undefined && schedule.overlap === 'skip')
-      pending.previous = { tickMs: previousMs, dueMs: previousDueMs };
-    return pending;
+    return { scheduleId: planner.schedule.id, tickMs, dueMs, contestAtMs: dueMs - this.#options.contestLeadMs };
   }
 
   /** The tick `tickMs` of a schedule, with its window (undefined when the schedule is not configured here). */
@@ -246,73 +217,23 @@ export class TickLoop {
     };
   }
 
-  /** Contest this tick again when due (its contest ahead found the lease taken, or no quorum). */
-  againAtDue(tick: Tick): void {
-    if (this.#stoppingUntilMs !== undefined && tick.dueMs > this.#stoppingUntilMs) return this.#leftToRecovery(1);
-    this.#heap.push({
-      scheduleId: tick.schedule.id,
-      tickMs: tick.tickMs,
-      dueMs: tick.dueMs,
-      contestAtMs: tick.dueMs,
-      atDue: tick,
-    });
-    if (this.#running) this.arm();
-  }
-
   start(): void {
     this.#running = true;
     this.arm();
   }
 
-  /**
-   * Takes no tick up any more. The ticks deferred to their due time (see againAtDue) up to
-   * `deferredUntilMs`, now or by contests still in flight, are still handed out when due: their
-   * contest ahead made them this replica's, and another replica would reach them only by recovery,
-   * after which the next tick's contest ahead may already hold a `skip` schedule's lease. Later
-   * ones are left to recovery (logged).
-   */
-  stop(deferredUntilMs = Infinity): void {
-    this.#stoppingUntilMs = deferredUntilMs;
-    let left = 0;
-    this.#heap.retain((pending) => {
-      if (pending.atDue === undefined) return false;
-      if (pending.dueMs <= deferredUntilMs) return true;
-      left++;
-      return false;
-    });
-    if (left > 0) this.#leftToRecovery(left);
-    this.arm();
-  }
-
-  #leftToRecovery(ticks: number): void {
-    this.#options.logger.info(
-      { ticks },
-      'stopping: ticks deferred to a due time too far off are left to recovery by the other replicas',
-    );
-  }
-
-  /** Ticks deferred to their due time and not yet handed out; counted only once stopped. */
-  get deferred(): number {
-    return this.#stoppingUntilMs === undefined ? 0 : this.#heap.size;
-  }
-
-  /** Once stopped: resolves when no deferred tick is left (an in-flight contest may defer one more). */
-  idle(): Promise<void> {
-    if (this.deferred === 0) return Promise.resolve();
-    return new Promise((resolve) => this.#onIdle.push(resolve));
+  /** Takes no tick up any more. */
+  stop(): void {
+    this.#stopping = true;
+    this.#options.clock.clearTimeout(this.#timer);
   }
 
   /** Sets the timer for the next tick to contest (or the alarm), at most `maxWaitMs` away. */
   arm(): void {
     const { clock, maxWaitMs, alarmAtMs } = this.#options;
     clock.clearTimeout(this.#timer);
-    if (!this.#running) return;
-    const stopping = this.#stoppingUntilMs !== undefined;
-    if (stopping && this.#heap.size === 0) {
-      for (const resolve of this.#onIdle.splice(0)) resolve();
-      return;
-    }
-    const alarm = stopping ? undefined : alarmAtMs?.();
+    if (!this.#running || this.#stopping) return;
+    const alarm = alarmAtMs?.();
     const next = Math.min(this.#heap.peek()?.contestAtMs ?? Infinity, alarm ?? Infinity);
     const wait = Number.isFinite(next) ? Math.min(Math.max(next - this.nowMs(), 0), maxWaitMs) : maxWaitMs;
     this.#timer = clock.setTimeout(() => this.#wake(), wait);
@@ -333,26 +254,15 @@ export class TickLoop {
       const planner = this.#planners.get(pending.scheduleId);
       if (!planner) continue;
       popped.push(pending);
-      // A second contest: the tick was taken up (marked, its successor planned) at the first.
-      if (pending.atDue) continue;
       const next = planner.next(pending.tickMs);
       const tick = this.#tick(planner, pending.tickMs, next);
       built.set(pending, tick);
       takenUp.push(tick);
-      if (next !== undefined) this.#heap.push(this.#pending(planner, next, pending.tickMs, pending.dueMs));
+      if (next !== undefined) this.#heap.push(this.#pending(planner, next));
     }
     const { kept, late } = splitLateTicks(popped, now, (id) => this.#planners.get(id)?.schedule.catchUpMs);
-    const due = kept.map((pending): DueTick => {
-      const tick = pending.atDue ?? (built.get(pending) as Tick);
-      // Only a `skip` tick contested ahead has a previous (see #pending), never a second contest.
-      return { ...tick, ahead: !pending.atDue && pending.contestAtMs < pending.dueMs, previous: pending.previous };
-    });
-    this.#options.onWake({
-      nowMs: now,
-      due,
-      late: late.map((pending) => pending.atDue ?? (built.get(pending) as Tick)),
-      takenUp,
-    });
+    const tickOf = (pending: PendingTick): Tick => built.get(pending) as Tick;
+    this.#options.onWake({ nowMs: now, due: kept.map(tickOf), late: late.map(tickOf), takenUp });
     this.arm();
   }
 

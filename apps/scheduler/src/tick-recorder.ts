@@ -65,11 +65,11 @@ export class TickRecorder {
     this.#options = options;
   }
 
-  /** Records a tick's outcome (`detail`: jobId, fence, reason, ... as known). */
+  /** Records a tick's outcome (`detail`: reason, who published it, as known). */
   outcome(
     outcome: TickRecord['outcome'],
     tick: RecordedTick,
-    detail: { reason?: MissReason | string; fence?: number; found?: { by: string | undefined } } = {},
+    detail: { reason?: MissReason | string; found?: { by: string | undefined } } = {},
   ): void {
     const lagMs = this.#options.now() - tick.tickMs;
     const replica = detail.found ? (detail.found.by ?? 'unknown') : this.#options.replicaId;
@@ -78,7 +78,6 @@ export class TickRecorder {
       outcome,
       reason: detail.reason,
       lagMs,
-      fence: detail.fence,
       jobId: tick.jobId,
       replica,
     };
@@ -89,7 +88,6 @@ export class TickRecorder {
       reason: detail.reason,
       lagMs,
       jobId: tick.jobId,
-      fence: detail.fence,
       ...(detail.found ? { found: true, enqueuedBy: replica } : {}),
     };
     this.#queue({

@@ -3,7 +3,7 @@ import type { Logger } from 'pino';
 import type { MissReason } from './outcomes.ts';
 import type { JobQueue, Publication, ReplicaStore, Run, Tick } from './ports.ts';
 import { contestLoss, type TickContest } from './tick-contest.ts';
-import type { TickPublisher } from './tick-publisher.ts';
+import { newPublication, type TickPublisher } from './tick-publisher.ts';
 import type { TickRecorder } from './tick-recorder.ts';
 
 /** How often a replica looks for open ticks due for recovery, ms. */
@@ -91,7 +91,7 @@ export interface TickResolverOptions {
 /**
  * Recovery: every replica looks at the open ticks (taken up by some replica, no outcome recorded)
  * whose recovery time came, shares them out through the replica store, and decides each one (see
- * {@link resolution}). A contest here takes the claim's lease over by its value when the claim is
+ * {@link resolution}). A contest here takes the claim over by its value when the claim is
  * granted (its winner died or stalled before the enqueue), so a tick is never won twice; a tick
  * that cannot be published is tried again about every second, at a pace fixed per replica, until
  * its start deadline, and then recorded missed with why. The open ticks live in the queue Redis,
@@ -174,13 +174,9 @@ export class TickResolver {
           closed.push(tick.jobId);
           return;
         case 'found':
-          recorder.outcome(
-            'enqueued',
-            tick,
-            decision.publication.state === 'stored'
-              ? { fence: decision.publication.fence, found: { by: decision.publication.enqueuedBy } }
-              : { found: { by: undefined } },
-          );
+          recorder.outcome('enqueued', tick, {
+            found: { by: decision.publication.state === 'stored' ? decision.publication.enqueuedBy : undefined },
+          });
           return;
         case 'missed':
           recorder.outcome('missed', tick, { reason: decision.reason });
@@ -219,7 +215,7 @@ export class TickResolver {
     const won: Run[] = [];
     for (const { tick, result } of await contest.contest(open, true)) {
       if (result.ok) {
-        won.push({ tick, lease: result.lease });
+        won.push({ tick, claim: result.claim, publication: newPublication() });
         continue;
       }
       const loss = contestLoss(result.error);
@@ -232,22 +228,12 @@ export class TickResolver {
         });
         continue;
       }
-      if (loss === 'taken' || loss === 'taken-minority') {
-        this.#failures.delete(tick.jobId);
-        // cancel-previous: recovered after its successor was due, it does not revoke (see `revokes` in tick-contest.ts): superseded.
-        const reason =
-          tick.schedule.overlap === 'cancel-previous'
-            ? 'superseded: a later tick of the schedule is due'
-            : "another run holds the schedule's lease";
-        recorder.outcome('skipped-overlap', tick, { reason });
-        continue;
-      }
-      this.#failed(tick, loss === 'early' ? 'clock-ahead' : 'no-lock-quorum');
-      recorder.observe(
-        loss === 'lost-race' ? 'lost-race' : loss === 'early' ? 'clock-ahead' : 'lock-unavailable',
-        tick,
-        { jobId: tick.jobId, err: result.error, recovery: true },
-      );
+      this.#failed(tick, 'no-lock-quorum');
+      recorder.observe(loss === 'lost-race' ? 'lost-race' : 'lock-unavailable', tick, {
+        jobId: tick.jobId,
+        err: result.error,
+        recovery: true,
+      });
     }
     const published = await publisher.publish(won, 'recovered');
     won.forEach((run, i) =>

@@ -12,35 +12,6 @@ export { LATE_TICK_WINDOW_MS };
  */
 export const RECOVERY_DELAY_MS = 1000;
 
-/**
- * Whether a contest won at `nowMs` came late enough that other replicas may have decided the tick
- * meanwhile (skipped it while a run held the lease): this replica's contest was slow, its links cut
- * or lagging. Such a win asks whether the tick is recorded before it enqueues.
- */
-export function wonLate(tick: { dueMs: number }, nowMs: number): boolean {
-  return nowMs - tick.dueMs > RECOVERY_DELAY_MS;
-}
-
-/** The tick before another of the same schedule: when it was, and when its run was due. */
-export interface PreviousTick {
-  tickMs: number;
-  dueMs: number;
-}
-
-/**
- * Whether a `skip` tick contested ahead must first find the tick before it decided (its outcome
- * recorded), else wait for its due time: while that tick is due within the late window, its
- * contender may have died or stopped after deferring it, and recovery may not have run it yet.
- * A contest ahead would take the free lease first, and that tick would be recorded skipped though
- * no run held the lease. At the due time the tick is contested whatever the records say.
- */
-export function waitsForPrevious<T extends { ahead: boolean; previous?: PreviousTick | undefined }>(
-  tick: T,
-  nowMs: number,
-): tick is T & { previous: PreviousTick } {
-  return tick.ahead && tick.previous !== undefined && nowMs - tick.previous.dueMs <= LATE_TICK_WINDOW_MS;
-}
-
 /** Added to what a tick's state must cover: clock differences between replicas, and the lease a publisher may still hold. */
 const RETENTION_MARGIN_MS = 60_000;
 

@@ -1,5 +1,5 @@
 import { parseTickJob, queueName, tickClaim } from '@tickwarden/contracts';
-import { ClaimStartedError, Redlock } from '@tickwarden/redlock';
+import { ClaimStartedError, LockTakenError, Redlock } from '@tickwarden/redlock';
 import { RunHistory, type RunRecord } from '@tickwarden/runtime';
 import { startRedisNodes, type RedisNodes } from '@tickwarden/testkit';
 import { Job, Queue } from 'bullmq';
@@ -17,7 +17,6 @@ const record = (tickMs: number, outcome: TickRecord['outcome'], extra: Partial<T
   tickMs,
   outcome,
   lagMs: 5,
-  fence: undefined,
   jobId: undefined,
   replica: 'r1',
   ...extra,
@@ -46,7 +45,8 @@ describe('backfill: which ticks it fires', () => {
       record(t(8), 'enqueued'),
       record(t(9), 'enqueued'),
       record(t(10), 'backfilled'),
-      record(t(11), 'skipped-overlap'),
+      // A replica of an earlier version decided overlaps itself: its records stay in the history.
+      record(t(11), 'skipped-overlap' as TickRecord['outcome']),
       record(t(11), 'backfilled'),
       record(t(13), 'triggered'),
     ];
@@ -250,6 +250,50 @@ describe('backfill against the lock nodes and the queue Redis', () => {
     ]);
     expect(audits[1]?.detail).toMatch(/: 3 fired, 2 skipped$/);
     await redlock.release(running);
+  });
+
+  it("a tick its worker skipped for an overlap, whose start holds its claim, is fired: the backfill's start replaces that one", async () => {
+    const schedule = scheduleFixture({ id: 'ops/skipped', cron: '0 * * * * *', queue: 'q-skipped', leaseTtlMs: 5000 });
+    const [skipped, ran] = lastTicks(3).slice(0, 2) as [number, number];
+    const resource = `run:${schedule.id}`;
+    await new RedisReplicaStore(redis).record(
+      [skipped, ran].map((tickMs) => ({
+        scheduleId: schedule.id,
+        record: record(tickMs, 'enqueued'),
+        keepMs: MINUTE,
+        retention: schedule.history,
+      })),
+    );
+    const runs = new RunHistory(redis);
+    await runs.append(schedule.id, run(skipped, 'skipped-overlap'), schedule.history);
+    await runs.append(schedule.id, run(ran, 'succeeded'), schedule.history);
+    // As a replica and the workers did: both ticks claimed; the first one's start found a run holding the lease, the second ran.
+    const claims = await redlock.claimBatch([skipped, ran].map((tickMs) => ({ resource, claim: tickClaim(tickMs) })));
+    const [skippedValue, ranValue] = claims.map((c) => (c.ok ? c.claim.value : ''));
+    const holder = await redlock.acquire(resource, 10_000);
+    const start = (tickMs: number, value: string | undefined, id: string) =>
+      redlock.acquire(resource, 5000, { value, claim: tickClaim(tickMs), start: id, retryCount: 0 });
+    await expect(start(skipped, skippedValue, '7')).rejects.toBeInstanceOf(LockTakenError);
+    await redlock.release(holder);
+    await redlock.release(await start(ran, ranValue, '8'));
+
+    const done = await backfillSchedule(ctx, schedule, { fromMs: skipped, toMs: ran, max: 10, dryRun: false }, said);
+    expect(done.ticks.map(({ tickMs, action }) => [tickMs, action])).toEqual([
+      [skipped, 'fire'],
+      [ran, 'skip'],
+    ]);
+    const queue = new Queue(queueName('q-skipped'), { connection: redis });
+    try {
+      const data = parseTickJob(((await Job.fromId(queue, `${schedule.id}@${skipped}-backfill`)) as Job).data);
+      expect(data.lease.value).toBe(skippedValue);
+      // The claim is the backfill job's now: its start goes, the skipped job's start id no longer holds it.
+      const claimOf = { resource, claim: tickClaim(skipped), value: skippedValue as string };
+      await redlock.startClaim({ ...claimOf, start: String(data.lease.fence) });
+      await expect(redlock.startClaim({ ...claimOf, start: '7' })).rejects.toBeInstanceOf(ClaimStartedError);
+      expect(await queue.getJob(`${schedule.id}@${ran}-backfill`)).toBeUndefined();
+    } finally {
+      await queue.close();
+    }
   });
 
   it('two backfills of one range at once fire each tick once', async () => {

@@ -61,7 +61,6 @@ function detail(schedule: ScheduleConfig, overrides: Partial<ScheduleDetail> = {
         outcome: 'missed',
         reason: 'no-lock-quorum',
         lagMs: 1200,
-        fence: undefined,
         jobId: undefined,
         replica: HOSTILE,
       },
@@ -184,7 +183,7 @@ describe('pages', () => {
     expect(paused).not.toContain('action="/console/schedules/ops/nightly/pause"');
   });
 
-  it("a run whose handler has not started shows the fence it was published with; an earlier attempt's mark does not count", () => {
+  it("a run whose handler has not started has no fence yet (no lease while its job waits); an earlier attempt's mark does not count", () => {
     const waiting = activeRun({
       id: 'j',
       data: { tickMs: NOW, lease: { fence: 10 } },
@@ -193,7 +192,7 @@ describe('pages', () => {
       processedOn: NOW,
       attemptsMade: 1,
     });
-    expect(waiting).toMatchObject({ fence: 10, attempt: undefined });
+    expect(waiting).toMatchObject({ fence: undefined, attempt: undefined });
     expect(schedulePage(ctx(), detail(nightly), [waiting], 20)).toContain('<td class="num">taking the lease</td>');
     expect(
       activeRun({

@@ -1,11 +1,5 @@
 // The scheduler's decisions, taken on plain values: no Redis, no timers.
-import {
-  ClaimAlreadyGrantedError,
-  LockTakenError,
-  QuorumUnavailableError,
-  systemClock,
-  type NodeCause,
-} from '@tickwarden/redlock';
+import { ClaimAlreadyGrantedError, LockTakenError, QuorumUnavailableError, type NodeCause } from '@tickwarden/redlock';
 import pino from 'pino';
 import { describe, expect, it } from 'vitest';
 import {
@@ -13,20 +7,18 @@ import {
   CLOCK_SKEW_TOLERANCE_MS,
   contestLoss,
   cutFromQuorum,
-  notBeforeMs,
   pausesLost,
   QUORUM_PROBE_INTERVAL_MS,
-  revokes,
   TickContest,
 } from '../src/tick-contest.ts';
 import { ContestQueue } from '../src/contest-queue.ts';
 import { Contenders, CONTENDER_BEAT_MS, CONTENDER_LIVE_MS, hash32, preferredContender } from '../src/contenders.ts';
 import { splitLateTicks } from '../src/tick-loop.ts';
-import type { JobQueue, LeaseGrants, LockQuorum, Run, Tick } from '../src/ports.ts';
-import { holderAfterAdd, TickPublisher } from '../src/tick-publisher.ts';
+import type { ClaimGrants, JobQueue, LockQuorum, Run, Tick } from '../src/ports.ts';
+import { addedByUs, TickPublisher } from '../src/tick-publisher.ts';
 import { TickRecorder } from '../src/tick-recorder.ts';
 import { lastFailureOf, parseJobId, resolution } from '../src/tick-resolver.ts';
-import { LATE_TICK_WINDOW_MS, RECOVERY_DELAY_MS, tickWindow, waitsForPrevious, wonLate } from '../src/tick-window.ts';
+import { LATE_TICK_WINDOW_MS, tickWindow } from '../src/tick-window.ts';
 import { ManualClock } from './support.ts';
 
 const causes = (...votes: NodeCause[]) => new Map(votes.map((vote, i) => [`node-${i}:6379`, vote]));
@@ -73,24 +65,6 @@ describe('splitLateTicks: a replica back from a stall contests only what is fres
   });
 });
 
-describe('wonLate: a contest won after other replicas may have decided the tick', () => {
-  it('more than RECOVERY_DELAY_MS after the due time (a contest ahead is never late)', () => {
-    expect(wonLate({ dueMs: 10_000 }, 10_000 + RECOVERY_DELAY_MS)).toBe(false);
-    expect(wonLate({ dueMs: 10_000 }, 10_001 + RECOVERY_DELAY_MS)).toBe(true);
-    expect(wonLate({ dueMs: 10_000 }, 500)).toBe(false);
-  });
-});
-
-describe('waitsForPrevious: a skip tick contested ahead first finds the tick before it decided', () => {
-  it('only ahead, with a tick before it due within the late window', () => {
-    const previous = { tickMs: 9000, dueMs: 9000 };
-    expect(waitsForPrevious({ ahead: true, previous }, 9000 + LATE_TICK_WINDOW_MS)).toBe(true);
-    expect(waitsForPrevious({ ahead: true, previous }, 9001 + LATE_TICK_WINDOW_MS)).toBe(false);
-    expect(waitsForPrevious({ ahead: false, previous }, 9500)).toBe(false);
-    expect(waitsForPrevious({ ahead: true }, 9500)).toBe(false);
-  });
-});
-
 describe('contestLoss: what a failed contest means', () => {
   it('a claim granted elsewhere is a lost race, on a quorum or on some nodes', () => {
     expect(contestLoss(new ClaimAlreadyGrantedError('r', 'tick:1', 'v', causes('claimed', 'claimed')))).toBe(
@@ -103,18 +77,8 @@ describe('contestLoss: what a failed contest means', () => {
     ).toBe('lost-race');
   });
 
-  it('"taken" without "claimed" is another tick\'s lease: on a majority, or (taken-minority) on some nodes while others were silent', () => {
-    expect(contestLoss(new LockTakenError('r', causes('taken', 'taken', 'taken'), 5))).toBe('taken');
-    expect(
-      contestLoss(new QuorumUnavailableError('r', 'acquire', causes('taken', 'taken', new Error('down')), 3)),
-    ).toBe('taken-minority');
-  });
-
-  it('lock nodes whose clocks are before the tick\'s not-before time make it "early", even beside nodes that found the lease taken', () => {
-    expect(contestLoss(new LockTakenError('r', causes('early', 'early', 'taken'), 5))).toBe('early');
-    expect(
-      contestLoss(new QuorumUnavailableError('r', 'acquire', causes('early', new Error('down'), new Error('down')), 2)),
-    ).toBe('early');
+  it('a claim split among contenders (held elsewhere on too many nodes for any value to win) is a lost race', () => {
+    expect(contestLoss(new LockTakenError('r', causes('claimed', 'claimed', 'claimed'), 5))).toBe('lost-race');
   });
 
   it('anything else is no quorum', () => {
@@ -208,7 +172,7 @@ describe('resolution: what recovery does with an open tick', () => {
     expect(resolution({ recorded: true, publication: none, nowMs: 12_000, tick, lastFailure: undefined })).toEqual({
       kind: 'closed',
     });
-    const stored = { state: 'stored', enqueuedBy: 'r1', fence: 7, value: 'v' } as const;
+    const stored = { state: 'stored', enqueuedBy: 'r1', publication: 7, value: 'v' } as const;
     expect(resolution({ recorded: false, publication: stored, nowMs: 12_000, tick, lastFailure: undefined })).toEqual({
       kind: 'found',
       publication: stored,
@@ -256,62 +220,77 @@ describe('resolution: what recovery does with an open tick', () => {
   });
 });
 
-describe('holderAfterAdd: whose job holds the tick after our add', () => {
-  it("ours when the stored job has our replica and our fence; another publisher's otherwise", () => {
-    const stored = { state: 'stored', enqueuedBy: 'r1', fence: 7, value: 'v' } as const;
-    expect(holderAfterAdd(stored, 'r1', { fence: 7 })).toEqual({ ours: true });
-    expect(holderAfterAdd(stored, 'r1', { fence: 8 })).toEqual({ ours: false, value: 'v' });
-    expect(holderAfterAdd(stored, 'r2', { fence: 7 })).toEqual({ ours: false, value: 'v' });
-    expect(holderAfterAdd({ state: 'gone' }, 'r1', { fence: 7 })).toEqual({ ours: false, value: undefined });
+describe('addedByUs: whose job holds the tick after our add', () => {
+  it("ours when the stored job has our replica and our publication; another publisher's otherwise", () => {
+    const stored = { state: 'stored', enqueuedBy: 'r1', publication: 7, value: 'v' } as const;
+    expect(addedByUs(stored, 'r1', { publication: 7 })).toBe(true);
+    expect(addedByUs(stored, 'r1', { publication: 8 })).toBe(false);
+    expect(addedByUs(stored, 'r2', { publication: 7 })).toBe(false);
+    expect(addedByUs({ state: 'gone' }, 'r1', { publication: 7 })).toBe(false);
   });
 });
 
-describe('TickPublisher: what it releases after an add', () => {
-  const run = (id: string, value: string, fence: number): Run => ({
+describe('TickPublisher: what it records after an add', () => {
+  const run = (id: string, publication: number, dueMs = 1000): Run => ({
     tick: {
       schedule: { id },
-      tickMs: 1000,
-      dueMs: 1000,
-      jobId: `${id}@1000`,
+      tickMs: dueMs,
+      dueMs,
+      jobId: `${id}@${dueMs}`,
       startDeadlineMs: 60_000,
       retentionMs: 120_000,
     } as Tick,
-    lease: { resource: `lease:${id}`, value, fence, validUntil: Number.MAX_SAFE_INTEGER } as Run['lease'],
+    claim: { resource: `run:${id}`, claim: `tick:${dueMs}`, value: 'v' },
+    publication,
   });
-  const publisher = (queue: Pick<JobQueue, 'add' | 'publications'>, released: string[][]) => {
-    const leases: Pick<LeaseGrants, 'settings' | 'releaseBatch'> = {
-      settings: { clock: systemClock },
-      releaseBatch: async (batch) => (released.push(batch.map((lease) => lease.value)), []),
-    };
+  const publisher = (queue: Pick<JobQueue, 'add' | 'publications'>, outcomes: string[]) => {
     const recorder = new TickRecorder({
       replicaId: 'r1',
       store: { record: async (entries) => entries.map(() => true) },
       logger: pino({ level: 'silent' }),
       now: () => 2000,
+      onOutcome: (event) => void outcomes.push(`${event.scheduleId} ${event.outcome}`),
     });
-    return new TickPublisher({
+    const tickPublisher = new TickPublisher({
       replicaId: 'r1',
-      leases: leases as LeaseGrants,
       queue: { ...queue, close: () => Promise.resolve() },
       recorder,
       now: () => 2000,
     });
+    return { publish: (runs: Run[]) => tickPublisher.publish(runs, 'recovered'), flush: () => recorder.flush() };
   };
 
-  it("a job whose add failed keeps its lease (it may be the live owner's, taken over by a recoverer); one another job replaced is released", async () => {
-    const released: string[][] = [];
-    const failed = run('t/failed', 'owner', 1);
-    const replaced = run('t/replaced', 'mine', 2);
+  it('a failed add is left to recovery; a job another publisher added first is not ours to record; a tick past its deadline is not added', async () => {
+    const failed = run('t/failed', 1);
+    const theirs = run('t/theirs', 2);
+    const mine = run('t/mine', 3);
+    const late = run('t/late', 4, -60_000);
+    const added: string[] = [];
     const queue = {
-      add: async (runs: readonly Run[]) => runs.map((r) => (r === failed ? new Error('add failed') : undefined)),
+      add: async (runs: readonly Run[]) =>
+        runs.map((r) => (added.push(r.tick.schedule.id), r === failed ? new Error('add failed') : undefined)),
       publications: async (ticks: readonly Tick[]) =>
-        ticks.map(() => ({ state: 'stored', enqueuedBy: 'r2', fence: 9, value: 'theirs' }) as const),
+        ticks.map(
+          (tick) =>
+            ({
+              state: 'stored',
+              enqueuedBy: tick.schedule.id === 't/mine' ? 'r1' : 'r2',
+              publication: tick.schedule.id === 't/mine' ? 3 : 9,
+              value: 'v',
+            }) as const,
+        ),
     };
-    expect(await publisher(queue, released).publish([failed, replaced], 'recovered')).toEqual([
+    const outcomes: string[] = [];
+    const { publish, flush } = publisher(queue, outcomes);
+    expect(await publish([failed, theirs, mine, late])).toEqual([
       'failed',
       'published-by-another',
+      'published',
+      'not-added',
     ]);
-    expect(released).toEqual([['mine']]);
+    await flush();
+    expect(added).toEqual(['t/failed', 't/theirs', 't/mine']);
+    expect(outcomes).toEqual(['t/mine recovered']);
   });
 });
 
@@ -334,7 +313,7 @@ describe('TickRecorder: a record that cannot be written is never silent', () => 
       logger,
       now: () => 2000,
     });
-    failing.outcome('triggered', tick, { fence: 5 });
+    failing.outcome('triggered', tick);
     await failing.flush();
     expect(lines).toEqual([
       expect.objectContaining({
@@ -351,14 +330,14 @@ describe('TickRecorder: a record that cannot be written is never silent', () => 
       logger,
       now: () => 2000,
     });
-    writing.outcome('triggered', tick, { fence: 6 });
+    writing.outcome('triggered', tick);
     await writing.flush();
     expect(lines).toHaveLength(1);
   });
 });
 
 /** A due tick for TickContest: a 3 s lease, due at 1000. */
-function contestTick(id: string, overlap: 'skip' | 'allow', ahead: boolean): Tick {
+function contestTick(id: string, overlap: 'skip' | 'allow'): Tick {
   return {
     schedule: { id, overlap, leaseTtlMs: 3000, paused: false },
     tickMs: 1000,
@@ -367,7 +346,6 @@ function contestTick(id: string, overlap: 'skip' | 'allow', ahead: boolean): Tic
     jobId: `${id}@1000`,
     startDeadlineMs: 60_000,
     retentionMs: 120_000,
-    ahead,
   } as unknown as Tick;
 }
 
@@ -392,27 +370,25 @@ describe('TickContest: a replica cut from a lock quorum leaves no claims behind'
   });
 
   it('after such an acquire it contests nothing (each tick fails as unavailable) until a probe, at most every QUORUM_PROBE_INTERVAL_MS, finds a quorum', async () => {
-    const tick = (id: string) => contestTick(id, 'skip', false);
+    const tick = (id: string) => contestTick(id, 'skip');
     let nowMs = 0;
     let quorumBack = false;
     const acquired: string[] = [];
     const probes: number[] = [];
-    const leases: LeaseGrants & LockQuorum = {
+    const leases: ClaimGrants & LockQuorum = {
       nodes: [0, 1, 2, 3, 4],
       quorum: 3,
-      settings: { clock: systemClock },
-      acquireBatch: async (requests) =>
+      claimBatch: async (requests) =>
         requests.map(
           (request) => (
             acquired.push(request.resource),
             {
               resource: request.resource,
               ok: false,
-              error: new QuorumUnavailableError(request.resource, 'acquire', silent, 3),
+              error: new QuorumUnavailableError(request.resource, 'claim', silent, 3),
             }
           ),
         ),
-      releaseBatch: async () => [],
       probe: async (overrides) => (
         probes.push(overrides?.nodeTimeoutMs ?? 0),
         { quorum: quorumBack, unreachable: new Map() }
@@ -442,19 +418,20 @@ describe('TickContest: a replica cut from a lock quorum leaves no claims behind'
   });
 });
 
-describe('TickContest: retries', () => {
-  it('a skip tick is contested without retries, ahead or when due; allow keeps the retries', async () => {
-    const retries = new Map<string, number | undefined>();
-    const leases: LeaseGrants & LockQuorum = {
+describe('TickContest: what it asks of the lock nodes', () => {
+  it("the tick's claim alone, whatever its overlap policy: one call for the batch, retried for split claims, kept for the longest retention", async () => {
+    const calls: { claims: string[]; retryCount: number | undefined; retention: number | undefined }[] = [];
+    const leases: ClaimGrants & LockQuorum = {
       nodes: [0, 1, 2],
       quorum: 2,
-      settings: { clock: systemClock },
-      acquireBatch: async (requests, _ttl, options) =>
-        requests.map((request) => {
-          retries.set(request.resource, options?.retryCount);
-          return { resource: request.resource, ok: false, error: new LockTakenError(request.resource, new Map(), 1) };
-        }),
-      releaseBatch: async () => [],
+      claimBatch: async (requests, options) => {
+        calls.push({
+          claims: requests.map((r) => `${r.resource} ${r.claim}`),
+          retryCount: options?.retryCount,
+          retention: options?.claimRetentionMs,
+        });
+        return requests.map((r) => ({ resource: r.resource, ok: true, claim: { ...r, value: 'v' } }));
+      },
       probe: async () => ({ quorum: true, unreachable: new Map() }),
     };
     const contest = new TickContest({
@@ -463,15 +440,11 @@ describe('TickContest: retries', () => {
       logger: pino({ level: 'silent' }),
       now: () => 0,
     });
-    await contest.contest([
-      contestTick('t/skip-ahead', 'skip', true),
-      contestTick('t/skip-due', 'skip', false),
-      contestTick('t/allow-ahead', 'allow', true),
-      contestTick('t/allow-due', 'allow', false),
+    const won = await contest.contest([contestTick('t/skip', 'skip'), contestTick('t/allow', 'allow')]);
+    expect(won.map((entry) => entry.result.ok)).toEqual([true, true]);
+    expect(calls).toEqual([
+      { claims: ['run:t/skip tick:1000', 'run:t/allow@1000 tick:1000'], retryCount: 4, retention: 120_000 },
     ]);
-    // One batch per retry policy: the skip ticks without retries, the allow ticks with the contest's.
-    const of = (name: string) => [...retries].find(([resource]) => resource.includes(name))?.[1];
-    expect(['skip-ahead', 'skip-due', 'allow-ahead', 'allow-due'].map(of)).toEqual([0, 0, 4, 4]);
   });
 });
 
@@ -500,7 +473,7 @@ describe('pauses and the queue Redis losing its data', () => {
       pause: async (id: string, rec: { note: string }) => void written.push([id, rec]),
     };
     const contest = new TickContest({
-      leases: {} as LeaseGrants & LockQuorum,
+      leases: {} as ClaimGrants & LockQuorum,
       store,
       logger: pino({ level: 'silent' }),
       now: () => 0,
@@ -517,22 +490,6 @@ describe('pauses and the queue Redis losing its data', () => {
     // The same epoch from now on: what is stored (here, a resume since) is taken as it is.
     await contest.refreshPaused();
     expect(contest.isPaused(tickOf('t/a'))).toBe(false);
-  });
-});
-
-describe('revokes: cancel-previous cancels the run before it, never a newer one', () => {
-  const schedule = { overlap: 'cancel-previous' } as const;
-  it('while the tick is the latest due one; not once its successor is due (a late recovery), nor for other policies', () => {
-    expect(revokes({ schedule, nextDueMs: 2000 }, 1999)).toBe(true);
-    expect(revokes({ schedule, nextDueMs: 2000 }, 2000)).toBe(false);
-    expect(revokes({ schedule, nextDueMs: undefined }, 99_999)).toBe(true);
-    expect(revokes({ schedule: { overlap: 'skip' }, nextDueMs: 2000 }, 0)).toBe(false);
-  });
-
-  it("a cancel-previous tick is granted from its due time less the clock tolerance, read on the lock nodes' clocks; other policies any time", () => {
-    expect(notBeforeMs({ schedule, dueMs: 5000 })).toBe(5000 - CLOCK_SKEW_TOLERANCE_MS);
-    expect(notBeforeMs({ schedule: { overlap: 'skip' }, dueMs: 5000 })).toBeUndefined();
-    expect(notBeforeMs({ schedule: { overlap: 'allow' }, dueMs: 5000 })).toBeUndefined();
   });
 });
 

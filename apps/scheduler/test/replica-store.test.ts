@@ -28,7 +28,6 @@ describe('the replica store (queue Redis)', () => {
     tickMs,
     outcome,
     lagMs: 1,
-    fence: undefined,
     jobId: `team/a@${tickMs}`,
     replica,
   });
@@ -36,7 +35,7 @@ describe('the replica store (queue Redis)', () => {
   it('a tick has one record: the first, unless a run enqueued or recovered replaces a skip or a miss', async () => {
     const entry = (r: TickRecord) => ({ scheduleId: 'team/a', record: r, keepMs: 60_000, retention: RETENTION });
     expect(
-      await store.record([entry(record(1000, 'missed', 'r0')), entry(record(1000, 'skipped-overlap', 'r1'))]),
+      await store.record([entry(record(1000, 'missed', 'r0')), entry(record(1000, 'skipped-paused', 'r1'))]),
     ).toEqual([true, false]);
     expect(await store.record([entry(record(1000, 'recovered', 'r2')), entry(record(1000, 'enqueued', 'r1'))])).toEqual(
       [true, false],

@@ -30,99 +30,39 @@ function loopOn(clock: ManualClock, contestLeadMs = 0) {
 const START = Date.UTC(2026, 10, 27, 12, 0, 0, 500);
 
 describe('TickLoop', () => {
-  it('hands out each tick once, in order, with its window; a skip tick whose previous run is due within the lead is contested when due', () => {
+  it('hands out each tick once, in order, with its window, the whole lead ahead of its due time whatever its overlap policy', () => {
     const clock = new ManualClock(START);
-    const { loop, wakes, contested } = loopOn(clock, 9500);
-    // The lead is a third of the lease TTL, 2 s: more than the period, so each tick waits for its due time.
-    loop.setSchedules([scheduleFixture({ id: 'a/every-second', cron: '* * * * * *', leaseTtlMs: 6000 })]);
+    const { loop, wakes, contested } = loopOn(clock, 2000);
+    loop.setSchedules([
+      scheduleFixture({ id: 'a/every-second', cron: '* * * * * *', leaseTtlMs: 3000 }),
+      scheduleFixture({ id: 'b/every-second', cron: '* * * * * *', overlap: 'cancel-previous' }),
+      scheduleFixture({ id: 'c/every-second', cron: '* * * * * *', overlap: 'allow' }),
+    ]);
     loop.start();
     clock.advance(5000);
-    expect(contested()).toEqual([1, 2, 3, 4, 5].map((s) => START - 500 + s * 1000));
-    const [first] = wakes.flatMap((wake) => wake.due);
-    expect(first).toMatchObject({ jobId: `a/every-second@${START + 500}`, startDeadlineMs: 16_000, ahead: false });
-    expect(wakes.every((wake) => wake.due.every((tick) => wake.nowMs >= tick.dueMs))).toBe(true);
+    const first = START + 500;
+    expect(contested()).toEqual(
+      [0, 1, 2, 3, 4, 5, 6].flatMap((s) => [first + s * 1000, first + s * 1000, first + s * 1000]),
+    );
+    const [tick] = wakes.flatMap((wake) => wake.due);
+    expect(tick).toMatchObject({ jobId: `a/every-second@${first}`, startDeadlineMs: 13_000 });
+    // Those due within the lead at the start at once, every later one the whole lead ahead.
+    const leads = wakes.flatMap((wake) => wake.due.map((t) => t.dueMs - wake.nowMs));
+    expect(leads.slice(0, 6)).toEqual([500, 500, 500, 1500, 1500, 1500]);
+    expect(leads.slice(6).every((leadMs) => leadMs === 2000)).toBe(true);
   });
 
-  it('a skip schedule whose previous run is due before the lead is contested the whole lead ahead, with the tick before it', () => {
+  it('stopped: takes no tick up any more', () => {
     const clock = new ManualClock(START);
     const { loop, wakes } = loopOn(clock, 2000);
-    loop.setSchedules([
-      scheduleFixture({ id: 'a/every-5s', cron: '*/5 * * * * *' }),
-      scheduleFixture({ id: 'b/every-5s', cron: '*/5 * * * * *', overlap: 'allow' }),
-    ]);
-    loop.start();
-    clock.advance(10_000);
-    const due = wakes.flatMap((wake) => wake.due.map((tick) => ({ tick, leadMs: tick.dueMs - wake.nowMs })));
-    expect(due.map(({ leadMs }) => leadMs)).toEqual([2000, 2000, 2000, 2000]);
-    const first = START - 500 + 5000;
-    expect(due.map(({ tick }) => [tick.schedule.id, tick.previous?.tickMs])).toEqual([
-      ['a/every-5s', first - 5000],
-      ['b/every-5s', undefined],
-      ['a/every-5s', first],
-      ['b/every-5s', undefined],
-    ]);
-  });
-
-  it("a skip schedule's first tick taken up is contested ahead when its previous tick was due before the lead, as any other", () => {
-    const clock = new ManualClock(START);
-    const { loop, wakes } = loopOn(clock, 9500);
-    loop.setSchedules([scheduleFixture({ id: 'a/minutely', cron: '0 * * * * *' })]);
-    loop.start();
-    clock.advance(60_000);
-    const [first] = wakes.flatMap((wake) => wake.due);
-    const due = START - 500 + 60_000;
-    expect(first).toMatchObject({ tickMs: due, ahead: true });
-    expect(wakes.find((wake) => wake.due.length > 0)?.nowMs).toBe(due - 9500);
-  });
-
-  it('stopped: takes no tick up, but hands a tick deferred to its due time out then, and is idle after', async () => {
-    const clock = new ManualClock(START);
-    const { loop, wakes } = loopOn(clock, 2000);
-    loop.setSchedules(['a', 'b'].map((team) => scheduleFixture({ id: `${team}/every-5s`, cron: '*/5 * * * * *' })));
-    loop.start();
-    clock.advance(2500);
-    const ahead = wakes.flatMap((wake) => wake.due);
-    expect(ahead.map((tick) => [tick.schedule.id, tick.ahead])).toEqual([
-      ['a/every-5s', true],
-      ['b/every-5s', true],
-    ]);
-    const [deferred] = ahead;
-    if (!deferred) throw new Error('no tick contested ahead');
-    loop.againAtDue(deferred);
-    loop.stop();
-    expect(loop.deferred).toBe(1);
-    let idle = false;
-    void loop.idle().then(() => (idle = true));
-    wakes.length = 0;
-    clock.advance(20_000);
-    await Promise.resolve();
-    expect(wakes.map((wake) => wake.due.map((tick) => [tick.jobId, tick.ahead, wake.nowMs - tick.dueMs]))).toEqual([
-      [[deferred.jobId, false, 0]],
-    ]);
-    expect(wakes.flatMap((wake) => wake.takenUp)).toEqual([]);
-    expect([loop.deferred, idle]).toEqual([0, true]);
-  });
-
-  it('stopped: a tick deferred to a due time past the limit given is left to recovery, logged', async () => {
-    const clock = new ManualClock(START);
-    const { loop, wakes, logs } = loopOn(clock, 2000);
     loop.setSchedules([scheduleFixture({ id: 'a/every-5s', cron: '*/5 * * * * *' })]);
     loop.start();
     clock.advance(2500);
-    const [deferred] = wakes.flatMap((wake) => wake.due);
-    if (!deferred) throw new Error('no tick contested ahead');
-    loop.againAtDue(deferred);
-    loop.stop(deferred.dueMs - 1);
-    expect(loop.deferred).toBe(0);
-    await loop.idle();
-    // Deferred after the stop (a contest in flight): the same limit.
-    loop.againAtDue(deferred);
-    expect(loop.deferred).toBe(0);
+    expect(wakes.flatMap((wake) => wake.due)).toHaveLength(1);
+    loop.stop();
     wakes.length = 0;
     clock.advance(20_000);
     expect(wakes).toEqual([]);
-    const left = logs.filter((log) => String(log['msg']).startsWith('stopping: ticks deferred'));
-    expect(left.map((log) => log['ticks'])).toEqual([1, 1]);
   });
 
   it(`takes up at most ${MAX_TICKS_PER_WAKE} ticks per wake, and the rest of those due in the wakes right after`, async () => {

@@ -59,6 +59,8 @@ describe('high-water marks: ticks missed while no replica ran', () => {
       queueConnection: queue,
       logger,
       gapCheckDelayMs,
+      // A short lead: the test places the gap between replicas within seconds.
+      contestLeadMs: 1000,
       onOutcome: ({ outcome, scheduleId, tickMs, found, recorded }) =>
         outcomes.push({ replica: name, outcome, schedule: scheduleId, tickMs, found, recorded }),
     });
@@ -86,7 +88,7 @@ describe('high-water marks: ticks missed while no replica ran', () => {
     const first = startReplica('a0', [plain, withCatchUp], 300);
     await sleep(2500);
     await first.stop();
-    await sleep(5500); // every replica down: about 4 ticks of each schedule fall in the gap (a0 took up ticks up to its contest lead, 1.7 s, ahead)
+    await sleep(5500); // every replica down: about 4 ticks of each schedule fall in the gap (a0 took up ticks up to its contest lead, 1 s, ahead)
     const restarted = [startReplica('b0', [plain, withCatchUp]), startReplica('b1', [plain, withCatchUp])];
     // Until the gap check ran (1.5 s after start; a replica whose check has not run runs it as it stops)
     // and a tick was taken after the gap: a fixed wait can end before either on a slow machine.

@@ -3,23 +3,27 @@
  * Tickwarden and for BullMQ's Job Schedulers: one BullMQ Worker (concurrency
  * 100) whose processor records, per job, the schedule, the tick it stands
  * for, the time the run starts, the job's `timestamp` and `processedOn`, and
- * completes at once. For Tickwarden a run starts as a worker's does: once it
- * took the tick's lease over from the scheduler (`takeOverLease`, the worker's
- * own); the lease is released when the job completes. Records go to stdout
+ * completes at once. For Tickwarden a run starts as a worker's does: once the
+ * tick's claim took the schedule's lease, in the schedule's order (`firstStart`
+ * and `startOrder`, the worker's own); the lease is released when the job
+ * completes. Records go to stdout
  * every 200 ms as `{"jobs":[[schedule, tickMs, startMs, timestamp,
  * processedOn], ...],"failed":[[schedule, tickMs], ...]}`, `failed` naming the
- * ticks whose takeover failed (such a run does not start).
+ * ticks whose start failed (such a run does not start), `skipped` those a
+ * run of an earlier tick overlapped, `superseded` those a later tick's run passed.
  *
  * Environment: BENCH_QUEUE_REDIS (URL), BENCH_QUEUE (BullMQ queue name),
  * BENCH_KIND (`tickwarden`: the tick is `job.data.tickMs`; `bullmq`: the
  * tick is the `<ms>` of the job id `repeat:<schedulerId>:<ms>`),
- * BENCH_LOCK_NODES (Tickwarden: the lock nodes' URLs, comma-separated).
+ * BENCH_LOCK_NODES (Tickwarden: the lock nodes' URLs, comma-separated),
+ * BENCH_CRON (Tickwarden: every schedule's pattern, in UTC; default every second).
  */
+import { ticksAround } from '@tickwarden/config';
 import { jobClaim, parseTickJob } from '@tickwarden/contracts';
 import { Redlock } from '@tickwarden/redlock';
 import { Worker, type Job } from 'bullmq';
 import { Redis } from 'ioredis';
-import { takeOverLease } from '../src/index.ts';
+import { firstStart, startOrder } from '../src/index.ts';
 
 const CONCURRENCY = 100;
 const FLUSH_MS = 200;
@@ -28,6 +32,7 @@ const url = process.env['BENCH_QUEUE_REDIS'];
 const queue = process.env['BENCH_QUEUE'];
 const kind = process.env['BENCH_KIND'];
 const lockNodes = process.env['BENCH_LOCK_NODES']?.split(',').filter(Boolean) ?? [];
+const cron = process.env['BENCH_CRON'] ?? '* * * * * *';
 if (
   !url ||
   !queue ||
@@ -72,14 +77,14 @@ const flusher = setInterval(flush, FLUSH_MS);
 
 const connection = new Redis(url, { maxRetriesPerRequest: null });
 connection.on('error', () => undefined);
-/** Takes the tick's lease over as a worker's first start does; resolves how to give it back, or undefined when it failed (counted). */
+/** Takes the schedule's lease as a worker's first start does; resolves how to give it back, or undefined when it failed (counted). */
 async function takeOver(job: Job): Promise<(() => Promise<unknown>) | undefined> {
   if (!redlock) return () => Promise.resolve();
   try {
     const data = parseTickJob(job.data);
-    const lease = await takeOverLease(redlock, data, {
+    const lease = await firstStart(redlock, data, {
       claim: jobClaim(job.id ?? '', data.tickMs),
-      now: Date.now,
+      order: startOrder(data, ticksAround(cron, 'UTC', data.tickMs), Date.now()),
       signal: stopping.signal,
     });
     return () => redlock.release(lease);

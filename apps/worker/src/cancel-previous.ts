@@ -5,44 +5,42 @@ export interface ActivePeer {
   /** Its handler started (its progress carries the handler-started mark): it may be running. */
   started: boolean;
   /**
-   * The earliest enqueue time, wall ms, of a later job of the schedule that found it started and
-   * active (recorded on the job by that job's run): its lease was revoked before that.
+   * The earliest lease grant, wall ms, of a later run of the schedule that found it started and
+   * active (recorded on the job by that run): its lease was revoked by then.
    */
   revokedByMs: number | undefined;
 }
 
 /**
- * Until when (wall ms) a cancel-previous run must wait for the peers it sees before its handler
- * starts; undefined: it may start now. Only a peer whose handler started can still be running
- * (of an earlier tick, or of a later one that a replica with its clock ahead enqueued early):
- * one that never started has lost its lease and will not start (a run checks its lease after its
- * handler-started mark). A started peer's lease was revoked before the first later job that saw it
- * was enqueued (that job's contest, or an earlier one, revoked it), so it cannot be valid past
- * that enqueue plus a TTL (plus `slackMs` for clocks). A peer still listed active after that is a
- * dead worker's job awaiting BullMQ's stalled check; it must not hold up every later tick until
- * then, which a bound from each run's own enqueue would do when ticks come faster than a TTL.
- */
-/**
- * The peers a run may mark revoked by its own enqueue (see `revokedByMs`): started runs of
- * earlier ticks not marked yet. Never a later tick's: its lease was granted after this run's
- * enqueue, so the mark would let its successor start while it still runs.
+ * The peers a run may mark revoked by its own grant (see `revokedByMs`): started runs of earlier
+ * ticks not marked yet. Never a later tick's: its lease was granted after this run's, so the mark
+ * would let its successor start while it still runs.
  */
 export function peersToMarkRevoked(self: { tickMs: number }, peers: readonly ActivePeer[]): ActivePeer[] {
   return peers.filter((peer) => peer.started && peer.revokedByMs === undefined && peer.tickMs < self.tickMs);
 }
 
+/**
+ * Until when (wall ms) a cancel-previous run must wait for the peers it sees before its handler
+ * starts; undefined: it may start now. Only a peer whose handler started can still be running:
+ * one that never started has lost its lease and will not start (a run checks its lease after its
+ * handler-started mark). A started peer's lease was revoked by the first later run's grant that saw
+ * it (that grant, or an earlier one, revoked it), so it cannot be valid past that grant plus a TTL
+ * (plus `slackMs` for clocks). A peer still listed active after that is a dead worker's job
+ * awaiting BullMQ's stalled check; it must not hold up every later tick until then, which a bound
+ * from each run's own grant would do when ticks come faster than a TTL.
+ */
 export function predecessorsWaitUntil(
-  self: { enqueuedAtMs: number; ttlMs: number },
+  self: { grantedAtMs: number; ttlMs: number },
   peers: readonly ActivePeer[],
   slackMs: number,
 ): number | undefined {
   let until: number | undefined;
   for (const peer of peers) {
-    // Any tick: a later one may have started first, enqueued by a replica whose clock runs ahead.
     if (!peer.started) continue;
     until = Math.max(
       until ?? -Infinity,
-      Math.min(peer.revokedByMs ?? self.enqueuedAtMs, self.enqueuedAtMs) + self.ttlMs + slackMs,
+      Math.min(peer.revokedByMs ?? self.grantedAtMs, self.grantedAtMs) + self.ttlMs + slackMs,
     );
   }
   return until;

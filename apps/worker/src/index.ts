@@ -43,13 +43,19 @@ export {
   type RunResult,
 } from './job-runner.ts';
 export {
+  BEHIND_WAIT_MS,
+  firstStart,
   leaseNodeTimeoutMs,
   MAX_LEASE_NODE_TIMEOUT_MS,
-  MIN_TAKEOVER_WINDOW_MS,
-  TAKEOVER_RETRY_MS,
-  takeOverLease,
-  type TakeOverOptions,
-} from './lease-takeover.ts';
+  NOT_YET_WINDOW_MS,
+  heldByRun,
+  QUORUM_WAIT_MS,
+  runFences,
+  START_RETRY_MS,
+  startOrder,
+  type FirstStartOptions,
+  type TicksAround,
+} from './first-start.ts';
 export { WorkerMetrics } from './metrics.ts';
 export { LeaseValidityTracker, RunLeaseValidity } from './run-lease.ts';
 export {

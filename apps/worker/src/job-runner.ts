@@ -1,8 +1,15 @@
-import { DEFAULT_HISTORY, nextTickAfter, type HttpDestinations, type ScheduleConfig } from '@tickwarden/config';
-import { jobClaim, parseTickJob, type RunOutcome, type TickJobData } from '@tickwarden/contracts';
+import {
+  DEFAULT_HISTORY,
+  nextTickAfter,
+  ticksAround,
+  type HttpDestinations,
+  type ScheduleConfig,
+} from '@tickwarden/config';
+import { jobClaim, parseTickJob, tickClaim, type RunOutcome, type TickJobData } from '@tickwarden/contracts';
 import {
   AcquireAbortedError,
   ClaimStartedError,
+  FencePassedError,
   LeaseLostError,
   LockTakenError,
   QuorumUnavailableError,
@@ -35,7 +42,17 @@ import { LAUNCHER_UNAVAILABLE } from './launcher-protocol.ts';
 import type { OutputLimits } from './handlers/output.ts';
 import { HandlerError, type LeaseValidity, type RunDetails } from './run-context.ts';
 import { peersToMarkRevoked, predecessorsWaitUntil, type ActivePeer } from './cancel-previous.ts';
-import { firstStartId, leaseNodeTimeoutMs, pause, TAKEOVER_RETRY_MS, takeOverLease } from './lease-takeover.ts';
+import {
+  firstStart,
+  firstStartId,
+  leaseNodeTimeoutMs,
+  heldByRun,
+  pause,
+  runFences,
+  START_RETRY_MS,
+  startOrder,
+  type TicksAround,
+} from './first-start.ts';
 import { LeaseValidityTracker } from './run-lease.ts';
 import type { WorkerMetrics } from './metrics.ts';
 
@@ -54,7 +71,10 @@ export class RunAbortedError extends Error {
 
 /** What a job attempt returns to BullMQ (the job's return value) when it does not fail. */
 export interface RunResult {
-  outcome: Extract<RunOutcome, 'succeeded' | 'skipped-overlap' | 'missed-deadline' | 'superseded' | 'already-started'>;
+  outcome: Extract<
+    RunOutcome,
+    'succeeded' | 'skipped-overlap' | 'skipped-paused' | 'missed-deadline' | 'superseded' | 'already-started'
+  >;
   /** The fencing token of this attempt's grant (absent when it did not run). */
   fence?: number;
   details?: RunDetails;
@@ -88,7 +108,7 @@ export interface JobRunnerOptions {
   /**
    * Why the worker does not take jobs now (no lock quorum answers it), or
    * undefined while it does: a job BullMQ still hands over meanwhile is
-   * deferred at once with this reason, and a takeover stops retrying.
+   * deferred at once with this reason.
    */
   notTakingJobs?: (() => string | undefined) | undefined;
   /** Told when a lease could not be taken for want of a lock quorum (not a shutdown): the service then probes the lock nodes. */
@@ -99,11 +119,13 @@ export interface JobRunnerOptions {
    * handler starts. Without it, it does not wait.
    */
   activePeers?: ((job: Job) => Promise<readonly ActivePeer[]>) | undefined;
-  /** Records on a started peer's job that this run (enqueued at `atMs`) found it active: see predecessorsWaitUntil. */
+  /** Records on a started peer's job that this run (granted at `atMs`) found it active: see predecessorsWaitUntil. */
   notePeerRevoked?: ((job: Job, peerJobId: string, atMs: number) => Promise<void>) | undefined;
+  /** Whether the schedule is paused now (`tickwarden pause`); without it, only the config's `paused` counts. */
+  paused?: ((scheduleId: string) => Promise<boolean>) | undefined;
 }
 
-/** A later start waits for the previous attempt's lease at most its TTL plus this, ms; a cancel-previous run waits for its predecessors at most until its scheduler lease's TTL plus this. */
+/** A later start waits for the previous attempt's lease at most its TTL plus this, ms; a cancel-previous run waits for its predecessors at most until its lease's TTL plus this. */
 export const TAKEOVER_SLACK_MS = 1000;
 /** Why a job is deferred while its schedule is not in this worker's configuration. */
 const UNKNOWN_SCHEDULE = "schedule not in this worker's configuration";
@@ -171,10 +193,7 @@ interface Attempt {
   attempt: number;
   /** The job's progress as this processor call found it (put back when a marked handler never started). */
   progressAtBegin: Job['progress'];
-  /**
-   * No attempt of the job has ended or stalled yet (deferrals aside): the
-   * scheduler's lease is ours to take over by value (or to release).
-   */
+  /** No attempt of the job has ended or stalled yet (deferrals aside): the claim's value takes the lease. */
   firstStart: boolean;
   /** Deferrals before this processor call, and the last one's cause (from the job's progress). */
   deferrals: number;
@@ -193,6 +212,8 @@ interface Held {
   log: Logger;
   /** Set by the handler right before its work can begin (`RunContext.started`): from then on the attempt counts as run. */
   state: { handlerStarted: boolean };
+  /** When (wall ms) the lease was granted: a cancel-previous grant revoked the run before it then. */
+  grantedAtMs: number;
 }
 
 const abortOnce = (controller: AbortController, reason: RunAbortedError): void => {
@@ -200,11 +221,12 @@ const abortOnce = (controller: AbortController, reason: RunAbortedError): void =
 };
 
 /**
- * Runs tick jobs: takes the schedule's lease over from the scheduler (first
- * start) or waits for the previous attempt's lease to lapse (later starts),
- * then runs the handler under the lease watchdog. A lease it cannot take
- * (another run holding it aside) puts the job back without consuming an
- * attempt (a deferral) until the tick's start deadline. `processJob` is
+ * Runs tick jobs: takes the schedule's lease with the tick's claim at the due
+ * time (first start; the lock nodes decide the order of the schedule's runs) or
+ * waits for the previous attempt's lease to lapse (later starts), then runs the
+ * handler under the lease watchdog. A lease it cannot take (another run holding
+ * it aside) puts the job back without consuming an attempt (a deferral) until
+ * the tick's start deadline. `processJob` is
  * BullMQ's processor; `stopStarting` ends every lease wait (shutdown) and
  * `abortAll` stops every run (shutdown past its grace).
  */
@@ -278,10 +300,12 @@ export class JobRunner {
       );
     const successorDueMs = this.#successorDue(run, schedule);
     if (successorDueMs !== undefined) return this.#supersededLate(run, successorDueMs);
+    const paused = await this.#pausedAtStart(run, schedule);
+    if (paused !== undefined) return paused;
     if (this.#stopping.signal.aborted) return this.#defer(run, 'the worker is shutting down: the run did not start');
     const notTaking = this.#options.notTakingJobs?.();
     if (notTaking !== undefined) return this.#defer(run, notTaking);
-    const lease = await this.#takeLease(run);
+    const lease = await this.#takeLease(run, schedule);
     if (!('value' in lease)) return lease;
     return this.#runUnderLease(run, schedule, lease, signal);
   }
@@ -435,12 +459,8 @@ export class JobRunner {
     return next !== undefined && next <= this.#now() ? next : undefined;
   }
 
-  async #supersededLate(run: Attempt, successorDueMs: number): Promise<RunResult> {
-    const { data } = run;
-    // Only a first start surely holds the scheduler's lease (if the next tick has not revoked it yet).
-    if (run.firstStart) await this.#options.redlock.release(data.lease);
+  #supersededLate(run: Attempt, successorDueMs: number): RunResult {
     const fields = {
-      fence: data.lease.fence,
       firstStart: run.firstStart,
       successorTick: new Date(successorDueMs).toISOString(),
     };
@@ -450,6 +470,24 @@ export class JobRunner {
       fields,
       "the schedule's next tick is due (cancel-previous): superseded, not run",
     );
+  }
+
+  /**
+   * A tick's job enqueued before its schedule was paused (in the config, or by `tickwarden pause`)
+   * does not run: `skipped-paused`, recorded once. An operator's own run (a trigger, a backfill)
+   * runs whatever the pause. Undefined when it may run; deferred when the pause cannot be read.
+   */
+  async #pausedAtStart(run: Attempt, schedule: ScheduleConfig): Promise<RunResult | undefined> {
+    const { data, jobId } = run;
+    if (data.backfill || jobClaim(jobId, data.tickMs) !== tickClaim(data.tickMs)) return undefined;
+    let paused = schedule.paused;
+    try {
+      paused ||= (await this.#options.paused?.(data.schedule)) ?? false;
+    } catch (error) {
+      return this.#defer(run, `could not read whether the schedule is paused: ${(error as Error).message}`);
+    }
+    if (!paused) return undefined;
+    return this.#notRun(run, 'skipped-paused', {}, 'the schedule is paused: skipped, not run');
   }
 
   /** The tick's start deadline (wall ms), or undefined when none applies: none set (older jobs), or a handler already started for the tick. */
@@ -471,12 +509,9 @@ export class JobRunner {
   }
 
   /** Records the miss and completes the job; `reason`: why it could not start in time (the last lease failure), when known. */
-  async #missDeadline(run: Attempt, lateMs: number, reason: string | undefined): Promise<RunResult> {
+  #missDeadline(run: Attempt, lateMs: number, reason: string | undefined): RunResult {
     const { data } = run;
-    // Only a first start surely holds the scheduler's lease; on a later start a stalled, maybe alive, first attempt may hold that value.
-    if (run.firstStart) await this.#options.redlock.release(data.lease);
     const fields = {
-      fence: data.lease.fence,
       lateMs,
       startDeadlineMs: data.startDeadlineMs,
       firstStart: run.firstStart,
@@ -498,14 +533,13 @@ export class JobRunner {
     if (schedule) return schedule;
     // With a start deadline the job waits until it is late (#lateMs at the same `now`): it is missed, never failed.
     if (this.#deadlineMs(run) !== undefined || now < data.dueMs + UNKNOWN_SCHEDULE_WAIT_MS) return undefined;
-    if (run.firstStart) await this.#options.redlock.release(data.lease);
     this.#record(
       'failed',
       data,
       run.job,
       run.log,
       run.started,
-      { fence: data.lease.fence },
+      {},
       "schedule not in this worker's configuration: not retried",
     );
     throw new UnrecoverableError(`schedule "${data.schedule}" is not in this worker's configuration`);
@@ -547,7 +581,7 @@ export class JobRunner {
         job,
         log,
         started,
-        { fence: data.lease.fence, reason, err: error },
+        { reason, err: error },
         'could not take the lease, and could not put the job back: the job fails (retried if attempts remain)',
       );
       throw error;
@@ -559,7 +593,7 @@ export class JobRunner {
       job,
       log,
       started,
-      { fence: data.lease.fence, reason, deferrals, delayMs, startDeadline, ...fields },
+      { reason, deferrals, delayMs, startDeadline, ...fields },
       how.message ?? 'could not take the lease: job deferred (no attempt consumed)',
     );
     throw new DelayedError(`deferred: ${reason}`);
@@ -567,38 +601,45 @@ export class JobRunner {
 
   /**
    * The attempt's lease, or the result when it does not run: another job of the
-   * tick started (already-started), another run holds the lease (skipped-overlap;
-   * superseded for cancel-previous), or it could not be taken (deferred, or
-   * missed-deadline past the start deadline).
+   * tick started (already-started), a run of an earlier tick holds the lease
+   * (skipped-overlap), a later tick's run started first (superseded), or it could
+   * not be taken (deferred, or missed-deadline past the start deadline).
    */
-  async #takeLease(run: Attempt): Promise<Lease | RunResult> {
+  async #takeLease(run: Attempt, schedule: ScheduleConfig): Promise<Lease | RunResult> {
     const { data } = run;
     try {
-      return run.firstStart ? await this.#takeOver(data, run.jobId) : await this.#acquireAfterPrevious(data, run.jobId);
+      return run.firstStart
+        ? await this.#firstStart(run, schedule)
+        : await this.#acquireAfterPrevious(data, run.jobId, schedule);
     } catch (error) {
       if (error instanceof ClaimStartedError) {
         return this.#notRun(
           run,
           'already-started',
-          { fence: data.lease.fence, startedBy: error.holder },
+          { startedBy: error.holder },
           'another start of this tick came first (a job of it enqueued again after the queue Redis lost its data, or this job handed on while this worker was paused): not run',
         );
       }
-      if (error instanceof LockTakenError) {
+      if (error instanceof FencePassedError)
+        return this.#notRun(
+          run,
+          'superseded',
+          { passedBy: error.fence },
+          'a run of a later tick of the schedule took its lease first: superseded, not run',
+        );
+      if (error instanceof LockTakenError && heldByRun(error, this.#options.redlock)) {
         // A backfill runs each tick asked for: it waits for the run in its way (a deferral) instead of skipping.
         if (data.backfill)
           return this.#defer(run, "another run holds the schedule's lease: the backfilled tick waits for it", {
             takenOn: error.takenOn,
           });
-        const fields = { fence: data.lease.fence, takenOn: error.takenOn };
-        if (data.overlap === 'cancel-previous')
-          return this.#notRun(
-            run,
-            'superseded',
-            fields,
-            'a later run of the schedule holds its lease (cancel-previous): superseded, not run',
-          );
-        return this.#notRun(run, 'skipped-overlap', fields, "another run holds the schedule's lease: skipped");
+        if (run.firstStart) await this.#startSkipped(run);
+        return this.#notRun(
+          run,
+          'skipped-overlap',
+          { takenOn: error.takenOn },
+          "a run of an earlier tick holds the schedule's lease: skipped",
+        );
       }
       if (error instanceof AcquireAbortedError)
         return this.#defer(run, 'the worker is shutting down while the run waited for its lease');
@@ -609,18 +650,36 @@ export class JobRunner {
     }
   }
 
-  /** A first start takes the scheduler's lease over by its value (see takeOverLease). */
-  #takeOver(data: TickJobData, jobId: string): Promise<Lease> {
-    const { redlock, notTakingJobs, onQuorumUnavailable } = this.#options;
-    const waitForLockMs = data.backfill ? BACKFILL_WAIT_MS : 0;
-    return takeOverLease(redlock, data, {
+  /**
+   * Starts the claim of a tick skipped for an overlap (a start leaves it started only where it was
+   * granted), so that the next tick does not wait behind it (see startOrder), and recovery never
+   * publishes it again. A failure is logged: the next tick then waits its BEHIND_WAIT_MS at most.
+   */
+  async #startSkipped({ data, jobId, log }: Attempt): Promise<void> {
+    const { resource, value, ttlMs } = data.lease;
+    await this.#options.redlock
+      .startClaim(
+        { resource, claim: jobClaim(jobId, data.tickMs), value, start: firstStartId(data) },
+        { nodeTimeoutMs: leaseNodeTimeoutMs(ttlMs) },
+      )
+      .catch((error: unknown) => log.warn({ err: error }, "could not mark the skipped tick's claim started"));
+  }
+
+  /** A first start: the claim's value takes the lease at the due time, in the schedule's order (see firstStart, startOrder). */
+  #firstStart({ data, jobId }: Attempt, schedule: ScheduleConfig): Promise<Lease> {
+    return firstStart(this.#options.redlock, data, {
       claim: jobClaim(jobId, data.tickMs),
-      now: () => this.#now(),
+      order: startOrder(data, this.#ticksAround(data, jobId, schedule), this.#now()),
       signal: this.#stopping.signal,
-      stopRetrying: () => notTakingJobs?.() !== undefined,
-      onQuorumUnavailable,
-      waitForLockMs,
+      onQuorumUnavailable: this.#options.onQuorumUnavailable,
+      waitForLockMs: data.backfill ? BACKFILL_WAIT_MS : 0,
     });
+  }
+
+  /** The schedule's ticks around the job's (from this worker's config); none for a manual trigger, its own tick. */
+  #ticksAround(data: TickJobData, jobId: string, schedule: ScheduleConfig): TicksAround {
+    if (jobClaim(jobId, data.tickMs) !== tickClaim(data.tickMs)) return { previous: undefined, next: undefined };
+    return ticksAround(schedule.cron, schedule.timezone, data.tickMs);
   }
 
   /**
@@ -630,9 +689,10 @@ export class JobRunner {
    * once the previous lease has lapsed or was released. First it starts the
    * tick's claim as continuing the first start: a first start that comes later
    * still (its worker paused before it started, the job handed on meanwhile)
-   * is then refused, and does not run beside or after this one.
+   * is then refused, and does not run beside or after this one. Its token is
+   * from its tick's slot, as the first start's (see runFences).
    */
-  async #acquireAfterPrevious(data: TickJobData, jobId: string): Promise<Lease> {
+  async #acquireAfterPrevious(data: TickJobData, jobId: string, schedule: ScheduleConfig): Promise<Lease> {
     const ttlMs = data.lease.ttlMs;
     const first = firstStartId(data);
     await this.#options.redlock.startClaim(
@@ -648,6 +708,7 @@ export class JobRunner {
     const retryDelayMs = Math.min(250, Math.max(50, Math.round(ttlMs / 10)));
     const retryCount = Math.ceil((ttlMs + TAKEOVER_SLACK_MS) / retryDelayMs);
     return this.#options.redlock.acquire(data.lease.resource, ttlMs, {
+      fence: runFences(data, this.#ticksAround(data, jobId, schedule)),
       retryCount,
       retryDelayMs,
       retryJitterMs: Math.round(retryDelayMs / 2),
@@ -662,6 +723,7 @@ export class JobRunner {
     lease: Lease,
     signal: AbortSignal | undefined,
   ): Promise<RunResult> {
+    const grantedAtMs = this.#now();
     const log = run.log.child({ fence: lease.fence });
     const controller = new AbortController();
     const onCancel = (): void =>
@@ -680,7 +742,7 @@ export class JobRunner {
       'run started',
     );
     log.debug({ payload: run.data.payload }, 'run payload');
-    // cancel-previous: the next tick revokes this lease; extending often, the watchdog learns it within CANCEL_PREVIOUS_EXTEND_MS.
+    // cancel-previous: the next tick's run revokes this lease; extending often, the watchdog learns it within CANCEL_PREVIOUS_EXTEND_MS.
     const holdSettings =
       run.data.overlap === 'cancel-previous'
         ? { extendRatio: Math.min(1 / 3, CANCEL_PREVIOUS_EXTEND_MS / lease.ttlMs) }
@@ -692,7 +754,8 @@ export class JobRunner {
       details = await this.#validities.follow(lease, (validity) =>
         this.#options.redlock.hold(
           lease,
-          (leaseSignal) => this.#handle(run, schedule, { lease, controller, leaseSignal, validity, log, state }),
+          (leaseSignal) =>
+            this.#handle(run, schedule, { lease, controller, leaseSignal, validity, log, state, grantedAtMs }),
           holdSettings,
         ),
       );
@@ -726,7 +789,7 @@ export class JobRunner {
 
   /** The routine under the watchdog: aborts on lease loss or `maxRuntime`, waits for predecessors (cancel-previous), marks the job, runs the handler. */
   async #handle(run: Attempt, schedule: ScheduleConfig, held: Held): Promise<RunDetails> {
-    const { lease, controller, leaseSignal, validity, log, state } = held;
+    const { lease, controller, leaseSignal, validity, log, state, grantedAtMs } = held;
     const onLeaseLost = (): void => {
       const cause = leaseSignal.reason as Error;
       abortOnce(controller, new RunAbortedError('lease-lost', `lease lost: ${cause.message}`, { cause }));
@@ -735,7 +798,7 @@ export class JobRunner {
     if (leaseSignal.aborted) onLeaseLost();
     let runtimeTimer: NodeJS.Timeout | undefined;
     try {
-      if (run.data.overlap === 'cancel-previous') await this.#awaitPredecessors(run, controller, log);
+      if (run.data.overlap === 'cancel-previous') await this.#awaitPredecessors(run, grantedAtMs, controller, log);
       controller.signal.throwIfAborted();
       // Right before the program's gate opens (the request is sent): a later start that finds no mark knows
       // nothing of the handler ran (the start deadline still holds, and it may run), and one that finds it
@@ -833,17 +896,17 @@ export class JobRunner {
   }
 
   /**
-   * cancel-previous: the lease is ours (taken from the previous tick's run by the scheduler's
-   * revocation), but that run may still be stopping. Waits, holding the lease under the watchdog
-   * (a later revocation ends this run too, before its handler), until no started run of the
-   * schedule is active in the queue, at most until their revoked leases cannot be valid any more
-   * (see predecessorsWaitUntil).
+   * cancel-previous: the lease is ours (taken from the previous tick's run by this grant's
+   * revocation, at `grantedAtMs`), but that run may still be stopping. Waits, holding the lease
+   * under the watchdog (a later revocation ends this run too, before its handler), until no
+   * started run of the schedule is active in the queue, at most until their revoked leases cannot
+   * be valid any more (see predecessorsWaitUntil).
    */
-  async #awaitPredecessors(run: Attempt, controller: AbortController, log: Logger): Promise<void> {
+  async #awaitPredecessors(run: Attempt, grantedAtMs: number, controller: AbortController, log: Logger): Promise<void> {
     const activePeers = this.#options.activePeers;
     if (!activePeers) return;
     const { data, job, jobId } = run;
-    const self = { enqueuedAtMs: data.enqueuedAtMs, ttlMs: data.lease.ttlMs };
+    const self = { tickMs: data.tickMs, grantedAtMs, ttlMs: data.lease.ttlMs };
     const onStopping = (): void =>
       abortOnce(controller, new RunAbortedError('shutdown', 'the worker is shutting down'));
     this.#stopping.signal.addEventListener('abort', onStopping, { once: true });
@@ -862,7 +925,7 @@ export class JobRunner {
           const startedPeers = peers.filter((peer) => peer.started);
           started = startedPeers.map((peer) => peer.jobId);
           for (const peer of peersToMarkRevoked(data, peers))
-            await this.#options.notePeerRevoked?.(job, peer.jobId, self.enqueuedAtMs);
+            await this.#options.notePeerRevoked?.(job, peer.jobId, self.grantedAtMs);
         } catch (error) {
           if (!readFailed)
             log.warn(
@@ -870,7 +933,7 @@ export class JobRunner {
               "cannot read the queue's active jobs: waiting for the previous run's lease to be surely over",
             );
           readFailed = true;
-          untilMs = self.enqueuedAtMs + self.ttlMs + TAKEOVER_SLACK_MS;
+          untilMs = self.grantedAtMs + self.ttlMs + TAKEOVER_SLACK_MS;
         }
         controller.signal.throwIfAborted();
         if (untilMs === undefined) break;
@@ -905,7 +968,7 @@ export class JobRunner {
         await this.#options.redlock.extend(lease, lease.ttlMs, { nodeTimeoutMs: leaseNodeTimeoutMs(lease.ttlMs) });
         return;
       } catch (error) {
-        const waitMs = TAKEOVER_RETRY_MS + Math.random() * TAKEOVER_RETRY_MS;
+        const waitMs = START_RETRY_MS + Math.random() * START_RETRY_MS;
         if (error instanceof LeaseLostError || validity.msLeft() <= waitMs + LEASE_CHECK_MARGIN_MS) {
           abortOnce(
             controller,
@@ -986,7 +1049,13 @@ export class JobRunner {
     this.#options.onOutcome?.(outcome, data, job);
     if (data && outcome !== 'deferred') this.#remember(outcome, data, job, log, fields, durationMs);
     const record = { ...fields, outcome, durationMs };
-    if (outcome === 'succeeded' || outcome === 'skipped-overlap' || outcome === 'superseded') log.info(record, message);
+    if (
+      outcome === 'succeeded' ||
+      outcome === 'skipped-overlap' ||
+      outcome === 'skipped-paused' ||
+      outcome === 'superseded'
+    )
+      log.info(record, message);
     else if (outcome === 'failed' || outcome === 'aborted-lease-lost' || outcome === 'worker-lost')
       log.error(record, message);
     else log.warn(record, message);

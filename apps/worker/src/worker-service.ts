@@ -2,7 +2,7 @@ import type { ConnectionOptions } from 'node:tls';
 import { DEFAULT_STALLED_INTERVAL_MS, type ScheduleConfig, type TickwardenConfig } from '@tickwarden/config';
 import { queueName } from '@tickwarden/contracts';
 import type { QuorumUnavailableError, Redlock } from '@tickwarden/redlock';
-import { queueRedisOptions, RunHistory } from '@tickwarden/runtime';
+import { pausedNow, queueRedisOptions, RunHistory } from '@tickwarden/runtime';
 import { Worker, type Job } from 'bullmq';
 import { Redis } from 'ioredis';
 import type { Logger } from 'pino';
@@ -12,7 +12,7 @@ import type { OutputLimits } from './handlers/output.ts';
 import { JobRunner, type JobRunnerOptions } from './job-runner.ts';
 import type { ActivePeer } from './cancel-previous.ts';
 import { handlerStarted } from './run-progress.ts';
-import { MAX_LEASE_NODE_TIMEOUT_MS } from './lease-takeover.ts';
+import { MAX_LEASE_NODE_TIMEOUT_MS } from './first-start.ts';
 import type { WorkerMetrics } from './metrics.ts';
 
 /**
@@ -156,6 +156,7 @@ export class WorkerService {
       onQuorumUnavailable: (error, nodeTimeoutMs) => this.#quorumUnavailable(error, nodeTimeoutMs),
       activePeers: (job) => this.#activePeers(job),
       notePeerRevoked: (job, peerJobId, atMs) => this.#notePeerRevoked(job, peerJobId, atMs),
+      paused: (scheduleId) => (this.#reader ? pausedNow(this.#reader, scheduleId) : Promise.resolve(false)),
     });
   }
 
@@ -333,7 +334,7 @@ export class WorkerService {
   /**
    * The other jobs of the job's schedule in the active list of its queue (BullMQ's
    * `<prefix>:<queue>:active`; job ids `<schedule>@<tick ms>`), each with its progress (the
-   * handler-started mark) and enqueue time: one LRANGE, then one pipelined HMGET per peer.
+   * handler-started mark) and when a later run found it active (revokedByMs): one LRANGE, then one pipelined HMGET per peer.
    */
   async #activePeers(job: Job): Promise<ActivePeer[]> {
     const reader = this.#reader;

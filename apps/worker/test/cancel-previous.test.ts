@@ -1,4 +1,4 @@
-import { queueName, type TickJobData } from '@tickwarden/contracts';
+import { queueName, tickFence, type TickJobData } from '@tickwarden/contracts';
 import { waitUntil } from '@tickwarden/testkit';
 import { Worker } from 'bullmq';
 import { QuorumUnavailableError, type NodeCause } from '@tickwarden/redlock';
@@ -33,6 +33,12 @@ describe('worker: overlap cancel-previous with a real worker', () => {
         `w start; end=$(( ${now} + ${ms} )); while /bin/sleep 0.05; [ "${now}" -lt "$end" ]; do w beat; done; w end`,
     );
   };
+  /**
+   * When the worker granted a job's run its lease, wall ms: its "run started" line follows the grant at once. A
+   * cancel-previous run's grant revokes the schedule's running run.
+   */
+  const grantedAt = (records: readonly Record<string, unknown>[], jobId: string | undefined): number =>
+    Number(records.find((r) => r['msg'] === 'run started' && r['jobId'] === jobId)?.['time']);
   /** The ledger's runs in the order they started. */
   const runs = (name: string): Run[] => {
     const byFence = new Map<number, Run>();
@@ -51,7 +57,7 @@ describe('worker: overlap cancel-previous with a real worker', () => {
     return [...byFence.values()].sort((a, b) => a.start - b.start);
   };
 
-  it('a schedule of period shorter than its lease TTL: each tick revokes the running run, which is aborted as superseded within about a second; the next starts right after it left the active list, never overlapping', async () => {
+  it("a schedule of period shorter than its lease TTL: each tick's run, when it starts, revokes the running one, which is aborted as superseded within about a second; the next starts right after it left the active list, never overlapping", async () => {
     const { connection, scheduler } = cluster;
     const ttl = 4000;
     const period = 2000;
@@ -65,15 +71,11 @@ describe('worker: overlap cancel-previous with a real worker', () => {
     });
     const worker = await cluster.startWorker([schedule], { concurrency: 2 });
     const t0 = nextTick(period);
-    // The scheduler: each tick contested when due, with revoke (cancel-previous), and enqueued due now.
-    const ticks: (Awaited<ReturnType<typeof enqueueTick>> & { revokedAt: number })[] = [];
+    // The scheduler: each tick claimed when due and enqueued due now; the worker's start of each run revokes the one before.
+    const ticks: Awaited<ReturnType<typeof enqueueTick>>[] = [];
     for (let k = 0; k < 3; k++) {
       await waitUntil(() => Date.now() >= t0 + k * period, `tick ${k} to be due`, { intervalMs: 5 });
-      const revokedAt = Date.now();
-      ticks.push({
-        ...(await enqueueTick(scheduler, connection, schedule, { tickMs: t0 + k * period, revoke: true })),
-        revokedAt,
-      });
+      ticks.push(await enqueueTick(scheduler, connection, schedule, { tickMs: t0 + k * period }));
     }
     const jobs = await Promise.all(ticks.map((tick) => settledJob(connection, 'q-cancel', tick.jobId)));
     const ledger = runs('cancel.txt');
@@ -86,8 +88,9 @@ describe('worker: overlap cancel-previous with a real worker', () => {
       expect(job?.attemptsMade).toBe(1);
       const ends = outcomes(worker.records, ticks[k]?.jobId);
       expect(ends).toMatchObject([{ outcome: 'superseded', level: 30 }]);
-      // (when the scheduler's revoking acquire started)
-      const revokedAt = ticks[k + 1]?.revokedAt as number;
+      // The successor's grant revoked it: never before the successor's tick was due.
+      const revokedAt = grantedAt(worker.records, ticks[k + 1]?.jobId);
+      expect(revokedAt).toBeGreaterThanOrEqual(t0 + (k + 1) * period);
       // Aborted within about half a second of the revocation (extensions every min(ttl/3, 500 ms)); loose for a loaded CI machine.
       expect(Number(ends[0]?.['time']) - revokedAt).toBeLessThan(1500);
       const [previous, next] = [ledger[k] as Run, ledger[k + 1] as Run];
@@ -95,13 +98,17 @@ describe('worker: overlap cancel-previous with a real worker', () => {
       // Never overlapping: nothing of the revoked run after its successor started.
       expect(previous.last).toBeLessThan(next.start);
       expect(next.fence).toBeGreaterThan(previous.fence);
+      // Each run's token in its tick's slot, below the next tick's.
+      expect(next.fence).toBeGreaterThanOrEqual(tickFence(t0 + (k + 1) * period));
+      expect(next.fence).toBeLessThan(tickFence(t0 + (k + 2) * period));
       // The successor started right after the predecessor left the active list, not a TTL later.
       expect(next.start - (job?.finishedOn as number)).toBeLessThan(800);
       expect(next.start - revokedAt).toBeLessThan(2500);
     }
     expect(jobs[2]?.returnvalue).toMatchObject({ outcome: 'succeeded', fence: ledger[2]?.fence });
     expect(ledger[2]?.ended).toBe(true);
-    expect(ledger[0]?.fence).toBeGreaterThan(ticks[0]?.lease.fence as number);
+    // The first grant on the schedule's resource: the first token of its tick's slot.
+    expect(ledger[0]?.fence).toBe(tickFence(t0));
     // Successors logged their wait for the revoked run (one may find it gone already: its watchdog
     // can abort it between the revocation and the successor's look).
     const waits = worker.records
@@ -112,7 +119,7 @@ describe('worker: overlap cancel-previous with a real worker', () => {
     expect(await worker.metrics.registry.metrics()).toMatch(/tickwarden_worker_runs_total\{outcome="superseded"\} 2/);
   });
 
-  it('a queued predecessor whose lease a later tick revoked is superseded without running, and does not delay its successor', async () => {
+  it('a predecessor still queued when its successor is due (a backlog) is superseded without running, never takes the lease, and does not delay its successor', async () => {
     const { connection, scheduler } = cluster;
     const ttl = 5000;
     const schedule = shortLeaseSchedule('team-a/cancel-queued', beating('cancel-queued.txt', 300), {
@@ -121,12 +128,12 @@ describe('worker: overlap cancel-previous with a real worker', () => {
       leaseTtlMs: ttl,
       startDeadlineMs: 30_000,
     });
-    // Both ticks are enqueued before any worker runs: the second revoked the first's lease while it was queued.
+    // Both ticks are claimed and enqueued before any worker runs, and both are due when it comes.
     const t0 = nextTick(1000);
     await waitUntil(() => Date.now() >= t0, 'the first tick to be due', { intervalMs: 5 });
-    const first = await enqueueTick(scheduler, connection, schedule, { tickMs: t0, revoke: true });
-    const second = await enqueueTick(scheduler, connection, schedule, { tickMs: t0 + 1000, revoke: true });
-    expect(second.lease.fence).toBeGreaterThan(first.lease.fence);
+    const first = await enqueueTick(scheduler, connection, schedule, { tickMs: t0 });
+    const second = await enqueueTick(scheduler, connection, schedule, { tickMs: t0 + 1000 });
+    await waitUntil(() => Date.now() >= t0 + 1000, 'the second tick to be due', { intervalMs: 5 });
     // From the worker's start on (its command guard, a Node process, may take a second to start).
     const worker = await cluster.startWorker([schedule], { concurrency: 2 });
     const from = Date.now();
@@ -137,14 +144,19 @@ describe('worker: overlap cancel-previous with a real worker', () => {
     expect(superseded.returnvalue).toEqual({ outcome: 'superseded' });
     expect(await superseded.getState()).toBe('completed');
     expect(outcomes(worker.records, first.jobId)).toMatchObject([
-      { outcome: 'superseded', level: 30, fence: first.lease.fence },
+      { outcome: 'superseded', level: 30, successorTick: new Date(t0 + 1000).toISOString(), firstStart: true },
     ]);
     expect(superseded.progress).not.toHaveProperty('handlerStarted');
+    expect(worker.records.some((r) => r['msg'] === 'run started' && r['jobId'] === first.jobId)).toBe(false);
     expect(ran.returnvalue).toMatchObject({ outcome: 'succeeded' });
     const ledger = runs('cancel-queued.txt');
     expect(ledger.map((run) => run.fence)).toEqual([ran.returnvalue.fence]);
-    expect(ran.returnvalue.fence).toBeGreaterThan(second.lease.fence);
-    // Not held up by the revoked lease's TTL (5 s): it started as soon as the worker took it.
+    // The first grant on the schedule's resource (the predecessor never took the lease): its tick's first token.
+    expect(ran.returnvalue.fence).toBe(tickFence(t0 + 1000));
+    // Not held up by anything of its predecessor (no lease of it to lapse, no run to wait for): it started as soon as the worker took it.
+    expect(
+      worker.records.some((r) => r['msg'] === "waiting for the schedule's other runs to stop (cancel-previous)"),
+    ).toBe(false);
     expect((ledger[0] as Run).start - from).toBeLessThan(2000);
   });
 
@@ -175,7 +187,7 @@ describe('worker: overlap cancel-previous with a real worker', () => {
         : extend(lease, ttlMs, options);
     };
     const tickMs = Math.floor(Date.now() / 3_600_000) * 3_600_000;
-    const { jobId } = await enqueueTick(scheduler, connection, schedule, { tickMs, dueMs: Date.now(), revoke: true });
+    const { jobId } = await enqueueTick(scheduler, connection, schedule, { tickMs, dueMs: Date.now() });
     const job = await settledJob(connection, 'q-cancel-confirm', jobId);
     expect(job.returnvalue).toMatchObject({ outcome: 'succeeded' });
     // Neither failed nor deferred: the first take ran it.
@@ -195,10 +207,9 @@ describe('worker: overlap cancel-previous with a real worker', () => {
     const worker = await cluster.startWorker([schedule]);
     const t0 = nextTick(1000);
     // Ready 1.5 s after its tick: the next tick (one second after it) is due by then.
-    const { jobId, lease } = await enqueueTick(scheduler, connection, schedule, {
+    const { jobId, data } = await enqueueTick(scheduler, connection, schedule, {
       tickMs: t0,
       delayMs: t0 + 1500 - Date.now(),
-      revoke: true,
     });
     const job = await settledJob(connection, 'q-cancel-late', jobId);
     expect(job.returnvalue).toEqual({ outcome: 'superseded' });
@@ -206,9 +217,9 @@ describe('worker: overlap cancel-previous with a real worker', () => {
       { outcome: 'superseded', successorTick: new Date(t0 + 1000).toISOString(), firstStart: true },
     ]);
     expect(cluster.lines('cancel-late.txt')).toEqual([]);
-    // The scheduler's lease went with it: the next run need not wait for it to lapse.
-    await expect(scheduler.acquire(lease.resource, 1000, { retryCount: 0 })).resolves.toMatchObject({
-      resource: lease.resource,
+    // It never took the schedule's lease: the next run need not wait for anything to lapse.
+    await expect(scheduler.acquire(data.lease.resource, 1000, { retryCount: 0 })).resolves.toMatchObject({
+      resource: data.lease.resource,
     });
   });
 
@@ -240,24 +251,31 @@ describe('worker: overlap cancel-previous with a real worker', () => {
     try {
       const t0 = nextTick(period);
       await waitUntil(() => Date.now() >= t0, 'the first tick to be due', { intervalMs: 5 });
-      await enqueueTick(scheduler, connection, schedule, { tickMs: t0, revoke: true });
+      const deadTick = await enqueueTick(scheduler, connection, schedule, { tickMs: t0 });
       await tookIt;
       await dead.pause(true);
       const worker = await cluster.startWorker([schedule], { concurrency: 4 });
-      // Three more ticks, a period apart, each revoking the lease before it.
+      // Three more ticks, a period apart, each run's start revoking the lease of the one before.
       const ticks: Awaited<ReturnType<typeof enqueueTick>>[] = [];
       for (let k = 1; k <= 3; k++) {
         await waitUntil(() => Date.now() >= t0 + k * period, `tick ${k} to be due`, { intervalMs: 5 });
-        ticks.push(await enqueueTick(scheduler, connection, schedule, { tickMs: t0 + k * period, revoke: true }));
+        ticks.push(await enqueueTick(scheduler, connection, schedule, { tickMs: t0 + k * period }));
       }
       const last = await settledJob(connection, queue, (ticks[2] as (typeof ticks)[number]).jobId);
       expect(last.returnvalue).toMatchObject({ outcome: 'succeeded' });
       const [run] = runs('cancel-dead.txt');
-      // The first successor found the dead run started and recorded when: its lease cannot outlive that plus a TTL (and slack).
-      const firstSeen = (ticks[0] as (typeof ticks)[number]).data.enqueuedAtMs;
+      // The first successor found the dead run started and recorded on its job when its own lease was granted (its
+      // grant revoked any lease of the dead run): that lease cannot outlive this plus a TTL (and slack).
+      const firstSeen = Number(
+        await connection.hget(`bull:${queueName(queue)}:${deadTick.jobId}`, 'tickwardenRevokedByMs'),
+      );
+      const firstSuccessor = (ticks[0] as (typeof ticks)[number]).jobId;
+      expect(firstSeen).toBeGreaterThanOrEqual(t0 + period);
+      expect(firstSeen).toBeLessThanOrEqual(grantedAt(worker.records, firstSuccessor));
       expect((run as Run).start).toBeGreaterThanOrEqual(firstSeen + ttl + TAKEOVER_SLACK_MS);
-      // Its own enqueue plus a TTL and slack would be a period or two later (and with faster ticks, never).
-      expect((run as Run).start).toBeLessThan(last.data.enqueuedAtMs + ttl + TAKEOVER_SLACK_MS - 500);
+      // Its own grant (at or after its due time) plus a TTL and slack would be a period or two later (and with faster
+      // ticks, never).
+      expect((run as Run).start).toBeLessThan(last.data.dueMs + ttl + TAKEOVER_SLACK_MS - 500);
       expect(
         worker.records.some(
           (r) =>
@@ -273,7 +291,7 @@ describe('worker: overlap cancel-previous with a real worker', () => {
 });
 
 describe('predecessorsWaitUntil: how long a cancel-previous run waits, from plain values', () => {
-  const self = { tickMs: 10_000, enqueuedAtMs: 10_050, ttlMs: 3000 };
+  const self = { tickMs: 10_000, grantedAtMs: 10_050, ttlMs: 3000 };
   const peer = (tickMs: number, started: boolean, revokedByMs?: number) => ({
     jobId: `t/s@${tickMs}`,
     tickMs,
@@ -285,16 +303,16 @@ describe('predecessorsWaitUntil: how long a cancel-previous run waits, from plai
     expect(predecessorsWaitUntil(self, [], 1000)).toBeUndefined();
     expect(predecessorsWaitUntil(self, [peer(8000, false), peer(12_000, false)], 1000)).toBeUndefined();
     expect(predecessorsWaitUntil(self, [peer(8000, true)], 1000)).toBe(10_050 + 3000 + 1000);
-    // A later tick's run started first (a replica with its clock ahead enqueued it early): it is waited for too.
+    // A started run of a later tick is waited for too: whatever its tick, it may still be running.
     expect(predecessorsWaitUntil(self, [peer(12_000, true)], 1000)).toBe(10_050 + 3000 + 1000);
   });
 
-  it("a run marks revoked only started runs of earlier ticks not marked yet: never a later tick's (granted after its own enqueue)", () => {
+  it("a run marks revoked only started runs of earlier ticks not marked yet: never a later tick's (its lease was granted after this run's)", () => {
     const peers = [peer(6000, true), peer(7000, true, 8050), peer(8000, false), peer(12_000, true)];
     expect(peersToMarkRevoked(self, peers).map((p) => p.tickMs)).toEqual([6000]);
   });
 
-  it('a started run first seen by an earlier successor was revoked before that one was enqueued: the earlier bound holds', () => {
+  it("a started run first seen by an earlier successor was revoked by that one's grant: the earlier bound holds", () => {
     expect(predecessorsWaitUntil(self, [peer(6000, true, 8050), peer(8000, false)], 1000)).toBe(8050 + 3000 + 1000);
     expect(predecessorsWaitUntil(self, [peer(6000, true, 8050), peer(8000, true, 10_040)], 1000)).toBe(
       10_040 + 3000 + 1000,

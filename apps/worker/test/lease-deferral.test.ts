@@ -1,8 +1,9 @@
 import { randomBytes } from 'node:crypto';
-import { backfillJobId, leaseResource, queueName, tickClaim, type TickJobData } from '@tickwarden/contracts';
+import { backfillJobId, leaseResource, queueName, tickClaim, tickFence, type TickJobData } from '@tickwarden/contracts';
 import { sleep, waitUntil } from '@tickwarden/testkit';
 import { Queue } from 'bullmq';
 import { describe, expect, it } from 'vitest';
+import { BEHIND_WAIT_MS } from '../src/index.ts';
 import { useCluster } from './harness.ts';
 import { enqueueTick, nodeCommand, outcomes, shortLeaseSchedule, settledJob } from './support.ts';
 
@@ -33,7 +34,7 @@ describe('worker: a lease it cannot take defers the job instead of consuming its
       const cut = await cluster.startWorker([schedule], { lockUrls: link.urls, workerId: 'cut-worker' });
       expect(cut.service.takingJobs).toBe(true);
       const first = await enqueueTick(scheduler, connection, schedule);
-      // The takeover retries for the scheduler lease's validity (2 s here), then defers.
+      // The first start retries while no quorum answers for QUORUM_WAIT_MS (1 s), then defers.
       await waitUntil(() => outcomes(cut.records, first.jobId).length > 0, 'the cut worker to give the job up', {
         timeoutMs: 10_000,
       });
@@ -78,7 +79,9 @@ describe('worker: a lease it cannot take defers the job instead of consuming its
       const healthy = await cluster.startWorker([schedule], { workerId: 'healthy-worker' });
       const ran = await settledJob(connection, 'q-cut', first.jobId);
       expect(ran.returnvalue).toMatchObject({ outcome: 'succeeded' });
-      expect(ran.returnvalue.fence).toBeGreaterThan(first.lease.fence);
+      // In its tick's slot of tokens: the cut worker's tries may have raised the fence there on the nodes it reaches.
+      expect(ran.returnvalue.fence).toBeGreaterThanOrEqual(tickFence(first.data.tickMs));
+      expect(ran.returnvalue.fence).toBeLessThan(tickFence(first.data.tickMs + 1000));
       expect(lines('cut.txt')).toHaveLength(1);
       // Deferrals are not attempts: the handler ran as attempt 1, on the healthy worker.
       expect(lines('cut.txt')[0]?.split(' ')[1]).toBe('1');
@@ -155,7 +158,7 @@ describe('worker: a lease it cannot take defers the job instead of consuming its
     }
   });
 
-  it('one lock node slower than the node timeout, two down and one of them coming back: the takeover still succeeds (per-node timeout TTL/10, retried within the lease validity)', async () => {
+  it('one lock node slower than the node timeout, two down and one of them coming back: the first start still succeeds (per-node timeout TTL/10, no-quorum tries retried for QUORUM_WAIT_MS)', async () => {
     const { connection, scheduler, lines } = cluster;
     const schedule = shortLeaseSchedule('team-a/slow-nodes', recording('slow-nodes.txt'), {
       queue: 'q-slow-nodes',
@@ -168,15 +171,17 @@ describe('worker: a lease it cannot take defers the job instead of consuming its
     link.partition([0, 1, 3]);
     try {
       const worker = await cluster.startWorker([schedule], { lockUrls: link.urls, workerId: 'slow-worker' });
-      const { jobId, lease } = await enqueueTick(scheduler, connection, schedule);
+      const { jobId, data } = await enqueueTick(scheduler, connection, schedule);
       const restart = setTimeout(() => link.setFault(3, { kind: 'none' }), 700);
       const job = await settledJob(connection, 'q-slow-nodes', jobId);
       clearTimeout(restart);
       expect(job.returnvalue).toMatchObject({ outcome: 'succeeded' });
-      expect(job.returnvalue.fence).toBeGreaterThan(lease.fence);
-      // Node 2 never answers within a 100 ms node timeout, so a single-try takeover never gets a quorum.
-      // A loaded machine may still defer the first processor call (its retries ran out of validity):
-      // no attempt is consumed by that, and the next call takes the lease.
+      // In its tick's slot (a try that reached some nodes only may have raised the fence there).
+      expect(job.returnvalue.fence).toBeGreaterThanOrEqual(tickFence(data.tickMs));
+      expect(job.returnvalue.fence).toBeLessThan(tickFence(data.tickMs + 1000));
+      // Node 2 never answers within a 100 ms node timeout, so a single-try start never gets a quorum.
+      // A loaded machine may still defer the first processor call (its no-quorum retries ran out of
+      // QUORUM_WAIT_MS): no attempt is consumed by that, and the next call takes the lease.
       const recorded = outcomes(worker.records, jobId);
       expect(recorded.at(-1)).toMatchObject({ outcome: 'succeeded', attempt: 1 });
       expect(recorded.slice(0, -1).every((record) => record['outcome'] === 'deferred')).toBe(true);
@@ -188,9 +193,9 @@ describe('worker: a lease it cannot take defers the job instead of consuming its
     }
   });
 
-  it('a worker whose lock links are slower than its takeovers wait (but answer within a second) stops taking jobs too: a healthy worker runs them', async () => {
+  it('a worker whose lock links are slower than its first starts wait (but answer within a second) stops taking jobs too: a healthy worker runs them', async () => {
     const { connection, scheduler, lines } = cluster;
-    // A 3 s lease TTL: takeovers wait 300 ms per node; 200 ms each way makes every node too slow for them.
+    // A 3 s lease TTL: starts wait 300 ms per node; 200 ms each way makes every node too slow for them.
     const schedule = shortLeaseSchedule('team-a/slow-links', recording('slow-links.txt'), {
       queue: 'q-slow-links',
       leaseTtlMs: 3000,
@@ -275,42 +280,42 @@ describe('worker: a lease it cannot take defers the job instead of consuming its
     expect(job.progress).not.toHaveProperty('handlerStarted');
   });
 
-  it('shutdown while a job waits for its lease: the job is deferred at once (not failed, no attempt consumed) and another worker runs it', async () => {
+  it('shutdown while a job waits for its lease (behind the tick before, claimed and not started): the job is deferred at once (not failed, no attempt consumed) and another worker runs it', async () => {
     const { connection, scheduler, lines } = cluster;
     const schedule = shortLeaseSchedule('team-a/stop-wait', recording('stop-wait.txt'), {
       queue: 'q-stop-wait',
       leaseTtlMs: 10_000,
       startDeadlineMs: 30_000,
     });
-    const link = await cluster.locks.link('stopping-worker');
-    link.partition([0, 1, 2]);
-    try {
-      const stopping = await cluster.startWorker([schedule], { lockUrls: link.urls, workerId: 'stopping-worker' });
-      const { jobId } = await enqueueTick(scheduler, connection, schedule);
-      // The takeover retries for up to the lease's 10 s validity.
-      await waitUntil(
-        async () => (await cluster.job('q-stop-wait', jobId)).processedOn !== undefined,
-        'the job to be taken',
-      );
-      await sleep(300);
-      expect(outcomes(stopping.records, jobId)).toEqual([]);
-      const at = performance.now();
-      await stopping.service.stop(10_000);
-      expect(performance.now() - at).toBeLessThan(3000);
-      expect(outcomes(stopping.records, jobId)).toMatchObject([
-        { outcome: 'deferred', reason: 'the worker is shutting down while the run waited for its lease', deferrals: 1 },
-      ]);
-      const deferred = await cluster.job('q-stop-wait', jobId);
-      expect(deferred.attemptsMade).toBe(0);
-      expect(deferred.failedReason).toBeUndefined();
-      const other = await cluster.startWorker([schedule], { workerId: 'other-worker' });
-      const job = await settledJob(connection, 'q-stop-wait', jobId);
-      expect(job.returnvalue).toMatchObject({ outcome: 'succeeded' });
-      expect(outcomes(other.records, jobId)).toMatchObject([{ outcome: 'succeeded', attempt: 1 }]);
-      expect(lines('stop-wait.txt')).toHaveLength(1);
-    } finally {
-      link.heal();
-    }
+    const stopping = await cluster.startWorker([schedule], { workerId: 'stopping-worker' });
+    const tickMs = Math.ceil((Date.now() + 300) / 1000) * 1000;
+    // The tick before is claimed, its job not delivered yet (delayed): the tick's first start waits behind it,
+    // trying again, for BEHIND_WAIT_MS past its due time.
+    await enqueueTick(scheduler, connection, schedule, { tickMs: tickMs - 1000, delayMs: 60_000 });
+    await waitUntil(() => Date.now() >= tickMs, 'the tick to be due', { intervalMs: 5 });
+    const { jobId } = await enqueueTick(scheduler, connection, schedule, { tickMs });
+    await waitUntil(
+      async () => (await cluster.job('q-stop-wait', jobId)).processedOn !== undefined,
+      'the job to be taken',
+    );
+    await sleep(300);
+    expect(outcomes(stopping.records, jobId)).toEqual([]);
+    const at = performance.now();
+    await stopping.service.stop(10_000);
+    expect(performance.now() - at).toBeLessThan(3000);
+    expect(outcomes(stopping.records, jobId)).toMatchObject([
+      { outcome: 'deferred', reason: 'the worker is shutting down while the run waited for its lease', deferrals: 1 },
+    ]);
+    const deferred = await cluster.job('q-stop-wait', jobId);
+    expect(deferred.attemptsMade).toBe(0);
+    expect(deferred.failedReason).toBeUndefined();
+    const other = await cluster.startWorker([schedule], { workerId: 'other-worker' });
+    const job = await settledJob(connection, 'q-stop-wait', jobId);
+    expect(job.returnvalue).toMatchObject({ outcome: 'succeeded' });
+    expect(outcomes(other.records, jobId)).toMatchObject([{ outcome: 'succeeded', attempt: 1 }]);
+    expect(lines('stop-wait.txt')).toHaveLength(1);
+    // It too waited behind the tick before, until the lock nodes' clocks passed the end of that wait.
+    expect(Number(lines('stop-wait.txt')[0]?.split(' ')[2])).toBeGreaterThanOrEqual(tickMs + BEHIND_WAIT_MS);
   });
 
   it("a backfilled tick's job waits while another run holds the lease (no skip, no supersede; deferred after 10 s), then runs once", async () => {

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { ScheduleConfig } from '@tickwarden/config';
-import { leaseResource } from '@tickwarden/contracts';
+import { leaseResource, tickFence } from '@tickwarden/contracts';
 import { Redlock, resourceKeys, type Lease } from '@tickwarden/redlock';
 import {
   freePort,
@@ -174,7 +174,7 @@ describe('worker as an OS process', () => {
       TICKWARDEN_SHUTDOWN_GRACE: '500ms',
       TICKWARDEN_QUEUES: 'impatient',
     });
-    const { jobId, lease } = await enqueueTick(scheduler, connection, schedule);
+    const { jobId, data } = await enqueueTick(scheduler, connection, schedule);
     await runStarted(worker, jobId);
     await waitUntil(() => lines('impatient.txt').length > 0, 'the command to start');
     const metrics = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
@@ -191,7 +191,7 @@ describe('worker as an OS process', () => {
     expect(worker.records.filter((r) => r['jobId'] === jobId && 'outcome' in r).map((r) => r['outcome'])).toEqual([
       'aborted-shutdown',
     ]);
-    await scheduler.release(await scheduler.acquire(lease.resource, 1000, { retryCount: 0 }));
+    await scheduler.release(await scheduler.acquire(data.lease.resource, 1000, { retryCount: 0 }));
   });
 
   it('an invalid environment or config exits 2 naming every error', async () => {
@@ -336,7 +336,7 @@ describe('worker as an OS process', () => {
       attempts: 2,
     });
     const workers = await Promise.all([startFixture('crash-a', schedule), startFixture('crash-b', schedule)]);
-    const { jobId, lease } = await enqueueTick(scheduler, connection, schedule);
+    const { jobId, data } = await enqueueTick(scheduler, connection, schedule);
     await waitUntil(
       () => workers.some((w) => w.lines.some((line) => line.includes('"run started"'))),
       'a run to start',
@@ -375,7 +375,8 @@ describe('worker as an OS process', () => {
     const entries = lines('crash.txt').map((line) => line.split(' '));
     expect(entries.map(([kind]) => kind)).toEqual(['start', 'start', 'end']);
     const [first, second, end] = entries as [string[], string[], string[]];
-    expect(Number(first[1])).toBeGreaterThan(lease.fence);
+    // The first start's token is its tick's (the first grant on the schedule's resource); the retry's is above it.
+    expect(Number(first[1])).toBe(tickFence(data.tickMs));
     expect(Number(second[1])).toBeGreaterThan(Number(first[1]));
     expect(end[1]).toBe(second[1]);
     // The lease lapsed on a majority only when the third-shortest key expired.
@@ -396,7 +397,7 @@ describe('worker as an OS process', () => {
     const schedule = shortLeaseSchedule('paused/job', heartbeat('paused.txt'), { queue: 'paused', leaseTtlMs: 2000 });
     writeTeam('paused', [{ name: 'job', handler: commandYaml(schedule), leaseTtl: '2s', queue: 'paused' }]);
     const { worker } = await startWorker('paused', { TICKWARDEN_QUEUES: 'paused' });
-    const { jobId, lease } = await enqueueTick(scheduler, connection, schedule);
+    const { jobId, data } = await enqueueTick(scheduler, connection, schedule);
     await runStarted(worker, jobId);
     await waitUntil(() => lines('paused.txt').length > 3, 'heartbeats');
     const pgid = Number(lines('paused.txt')[0]?.split(' ')[1]);
@@ -405,7 +406,11 @@ describe('worker as an OS process', () => {
     let second: Lease | undefined;
     try {
       // Another run of the schedule: granted once the paused worker's lease lapsed on a majority.
-      second = await scheduler.acquire(lease.resource, 2000, { retryCount: 200, retryDelayMs: 50, retryJitterMs: 0 });
+      second = await scheduler.acquire(data.lease.resource, 2000, {
+        retryCount: 200,
+        retryDelayMs: 50,
+        retryJitterMs: 0,
+      });
       const grantedBy = Date.now();
       // The paused worker cannot reap it: a zombie at most, running nothing.
       expect(runningMembers(pgid)).toEqual([]);
@@ -453,7 +458,7 @@ describe('worker as an OS process', () => {
       },
     ]);
     const { worker } = await startWorker('paused-module', { TICKWARDEN_QUEUES: 'paused-module' });
-    const { jobId, lease } = await enqueueTick(scheduler, connection, schedule);
+    const { jobId, data } = await enqueueTick(scheduler, connection, schedule);
     await runStarted(worker, jobId);
     await waitUntil(() => lines('paused-module.txt').length > 3, 'heartbeats');
     const pgid = Number(lines('paused-module.txt')[0]?.split(' ')[1]);
@@ -474,7 +479,11 @@ describe('worker as an OS process', () => {
     let count: number;
     try {
       // Another run of the schedule: granted once the paused worker's lease lapsed on a majority.
-      second = await scheduler.acquire(lease.resource, 2000, { retryCount: 200, retryDelayMs: 50, retryJitterMs: 0 });
+      second = await scheduler.acquire(data.lease.resource, 2000, {
+        retryCount: 200,
+        retryDelayMs: 50,
+        retryJitterMs: 0,
+      });
       grantedBy = Date.now();
       // The paused worker cannot reap it: a zombie at most, running nothing.
       expect(runningMembers(pgid)).toEqual([]);

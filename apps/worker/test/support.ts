@@ -1,8 +1,9 @@
+import { randomInt } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
 import { Writable } from 'node:stream';
 import type { HandlerConfig, ScheduleConfig } from '@tickwarden/config';
 import { leaseResource, queueName, tickClaim, tickJobId, type TickJobData } from '@tickwarden/contracts';
-import type { Lease, Redlock } from '@tickwarden/redlock';
+import type { Redlock } from '@tickwarden/redlock';
 import { scheduleConfig, waitUntil } from '@tickwarden/testkit';
 import { Job, Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
@@ -87,11 +88,11 @@ export function shellCommand(
 
 /**
  * Enqueues a tick's job the way a scheduler replica does: wins the tick's
- * lease (claim-once on the tick) with `@tickwarden/redlock`, then adds the
- * job with the lease in its data and the schedule's attempts and backoff.
- * `revoke`: as a scheduler contests a `cancel-previous` tick, taking the lease
- * from the previous tick's run (running or still queued). `beforeAdd` runs
- * once the lease is won, before the job is added (to cut the lock nodes first).
+ * claim with `@tickwarden/redlock` (no lease: the worker takes the schedule's
+ * lease when the run starts), then adds the job with the claim's value and a
+ * publication number in its data, and the schedule's attempts and backoff.
+ * `beforeAdd` runs once the claim is won, before the job is added (to cut the
+ * lock nodes first).
  */
 export async function enqueueTick(
   redlock: Redlock,
@@ -101,17 +102,14 @@ export async function enqueueTick(
     tickMs?: number;
     dueMs?: number;
     delayMs?: number;
-    revoke?: boolean;
     data?: Partial<TickJobData>;
     beforeAdd?: () => Promise<unknown>;
   } = {},
-): Promise<{ jobId: string; lease: Lease; data: TickJobData }> {
+): Promise<{ jobId: string; data: TickJobData }> {
   const tickMs = options.tickMs ?? Date.now();
-  const lease = await redlock.acquire(leaseResource(schedule.id, schedule.overlap, tickMs), schedule.leaseTtlMs, {
-    claim: tickClaim(tickMs),
-    retryCount: 0,
-    revoke: options.revoke,
-  });
+  const resource = leaseResource(schedule.id, schedule.overlap, tickMs);
+  const [claimed] = await redlock.claimBatch([{ resource, claim: tickClaim(tickMs) }], { retryCount: 0 });
+  if (!claimed?.ok) throw claimed?.error ?? new Error('no claim');
   await options.beforeAdd?.();
   const data: TickJobData = {
     version: 1,
@@ -120,7 +118,7 @@ export async function enqueueTick(
     dueMs: options.dueMs ?? tickMs,
     payload: schedule.payload ?? null,
     overlap: schedule.overlap,
-    lease: { resource: lease.resource, value: lease.value, fence: lease.fence, ttlMs: lease.ttlMs },
+    lease: { resource, value: claimed.claim.value, fence: randomInt(1, 2 ** 48), ttlMs: schedule.leaseTtlMs },
     startDeadlineMs: schedule.startDeadlineMs ?? null,
     maxRuntimeMs: schedule.maxRuntimeMs ?? null,
     enqueuedBy: 'test-scheduler',
@@ -141,7 +139,7 @@ export async function enqueueTick(
   } finally {
     await queue.close();
   }
-  return { jobId, lease, data };
+  return { jobId, data };
 }
 
 /** Waits until the job is completed or failed and returns it. */

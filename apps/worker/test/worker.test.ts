@@ -1,5 +1,5 @@
 import { DEFAULT_STALLED_INTERVAL_MS, type ScheduleConfig } from '@tickwarden/config';
-import { leaseResource, queueName, tickClaim, type TickJobData } from '@tickwarden/contracts';
+import { leaseResource, queueName, tickClaim, tickFence, type TickJobData } from '@tickwarden/contracts';
 import { resourceKeys, type Redlock } from '@tickwarden/redlock';
 import { RunHistory } from '@tickwarden/runtime';
 import { sleep, waitUntil, type RedisNodes } from '@tickwarden/testkit';
@@ -95,15 +95,16 @@ describe('worker: jobs under the lease, against real Redis', () => {
     }
   }
 
-  it('takes the lease over from the scheduler, runs the handler with a greater fence, logs the run fields, releases the lease', async () => {
+  it("a first start takes the schedule's lease with the tick's claim, runs the handler with its tick's fencing token, logs the run fields, releases the lease", async () => {
     const schedule = shortLeaseSchedule('team-a/ok', recording('ok.txt', ''), { queue: 'q-ok' });
     const { records, metrics } = await startWorker([schedule]);
-    const { jobId, lease } = await enqueueTick(scheduler, connection, schedule);
+    const { jobId, data } = await enqueueTick(scheduler, connection, schedule);
     const job = await settledJob(connection, 'q-ok', jobId);
     expect(await job.getState()).toBe('completed');
     const [fence, attempt] = (lines('ok.txt')[0] ?? '').split(' ');
     expect(job.returnvalue).toMatchObject({ outcome: 'succeeded', fence: Number(fence) });
-    expect(Number(fence)).toBeGreaterThan(lease.fence);
+    // The first grant on the schedule's resource: the first token of its tick's slot (the job's `fence` is a publication number, not a token).
+    expect(Number(fence)).toBe(tickFence(data.tickMs));
     expect(attempt).toBe('1');
     // Marked before the handler started: a later start reads it to know the start deadline no longer applies.
     expect(job.progress).toMatchObject({ handlerStarted: true, attempt: 1, fence: Number(fence) });
@@ -125,7 +126,7 @@ describe('worker: jobs under the lease, against real Redis', () => {
     expect(typeof done?.['durationMs']).toBe('number');
     // the payload only at debug
     expect(records.filter((r) => 'payload' in r).every((r) => r['level'] === 20)).toBe(true);
-    expect(await leaseIsFree(lease.resource)).toBe(true);
+    expect(await leaseIsFree(data.lease.resource)).toBe(true);
     const text = await metrics.registry.metrics();
     expect(text).toMatch(/tickwarden_worker_runs_total\{outcome="succeeded"\} 1/);
     expect(text).toMatch(/tickwarden_worker_run_duration_seconds_count\{outcome="succeeded"\} 1/);
@@ -417,7 +418,7 @@ describe('worker: jobs under the lease, against real Redis', () => {
       maxRuntimeMs: 1500,
     });
     const { records } = await startWorker([schedule]);
-    const { jobId, lease } = await enqueueTick(scheduler, connection, schedule);
+    const { jobId, data } = await enqueueTick(scheduler, connection, schedule);
     const job = await settledJob(connection, 'q-slow', jobId);
     expect(await job.getState()).toBe('failed');
     expect(job.attemptsMade).toBe(3);
@@ -429,10 +430,12 @@ describe('worker: jobs under the lease, against real Redis', () => {
     ]);
     const runs = lines('slow.txt').map((line) => line.split(' ').map(Number));
     expect(runs.map(([, attempt]) => attempt)).toEqual([1, 2, 3]);
-    const fences = [lease.fence, ...runs.map(([fence]) => fence as number)];
+    // The first start's token is its tick's; each retry's is above the attempt's before.
+    const fences = runs.map(([fence]) => fence as number);
+    expect(fences[0]).toBe(tickFence(data.tickMs));
     for (let i = 1; i < fences.length; i++) expect(fences[i]).toBeGreaterThan(fences[i - 1] as number);
     for (const [, , , pid] of runs) expect(groupAlive(pid as number)).toBe(false);
-    expect(await leaseIsFree(lease.resource)).toBe(true);
+    expect(await leaseIsFree(data.lease.resource)).toBe(true);
   });
 
   it('a failed attempt is retried after its backoff and the retry can succeed', async () => {
@@ -463,7 +466,7 @@ describe('worker: jobs under the lease, against real Redis', () => {
       queue: 'q-overlap',
       leaseTtlMs: 1000,
     });
-    // Both ticks were won while the schedule was free; their jobs waited in the queue past the lease TTL (no worker yet).
+    // Both ticks were claimed and their jobs wait in the queue (no worker yet), past the lease TTL: a queued job holds no lease.
     const first = await enqueueTick(scheduler, connection, schedule);
     await sleep(1100);
     const second = await enqueueTick(scheduler, connection, schedule, {
@@ -486,12 +489,12 @@ describe('worker: jobs under the lease, against real Redis', () => {
     expect(Number(skipped?.['time'])).toBeLessThan(Number(outcomes(records, first.jobId)[0]?.['time']));
   });
 
-  it('a tick enqueued again after the queue Redis lost its data (same lease value, a new fence) does not run twice: already-started', async () => {
+  it('a tick enqueued again after the queue Redis lost its data (same claim value, a new publication number) does not run twice: already-started', async () => {
     const schedule = shortLeaseSchedule('team-a/wiped', recording('wiped.txt', ''), { queue: 'q-wiped' });
     const { records, metrics } = await startWorker([schedule]);
     const first = await enqueueTick(scheduler, connection, schedule);
     expect((await settledJob(connection, 'q-wiped', first.jobId)).returnvalue).toMatchObject({ outcome: 'succeeded' });
-    // The data is gone; a recovery publishes the tick again under a takeover's fence (the claim is started, so none could be won: written by hand).
+    // The data is gone; a recovery publishes the tick again under a new publication number (the claim is started, so none could be won: written by hand).
     const queue = new Queue(queueName('q-wiped'), { connection });
     try {
       await (await queue.getJob(first.jobId))?.remove();
@@ -507,6 +510,10 @@ describe('worker: jobs under the lease, against real Redis', () => {
     expect(again.returnvalue).toEqual({ outcome: 'already-started' });
     expect(lines('wiped.txt')).toHaveLength(1);
     expect(outcomes(records, first.jobId).map((record) => record['outcome'])).toEqual(['succeeded', 'already-started']);
+    // Refused by the claim, which the first publication's start holds.
+    expect(outcomes(records, first.jobId)[1]).toMatchObject({
+      startedBy: `${first.data.lease.value}|${first.data.lease.fence}`,
+    });
     expect(await metrics.registry.metrics()).toMatch(/tickwarden_worker_runs_total\{outcome="already-started"\} 1/);
     // Both ends are in the schedule's run history, newest first, as their log lines have them.
     const history = new RunHistory(connection);
@@ -520,24 +527,26 @@ describe('worker: jobs under the lease, against real Redis', () => {
       worker: 'test-worker',
       exitCode: 0,
     });
-    expect(firstRun?.fence).toBeGreaterThan(first.data.lease.fence);
-    expect(second).toMatchObject({ outcome: 'already-started', fence: first.data.lease.fence + 1 });
+    expect(firstRun?.fence).toBe(tickFence(first.data.tickMs));
+    // The second publication took no lease: its end records no fencing token (a publication number is not one).
+    expect(second).toMatchObject({ outcome: 'already-started', tickMs: first.data.tickMs, jobId: first.jobId });
+    expect(second?.fence).toBeUndefined();
     expect(second?.error).toBeUndefined();
   });
 
-  it('a job started after its start deadline does not run (missed-deadline) and frees the schedule', async () => {
+  it("a job started after its start deadline does not run (missed-deadline) and leaves the schedule's lease free (it never took it)", async () => {
     const schedule = shortLeaseSchedule('team-a/late', recording('late.txt', ''), {
       queue: 'q-late',
       startDeadlineMs: 1000,
     });
     const { records } = await startWorker([schedule]);
     const tickMs = Date.now() - 5000;
-    const { jobId, lease } = await enqueueTick(scheduler, connection, schedule, { tickMs, dueMs: tickMs });
+    const { jobId, data } = await enqueueTick(scheduler, connection, schedule, { tickMs, dueMs: tickMs });
     const job = await settledJob(connection, 'q-late', jobId);
     expect(job.returnvalue).toEqual({ outcome: 'missed-deadline' });
     expect(outcomes(records, jobId)[0]).toMatchObject({ outcome: 'missed-deadline', startDeadlineMs: 1000 });
     expect(lines('late.txt')).toHaveLength(0);
-    expect(await leaseIsFree(lease.resource)).toBe(true);
+    expect(await leaseIsFree(data.lease.resource)).toBe(true);
   });
 
   it('a run whose program cannot start for want of a launcher is deferred (no attempt consumed), then runs once one answers', async () => {
@@ -652,12 +661,12 @@ describe('worker: jobs under the lease, against real Redis', () => {
     const { records } = await startWorker([known]);
     const unknown = shortLeaseSchedule('team-a/unknown', nodeCommand(''), { queue: 'q-bad', attempts: 3 });
     // No start deadline (an older scheduler's job): the worker waits two minutes after its due time.
-    const { jobId, lease } = await enqueueTick(scheduler, connection, unknown, { dueMs: Date.now() - 125_000 });
+    const { jobId, data } = await enqueueTick(scheduler, connection, unknown, { dueMs: Date.now() - 125_000 });
     const job = await settledJob(connection, 'q-bad', jobId);
     expect(await job.getState()).toBe('failed');
     expect(job.attemptsMade).toBe(1);
     expect(job.failedReason).toBe('schedule "team-a/unknown" is not in this worker\'s configuration');
-    expect(await leaseIsFree(lease.resource)).toBe(true);
+    expect(await leaseIsFree(data.lease.resource)).toBe(true);
 
     const queue = new Queue(queueName('q-bad'), { connection });
     await queue.add('garbage', { version: 1, schedule: 'NOT VALID' }, { jobId: 'garbage-1', attempts: 3 });
@@ -701,7 +710,7 @@ describe('worker: jobs under the lease, against real Redis', () => {
       recording('late-retry.txt', 'process.exit(process.env.TICKWARDEN_ATTEMPT === "1" ? 1 : 0)'),
       { queue: 'q-deadline', attempts: 2, backoff, startDeadlineMs: 1000 },
     );
-    // Its first start cannot take its lease (the lock majority is paused; the takeover tries for 1 s): deferred, it comes back past the deadline and never runs.
+    // Its first start cannot take its lease (the lock majority is paused; no-quorum tries go on for QUORUM_WAIT_MS, 1 s): deferred, it comes back past the deadline and never runs.
     const blocked = shortLeaseSchedule('team-a/late-blocked', recording('late-blocked.txt', ''), {
       queue: 'q-deadline',
       attempts: 2,
@@ -783,13 +792,13 @@ describe('worker: jobs under the lease, against real Redis', () => {
     const { records } = await startWorker([schedule]);
     const node = queueNodes.nodes[0];
     if (!node) throw new Error('no queue Redis');
-    const { jobId, lease } = await enqueueTick(scheduler, connection, schedule);
+    const { jobId, data } = await enqueueTick(scheduler, connection, schedule);
     await waitUntil(() => lines('mark.txt').length === 1, 'the program started');
     await node.pause();
     try {
       // The program ends a second after it started; its finished mark cannot be written.
       const from = performance.now();
-      await waitUntil(() => leaseIsFree(lease.resource), 'the lease released', { timeoutMs: 5000 });
+      await waitUntil(() => leaseIsFree(data.lease.resource), 'the lease released', { timeoutMs: 5000 });
       expect(performance.now() - from).toBeLessThan(1000 + FINISHED_MARK_WAIT_MS + 1500);
     } finally {
       await node.resume();
@@ -889,8 +898,11 @@ describe('worker: jobs under the lease, against real Redis', () => {
       const before = lines('rerun.txt').length;
       const tickMs = Date.now();
       const resource = leaseResource(schedule.id, 'skip', tickMs);
-      const granted = await scheduler.acquire(resource, 1000, { claim: tickClaim(tickMs), retryCount: 0 });
-      const data = jobData(tickMs, { resource, value: granted.value, fence: granted.fence, ttlMs: 1000 });
+      // The tick as a replica publishes it: its claim won (no lease), the job named by a publication number.
+      const [claimed] = await scheduler.claimBatch([{ resource, claim: tickClaim(tickMs) }], { retryCount: 0 });
+      if (!claimed?.ok) throw new Error('the tick was not claimed');
+      const publication = 4_242_424_242;
+      const data = jobData(tickMs, { resource, value: claimed.claim.value, fence: publication, ttlMs: 1000 });
       expect((await r.processJob(laterStart(data), undefined, undefined)).outcome).toBe('succeeded');
       const firstStart = {
         id: `${data.schedule}@${data.tickMs}`,
@@ -905,7 +917,7 @@ describe('worker: jobs under the lease, against real Redis', () => {
       expect(lines('rerun.txt')).toHaveLength(before + 1);
       expect(outcomes(records).at(-1)).toMatchObject({
         outcome: 'already-started',
-        startedBy: `${granted.value}|${granted.fence}:later`,
+        startedBy: `${claimed.claim.value}|${publication}:later`,
       });
     });
 
@@ -967,9 +979,9 @@ describe('worker: jobs under the lease, against real Redis', () => {
         ...jobData(dueMs, { resource, value, fence, ttlMs }),
         startDeadlineMs: 1000,
       });
-      // The previous attempt died holding the lease (or is stalled but alive): its lease must stay.
+      // The previous attempt died holding the lease (or is stalled but alive): its lease must stay. Its token is its tick's.
       const resource = leaseResource(schedule.id, 'skip', dueMs);
-      const previous = await scheduler.acquire(resource, ttlMs, { retryCount: 0 });
+      const previous = await scheduler.acquire(resource, ttlMs, { retryCount: 0, fence: { from: tickFence(dueMs) } });
       const dropped = await r.processJob(
         laterStart(late(resource, previous.value, previous.fence)),
         undefined,

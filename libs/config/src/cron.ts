@@ -53,16 +53,44 @@ export function cronProblem(pattern: string, timezone: string): string | undefin
   }
 }
 
+/** Parsed patterns of `ticksAround`, by time zone and pattern; a worker asks about every job's schedule. */
+const aroundCache = new Map<string, Cron>();
+/** At most this many patterns stay parsed (then the cache starts over): one per distinct cron and zone of a config. */
+const AROUND_CACHE_MAX = 10_000;
+
+function parsed(pattern: string, timezone: string): Cron {
+  const key = `${timezone} ${pattern}`;
+  let cron = aroundCache.get(key);
+  if (!cron) {
+    if (aroundCache.size >= AROUND_CACHE_MAX) aroundCache.clear();
+    cron = new Cron(pattern, { timezone, paused: true });
+    aroundCache.set(key, cron);
+  }
+  return cron;
+}
+
+/**
+ * The pattern's last tick strictly before `tickMs` and first strictly after it (epoch ms) in
+ * `timezone`, each undefined when it has none. For a worker placing a run among its schedule's
+ * (the tick before, which it may wait for; the next, whose runs pass it); the scheduler plans
+ * ticks with its own shared patterns.
+ */
+export function ticksAround(
+  pattern: string,
+  timezone: string,
+  tickMs: number,
+): { previous: number | undefined; next: number | undefined } {
+  const cron = parsed(pattern, timezone);
+  return {
+    previous: cron.previousRuns(1, new Date(tickMs))[0]?.getTime(),
+    next: cron.nextRun(new Date(tickMs))?.getTime(),
+  };
+}
+
 /**
  * The pattern's first tick strictly after `afterMs` (epoch ms) in `timezone`, or undefined when it
- * has none. For one-off questions (a worker asking whether a `cancel-previous` run's successor is
- * due); the scheduler plans ticks with its own shared patterns.
+ * has none (a worker asking whether a `cancel-previous` run's successor is due).
  */
 export function nextTickAfter(pattern: string, timezone: string, afterMs: number): number | undefined {
-  const job = new Cron(pattern, { timezone, paused: true });
-  try {
-    return job.nextRun(new Date(afterMs))?.getTime();
-  } finally {
-    job.stop();
-  }
+  return parsed(pattern, timezone).nextRun(new Date(afterMs))?.getTime();
 }

@@ -47,10 +47,18 @@ export const REDIS_TLS_VARIABLES = {
   key: 'TICKWARDEN_REDIS_TLS_KEY',
 } as const;
 
+/**
+ * Default of `TICKWARDEN_CONTEST_LEAD`, ms: longer than contesting and enqueueing 10,000 ticks due
+ * at one instant takes, and half a second off whole seconds, so that the contests of ticks due
+ * later run between the starts of earlier ones instead of competing with them
+ * (apps/scheduler/BENCHMARK.md).
+ */
+export const DEFAULT_CONTEST_LEAD_MS = 9500;
+
 export interface SchedulerEnv extends CommonEnv {
   /** `TICKWARDEN_REPLICA_ID`, default `os.hostname()` (the pod name on Kubernetes). */
   replicaId: string;
-  /** `TICKWARDEN_CONTEST_LEAD`: how long before its run is due a tick is contested and enqueued, ms; `undefined` means the scheduler's default (9.5 s). */
+  /** `TICKWARDEN_CONTEST_LEAD`: how long before its run is due a tick is contested and enqueued, ms; `undefined` means DEFAULT_CONTEST_LEAD_MS. */
   contestLeadMs: number | undefined;
   /** `TICKWARDEN_CONTROL_TOKEN_FILE`: the file holding the web console's control token (a mounted Secret), read once at start; `undefined`: the console is read-only. */
   controlTokenFile: string | undefined;

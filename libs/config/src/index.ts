@@ -1,10 +1,11 @@
-export { nextTickAfter } from './cron.ts';
+export { nextTickAfter, ticksAround } from './cron.ts';
 export { formatDuration, parseDuration } from './duration.ts';
 export {
   parseLauncherEnv,
   parseSchedulerEnv,
   parseWorkerEnv,
   CONTROL_TOKEN_FILE_VARIABLE,
+  DEFAULT_CONTEST_LEAD_MS,
   DEFAULT_SECRETS_DIR,
   DEFAULT_STALLED_INTERVAL_MS,
   ENV_DURATION_MAX_MS,

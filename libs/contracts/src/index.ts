@@ -10,6 +10,7 @@ export {
   parseTickJob,
   queueName,
   tickClaim,
+  tickFence,
   tickJobId,
   type Overlap,
   type TickJobData,

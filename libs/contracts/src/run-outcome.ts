@@ -6,6 +6,7 @@ export const RUN_OUTCOMES = [
   'aborted-timeout',
   'aborted-shutdown',
   'skipped-overlap',
+  'skipped-paused',
   'missed-deadline',
   'deferred',
   'superseded',
@@ -19,4 +20,9 @@ export type RunOutcome = (typeof RUN_OUTCOMES)[number];
  * Outcomes that end a job without its handler running, where no other start of the tick ran
  * either (already-started says one did): the tick did not run, and a backfill may run it.
  */
-export const NOT_RUN_OUTCOMES: ReadonlySet<RunOutcome> = new Set(['skipped-overlap', 'missed-deadline', 'superseded']);
+export const NOT_RUN_OUTCOMES: ReadonlySet<RunOutcome> = new Set([
+  'skipped-overlap',
+  'skipped-paused',
+  'missed-deadline',
+  'superseded',
+]);

@@ -31,6 +31,15 @@ export function tickClaim(tickMs: number): string {
   return `tick:${tickMs}`;
 }
 
+/**
+ * The first fencing token of a tick's runs (its time in microseconds): a run's tokens lie between
+ * its tick's and the next tick's, so they grow with the ticks whatever the clocks say, and a run
+ * of an earlier tick cannot start once a later tick's has.
+ */
+export function tickFence(tickMs: number): number {
+  return tickMs * 1000;
+}
+
 /** BullMQ job id of a tick, `<team>/<name>@<epoch ms>`: deterministic, no `:` (BullMQ's rule), never all digits. */
 export function tickJobId(scheduleId: string, tickMs: number): string {
   return `${scheduleId}@${tickMs}`;
@@ -75,8 +84,13 @@ const tickJobSchema = z.strictObject({
   payload: z.unknown(),
   overlap: z.enum(OVERLAPS),
   /**
-   * The lease the winning replica was granted for this tick; the worker takes it over by value.
-   * A backfill's: a fresh value, the claim started by `fence` (the backfill's start id).
+   * The lease the tick's run takes when it starts: the schedule's resource (`leaseResource`) and
+   * lease TTL, and the value of the tick's claim, which a replica won on the lock nodes (no lease
+   * is held while the job waits). `fence` names this publication of the tick: the start id its
+   * first start records on the claim, so that a second job of the tick (published again after the
+   * queue Redis lost the first) cannot start once the first did. The shape is the one jobs had
+   * when the replica held the lease until the worker took it over by value, so that workers and
+   * replicas of either version run each other's jobs during an upgrade.
    */
   lease: leaseSchema,
   startDeadlineMs: z.number().int().positive().nullable(),

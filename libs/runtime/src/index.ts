@@ -25,6 +25,7 @@ export {
   type NamedServer,
 } from './server-identity.ts';
 export { PROCESS_NODE_FLAGS } from './node-flags.ts';
+export { PAUSED_KEY, pausedNow } from './pauses.ts';
 export {
   appendToHistory,
   firstBytes,
