@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { sleep } from '@tickwarden/testkit';
-import { ChaosRunner, planFaults } from './chaos.ts';
+import { ChaosRunner, planFaults, planReplicaRestarts } from './chaos.ts';
 import { Cluster, LIBFAKETIME, writeClockOffset } from './cluster.ts';
 import { HistoryCollector } from './history-collector.ts';
 import { expectedLedgerSchedule, ledgerTeamFile, type LedgerScheduleSpec } from './ledger-config.ts';
@@ -157,16 +157,17 @@ async function main(): Promise<number> {
       { length: Math.ceil(args.durationMs / LONG_PERIOD_MS) + 1 },
       (_, i) => longTickMs - startMs + i * LONG_PERIOD_MS,
     ).filter((atMs) => atMs < args.durationMs);
-    const plan = planFaults({
+    const planOptions = {
       seed: args.seed,
       durationMs: args.durationMs,
       leaseTtlMs: LEASE_TTL_MS,
       clockSkew,
       longTicksAtMs,
-    });
-    const lateRestarts = plan.filter((fault) => fault.kind === 'late-restart-scheduler').length;
+    };
+    const plan = [...planFaults(planOptions), ...planReplicaRestarts(planOptions)].sort((a, b) => a.atMs - b.atMs);
+    const count = (kind: string): number => plan.filter((fault) => fault.kind === kind).length;
     console.log(
-      `chaos: seed ${args.seed}, ${args.durationMs / 1000} s, ${plan.length} faults planned (${lateRestarts} late replica restarts), ${specs.length} schedules (lease TTL ${LEASE_TTL_MS} ms), ` +
+      `chaos: seed ${args.seed}, ${args.durationMs / 1000} s, ${plan.length} faults planned (${count('late-restart-scheduler')} late replica restarts, ${count('restart-all-schedulers')} restarts of every replica), ${specs.length} schedules (lease TTL ${LEASE_TTL_MS} ms), ` +
         `long schedule ${specs.at(-1)?.cron} ticks at +${longTicksAtMs.map((ms) => (ms / 1000).toFixed(1)).join(', +')} s`,
     );
     // The long schedule's ticks must run for their late restarts to show anything: no worker fault from 2 s before to 5 s after them.

@@ -26,8 +26,11 @@ export const FAULT_KINDS = [
 ] as const;
 /** The kinds drawn from the seed. */
 export type DrawnFaultKind = (typeof FAULT_KINDS)[number];
-/** Drawn kinds, plus `late-restart-scheduler`: planned at fixed offsets after the long-period schedule's ticks. */
-export type FaultKind = DrawnFaultKind | 'late-restart-scheduler';
+/**
+ * Drawn kinds, plus `late-restart-scheduler` (planned at fixed offsets after the long-period
+ * schedule's ticks) and `restart-all-schedulers` (planned apart: `planReplicaRestarts`).
+ */
+export type FaultKind = DrawnFaultKind | 'late-restart-scheduler' | 'restart-all-schedulers';
 
 /**
  * How often each kind is drawn: its copies in each bag of kinds the plan draws from (see
@@ -77,6 +80,8 @@ export interface PlannedFault {
   magnitude: number;
   /** `kill-lock-nodes` (any of LockNodeRestart) and `kill-queue-redis` (QueueRedisRestart) only. */
   restart?: LockNodeRestart;
+  /** `restart-all-schedulers` only: how every replica is stopped. */
+  signal?: 'SIGTERM' | 'SIGKILL';
 }
 
 export interface PlanOptions {
@@ -222,6 +227,49 @@ export function planFaults(options: PlanOptions): PlannedFault[] {
   return plan.sort((a, b) => a.atMs - b.atMs);
 }
 
+/** How long a restart of every replica waits at most for their other faults to heal, ms: longer than any replica fault lasts. */
+const ALL_REPLICAS_WAIT_MS = 12_000;
+/** How long the replicas take to start again, at most, ms. */
+const REPLICAS_START_MS = 3_000;
+/** How often a restart of every replica looks for the replicas it waits for, ms. */
+const CLAIM_POLL_MS = 100;
+
+/**
+ * The restarts of every replica at once (`restart-all-schedulers`), from the seed: the first
+ * 15-35 s into the run, then one every 30-60 s, each stopping them all (SIGTERM or SIGKILL, even
+ * odds) for 2-5 s. Planned apart from `planFaults`, from a stream of its own, so that the drawn
+ * plan of a seed stays as it is. Each is kept clear of the long schedule's ticks (they must run)
+ * and of their late restarts (which need a replica to restart), its wait for the replicas included.
+ */
+export function planReplicaRestarts(options: PlanOptions): PlannedFault[] {
+  const random = seededRandom(options.seed ^ 0x5bd1e995);
+  const between = (min: number, max: number): number => Math.round(min + random() * (max - min));
+  const lateAfter = options.lateRestartAfterMs ?? LATE_RESTART_AFTER_MS;
+  const keepClear = (options.longTicksAtMs ?? []).flatMap((tickAtMs) => [
+    { fromMs: tickAtMs - 2000, toMs: tickAtMs + 5000 },
+    { fromMs: tickAtMs + lateAfter - 1000, toMs: tickAtMs + lateAfter + 4000 },
+  ]);
+  const plan: PlannedFault[] = [];
+  for (let atMs = between(15_000, 35_000); ; atMs += between(30_000, 60_000)) {
+    const durationMs = between(2000, 5000);
+    const signal = random() < 0.5 ? 'SIGTERM' : 'SIGKILL';
+    const spanMs = ALL_REPLICAS_WAIT_MS + durationMs + REPLICAS_START_MS;
+    for (let clash = clashOf(keepClear, atMs, spanMs); clash; clash = clashOf(keepClear, atMs, spanMs))
+      atMs = clash.toMs + 1;
+    if (atMs >= options.durationMs) return plan;
+    plan.push({ atMs, kind: 'restart-all-schedulers', durationMs, target: 0, magnitude: 0, signal });
+  }
+}
+
+/** The first window that [atMs, atMs + spanMs] meets, if any. */
+function clashOf(
+  windows: readonly { fromMs: number; toMs: number }[],
+  atMs: number,
+  spanMs: number,
+): { fromMs: number; toMs: number } | undefined {
+  return windows.find((window) => atMs <= window.toMs && atMs + spanMs >= window.fromMs);
+}
+
 /** What happened to one planned fault. */
 export interface AppliedFault extends PlannedFault {
   /** The process or lock nodes it hit, or why it was skipped (its target was already faulted). */
@@ -270,10 +318,12 @@ interface LinkState {
  * at most one worker is faulted at once (the other one is healthy); a slot
  * already faulted is left alone (the fault is skipped, and listed as such);
  * `partition-schedulers` needs all three replicas unfaulted and keeps the
- * third one healthy while it lasts; no worker fault touches the stretches
- * around the long schedule's ticks (`workersSpared`); the queue Redis is
- * killed or paused by one fault at a time, and slowed by one at a time
- * (either may overlap process faults).
+ * third one healthy while it lasts; `restart-all-schedulers` claims every
+ * replica as its other fault heals (ALL_REPLICAS_WAIT_MS at most, skipped
+ * past that) and no other fault touches them until all are back; no worker
+ * fault touches the stretches around the long schedule's ticks
+ * (`workersSpared`); the queue Redis is killed or paused by one fault at a
+ * time, and slowed by one at a time (either may overlap process faults).
  */
 export class ChaosRunner {
   readonly applied: AppliedFault[] = [];
@@ -422,6 +472,8 @@ export class ChaosRunner {
         return this.#queueRedisFault(fault, record);
       case 'latency-queue-redis':
         return this.#queueLatency(fault, record);
+      case 'restart-all-schedulers':
+        return this.#restartAllSchedulers(fault, record);
       case 'latency':
       case 'reset-links':
       case 'partition-queue': {
@@ -475,8 +527,7 @@ export class ChaosRunner {
       this.#busy.delete(slot);
       this.#update();
     };
-    const start = (): Promise<unknown> =>
-      this.#cluster.startApp(role, slot, role === 'scheduler' && clockFile !== undefined ? { clockFile } : {});
+    const start = (): Promise<unknown> => this.#start(role, slot);
     switch (fault.kind) {
       case 'kill-scheduler':
       case 'kill-worker':
@@ -573,6 +624,64 @@ export class ChaosRunner {
       }
       default:
         throw new Error(`not a process fault: ${fault.kind}`);
+    }
+  }
+
+  /** Starts a slot's process again (a replica on its libfaketime clock file, when it has one). */
+  #start(role: AppRole, slot: string): Promise<unknown> {
+    const clockFile = role === 'scheduler' ? this.#options.clockFiles?.get(slot) : undefined;
+    return this.#cluster.startApp(role, slot, clockFile === undefined ? {} : { clockFile });
+  }
+
+  /**
+   * Every replica stopped at once (`signal`) and started again after `durationMs`: none runs
+   * meanwhile (a `no-replica` outage, closed as the first is back), and the `catchUp` schedules take
+   * up the ticks missed. Each replica is claimed first, once its other fault has healed.
+   */
+  async #restartAllSchedulers(fault: PlannedFault, record: AppliedFault): Promise<(() => Promise<void>) | undefined> {
+    const { schedulers } = this.#slots;
+    const waitedMs = await this.#claimAll(schedulers);
+    if (waitedMs === undefined) {
+      record.on = `schedulers (skipped: their faults did not heal within ${ALL_REPLICAS_WAIT_MS / 1000} s)`;
+      return undefined;
+    }
+    const signal = fault.signal ?? 'SIGKILL';
+    record.applied = true;
+    record.on = `${schedulers.join(', ')} (${signal}${waitedMs > 0 ? `, after ${(waitedMs / 1000).toFixed(1)} s waiting for their faults to heal` : ''})`;
+    for (const slot of schedulers) this.#down.add(slot);
+    this.#update();
+    await Promise.all(schedulers.map((slot) => this.#cluster.stopApp(slot, signal)));
+    return async () => {
+      await Promise.all(
+        schedulers.map(async (slot) => {
+          await this.#start('scheduler', slot);
+          this.#down.delete(slot);
+          this.#busy.delete(slot);
+          this.#update();
+        }),
+      );
+    };
+  }
+
+  /**
+   * Claims every slot (marks it busy) as soon as it is free, so that no other fault takes it
+   * meanwhile. Resolves with how long that took, or undefined once ALL_REPLICAS_WAIT_MS has passed
+   * (the slots claimed are released).
+   */
+  async #claimAll(slots: readonly string[]): Promise<number | undefined> {
+    const fromMs = Date.now();
+    const claimed = new Set<string>();
+    for (;;) {
+      for (const slot of slots.filter((slot) => !this.#busy.has(slot))) {
+        this.#busy.add(slot);
+        claimed.add(slot);
+      }
+      if (claimed.size === slots.length) return Date.now() - fromMs;
+      if (Date.now() - fromMs >= ALL_REPLICAS_WAIT_MS) {
+        for (const slot of claimed) this.#busy.delete(slot);
+        return undefined;
+      }
+      await sleep(CLAIM_POLL_MS);
     }
   }
 

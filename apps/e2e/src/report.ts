@@ -1,6 +1,14 @@
 import type { Overlap } from '@tickwarden/contracts';
 import { Cron } from 'croner';
-import { checkLedger, readLedger, splitTickKey, tickKey, type FenceRegression, type RunOverlap } from './ledger.ts';
+import {
+  checkLedger,
+  readLedger,
+  splitTickKey,
+  tickKey,
+  type FenceRegression,
+  type LedgerRun,
+  type RunOverlap,
+} from './ledger.ts';
 
 /**
  * A stretch of time in which the system could not run ticks, by design: misses inside it are allowed.
@@ -126,10 +134,18 @@ export interface TickReport {
   startedTooOften: string[];
   overlaps: RunOverlap[];
   fenceRegressions: FenceRegression[];
-  /** `skip` ticks not run because another run of the schedule held its lease when the skip was decided (recorded `skipped-overlap`): by design. */
+  /** `skip` ticks not run, recorded `skipped-overlap` while a run of an earlier tick of the schedule was in progress (see `inProgressUntilMs`): by design. */
   skipped: string[];
+  /**
+   * `skip` ticks not run, recorded `skipped-overlap` while no run of an earlier tick of the schedule
+   * was in progress (none at all, only a queued job, a run that had ended, or a later tick's run):
+   * a false skip, which fails the run.
+   */
+  skipsWithoutRun: string[];
   /** `cancel-previous` ticks not run because a later tick took their lease (recorded `superseded`), a later tick's run started soon after: by design. */
   superseded: string[];
+  /** `skip` ticks not run, recorded `superseded` once a run of a later tick of the schedule had started (within EVIDENCE_SLACK_MS): by design, counted apart. */
+  supersededSkip: string[];
   /**
    * Ticks recorded `worker-lost` that never wrote a ledger line: the worker that started the run was
    * killed or paused before its program did anything, and with `attempts: 1` it is not run again
@@ -183,7 +199,10 @@ export const RECOVERY_WAIT_MS = 1_500;
 export const RECOVERY_AFTER_OUTAGE_MS = 4_000;
 /** The outages whose window starts IN_FLIGHT_SLACK_MS early. */
 const IN_FLIGHT_REASONS: readonly OutageWindow['reason'][] = ['no-replica', 'queue-redis-down'];
-/** Clock and log-reading slack of the lease evidence behind a skip (harness poll, event-loop stalls), ms. */
+/**
+ * Clock and log-reading slack of the run evidence behind a skip or a supersession (harness poll,
+ * the program's first line after its worker took the lease, event-loop stalls), ms.
+ */
 export const EVIDENCE_SLACK_MS = 1_000;
 /**
  * How long a tick a dead or paused worker held may take to start once that worker is back or
@@ -229,10 +248,8 @@ interface TickRecords {
   visible: boolean;
   /** When the `skipped-overlap` records were logged (harness time). */
   skipTimesMs: number[];
-  /** When its job was deferred (a worker could not take its lease: it still held it). */
-  deferTimesMs: number[];
-  /** When a replica logged that it won the tick's lease but it lapsed before the enqueue (`lease-lapsed`: it was paused there). */
-  lapsedTimesMs: number[];
+  /** When the `superseded` records were logged (harness time). */
+  supersedeTimesMs: number[];
   /** When the `enqueued` / `recovered` records were logged (harness time). */
   enqueueTimesMs: number[];
   enqueues: number;
@@ -266,8 +283,7 @@ export function buildReport(input: ReportInput): TickReport {
           outcomes: new Set(),
           visible: false,
           skipTimesMs: [],
-          deferTimesMs: [],
-          lapsedTimesMs: [],
+          supersedeTimesMs: [],
           enqueueTimesMs: [],
           enqueues: 0,
           publishedAtMs: [],
@@ -281,8 +297,10 @@ export function buildReport(input: ReportInput): TickReport {
   const attempts = new Map<string, number>();
   /** Per tick, the earliest `run started` record (a worker record with `handler` and no outcome): its worker and attempt. */
   const firstRuns = new Map<string, { worker: string; attempt: number; atMs: number }>();
-  /** Per `schedule tick fence`, when a worker logged about that run of the tick: it held the tick's lease meanwhile. */
-  const workerRuns = new Map<string, { schedule: string; key: string; fromMs: number; toMs: number }>();
+  /** Every `run started` record: a worker held the schedule's lease for that run from then. */
+  const leaseGrants: { schedule: string; tick: string; fence: number; atMs: number }[] = [];
+  /** Per `schedule tick fence`, when its worker logged the run's end: it had released the lease just before. */
+  const runEnds = new Map<string, number>();
   const abortMarginsMs: number[] = [];
   let watchdogAborts = 0;
   for (const record of input.records) {
@@ -295,15 +313,8 @@ export function buildReport(input: ReportInput): TickReport {
     }
     if (typeof tick !== 'string') continue;
     const at = recordTimeMs(record);
-    if (typeof record['fence'] === 'number' && typeof record['attempt'] === 'number') {
-      const run = `${schedule} ${tick} ${record['fence']}`;
-      attempts.set(run, record['attempt']);
-      const span = workerRuns.get(run);
-      if (at !== undefined) {
-        if (span) [span.fromMs, span.toMs] = [Math.min(span.fromMs, at), Math.max(span.toMs, at)];
-        else workerRuns.set(run, { schedule, key: tickKey(schedule, tick), fromMs: at, toMs: at });
-      }
-    }
+    if (typeof record['fence'] === 'number' && typeof record['attempt'] === 'number')
+      attempts.set(`${schedule} ${tick} ${record['fence']}`, record['attempt']);
     if (
       typeof record['handler'] === 'string' &&
       outcome === undefined &&
@@ -315,10 +326,11 @@ export function buildReport(input: ReportInput): TickReport {
       const known = firstRuns.get(key);
       if (!known || at < known.atMs)
         firstRuns.set(key, { worker: record['process'], attempt: record['attempt'], atMs: at });
+      if (typeof record['fence'] === 'number') leaseGrants.push({ schedule, tick, fence: record['fence'], atMs: at });
     }
-    if (record['observation'] === 'lease-lapsed' && at !== undefined)
-      tickRecords(tickKey(schedule, tick)).lapsedTimesMs.push(at);
     if (typeof outcome !== 'string') continue;
+    if (typeof record['fence'] === 'number' && at !== undefined)
+      runEnds.set(`${schedule} ${tick} ${record['fence']}`, at);
     const key = tickKey(schedule, tick);
     const entry = tickRecords(key);
     entry.outcomes.add(
@@ -331,7 +343,7 @@ export function buildReport(input: ReportInput): TickReport {
       if (record['found'] !== true) entry.publishedAtMs.push(at ?? 0);
     }
     if (outcome === 'skipped-overlap' && at !== undefined) entry.skipTimesMs.push(at);
-    if (outcome === 'deferred' && at !== undefined) entry.deferTimesMs.push(at);
+    if (outcome === 'superseded' && at !== undefined) entry.supersedeTimesMs.push(at);
     if (outcome === 'aborted-lease-lost') watchdogAborts++;
   }
   const historyOnly = new Set<string>();
@@ -370,6 +382,7 @@ export function buildReport(input: ReportInput): TickReport {
       entry.publishedAtMs.push(at);
     }
     if (outcome === 'skipped-overlap') entry.skipTimesMs.push(at);
+    if (outcome === 'superseded') entry.supersedeTimesMs.push(at);
   }
 
   const policyOf = (id: string): Overlap => scheduleById.get(id)?.overlap ?? 'skip';
@@ -378,51 +391,54 @@ export function buildReport(input: ReportInput): TickReport {
     attemptOf: (schedule, tick, fence) => attempts.get(`${schedule} ${tick} ${fence}`),
   });
 
-  // Per schedule, when another tick's run or grant may have held the schedule's lease.
-  const holds = new Map<string, { key: string; fromMs: number; toMs: number }[]>();
-  const addHold = (schedule: string, key: string, fromMs: number, toMs: number): void => {
-    pushTo(holds, schedule, { key, fromMs, toMs });
-  };
+  /** Per schedule, its runs: their tick, their start and until when they were in progress. */
+  const runsBySchedule = new Map<string, { tickMs: number; fromMs: number; toMs: number }[]>();
+  const ledgerRuns = new Set<string>();
+  // A run holds its lease until its worker released it, just before logging its end: past its
+  // program's last line when the worker then waited (its finished mark written to a slow queue Redis).
   for (const run of ledger.runs) {
-    const ttl = scheduleById.get(run.schedule)?.leaseTtlMs ?? 0;
-    // From the takeover (just before `start`) until its lease could have lapsed after its last line.
-    addHold(
-      run.schedule,
-      tickKey(run.schedule, run.tick),
-      run.firstMs - EVIDENCE_SLACK_MS,
-      run.lastMs + ttl + EVIDENCE_SLACK_MS,
+    const key = `${run.schedule} ${run.tick} ${run.fence}`;
+    const toMs = Math.max(
+      inProgressUntilMs(run, scheduleById.get(run.schedule)?.leaseTtlMs ?? 0),
+      runEnds.get(key) ?? -Infinity,
     );
+    pushTo(runsBySchedule, run.schedule, { tickMs: Date.parse(run.tick), fromMs: run.firstMs, toMs });
+    ledgerRuns.add(key);
   }
-  // A worker's run of a tick, from its takeover (just before its first record) until its lease could have lapsed after its last.
-  for (const run of workerRuns.values()) {
-    const ttl = scheduleById.get(run.schedule)?.leaseTtlMs ?? 0;
-    addHold(run.schedule, run.key, run.fromMs - EVIDENCE_SLACK_MS, run.toMs + ttl + EVIDENCE_SLACK_MS);
+  // A run whose worker took the lease and died (or was stopped) before its program wrote a line: it
+  // held the lease from its `run started` record until its end record, or for as long as the lease could last.
+  for (const grant of leaseGrants) {
+    const key = `${grant.schedule} ${grant.tick} ${grant.fence}`;
+    if (ledgerRuns.has(key)) continue;
+    const ttl = scheduleById.get(grant.schedule)?.leaseTtlMs ?? 0;
+    pushTo(runsBySchedule, grant.schedule, {
+      tickMs: Date.parse(grant.tick),
+      fromMs: grant.atMs,
+      toMs: runEnds.get(key) ?? grant.atMs + ttl,
+    });
   }
-  for (const [key, entry] of byTick) {
-    const { schedule } = splitTickKey(key);
-    const ttl = scheduleById.get(schedule)?.leaseTtlMs ?? 0;
-    // A grant logged at `at` was made at most a TTL before (a winner whose lease lapsed does not enqueue under it), and lasts at most a TTL.
-    for (const at of entry.enqueueTimesMs)
-      addHold(schedule, key, at - ttl - EVIDENCE_SLACK_MS, at + ttl + EVIDENCE_SLACK_MS);
-    // A job deferred at `at` still held its tick's lease: each takeover try refreshes it where it is left.
-    for (const at of entry.deferTimesMs)
-      addHold(schedule, key, at - ttl - EVIDENCE_SLACK_MS, at + ttl + EVIDENCE_SLACK_MS);
-    // A lapsed grant logged at `at` (once its replica ran again) was made after the tick's contest began and ended before `at`.
-    for (const at of entry.lapsedTimesMs)
-      addHold(schedule, key, splitTickKey(key).tickMs - ttl - EVIDENCE_SLACK_MS, at + EVIDENCE_SLACK_MS);
-  }
-  const leaseHeldByAnother = (schedule: string, key: string, atMs: number): boolean =>
-    (holds.get(schedule) ?? []).some((hold) => hold.key !== key && atMs >= hold.fromMs && atMs <= hold.toMs);
+  /** Whether a run of an earlier tick of the schedule was in progress at `atMs`. */
+  const earlierRunAt = (schedule: string, tickMs: number, atMs: number): boolean =>
+    (runsBySchedule.get(schedule) ?? []).some(
+      (run) => run.tickMs < tickMs && run.fromMs <= atMs + EVIDENCE_SLACK_MS && run.toMs >= atMs - EVIDENCE_SLACK_MS,
+    );
   /** Runs of the schedule by tick, to find a superseded tick's successor. */
   const startsBySchedule = new Map<string, { tickMs: number; startMs: number }[]>();
   for (const [key, startMs] of ledger.firstStartMs) {
     const { schedule, tickMs } = splitTickKey(key);
     pushTo(startsBySchedule, schedule, { tickMs, startMs });
   }
+  /** Whether a run of a later tick of the schedule had started by `atMs`. */
+  const laterRunBy = (schedule: string, tickMs: number, atMs: number): boolean =>
+    (startsBySchedule.get(schedule) ?? []).some(
+      (run) => run.tickMs > tickMs && run.startMs <= atMs + EVIDENCE_SLACK_MS,
+    );
 
   const expected = expectedTicks(input.schedules, input.fromMs, input.toMs);
   const skipped: string[] = [];
+  const skipsWithoutRun: string[] = [];
   const superseded: string[] = [];
+  const supersededSkip: string[] = [];
   const lostWithWorker: string[] = [];
   const missed: MissedTick[] = [];
   const silent: string[] = [];
@@ -457,13 +473,19 @@ export function buildReport(input: ReportInput): TickReport {
       continue;
     }
     const outcomes = records?.outcomes ?? new Set<string>();
+    // Every skip or supersession recorded for the tick must have had its reason when it was decided.
     if (schedule.overlap === 'skip' && outcomes.has('skipped-overlap')) {
-      // Decided when logged; without a time (unit tests), at the tick.
-      const decidedAt = records && records.skipTimesMs.length > 0 ? records.skipTimesMs : [tickMs];
-      if (decidedAt.some((atMs) => leaseHeldByAnother(id, key, atMs))) {
-        skipped.push(key);
-        continue;
-      }
+      const held = decidedAt(records?.skipTimesMs, tickMs).every((atMs) => earlierRunAt(id, tickMs, atMs));
+      (held ? skipped : skipsWithoutRun).push(key);
+      continue;
+    }
+    if (
+      schedule.overlap === 'skip' &&
+      outcomes.has('superseded') &&
+      decidedAt(records?.supersedeTimesMs, tickMs).every((atMs) => laterRunBy(id, tickMs, atMs))
+    ) {
+      supersededSkip.push(key);
+      continue;
     }
     // A scheduler that recovers a cancel-previous tick after its successor is due records it skipped-overlap (it must not revoke the newer run): superseded too.
     if (schedule.overlap === 'cancel-previous' && (outcomes.has('superseded') || outcomes.has('skipped-overlap'))) {
@@ -515,7 +537,9 @@ export function buildReport(input: ReportInput): TickReport {
     overlaps: ledger.overlaps,
     fenceRegressions: ledger.fenceRegressions,
     skipped,
+    skipsWithoutRun,
     superseded,
+    supersededSkip,
     lostWithWorker,
     missed,
     heldByWorkerFault: heldTicks,
@@ -538,6 +562,19 @@ export function buildReport(input: ReportInput): TickReport {
 export function publishedTwice(publishedAtMs: readonly number[], queueWipesMs: readonly number[]): boolean {
   const sorted = [...publishedAtMs].sort((a, b) => a - b);
   return sorted.some((at, i) => i > 0 && !queueWipesMs.some((wipe) => wipe > (sorted[i - 1] as number) && wipe < at));
+}
+
+/** When a tick's skips (or supersessions) were decided: when each was logged; without a time (unit tests), at the tick. */
+function decidedAt(timesMs: readonly number[] | undefined, tickMs: number): readonly number[] {
+  return timesMs !== undefined && timesMs.length > 0 ? timesMs : [tickMs];
+}
+
+/**
+ * Until when a ledger run was in progress: its last line; for a run that did not end (its worker
+ * died or was stopped), a lease TTL after that, as long as its lease could still be held.
+ */
+function inProgressUntilMs(run: LedgerRun, leaseTtlMs: number): number {
+  return run.ended ? run.lastMs : run.lastMs + leaseTtlMs;
 }
 
 /**
@@ -671,7 +708,7 @@ export interface FailureRules {
 
 /**
  * Why the run fails (empty: it passed): any duplicate, overlap, fence regression, torn ledger line,
- * unexplained miss, silent tick, or start lag p99 above the largest leaseTtl plus 1 s.
+ * skip without a run, unexplained miss, silent tick, or start lag p99 above the largest leaseTtl plus 1 s.
  */
 export function reportFailures(report: TickReport, rules: FailureRules = {}): string[] {
   const { silent = true, startLag = true } = rules;
@@ -693,6 +730,7 @@ export function reportFailures(report: TickReport, rules: FailureRules = {}): st
       `fence regression: ${regression.resource} fence ${regression.fence} started after ${regression.previousFence} (ledger line ${regression.line})`,
     );
   if (report.malformed > 0) failures.push(`malformed ledger lines: ${report.malformed}`);
+  if (report.skipsWithoutRun.length > 0) failures.push(`skips without a run: ${some(report.skipsWithoutRun)}`);
   const unexplained = report.missed.filter((miss) => miss.reason === 'unexplained');
   if (unexplained.length > 0)
     failures.push(
@@ -744,7 +782,9 @@ export function formatReport(report: TickReport): string[] {
     `ticks enqueued: ${report.enqueued}`,
     `ticks run: ${report.run}`,
     `skipped (overlap): ${report.skipped.length}`,
+    `skips without a run: ${report.skipsWithoutRun.length}`,
     `superseded (cancel-previous): ${report.superseded.length}`,
+    `superseded (skip: a later tick ran first): ${report.supersededSkip.length}`,
     `lost with their worker before the program wrote (worker-lost, not run again): ${report.lostWithWorker.length}`,
     `duplicates: ${report.duplicates.length}`,
     `started more often than attempts allow: ${report.startedTooOften.length}`,

@@ -306,99 +306,209 @@ describe('the run report', () => {
     });
   });
 
-  describe('skip: a tick skipped because another run held the lease is by design; any other skip is a miss', () => {
-    it('the previous run was still writing (or could still hold its lease) when the skip was decided', () => {
-      // Tick 0 runs 0.05-1.6 s; tick 1 skipped at 1.02 s: held. Tick 5 skipped at 5.01 s: tick 4's run ended at 4.15 s,
-      // its lease could last a TTL (2 s) after its last line (a release that failed on a node): held.
+  describe('skip: a tick skipped while a run of an earlier tick was in progress is by design; any other skip fails the run', () => {
+    it('a run of an earlier tick was in progress when the skip was decided: skipped', () => {
+      // Tick 0 runs 0.05-1.6 s: tick 1, skipped at 1.02 s, is by design. Tick 3's worker took the lease at 4.9 s and
+      // its program wrote `start` at 5.5 s: tick 5, skipped at 5.02 s, is by design too (the 1 s slack).
       const lines = [
         ...run('t/a', 0, 1, 0.05, 1.6),
-        ...run('t/a', 2, 2, 2.05, 2.1),
-        ...run('t/a', 3, 3, 3.05, 3.1),
-        ...run('t/a', 4, 4, 4.05, 4.15),
+        ...run('t/a', 2, 2, 2.05, 2.2),
+        ...run('t/a', 3, 3, 5.5, 6),
+        ...run('t/a', 4, 4, 6.05, 6.2),
       ];
       const records = [
         outcome('t/a', 1, 'skipped-overlap', { seenMs: at(1.02) }),
-        outcome('t/a', 5, 'skipped-overlap', { seenMs: at(5.01) }),
+        outcome('t/a', 5, 'skipped-overlap', { seenMs: at(5.02) }),
       ];
       const result = report({ lines, records, toS: 5 });
       expect(result.skipped).toEqual([`t/a ${iso(1)}`, `t/a ${iso(5)}`]);
+      expect(result.skipsWithoutRun).toEqual([]);
       expect(result.missed).toEqual([]);
+      expect(reportFailures(result, { silent: false })).toEqual([]);
       expect(formatReport(result)).toContain('skipped (overlap): 2');
+      expect(formatReport(result)).toContain('skips without a run: 0');
     });
 
-    it('a grant of another tick (logged enqueued or recovered) holds the lease for a TTL, run or not', () => {
-      // Tick 0 enqueued at 0.01 s and never started (its worker was stopped): tick 1, skipped at 1.01 s, is by design.
-      const records = [
-        outcome('t/a', 0, 'enqueued', { seenMs: at(0.01) }),
-        outcome('t/a', 1, 'skipped-overlap', { seenMs: at(1.01) }),
+    it('nothing in progress, or only a queued job, a deferral or a lapsed grant of an earlier tick: a skip without a run, which fails the run', () => {
+      const cases: { name: string; lines: string[]; records: LogRecord[]; tickS: number }[] = [
+        {
+          // Tick 0 ended at 0.2 s; tick 5's skip at 5.01 s finds nothing.
+          name: 'nothing',
+          lines: run('t/a', 0, 1, 0.05, 0.2),
+          records: [
+            outcome('t/a', 0, 'enqueued', { seenMs: at(0.01) }),
+            outcome('t/a', 5, 'skipped-overlap', { seenMs: at(5.01) }),
+          ],
+          tickS: 5,
+        },
+        {
+          // Tick 0 enqueued at 0.01 s and never started: its queued job holds no lease.
+          name: 'enqueued',
+          lines: [],
+          records: [
+            outcome('t/a', 0, 'enqueued', { seenMs: at(0.01) }),
+            outcome('t/a', 1, 'skipped-overlap', { seenMs: at(1.01) }),
+          ],
+          tickS: 1,
+        },
+        {
+          // Tick 0's job deferred at 3.5 s and 6.9 s: still no run when tick 7 was skipped at 7.01 s.
+          name: 'deferred',
+          lines: [],
+          records: [
+            outcome('t/a', 0, 'enqueued', { seenMs: at(0.01) }),
+            outcome('t/a', 0, 'deferred', { seenMs: at(3.5) }),
+            outcome('t/a', 0, 'deferred', { seenMs: at(6.9) }),
+            outcome('t/a', 7, 'skipped-overlap', { seenMs: at(7.01) }),
+          ],
+          tickS: 7,
+        },
+        {
+          // Tick 8's winner paused before enqueueing it (lease-lapsed, logged once it ran again).
+          name: 'lease-lapsed',
+          lines: [],
+          records: [
+            { level: 40, schedule: 't/a', tick: iso(8), observation: 'lease-lapsed', seenMs: at(11.8) },
+            outcome('t/a', 9, 'skipped-overlap', { seenMs: at(9.5) }),
+          ],
+          tickS: 9,
+        },
       ];
-      expect(report({ lines: [], records, fromS: 1, toS: 1 }).skipped).toEqual([`t/a ${iso(1)}`]);
+      for (const { name, lines, records, tickS } of cases) {
+        const result = report({ lines, records, fromS: tickS, toS: tickS });
+        expect(result.skipped, name).toEqual([]);
+        expect(result.skipsWithoutRun, name).toEqual([`t/a ${iso(tickS)}`]);
+        expect(result.missed, name).toEqual([]);
+        expect(reportFailures(result, { silent: false }), name).toEqual([`skips without a run: t/a ${iso(tickS)}`]);
+        expect(formatReport(result), name).toContain('skips without a run: 1');
+      }
     });
 
-    it('a job of another tick deferred near the skip (a worker could not take its lease) still held it', () => {
-      // Tick 0 enqueued at 0.01 s, deferred at 3.5 s and 6.9 s (its takeover kept refreshing the lease): tick 9, skipped at 9.01 s, is by design; tick 13 at 13.01 s is not.
+    it('the run of the earlier tick had ended more than 1 s before the skip: a skip without a run', () => {
+      // Tick 4's run ended at 4.15 s: tick 5, skipped at 5.01 s, is within the slack; tick 6, skipped at 6.01 s, is not
+      // (an ended run's lease is released with its end).
+      const lines = [...run('t/a', 0, 1, 0.05, 0.2), ...run('t/a', 4, 2, 4.05, 4.15)];
       const records = [
-        outcome('t/a', 0, 'enqueued', { seenMs: at(0.01) }),
-        outcome('t/a', 0, 'deferred', { seenMs: at(3.5) }),
-        outcome('t/a', 0, 'deferred', { seenMs: at(6.9) }),
-        outcome('t/a', 9, 'skipped-overlap', { seenMs: at(9.01) }),
-        outcome('t/a', 13, 'skipped-overlap', { seenMs: at(13.01) }),
-      ];
-      const result = report({ lines: [], records, fromS: 9, toS: 13 });
-      expect(result.skipped).toEqual([`t/a ${iso(9)}`]);
-      expect(result.missed.map((miss) => miss.tick)).toEqual([10, 11, 12, 13].map((s) => `t/a ${iso(s)}`));
-    });
-
-    it('a replica that won another tick and was paused before enqueueing it (lease-lapsed, logged once it ran again) held the lease meanwhile', () => {
-      // Tick 8's winner paused from 7.8 s; its lease lapsed; it logged lease-lapsed at 11.8 s: tick 9, skipped at 9.5 s, is by design.
-      const records = [
-        { level: 40, schedule: 't/a', tick: iso(8), observation: 'lease-lapsed', seenMs: at(11.8) },
-        outcome('t/a', 9, 'skipped-overlap', { seenMs: at(9.5) }),
-        outcome('t/a', 14, 'skipped-overlap', { seenMs: at(14.01) }),
-      ];
-      const result = report({ lines: [], records, fromS: 9, toS: 9 });
-      expect(result.skipped).toEqual([`t/a ${iso(9)}`]);
-      // Long after it logged, it explains nothing.
-      expect(report({ lines: [], records, fromS: 14, toS: 14 }).missed.map((miss) => miss.tick)).toEqual([
-        `t/a ${iso(14)}`,
-      ]);
-    });
-
-    it("a worker's run of another tick that its program never wrote for (killed while starting) held the lease from its first record to a TTL after its last", () => {
-      // Tick 0's run: started at 1.5 s, outcome at 2.5 s, no ledger line. Tick 4 skipped at 4.4 s is by design
-      // (2.5 + 2 s TTL); tick 6 at 6.01 s is not.
-      const workerRecord = (seenS: number, extra: LogRecord = {}): LogRecord => ({
-        level: INFO,
-        schedule: 't/a',
-        tick: iso(0),
-        attempt: 1,
-        fence: 7,
-        process: 'worker-1',
-        seenMs: at(seenS),
-        ...extra,
-      });
-      const records = [
-        workerRecord(1.5, { handler: 'command' }),
-        workerRecord(2.5, { outcome: 'failed' }),
-        outcome('t/a', 4, 'skipped-overlap', { seenMs: at(4.4) }),
+        outcome('t/a', 5, 'skipped-overlap', { seenMs: at(5.01) }),
         outcome('t/a', 6, 'skipped-overlap', { seenMs: at(6.01) }),
       ];
-      expect(report({ lines: [], records, fromS: 4, toS: 4 }).skipped).toEqual([`t/a ${iso(4)}`]);
-      expect(report({ lines: [], records, fromS: 6, toS: 6 }).missed.map((miss) => miss.tick)).toEqual([
-        `t/a ${iso(6)}`,
-      ]);
+      const result = report({ lines, records, fromS: 5, toS: 6 });
+      expect(result.skipped).toEqual([`t/a ${iso(5)}`]);
+      expect(result.skipsWithoutRun).toEqual([`t/a ${iso(6)}`]);
+      expect(result.missed).toEqual([]);
     });
 
-    it('no run or grant of another tick near the skip: the skip is a miss', () => {
-      // Tick 0 ended at 0.2 s; tick 5's skip at 5.01 s finds nothing that could hold the lease.
-      const lines = run('t/a', 0, 1, 0.05, 0.2);
+    it('every skip recorded for a tick needs its run: one decided with nothing in progress fails it', () => {
+      // Tick 1 was skipped at 1.02 s, while tick 0's run (0.05-1.6 s) held the lease, and again at 4 s, with nothing running.
+      const lines = run('t/a', 0, 1, 0.05, 1.6);
+      const once = [outcome('t/a', 1, 'skipped-overlap', { seenMs: at(1.02) })];
+      const twice = [...once, outcome('t/a', 1, 'skipped-overlap', { seenMs: at(4) })];
+      expect(report({ lines, records: once, fromS: 1, toS: 1 }).skipped).toEqual([`t/a ${iso(1)}`]);
+      const result = report({ lines, records: twice, fromS: 1, toS: 1 });
+      expect(result.skipped).toEqual([]);
+      expect(result.skipsWithoutRun).toEqual([`t/a ${iso(1)}`]);
+    });
+
+    it('a run of a later tick holding the lease is no reason to skip (the older tick is superseded): a skip without a run', () => {
+      // Tick 1's job was taken at 2.5 s, while tick 2's run (2.05-4 s) held the lease.
+      const lines = run('t/a', 2, 5, 2.05, 4);
+      const records = [outcome('t/a', 1, 'skipped-overlap', { seenMs: at(2.5) })];
+      const result = report({ lines, records, fromS: 1, toS: 1 });
+      expect(result.skipped).toEqual([]);
+      expect(result.skipsWithoutRun).toEqual([`t/a ${iso(1)}`]);
+      expect(reportFailures(result, { silent: false })).toEqual([`skips without a run: t/a ${iso(1)}`]);
+    });
+
+    it('a run of an earlier tick that did not end (its worker died) is in progress until a lease TTL after its last line', () => {
+      // Tick 0's run: start at 0.05 s, last beat at 0.5 s, no end; lease TTL 2 s, so in progress until 2.5 s (and 1 s slack).
+      const beat = `t/a ${iso(0)} 1 1 beat 9 ${at(0.5)}`;
+      const lines = [...run('t/a', 0, 1, 0.05), beat];
       const records = [
-        outcome('t/a', 0, 'enqueued', { seenMs: at(0.01) }),
+        outcome('t/a', 3, 'skipped-overlap', { seenMs: at(3.4) }),
+        outcome('t/a', 4, 'skipped-overlap', { seenMs: at(4.01) }),
+      ];
+      const unended = report({ lines, records, fromS: 3, toS: 4 });
+      expect(unended.skipped).toEqual([`t/a ${iso(3)}`]);
+      expect(unended.skipsWithoutRun).toEqual([`t/a ${iso(4)}`]);
+      // The same run ended at its last beat: its lease went with it.
+      const ended = report({ lines: [...lines, `t/a ${iso(0)} 1 1 end 9 ${at(0.5)}`], records, fromS: 3, toS: 4 });
+      expect(ended.skipped).toEqual([]);
+      expect(ended.skipsWithoutRun).toEqual([`t/a ${iso(3)}`, `t/a ${iso(4)}`]);
+    });
+
+    it("a worker's run whose program never wrote (its worker died first) holds the lease from its `run started` for a lease TTL", () => {
+      // Tick 0's run: `run started` at 1.5 s, no ledger line; lease TTL 2 s, so in progress until 3.5 s (and 1 s slack).
+      const records = [
+        {
+          level: INFO,
+          schedule: 't/a',
+          tick: iso(0),
+          attempt: 1,
+          fence: 7,
+          handler: 'command',
+          process: 'worker-1',
+          seenMs: at(1.5),
+        },
+        outcome('t/a', 2, 'skipped-overlap', { seenMs: at(2.01) }),
         outcome('t/a', 5, 'skipped-overlap', { seenMs: at(5.01) }),
       ];
-      const result = report({ lines, records, fromS: 5, toS: 5 });
-      expect(result.skipped).toEqual([]);
-      expect(result.missed).toEqual([{ tick: `t/a ${iso(5)}`, reason: 'unexplained', outcomes: ['skipped-overlap'] }]);
+      const result = report({
+        lines: [],
+        records,
+        fromS: 2,
+        toS: 5,
+        schedules: [{ ...EVERY_SECOND, leaseTtlMs: 2000 }],
+      });
+      expect(result.skipped).toEqual([`t/a ${iso(2)}`]);
+      expect(result.skipsWithoutRun).toEqual([`t/a ${iso(5)}`]);
+    });
+
+    it("a run holds its lease until its worker's end record (the lease released just before), past its program's last line", () => {
+      // Tick 0's program ended at 1.1 s; its worker logged the run's end at 2.8 s (its finished mark waited for a slow
+      // queue Redis): skipped at 2.5 s, tick 2 had a run in progress; tick 4, at 4.01 s, had none.
+      const lines = run('t/a', 0, 1, 0.05, 1.1);
+      const records = [
+        { level: INFO, schedule: 't/a', tick: iso(0), attempt: 1, fence: 1, outcome: 'succeeded', seenMs: at(2.8) },
+        outcome('t/a', 2, 'skipped-overlap', { seenMs: at(2.5) }),
+        outcome('t/a', 4, 'skipped-overlap', { seenMs: at(4.01) }),
+      ];
+      const result = report({ lines, records, fromS: 2, toS: 4 });
+      expect(result.skipped).toEqual([`t/a ${iso(2)}`]);
+      expect(result.skipsWithoutRun).toEqual([`t/a ${iso(4)}`]);
+    });
+
+    it('superseded: a run of a later tick had started when it was decided (1 s slack), counted apart', () => {
+      // Tick 2's run started at 2.05 s: tick 1, superseded at 2.3 s, and tick 0, at 1.6 s (the program's first line
+      // after its worker took the lease), are by design.
+      const lines = run('t/a', 2, 5, 2.05, 2.5);
+      const records = [
+        outcome('t/a', 0, 'superseded', { seenMs: at(1.6) }),
+        outcome('t/a', 1, 'superseded', { seenMs: at(2.3) }),
+      ];
+      const result = report({ lines, records, fromS: 0, toS: 1 });
+      expect(result.supersededSkip).toEqual([`t/a ${iso(0)}`, `t/a ${iso(1)}`]);
+      expect(result.superseded).toEqual([]);
+      expect(result.missed).toEqual([]);
+      expect(reportFailures(result, { silent: false })).toEqual([]);
+      expect(formatReport(result)).toContain('superseded (skip: a later tick ran first): 2');
+      expect(formatReport(result)).toContain('superseded (cancel-previous): 0');
+    });
+
+    it('superseded while no run of a later tick had started (none, only an earlier one, or one that started later) is an unexplained miss', () => {
+      // Tick 0 ran 0.05-1.5 s, tick 3 from 3.05 s; tick 1 was recorded superseded at 1.2 s.
+      const records = [outcome('t/a', 1, 'superseded', { seenMs: at(1.2) })];
+      for (const lines of [
+        [],
+        run('t/a', 0, 1, 0.05, 1.5),
+        [...run('t/a', 0, 1, 0.05, 1.5), ...run('t/a', 3, 5, 3.05, 3.5)],
+      ]) {
+        const result = report({ lines, records, fromS: 1, toS: 1 });
+        expect(result.supersededSkip).toEqual([]);
+        expect(result.missed).toEqual([{ tick: `t/a ${iso(1)}`, reason: 'unexplained', outcomes: ['superseded'] }]);
+        expect(reportFailures(result, { silent: false })).toEqual([
+          `unexplained missed ticks: t/a ${iso(1)} [superseded]`,
+        ]);
+      }
     });
 
     it('allow and cancel-previous schedules are never skipped for an earlier run: a skipped-overlap there is a miss', () => {
@@ -487,13 +597,6 @@ describe('the run report', () => {
       ).toHaveLength(4);
     });
 
-    it('superseded is no explanation for a skip schedule', () => {
-      const lines = run('t/a', 1, 5, 1.05, 1.1);
-      expect(
-        report({ lines, records: [outcome('t/a', 0, 'superseded')], toS: 0 }).missed.map((miss) => miss.reason),
-      ).toEqual(['unexplained']);
-    });
-
     it('a superseded run that writes after its successor started is an overlap', () => {
       const lines = [...run('t/c', 0, 4, 0.05), ...run('t/c', 2, 5, 5.2, 6), `t/c ${iso(0)} 4 1 beat 9 ${at(5.25)}`];
       const result = report({
@@ -561,8 +664,9 @@ describe('the run report', () => {
     });
 
     it('an outcome only the tick history holds (its recorder died before logging it) is not silent, and is explained as a logged one would be', () => {
-      const { lines, records } = steady('t/a', 3);
-      // Tick 3 was skipped while tick 2's run held the lease; tick 4's record is a gap (no replica ran).
+      const { lines: steadyLines, records } = steady('t/a', 3);
+      // Tick 3 was skipped while tick 2's run (2.05-3.5 s) held the lease; tick 4's record is a gap (no replica ran).
+      const lines = [...steadyLines.filter((line) => !line.includes(iso(2))), ...run('t/a', 2, 3, 2.05, 3.5)];
       const history = [
         {
           schedule: 't/a',

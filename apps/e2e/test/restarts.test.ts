@@ -66,7 +66,8 @@ describe('scheduler and worker processes restarted, killed and paused', () => {
       // A run that would write for about 50 s (900 beats): longer than the lease TTL (2 s, extended by the
       // watchdog) and than BullMQ's stalled re-run takes (the dead worker's job lock, at least 30 s), so a
       // command that outlived its worker would still be writing when the retry starts - the ledger would
-      // show the overlap. The schedulers stop right after the kill: no later tick competes for the lease.
+      // show the overlap. The schedulers claim each tick when due (no contest lead) and stop right after the
+      // kill: no later tick is claimed, so none competes for the lease (a later tick's run would supersede the retry).
       system = await startLedgerSystem({
         names: ['long'],
         schedulers: 2,
@@ -75,6 +76,7 @@ describe('scheduler and worker processes restarted, killed and paused', () => {
         beats: 900,
         // The retry is what this test checks: the schedule asks for one, as a team would.
         attempts: 3,
+        schedulerEnv: { TICKWARDEN_CONTEST_LEAD: '0s' },
       });
       const { cluster, ledgerFile } = system;
       const runStarted = (): { process: string; tick: string } | undefined => {

@@ -29,14 +29,19 @@ export interface LedgerSystem {
 }
 
 export async function startLedgerSystem(
-  options: { names: string[]; schedulers: number; workers: number } & Partial<LedgerTeamOptions>,
+  options: {
+    names: string[];
+    schedulers: number;
+    workers: number;
+    schedulerEnv?: Record<string, string>;
+  } & Partial<LedgerTeamOptions>,
 ): Promise<LedgerSystem> {
   const dir = mkdtempSync(path.join(tmpdir(), 'tickwarden-e2e-'));
   const configDir = path.join(dir, 'config');
   mkdirSync(configDir);
   const ledgerFile = path.join(dir, 'ledger.txt');
   writeFileSync(path.join(configDir, `${TEAM}.yaml`), ledgerTeamYaml({ team: TEAM, ledgerFile, ...options }));
-  const cluster = await Cluster.start({ configDir });
+  const cluster = await Cluster.start({ configDir, roleEnv: { scheduler: options.schedulerEnv ?? {} } });
   await Promise.all([
     ...Array.from({ length: options.schedulers }, (_, i) => cluster.startApp('scheduler', `scheduler-${i + 1}`)),
     ...Array.from({ length: options.workers }, (_, i) => cluster.startApp('worker', `worker-${i + 1}`)),
