@@ -112,19 +112,17 @@ function validAfter(after: NonNullable<AcquireRequest['after']>): boolean {
 
 /**
  * What a failed attempt's cleanup releases of a contender (release.lua, mode '2'): its lock while
- * `fence` is still current, and for a start its claim put back from started to its value.
+ * `fence` is still current, and for a start its claim put back from started to its value and the
+ * fence to what it was before the grant (`before`, as the node said: '' for none).
  */
 function releaseSet(
   c: Contender,
   fence: string,
+  before: string | undefined,
 ): Pick<Lease, 'resource' | 'value'> & { fence: string; claim?: string } {
   const { resource, value, claim, start } = c.request;
-  return {
-    resource,
-    value,
-    fence,
-    ...(start !== undefined && claim !== undefined ? { claim: `${claim}|${start}` } : {}),
-  };
+  if (start === undefined || claim === undefined) return { resource, value, fence };
+  return { resource, value, fence, claim: before === undefined ? `${claim}|${start}` : `${claim}|${start}|${before}` };
 }
 
 /** A count per item, all 0, in a packed array (`new Array(n).fill(0)` makes a holey one). */
@@ -540,6 +538,8 @@ export class Redlock extends EventEmitter<RedlockEvents> {
     let claimHoldersOf: Map<readonly AcquireVote[], (string | undefined)[]> | undefined;
     /** Per node reply that had `handed` votes: the fence each handoff set. */
     let handedFencesOf: Map<readonly AcquireVote[], (number | undefined)[]> | undefined;
+    /** Per node reply that granted starts: the fence before each grant, for a failed attempt's cleanup to put back. */
+    let grantedBeforeOf: Map<readonly AcquireVote[], string[]> | undefined;
     /** Per contender with a fence range: the highest fence a `stale` vote reported, and a `passed` one (only a vote). */
     const storedFence: number[] = [];
     const passedFence: number[] = [];
@@ -557,10 +557,9 @@ export class Redlock extends EventEmitter<RedlockEvents> {
       {
         late: late.add,
         decode: (raw) => {
-          const { votes, maxFence, claimHolders, handedFences, storedFences, passedFences } = decodeAcquire(
-            raw,
-            open.length,
-          );
+          const { votes, maxFence, claimHolders, handedFences, storedFences, passedFences, grantedBefore } =
+            decodeAcquire(raw, open.length);
+          if (grantedBefore) (grantedBeforeOf ??= new Map()).set(votes, grantedBefore);
           if (maxFence > this.#fenceFloor) this.#fenceFloor = maxFence;
           storedFences?.forEach((fence, i) => {
             if (fence !== undefined && fence > (storedFence[i] ?? 0)) storedFence[i] = fence;
@@ -684,7 +683,16 @@ export class Redlock extends EventEmitter<RedlockEvents> {
       if (!(countVotes(replies, i, 'stale') > 0 && countVotes(replies, i, 'acquired', 'refreshed', 'stale') >= quorum))
         staleOnly = false;
     });
-    if (failed.length > 0) await this.#releaseFailed(failed, open, replies, late, fenceOf, s);
+    if (failed.length > 0)
+      await this.#releaseFailed(
+        failed,
+        open,
+        replies,
+        late,
+        fenceOf,
+        s,
+        (reply, i) => grantedBeforeOf?.get(reply)?.[i],
+      );
     else late.handle(() => undefined);
     // Handoffs heard while the attempt ran are decided now.
     for (const c of open)
@@ -829,6 +837,7 @@ export class Redlock extends EventEmitter<RedlockEvents> {
     late: LateReplies<readonly AcquireVote[]>,
     fenceOf: (c: Contender) => string,
     s: CallSettings,
+    beforeOf: (reply: readonly AcquireVote[], i: number) => string | undefined,
   ): Promise<void> {
     const madeUp = failed.filter((c) => !c.supplied);
     const supplied = failed.filter((c) => c.supplied);
@@ -851,7 +860,7 @@ export class Redlock extends EventEmitter<RedlockEvents> {
       return fresh.length > 0
         ? this.#releaseOn(
             reply.node,
-            fresh.map((c) => releaseSet(c, fenceOf(c))),
+            fresh.map((c) => releaseSet(c, fenceOf(c), beforeOf(reply.reply, open.indexOf(c)))),
             s,
           )
         : undefined;

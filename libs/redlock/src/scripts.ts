@@ -104,8 +104,9 @@ function unknownCode(script: string, code: unknown): Error {
  * Decodes acquire.lua's reply (a code per resource, or a pair {code, detail}):
  * one vote per resource, the highest stored fence a `stale`, `passed` or `handed`
  * vote reported, for `claimed` votes the lease value holding the claim, for
- * `handed` votes the fence the handoff set, and for `stale` and `passed` votes the stored
- * fence, apart (each undefined when there are none).
+ * `handed` votes the fence the handoff set, for `stale` and `passed` votes the stored
+ * fence, apart, and for a start's `acquired` vote the fence before it ('' for none) (each
+ * undefined when there are none).
  */
 export function decodeAcquire(
   reply: unknown,
@@ -117,6 +118,7 @@ export function decodeAcquire(
   handedFences: (number | undefined)[] | undefined;
   storedFences: (number | undefined)[] | undefined;
   passedFences: (number | undefined)[] | undefined;
+  grantedBefore: string[] | undefined;
 } {
   const entries = reply as unknown[];
   let maxFence = 0;
@@ -124,6 +126,7 @@ export function decodeAcquire(
   let handedFences: (number | undefined)[] | undefined;
   let storedFences: (number | undefined)[] | undefined;
   let passedFences: (number | undefined)[] | undefined;
+  let grantedBefore: string[] | undefined;
   const votes = new Array<AcquireVote>(count);
   for (let i = 0; i < count; i++) {
     const entry = entries[i];
@@ -133,13 +136,14 @@ export function decodeAcquire(
     }
     const vote = acquireVote(entry[0]);
     if (vote === 'claimed') (claimHolders ??= [])[i] = String(entry[1]);
+    else if (vote === 'acquired') (grantedBefore ??= [])[i] = String(entry[1]);
     else maxFence = Math.max(maxFence, Number(entry[1]));
     if (vote === 'handed') (handedFences ??= [])[i] = Number(entry[1]);
     else if (vote === 'stale') (storedFences ??= [])[i] = Number(entry[1]);
     else if (vote === 'passed') (passedFences ??= [])[i] = Number(entry[1]);
     votes[i] = vote;
   }
-  return { votes, maxFence, claimHolders, handedFences, storedFences, passedFences };
+  return { votes, maxFence, claimHolders, handedFences, storedFences, passedFences, grantedBefore };
 }
 
 /** Decodes start.lua's reply: per resource `started`, or the value holding the claim. */

@@ -257,7 +257,7 @@ describe('a start that fails on a quorum (5 nodes)', () => {
   const keys = (resource: string, claim = '') => resourceKeys('tickwarden', resource, claim);
   const T = 1_900_000_000_000;
 
-  it("puts its claim back where it was granted (so a later claim waits for it there), and a node or two whose fence a later claim's attempt raised only refuse it", async () => {
+  it("puts its claim and fence back where it was granted (so a later claim waits for it there), and a node or two whose fence a later claim's attempt raised only refuse it", async () => {
     const replica = await connectedRedlockOn(cluster.nodes.urls);
     const [c1, c2] = await replica.claimBatch(
       [T, T + 1000].map((tick) => ({ resource: 'partial', claim: `tick:${tick}` })),
@@ -269,8 +269,12 @@ describe('a start that fails on a quorum (5 nodes)', () => {
     const worker = await connectedRedlockOn(cluster.nodes.urls, { retryCount: 0 });
     const first = { value: v1, claim: `tick:${T}`, start: 'p1', fence: slot(T, T + 1000) };
     await expect(worker.acquire('partial', 5000, first)).rejects.toBeInstanceOf(LockTakenError);
-    // Cleaned up where granted: the lock released, the claim put back (a retry of the start starts it afresh).
-    await onEveryNode([n0, n1], (c) => c.mget(keys('partial').lock, keys('partial', `tick:${T}`).claim), [null, v1]);
+    // Cleaned up where granted: the lock released, the claim and the fence put back (none before): no trace.
+    await onEveryNode(
+      [n0, n1],
+      (c) => c.mget(keys('partial').lock, keys('partial', `tick:${T}`).claim, keys('partial').fence),
+      [null, v1, null],
+    );
     // The next tick waits for it there: behind.
     const second = {
       value: v2,

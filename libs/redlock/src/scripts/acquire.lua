@@ -81,7 +81,8 @@
   same code (includes/reply.lua; a call for one resource returns its entry
   alone): the code, or for STALE, CLAIMED and HANDED a pair {code, detail}
     1  ACQUIRED  the lock is ours, set by this call (it was free, reserved, or
-                 revoked): its fence is the proposal; claim recorded
+                 revoked): its fence is the proposal; claim recorded; for a start
+                 {1, the fence before, '' for none}
     2  REFRESHED the lock already held our value (a takeover by value): refreshed,
                  its fence the proposal, claim recorded; a failed attempt must not
                  release it (it may be the value's owner's lease)
@@ -149,6 +150,10 @@ local notBefore = h >= 8 and tonumber(ARGV[8])
 -- @include claimstart
 -- @include reply
 local early = notBefore and now() < notBefore
+-- Whether a resource's code is a grant (ACQUIRED, a start's {1, before}, or REFRESHED).
+local function granted(code)
+  return code == 1 or code == 2 or type(code) == 'table' and code[1] == 1
+end
 -- Whether a grant waits for the earlier claim `after` (see After): it is granted here but not
 -- started ('|': a start leaves its claim started only where its lease was granted), and this
 -- node's clock is before `untilMs`.
@@ -273,15 +278,19 @@ for i = 1, #KEYS do
         redis.call('DEL', waiterKey(base, value))
       end
       code = holder == value and 2 or 1
+      if code == 1 and start ~= '' then
+        -- A start's grant names the fence before it: a failed attempt's cleanup puts it back.
+        code = { 1, before or '' }
+      end
     end
   end
-  if claimSet and code ~= 1 and code ~= 2 then
+  if claimSet and not granted(code) then
     redis.call('DEL', claim)
   end
   -- A start's claim stays started only where its lease was granted: a start refused here (taken,
   -- passed, behind, stale) leaves the claim as it found it, so a later claim waits for this one
   -- here (see After) and a retry starts it afresh.
-  if claimWas ~= nil and code ~= 1 and code ~= 2 then
+  if claimWas ~= nil and not granted(code) then
     if claimWas == value then
       redis.call('SET', startedKey, value, 'KEEPTTL')
     elseif claimWas == false then

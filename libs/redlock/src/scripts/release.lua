@@ -28,8 +28,10 @@
                 attempt cleaning up, dropping the claims the value recorded too
                 (with a fence: only while it is current); '2' a failed attempt
                 cleaning up, claims kept (a takeover's: they may be its owner's), but
-                a failed start's claim, named `<claim id>|<start id>`, is put back
-                from `<value>|<start id>` to `<value>` while the fence is current;
+                a failed start's claim, named `<claim id>|<start id>[|<fence>]`, is
+                put back from `<value>|<start id>` to `<value>`, and the fence to the
+                one given (the one before the grant; '' for none), while the fence
+                is current;
                 '3' an acquire that failed giving back a handoff it never used
                 (claims kept): the next waiter is handed the same token
     for resource i: ARGV[3i-1] lease value, ARGV[3i] claim id ('' = none),
@@ -144,10 +146,18 @@ for i = 1, #KEYS do
       redis.call('DEL', claim)
     end
   elseif cleanup and claimId ~= '' and current then
-    local id, start = string.match(claimId, '^([^|]*)|(.*)$')
+    local id, start, restore = string.match(claimId, '^([^|]*)|([^|]*)(.*)$')
     local claim = id and base .. 'claim:' .. id
     if claim and redis.call('GET', claim) == value .. '|' .. start then
       redis.call('SET', claim, value, 'KEEPTTL')
+    end
+    -- A failed attempt leaves no token behind: a later claim's fence then means its run was granted.
+    if claim and fence ~= '' and restore ~= '' then
+      if restore == '|' then
+        redis.call('DEL', base .. 'fence')
+      else
+        redis.call('SET', base .. 'fence', string.sub(restore, 2), 'KEEPTTL')
+      end
     end
   end
   if not out then
