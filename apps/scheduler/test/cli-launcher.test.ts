@@ -29,7 +29,7 @@ const RECORD_LOADED = `data:text/javascript,${encodeURIComponent(
 )}`;
 
 describe('tickwarden launcher (bin/tickwarden.js)', () => {
-  it("--help, a command's --help, --version and usage errors answer in well under a second: nothing heavy is loaded for them", () => {
+  it("--help, a command's --help, --version and usage errors answer at once: nothing heavy is loaded for them", () => {
     const dir = mkdtempSync(path.join(tmpdir(), 'tickwarden-launcher-'));
     try {
       for (const [i, args] of [
@@ -60,7 +60,8 @@ describe('tickwarden launcher (bin/tickwarden.js)', () => {
           /\/node_modules\/(bullmq|ioredis|pino|yaml)\/|\/libs\/(config|redlock|runtime)\//.test(url),
         );
         expect(heavy, args.join(' ')).toEqual([]);
-        expect(ms, args.join(' ')).toBeLessThan(1000);
+        // About 0.3 s alone; the bound only catches a hang, with room for the suites run beside it.
+        expect(ms, args.join(' ')).toBeLessThan(3000);
       }
     } finally {
       rmSync(dir, { recursive: true, force: true });

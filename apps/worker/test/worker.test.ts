@@ -832,7 +832,7 @@ describe('worker: jobs under the lease, against real Redis', () => {
     const guard = new CommandGuard({ logger: captureLogger().logger });
     beforeAll(() => guard.start());
     afterAll(() => guard.close());
-    async function runner() {
+    async function runner(known: ScheduleConfig = schedule) {
       const { logger, records } = captureLogger();
       const redlock = cluster.redlock();
       // Connected first: a start claim never retries, and a later start's node timeout (100 ms here)
@@ -843,7 +843,7 @@ describe('worker: jobs under the lease, against real Redis', () => {
           redlock,
           logger,
           guard,
-          schedule: (id) => (id === schedule.id ? schedule : undefined),
+          schedule: (id) => (id === known.id ? known : undefined),
         }),
         records,
       };
@@ -970,17 +970,21 @@ describe('worker: jobs under the lease, against real Redis', () => {
     });
 
     it('past the start deadline: a re-run whose handler never started is dropped (missed-deadline) without releasing the previous lease; one whose handler started runs', async () => {
-      const { runner: r, records } = await runner();
+      // A schedule of its own: the runs of the tests before, of later ticks than this one, raised
+      // the shared one's fence past this tick's slot (its retry would be superseded).
+      const own = { ...schedule, id: 'team-a/rerun-late' };
+      const { runner: r, records } = await runner(own);
       const before = lines('rerun.txt').length;
       const dueMs = Date.now() - 5000;
       // A 3 s lease: the drop is checked well within its TTL, on a loaded machine too.
       const ttlMs = 3000;
       const late = (resource: string, value: string, fence: number): TickJobData => ({
         ...jobData(dueMs, { resource, value, fence, ttlMs }),
+        schedule: own.id,
         startDeadlineMs: 1000,
       });
       // The previous attempt died holding the lease (or is stalled but alive): its lease must stay. Its token is its tick's.
-      const resource = leaseResource(schedule.id, 'skip', dueMs);
+      const resource = leaseResource(own.id, 'skip', dueMs);
       const previous = await scheduler.acquire(resource, ttlMs, { retryCount: 0, fence: { from: tickFence(dueMs) } });
       const dropped = await r.processJob(
         laterStart(late(resource, previous.value, previous.fence)),
