@@ -19,8 +19,9 @@ export interface RoundSpec<T> {
    */
   lateError?: (node: LockNode, error: Error) => void;
   /**
-   * When given, gets those nodes' replies too (decoded), and their errors, as they come: what a
-   * round decided without them may still need to know (a failed attempt's cleanup).
+   * When given, gets those nodes' replies too (decoded), and their errors, as they come, and the
+   * replies of nodes timed out: what a round decided without them may still need to know (a
+   * failed attempt's cleanup; a request held up by the network still lands, and may grant).
    */
   late?: (reply: NodeReply<T>) => void;
 }
@@ -30,8 +31,8 @@ export interface RoundSpec<T> {
  * replies gathered when it is decided, when every node answered, or at the
  * timeout (one timer for the round: nodes still silent then, after the replies
  * already received are read, get a NodeTimeoutError). Errors after an early
- * decision go to `spec.lateError`, and with `spec.late` every reply after it;
- * replies after the timeout are ignored.
+ * decision go to `spec.lateError`, and with `spec.late` every reply after the decision, the
+ * timed-out nodes' too.
  */
 export function runRound<T>(
   nodes: readonly LockNode[],
@@ -75,8 +76,7 @@ export function runRound<T>(
       const node = nodes[i] as LockNode;
       const error = ok ? undefined : value instanceof Error ? value : new Error(String(value));
       if (!settled) return accept(judge(node, error, value));
-      if (timedOut) return;
-      if (error) lateError?.(node, error);
+      if (error && !timedOut) lateError?.(node, error);
       late?.(judge(node, error, value));
     });
   });

@@ -300,4 +300,26 @@ describe('a start that fails on a quorum (5 nodes)', () => {
     expect(run.fence).toBe(T * 1000);
     await worker.release(run);
   });
+
+  it('held up by the network past the node timeout, then granted where it lands: let go there once the late grant is heard, not held for the TTL', async () => {
+    const replica = await connectedRedlockOn(cluster.nodes.urls);
+    const [claimed] = await replica.claimBatch([{ resource: 'held-up', claim: `tick:${T}` }]);
+    const value = claimed?.ok ? claimed.claim.value : '';
+    const link = await cluster.nodes.link('held-up');
+    const worker = await connectedRedlockOn(link.urls, { retryCount: 0, nodeTimeoutMs: 200 });
+    // Nodes 2-4 get nothing until healed (a partition): the attempt times out there, granted on 0 and 1 only.
+    link.partition([2, 3, 4]);
+    const start = { value, claim: `tick:${T}`, start: 'p1', fence: slot(T, T + 1000) };
+    await expect(worker.acquire('held-up', 60_000, start)).rejects.toBeInstanceOf(QuorumUnavailableError);
+    // Healed, the held requests land and grant a quorum; their replies, late, get it let go: no
+    // lock, the claim not started, no fence (none before), long before the 60 s TTL.
+    link.heal();
+    // A probe on the same connections lands after the held requests, and answers after their replies.
+    await worker.probe({ nodeTimeoutMs: 5000 });
+    await onEveryNode(
+      cluster.nodes.urls,
+      (c) => c.mget(keys('held-up').lock, keys('held-up', `tick:${T}`).claim, keys('held-up').fence),
+      [null, value, null],
+    );
+  });
 });
