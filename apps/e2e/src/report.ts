@@ -394,15 +394,23 @@ export function buildReport(input: ReportInput): TickReport {
   /** Per schedule, its runs: their tick, their start and until when they were in progress. */
   const runsBySchedule = new Map<string, { tickMs: number; fromMs: number; toMs: number }[]>();
   const ledgerRuns = new Set<string>();
-  // A run holds its lease until its worker released it, just before logging its end: past its
-  // program's last line when the worker then waited (its finished mark written to a slow queue Redis).
+  const grantedAtMs = new Map<string, number>();
+  for (const grant of leaseGrants) {
+    const key = `${grant.schedule} ${grant.tick} ${grant.fence}`;
+    grantedAtMs.set(key, Math.min(grant.atMs, grantedAtMs.get(key) ?? Infinity));
+  }
+  // A run holds its lease from its `run started` record (its program's first line can come more
+  // than a second later on a loaded machine) until its worker released it, just before logging
+  // its end: past its program's last line when the worker then waited (its finished mark written
+  // to a slow queue Redis).
   for (const run of ledger.runs) {
     const key = `${run.schedule} ${run.tick} ${run.fence}`;
     const toMs = Math.max(
       inProgressUntilMs(run, scheduleById.get(run.schedule)?.leaseTtlMs ?? 0),
       runEnds.get(key) ?? -Infinity,
     );
-    pushTo(runsBySchedule, run.schedule, { tickMs: Date.parse(run.tick), fromMs: run.firstMs, toMs });
+    const fromMs = Math.min(run.firstMs, grantedAtMs.get(key) ?? Infinity);
+    pushTo(runsBySchedule, run.schedule, { tickMs: Date.parse(run.tick), fromMs, toMs });
     ledgerRuns.add(key);
   }
   // A run whose worker took the lease and died (or was stopped) before its program wrote a line: it

@@ -463,6 +463,28 @@ describe('the run report', () => {
       expect(result.skipsWithoutRun).toEqual([`t/a ${iso(5)}`]);
     });
 
+    it("a run holds its lease from its worker's `run started`, before its program's first line", () => {
+      // Tick 0's worker took the lease at 1 s; its program, slow to start, wrote its first line at 2.6 s: tick 1,
+      // skipped at 1.1 s, had a run in progress.
+      const lines = run('t/a', 0, 1, 2.6, 3);
+      const started = {
+        level: INFO,
+        schedule: 't/a',
+        tick: iso(0),
+        attempt: 1,
+        fence: 1,
+        handler: 'command',
+        process: 'worker-1',
+        seenMs: at(1),
+      };
+      const records = [started, outcome('t/a', 1, 'skipped-overlap', { seenMs: at(1.1) })];
+      const result = report({ lines, records, fromS: 1, toS: 1 });
+      expect(result.skipped).toEqual([`t/a ${iso(1)}`]);
+      expect(result.skipsWithoutRun).toEqual([]);
+      // Without that record, only the program's lines tell: nothing ran at 1.1 s.
+      expect(report({ lines, records: records.slice(1), fromS: 1, toS: 1 }).skipsWithoutRun).toEqual([`t/a ${iso(1)}`]);
+    });
+
     it("a run holds its lease until its worker's end record (the lease released just before), past its program's last line", () => {
       // Tick 0's program ended at 1.1 s; its worker logged the run's end at 2.8 s (its finished mark waited for a slow
       // queue Redis): skipped at 2.5 s, tick 2 had a run in progress; tick 4, at 4.01 s, had none.
