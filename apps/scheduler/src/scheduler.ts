@@ -278,9 +278,12 @@ export class Scheduler {
       }
       return;
     }
+    const nowMs = this.#loop.nowMs();
     const open = ticks.filter((tick) => {
       if (!contest.isPaused(tick)) return true;
-      this.#recorder.outcome('skipped-paused', tick);
+      // Paused ahead of its due time: left open, for recovery to decide at its due time, so that a
+      // resume before then runs it.
+      if (tick.dueMs <= nowMs) this.#recorder.outcome('skipped-paused', tick);
       return false;
     });
     const won: Run[] = [];

@@ -613,6 +613,33 @@ describe('replicated schedulers', () => {
     expect(history.filter((r) => r.tickMs >= from && r.tickMs < to)).toHaveLength((to - from) / 1000);
   });
 
+  it('a pause is decided at the due time, not when a tick is contested ahead: a tick due after a resume runs; one due while paused is skipped-paused then', async () => {
+    const schedule = everySecond('team-z/resumed');
+    const admin = new Redis(queueUrl());
+    const store = new RedisReplicaStore(admin);
+    await store.pause(schedule.id, { by: 'ops', atMs: Date.now(), note: 'freeze' });
+    // A 3 s lead: each tick is contested while the schedule is still paused, three seconds before it is due.
+    const replica = startReplica('p0', [schedule], systemClock, systemClock, { contestLeadMs: 3000 });
+    await sleep(4500);
+    const resumedAt = Date.now();
+    await store.resume(schedule.id);
+    await sleep(4000);
+    await stopReplica(replica);
+    admin.disconnect();
+    const mine = outcomes.filter((o) => o.scheduleId === schedule.id && o.recorded);
+    const paused = mine.filter((o) => o.tickMs < resumedAt - 200);
+    const resumed = mine.filter((o) => o.tickMs > resumedAt + 200 && o.tickMs < resumedAt + 3000);
+    expect(paused.length).toBeGreaterThanOrEqual(2);
+    for (const o of paused) {
+      expect(o.outcome, `tick ${o.tickMs}`).toBe('skipped-paused');
+      // Decided once due, not three seconds ahead.
+      expect(o.atMs, `tick ${o.tickMs}`).toBeGreaterThanOrEqual(o.tickMs);
+    }
+    // Contested ahead while paused, due after the resume: published and run, by recovery at the due time.
+    expect(resumed.length).toBeGreaterThanOrEqual(2);
+    for (const o of resumed) expect(o.outcome, `tick ${o.tickMs}`).toBe('recovered');
+  });
+
   it('1,201 schedules due at the same instant: every job is added once, in round trips of at most 500 commands', async () => {
     const schedules = Array.from({ length: 1201 }, (_, i) =>
       scheduleFixture({
