@@ -363,6 +363,12 @@ async function main(argv: readonly string[]): Promise<number> {
   }
 }
 
+// A reader that stops early (`| head`) closes the pipe: stop quietly, as other command-line tools do.
+process.stdout.on('error', (error: NodeJS.ErrnoException) => {
+  if (error.code !== 'EPIPE') throw error;
+  process.exit(0);
+});
+
 void main(process.argv.slice(2)).then((code) => {
   process.exitCode = code;
   // Every connection is closed by now: should a library still hold the event loop (a timer, a

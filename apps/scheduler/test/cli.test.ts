@@ -1,4 +1,4 @@
-import { execFile, spawnSync } from 'node:child_process';
+import { execFile, spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -100,6 +100,16 @@ describe('tickwarden CLI', () => {
     expect(result.code).toBe(1);
     expect(result.err).toContain('x.yaml:4:11: schedules[0].cron');
     expect(result.err).toContain('x.yaml:5:22: schedules[0].handler.kind');
+  });
+
+  it('a reader that closes the pipe early (`| head`): exit 0, no stack trace', async () => {
+    const child = spawn(process.execPath, [BIN, 'validate', dir], { env: { ...process.env, ...env } });
+    // Closed before the CLI writes: its first line meets a closed pipe (EPIPE).
+    child.stdout.destroy();
+    let err = '';
+    child.stderr.on('data', (chunk: Buffer) => (err += chunk.toString()));
+    const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
+    expect({ code, err }).toEqual({ code: 0, err: '' });
   });
 
   it('validate applies the http destination policy of its environment; a bad policy exits 2 naming the variable', () => {
