@@ -246,8 +246,8 @@ interface TickRecords {
   outcomes: Set<string>;
   /** An outcome was logged at info or above. */
   visible: boolean;
-  /** When the `skipped-overlap` records were logged (harness time). */
-  skipTimesMs: number[];
+  /** When the `skipped-overlap` records were decided (harness time; see skipDecision). */
+  skips: { fromMs: number; toMs: number }[];
   /** When the `superseded` records were logged (harness time). */
   supersedeTimesMs: number[];
   /** When the `enqueued` / `recovered` records were logged (harness time). */
@@ -272,6 +272,7 @@ const recordTimeMs = (record: LogRecord): number | undefined =>
 
 /** Checks a run of the cluster: what was expected, enqueued and run, and every safety and liveness violation. */
 export function buildReport(input: ReportInput): TickReport {
+  const workerFaults = input.workerFaults ?? [];
   const scheduleById = new Map(input.schedules.map((schedule) => [schedule.id, schedule]));
   const byTick = new Map<string, TickRecords>();
   const tickRecords = (key: string): TickRecords => {
@@ -282,7 +283,7 @@ export function buildReport(input: ReportInput): TickReport {
         (entry = {
           outcomes: new Set(),
           visible: false,
-          skipTimesMs: [],
+          skips: [],
           supersedeTimesMs: [],
           enqueueTimesMs: [],
           enqueues: 0,
@@ -342,7 +343,7 @@ export function buildReport(input: ReportInput): TickReport {
       if (at !== undefined) entry.enqueueTimesMs.push(at);
       if (record['found'] !== true) entry.publishedAtMs.push(at ?? 0);
     }
-    if (outcome === 'skipped-overlap' && at !== undefined) entry.skipTimesMs.push(at);
+    if (outcome === 'skipped-overlap' && at !== undefined) entry.skips.push(skipDecision(record, at, workerFaults));
     if (outcome === 'superseded' && at !== undefined) entry.supersedeTimesMs.push(at);
     if (outcome === 'aborted-lease-lost') watchdogAborts++;
   }
@@ -381,7 +382,7 @@ export function buildReport(input: ReportInput): TickReport {
       entry.enqueueTimesMs.push(at);
       entry.publishedAtMs.push(at);
     }
-    if (outcome === 'skipped-overlap') entry.skipTimesMs.push(at);
+    if (outcome === 'skipped-overlap') entry.skips.push({ fromMs: at, toMs: at });
     if (outcome === 'superseded') entry.supersedeTimesMs.push(at);
   }
 
@@ -425,10 +426,10 @@ export function buildReport(input: ReportInput): TickReport {
       toMs: runEnds.get(key) ?? grant.atMs + ttl,
     });
   }
-  /** Whether a run of an earlier tick of the schedule was in progress at `atMs`. */
-  const earlierRunAt = (schedule: string, tickMs: number, atMs: number): boolean =>
+  /** Whether a run of an earlier tick of the schedule was in progress at some time from `fromMs` to `toMs`. */
+  const earlierRunDuring = (schedule: string, tickMs: number, { fromMs, toMs }: { fromMs: number; toMs: number }) =>
     (runsBySchedule.get(schedule) ?? []).some(
-      (run) => run.tickMs < tickMs && run.fromMs <= atMs + EVIDENCE_SLACK_MS && run.toMs >= atMs - EVIDENCE_SLACK_MS,
+      (run) => run.tickMs < tickMs && run.fromMs <= toMs + EVIDENCE_SLACK_MS && run.toMs >= fromMs - EVIDENCE_SLACK_MS,
     );
   /** Runs of the schedule by tick, to find a superseded tick's successor. */
   const startsBySchedule = new Map<string, { tickMs: number; startMs: number }[]>();
@@ -453,7 +454,6 @@ export function buildReport(input: ReportInput): TickReport {
   let silentNotRun = 0;
   const lags: { tick: string; lagMs: number }[] = [];
   const heldTicks: HeldTick[] = [];
-  const workerFaults = input.workerFaults ?? [];
   // While the queue Redis is down no successor can be published or start either.
   const queueDown = input.outages.filter((window) => window.reason === 'queue-redis-down');
   for (const key of expected) {
@@ -483,7 +483,8 @@ export function buildReport(input: ReportInput): TickReport {
     const outcomes = records?.outcomes ?? new Set<string>();
     // Every skip or supersession recorded for the tick must have had its reason when it was decided.
     if (schedule.overlap === 'skip' && outcomes.has('skipped-overlap')) {
-      const held = decidedAt(records?.skipTimesMs, tickMs).every((atMs) => earlierRunAt(id, tickMs, atMs));
+      const decisions = records?.skips.length ? records.skips : [{ fromMs: tickMs, toMs: tickMs }];
+      const held = decisions.every((decision) => earlierRunDuring(id, tickMs, decision));
       (held ? skipped : skipsWithoutRun).push(key);
       continue;
     }
@@ -572,7 +573,28 @@ export function publishedTwice(publishedAtMs: readonly number[], queueWipesMs: r
   return sorted.some((at, i) => i > 0 && !queueWipesMs.some((wipe) => wipe > (sorted[i - 1] as number) && wipe < at));
 }
 
-/** When a tick's skips (or supersessions) were decided: when each was logged; without a time (unit tests), at the tick. */
+/**
+ * When a worker's skip was decided: when it was logged, unless its worker was paused or cut from
+ * the queue Redis while it handled the job (from `durationMs` before the record): the lock nodes'
+ * answer may have come before the fault, the record only after it, so any time since the job was
+ * taken.
+ */
+function skipDecision(
+  record: LogRecord,
+  atMs: number,
+  faults: readonly WorkerFaultWindow[],
+): { fromMs: number; toMs: number } {
+  const durationMs = record['durationMs'];
+  if (typeof durationMs !== 'number') return { fromMs: atMs, toMs: atMs };
+  const sinceMs = atMs - durationMs;
+  const held = faults.some(
+    (fault) =>
+      fault.kind !== 'kill' && fault.worker === record['process'] && fault.fromMs <= atMs && fault.toMs >= sinceMs,
+  );
+  return { fromMs: held ? sinceMs : atMs, toMs: atMs };
+}
+
+/** When a tick's supersessions were decided: when each was logged; without a time (unit tests), at the tick. */
 function decidedAt(timesMs: readonly number[] | undefined, tickMs: number): readonly number[] {
   return timesMs !== undefined && timesMs.length > 0 ? timesMs : [tickMs];
 }

@@ -485,6 +485,23 @@ describe('the run report', () => {
       expect(report({ lines, records: records.slice(1), fromS: 1, toS: 1 }).skipsWithoutRun).toEqual([`t/a ${iso(1)}`]);
     });
 
+    it('a skip logged by a worker paused while it handled the job was decided any time since it took the job', () => {
+      // Tick 0 ran 0.05-1.3 s. Tick 1's job was taken at 1.1 s by worker-2, which the nodes answered `taken` (tick 0's
+      // run held the lease) just before worker-2 was paused from 1.2 s to 4.3 s: its skip was logged at 4.5 s.
+      const lines = run('t/a', 0, 1, 0.05, 1.3);
+      const skip = outcome('t/a', 1, 'skipped-overlap', { seenMs: at(4.5), durationMs: 3400, process: 'worker-2' });
+      const paused: WorkerFaultWindow = { worker: 'worker-2', kind: 'pause', fromMs: at(1.2), toMs: at(4.3) };
+      const result = report({ lines, records: [skip], fromS: 1, toS: 1, workerFaults: [paused] });
+      expect(result.skipped).toEqual([`t/a ${iso(1)}`]);
+      expect(result.skipsWithoutRun).toEqual([]);
+      // Another worker's pause, or none: decided when logged, with nothing in progress then.
+      const elsewhere = { ...paused, worker: 'worker-1' };
+      for (const workerFaults of [[], [elsewhere]])
+        expect(report({ lines, records: [skip], fromS: 1, toS: 1, workerFaults }).skipsWithoutRun).toEqual([
+          `t/a ${iso(1)}`,
+        ]);
+    });
+
     it("a run holds its lease until its worker's end record (the lease released just before), past its program's last line", () => {
       // Tick 0's program ended at 1.1 s; its worker logged the run's end at 2.8 s (its finished mark waited for a slow
       // queue Redis): skipped at 2.5 s, tick 2 had a run in progress; tick 4, at 4.01 s, had none.

@@ -1,3 +1,4 @@
+import type { HandlerConfig } from '@tickwarden/config';
 import { queueName, tickFence, type TickJobData } from '@tickwarden/contracts';
 import { waitUntil } from '@tickwarden/testkit';
 import { Worker } from 'bullmq';
@@ -6,33 +7,22 @@ import { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import { markHandlerStarted, peersToMarkRevoked, predecessorsWaitUntil, TAKEOVER_SLACK_MS } from '../src/index.ts';
 import { useCluster } from './harness.ts';
-import { enqueueTick, outcomes, settledJob, shellCommand, shortLeaseSchedule } from './support.ts';
+import {
+  beatingCommand,
+  beatRuns,
+  enqueueTick,
+  outcomes,
+  settledJob,
+  shortLeaseSchedule,
+  type BeatRun,
+} from './support.ts';
 
 /** The next tick of a schedule ticking every `periodMs` (whole seconds), at least 300 ms from now: ticks are the schedule's cron's, as a scheduler's are. */
 const nextTick = (periodMs: number): number => Math.ceil((Date.now() + 300) / periodMs) * periodMs;
 
-/** One run's lines in a ledger file: "<kind> <fence> <ms>", kind start | beat | end. */
-interface Run {
-  fence: number;
-  start: number;
-  last: number;
-  ended: boolean;
-}
-
 describe('worker: overlap cancel-previous with a real worker', () => {
   const cluster = useCluster();
-  /**
-   * A command that writes "start", then "beat" every 50 ms, and "end" after `ms` (then exits), each with its fence and
-   * wall clock. A shell: its "start" is written within milliseconds, where Node's startup can take a second or more.
-   * On SIGTERM it exits once its child is reaped: an orphaned child's zombie could keep the group alive a while.
-   */
-  const beating = (name: string, ms: number) => {
-    const now = '$(/bin/date +%s%3N)';
-    return shellCommand(
-      `trap 'exit 143' TERM; f='${cluster.file(name)}'; w() { echo "$1 $TICKWARDEN_FENCE ${now}" >> "$f"; }; ` +
-        `w start; end=$(( ${now} + ${ms} )); while /bin/sleep 0.05; [ "${now}" -lt "$end" ]; do w beat; done; w end`,
-    );
-  };
+  const beating = (name: string, ms: number): HandlerConfig => beatingCommand(cluster.file(name), ms);
   /**
    * When the worker granted a job's run its lease, wall ms: its "run started" line follows the grant at once. A
    * cancel-previous run's grant revokes the schedule's running run.
@@ -40,22 +30,7 @@ describe('worker: overlap cancel-previous with a real worker', () => {
   const grantedAt = (records: readonly Record<string, unknown>[], jobId: string | undefined): number =>
     Number(records.find((r) => r['msg'] === 'run started' && r['jobId'] === jobId)?.['time']);
   /** The ledger's runs in the order they started. */
-  const runs = (name: string): Run[] => {
-    const byFence = new Map<number, Run>();
-    for (const line of cluster.lines(name)) {
-      const [kind, fence, ms] = line.split(' ');
-      const run = byFence.get(Number(fence)) ?? {
-        fence: Number(fence),
-        start: Number(ms),
-        last: Number(ms),
-        ended: false,
-      };
-      run.last = Math.max(run.last, Number(ms));
-      if (kind === 'end') run.ended = true;
-      byFence.set(run.fence, run);
-    }
-    return [...byFence.values()].sort((a, b) => a.start - b.start);
-  };
+  const runs = (name: string): BeatRun[] => beatRuns(cluster.lines(name));
 
   it("a schedule of period shorter than its lease TTL: each tick's run, when it starts, revokes the running one, which is aborted as superseded within about a second; the next starts right after it left the active list, never overlapping", async () => {
     const { connection, scheduler } = cluster;
@@ -93,7 +68,7 @@ describe('worker: overlap cancel-previous with a real worker', () => {
       expect(revokedAt).toBeGreaterThanOrEqual(t0 + (k + 1) * period);
       // Aborted within about half a second of the revocation (extensions every min(ttl/3, 500 ms)); loose for a loaded CI machine.
       expect(Number(ends[0]?.['time']) - revokedAt).toBeLessThan(1500);
-      const [previous, next] = [ledger[k] as Run, ledger[k + 1] as Run];
+      const [previous, next] = [ledger[k] as BeatRun, ledger[k + 1] as BeatRun];
       expect(previous.ended).toBe(false);
       // Never overlapping: nothing of the revoked run after its successor started.
       expect(previous.last).toBeLessThan(next.start);
@@ -157,7 +132,7 @@ describe('worker: overlap cancel-previous with a real worker', () => {
     expect(
       worker.records.some((r) => r['msg'] === "waiting for the schedule's other runs to stop (cancel-previous)"),
     ).toBe(false);
-    expect((ledger[0] as Run).start - from).toBeLessThan(2000);
+    expect((ledger[0] as BeatRun).start - from).toBeLessThan(2000);
   });
 
   it('the lease confirmed after the handler-started mark: a moment without a quorum there is tried again while the lease is valid, and the run goes on', async () => {
@@ -272,10 +247,10 @@ describe('worker: overlap cancel-previous with a real worker', () => {
       const firstSuccessor = (ticks[0] as (typeof ticks)[number]).jobId;
       expect(firstSeen).toBeGreaterThanOrEqual(t0 + period);
       expect(firstSeen).toBeLessThanOrEqual(grantedAt(worker.records, firstSuccessor));
-      expect((run as Run).start).toBeGreaterThanOrEqual(firstSeen + ttl + TAKEOVER_SLACK_MS);
+      expect((run as BeatRun).start).toBeGreaterThanOrEqual(firstSeen + ttl + TAKEOVER_SLACK_MS);
       // Its own grant (at or after its due time) plus a TTL and slack would be a period or two later (and with faster
       // ticks, never).
-      expect((run as Run).start).toBeLessThan(last.data.dueMs + ttl + TAKEOVER_SLACK_MS - 500);
+      expect((run as BeatRun).start).toBeLessThan(last.data.dueMs + ttl + TAKEOVER_SLACK_MS - 500);
       expect(
         worker.records.some(
           (r) =>

@@ -8,18 +8,19 @@ import { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import { BEHIND_WAIT_MS, CommandGuard, JobRunner, runFences, startOrder } from '../src/index.ts';
 import { useCluster } from './harness.ts';
-import { captureLogger, enqueueTick, outcomes, settledJob, shellCommand } from './support.ts';
+import {
+  beatingCommand,
+  beatRuns,
+  captureLogger,
+  enqueueTick,
+  outcomes,
+  settledJob,
+  shellCommand,
+  type BeatRun,
+} from './support.ts';
 
 /** The next whole second at least 300 ms from now: a tick of an every-second schedule, as a scheduler's are. */
 const nextTick = (): number => Math.ceil((Date.now() + 300) / 1000) * 1000;
-
-/** One run's lines in a ledger file: "<kind> <fence> <ms>", kind start | beat | end. */
-interface Run {
-  fence: number;
-  start: number;
-  last: number;
-  ended: boolean;
-}
 
 /**
  * The order of a schedule's runs, decided by the lock nodes at each run's first start: where a
@@ -31,34 +32,9 @@ interface Run {
 describe("worker: the order of a schedule's runs, decided at their first start", () => {
   const cluster = useCluster();
 
-  /**
-   * A command that writes "start", then "beat" every 50 ms, and "end" after `ms` (then exits), each with its fence and
-   * wall clock. A shell: its "start" is written within milliseconds, where Node's startup can take a second or more.
-   */
-  const beating = (name: string, ms: number): HandlerConfig => {
-    const now = '$(/bin/date +%s%3N)';
-    return shellCommand(
-      `trap 'exit 143' TERM; f='${cluster.file(name)}'; w() { echo "$1 $TICKWARDEN_FENCE ${now}" >> "$f"; }; ` +
-        `w start; end=$(( ${now} + ${ms} )); while /bin/sleep 0.05; [ "${now}" -lt "$end" ]; do w beat; done; w end`,
-    );
-  };
+  const beating = (name: string, ms: number): HandlerConfig => beatingCommand(cluster.file(name), ms);
   /** The ledger's runs in the order they started. */
-  const runs = (name: string): Run[] => {
-    const byFence = new Map<number, Run>();
-    for (const line of cluster.lines(name)) {
-      const [kind, fence, ms] = line.split(' ');
-      const run = byFence.get(Number(fence)) ?? {
-        fence: Number(fence),
-        start: Number(ms),
-        last: Number(ms),
-        ended: false,
-      };
-      run.last = Math.max(run.last, Number(ms));
-      if (kind === 'end') run.ended = true;
-      byFence.set(run.fence, run);
-    }
-    return [...byFence.values()].sort((a, b) => a.start - b.start);
-  };
+  const runs = (name: string): BeatRun[] => beatRuns(cluster.lines(name));
   /** A schedule as a team file with only a name and a handler gives it, on its own queue. */
   const schedule = (id: string, handler: HandlerConfig, queue: string): ScheduleConfig =>
     scheduleConfig({ id, handler, queue });
@@ -123,7 +99,7 @@ describe("worker: the order of a schedule's runs, decided at their first start",
         // T always runs, first and with its tick's token: never superseded or skipped for T + 1 s.
         expect(ran.returnvalue).toMatchObject({ outcome: 'succeeded', fence: tickFence(tickMs) });
         expect(endOf(worker.records, first.jobId)).toMatchObject({ outcome: 'succeeded', attempt: 1 });
-        const [earlier] = ledger as [Run];
+        const [earlier] = ledger as [BeatRun];
         expect(earlier.fence).toBe(tickFence(tickMs));
         expect(earlier.ended).toBe(true);
         const end = endOf(worker.records, second.jobId);
@@ -141,7 +117,7 @@ describe("worker: the order of a schedule's runs, decided at their first start",
           expect(next.returnvalue).toMatchObject({ outcome: 'succeeded' });
           expect(end).toMatchObject({ outcome: 'succeeded', attempt: 1 });
           expect(ledger).toHaveLength(2);
-          const after = ledger[1] as Run;
+          const after = ledger[1] as BeatRun;
           expect(after.fence).toBe(next.returnvalue.fence);
           expect(after.fence).toBeGreaterThanOrEqual(tickFence(later));
           expect(after.fence).toBeLessThan(tickFence(later + 1000));
@@ -171,7 +147,7 @@ describe("worker: the order of a schedule's runs, decided at their first start",
     // Nothing held the lease before it, nor raised the fence into T's slot or beyond: the first token of its own slot.
     expect(ran.returnvalue.fence).toBe(tickFence(later));
     // It waited for T, claimed and not started, until BEHIND_WAIT_MS past its due time by the lock nodes' clocks, not longer.
-    const [run] = runs('queued.txt') as [Run];
+    const [run] = runs('queued.txt') as [BeatRun];
     expect(run.fence).toBe(tickFence(later));
     expect(run.start).toBeGreaterThanOrEqual(later + BEHIND_WAIT_MS);
     expect(run.start).toBeLessThan(later + BEHIND_WAIT_MS + 2000);
@@ -196,7 +172,7 @@ describe("worker: the order of a schedule's runs, decided at their first start",
     // T's job comes only now (its replica, or its queue, was slow): due a second ago, its claim just won.
     const first = await publish(s, tickMs);
     const passed = await settledJob(cluster.connection, 'q-passed', first.jobId);
-    const [running] = runs('passed.txt') as [Run];
+    const [running] = runs('passed.txt') as [BeatRun];
     expect(running.fence).toBe(tickFence(later));
     expect(passed.returnvalue).toEqual({ outcome: 'superseded' });
     expect(await passed.getState()).toBe('completed');
@@ -248,7 +224,7 @@ describe("worker: the order of a schedule's runs, decided at their first start",
       const { jobId } = await publish(s, tickMs, { dueMs, delayMs: 0 });
       const job = await settledJob(cluster.connection, 'q-clock-ahead', jobId);
       expect(job.returnvalue).toMatchObject({ outcome: 'succeeded', fence: tickFence(tickMs) });
-      const [run] = runs('clock-ahead.txt') as [Run];
+      const [run] = runs('clock-ahead.txt') as [BeatRun];
       expect(run.start).toBeGreaterThanOrEqual(dueMs);
       // Granted no earlier either (the "run started" line follows the grant; logs carry the real clock).
       expect(grantedAt(records, jobId)).toBeGreaterThanOrEqual(dueMs);

@@ -87,6 +87,46 @@ export function shellCommand(
 }
 
 /**
+ * A command that writes "start", then "beat" every 50 ms, and "end" after `ms` (then exits) to `file`,
+ * each with its fence and wall clock. A shell: its "start" is written within milliseconds, where
+ * Node's startup can take a second or more. On SIGTERM it exits once its child is reaped: an orphaned
+ * child's zombie could keep the group alive a while.
+ */
+export function beatingCommand(file: string, ms: number): HandlerConfig {
+  const now = '$(/bin/date +%s%3N)';
+  return shellCommand(
+    `trap 'exit 143' TERM; f='${file}'; w() { echo "$1 $TICKWARDEN_FENCE ${now}" >> "$f"; }; ` +
+      `w start; end=$(( ${now} + ${ms} )); while /bin/sleep 0.05; [ "${now}" -lt "$end" ]; do w beat; done; w end`,
+  );
+}
+
+/** One run of a {@link beatingCommand}'s file: its fence, first and last line (ms), and whether it ended. */
+export interface BeatRun {
+  fence: number;
+  start: number;
+  last: number;
+  ended: boolean;
+}
+
+/** The runs of a {@link beatingCommand}'s lines ("<kind> <fence> <ms>"), in the order they started. */
+export function beatRuns(lines: readonly string[]): BeatRun[] {
+  const byFence = new Map<number, BeatRun>();
+  for (const line of lines) {
+    const [kind, fence, ms] = line.split(' ');
+    const run = byFence.get(Number(fence)) ?? {
+      fence: Number(fence),
+      start: Number(ms),
+      last: Number(ms),
+      ended: false,
+    };
+    run.last = Math.max(run.last, Number(ms));
+    if (kind === 'end') run.ended = true;
+    byFence.set(run.fence, run);
+  }
+  return [...byFence.values()].sort((a, b) => a.start - b.start);
+}
+
+/**
  * Enqueues a tick's job the way a scheduler replica does: wins the tick's
  * claim with `@tickwarden/redlock` (no lease: the worker takes the schedule's
  * lease when the run starts), then adds the job with the claim's value and a
