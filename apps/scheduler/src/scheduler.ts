@@ -19,6 +19,18 @@ import { LATE_TICK_WINDOW_MS, RECOVERY_DELAY_MS, tickWindow } from './tick-windo
 
 /** Missed ticks of one schedule counted (metric) after a gap with no replica; a longer gap is logged as at least this many. */
 const MAX_COUNTED_GAP_TICKS = 10_000;
+/** How many of a gap's last ticks are checked for another replica's outcome (see Scheduler.#gapTicks). */
+const GAP_TAIL_TICKS = 100;
+/** Gaps checked against the history per call. */
+const GAP_SLICE = 256;
+
+/** A schedule's ticks in a gap (see Scheduler.#gapTicks). */
+interface GapTicks {
+  schedule: Schedule;
+  counted: number[];
+  truncated: boolean;
+  checked: number[];
+}
 
 /** Ticks whose opening failed are opened again this often while it fails, ms. */
 const REOPEN_RETRY_MS = 1000;
@@ -308,29 +320,63 @@ export class Scheduler {
   async #flushMarks(now: number, final = false): Promise<void> {
     const gaps = await this.#marks.flush(now, final);
     const memo = new Map<string, number[]>();
-    for (const [i, gap] of gaps.entries()) {
-      this.#recordGap(gap, memo);
-      // A gap check over thousands of schedules must not hold up their ticks.
-      if (i % 256 === 255) await new Promise((resolve) => setImmediate(resolve));
+    // A gap check over thousands of schedules must not hold up their ticks: a slice at a time.
+    for (let from = 0; from < gaps.length; from += GAP_SLICE) {
+      const slice = gaps.slice(from, from + GAP_SLICE).flatMap((gap) => this.#gapTicks(gap, memo) ?? []);
+      // Replicas that started with this one took up ticks of the gap too (their marks come only
+      // after their own gap check): those have their outcome, and are not missed.
+      const recorded = await this.#store
+        .recorded(
+          slice.flatMap(({ schedule, checked }) => checked.map((tickMs) => ({ scheduleId: schedule.id, tickMs }))),
+        )
+        .catch((error: unknown) => {
+          // The marks are raised already: the gap is recorded whole rather than lost.
+          this.#options.logger.warn({ err: error }, 'could not read the tick history: gaps recorded whole');
+          return [];
+        });
+      let at = 0;
+      for (const gap of slice) {
+        const taken = new Set(gap.checked.filter(() => recorded[at++]));
+        this.#recordGap(gap, taken);
+      }
+      await yieldToLoop();
     }
   }
 
-  /** Records a schedule's ticks in a gap as missed (`no-replica`): one history entry and one log line per schedule, each tick counted. */
-  #recordGap({ scheduleId, afterMs, beforeMs }: MarkGap, memo: Map<string, number[]>): void {
+  /**
+   * A gap's ticks: the first MAX_COUNTED_GAP_TICKS (counted), and its last GAP_TAIL_TICKS, checked
+   * against the history: the replicas that took some up started about when this one did, so
+   * only the newest ticks of a gap can be theirs.
+   */
+  #gapTicks({ scheduleId, afterMs, beforeMs }: MarkGap, memo: Map<string, number[]>): GapTicks | undefined {
     const planner = this.#loop.planner(scheduleId);
-    if (!planner) return;
+    if (!planner) return undefined;
     const { schedule } = planner;
     // Schedules of one pattern usually share their gap: list its ticks once (one more than counted, to know whether there are more).
     const key = `${schedule.timezone} ${schedule.cron} ${afterMs} ${beforeMs}`;
     const listed = memo.get(key) ?? planner.ticksBetween(afterMs, beforeMs, MAX_COUNTED_GAP_TICKS + 1);
     memo.set(key, listed);
-    if (listed.length === 0) return;
+    if (listed.length === 0) return undefined;
     const truncated = listed.length > MAX_COUNTED_GAP_TICKS;
-    const ticks = truncated ? listed.slice(0, MAX_COUNTED_GAP_TICKS) : listed;
-    const lastMs = (truncated ? planner.previous(beforeMs) : undefined) ?? (ticks.at(-1) as number);
+    if (!truncated) return { schedule, counted: listed, truncated, checked: listed.slice(-GAP_TAIL_TICKS) };
+    const checked: number[] = [];
+    let tick = planner.previous(beforeMs);
+    while (tick !== undefined && checked.length < GAP_TAIL_TICKS) {
+      checked.unshift(tick);
+      tick = planner.previous(tick);
+    }
+    return { schedule, counted: listed.slice(0, MAX_COUNTED_GAP_TICKS), truncated, checked };
+  }
+
+  /** Records a schedule's ticks in a gap as missed (`no-replica`), those `taken` by another replica aside: one history entry and one log line per schedule, each tick counted. */
+  #recordGap({ schedule, counted, truncated, checked }: GapTicks, taken: ReadonlySet<number>): void {
+    const ticks = counted.filter((tickMs) => !taken.has(tickMs));
+    // The gap's record is keyed by its newest tick no other replica took (a taken one is recorded already).
+    const lastMs = (truncated ? checked.filter((tickMs) => !taken.has(tickMs)).at(-1) : undefined) ?? ticks.at(-1);
+    if (lastMs === undefined) return;
     const now = this.#loop.nowMs();
     const { retentionMs } = tickWindow(schedule, lastMs, undefined);
-    const gap = { firstTickMs: ticks[0] as number, count: ticks.length, atLeast: truncated };
+    const gap = { firstTickMs: ticks[0] ?? lastMs, count: ticks.length, atLeast: truncated };
     this.#recorder.gap(
       schedule,
       {

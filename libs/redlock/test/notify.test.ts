@@ -43,7 +43,9 @@ describe('release notifications', () => {
     const uncontended = redlockOn(cluster.nodes.urls);
     for (let i = 0; i < 10; i++) await uncontended.release(await uncontended.acquire('alone', 10_000));
     expect(await pubsubClients()).toEqual(before);
-    const waiter = redlockOn(cluster.nodes.urls);
+    // A long retry delay: the waiter wakes on the release, and its channel stays subscribed that
+    // long after (with the default, a loaded machine counted after it had unsubscribed).
+    const waiter = redlockOn(cluster.nodes.urls, { retryDelayMs: 5000 });
     const lease = await uncontended.acquire('alone', 10_000);
     const waiting = waiter.acquire('alone', 10_000);
     // Released once the waiter has had to wait (a fixed sleep let a busy CI machine release before its first attempt).
