@@ -3,6 +3,7 @@ import type { Clock } from '@tickwarden/redlock';
 import { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { JobQueue, Publication, Run, Tick } from './ports.ts';
+import { retentionFrom } from './tick-window.ts';
 
 /**
  * Runs per `addBulk` call: BullMQ builds all of a call's jobs in one go, which holds the event loop
@@ -94,7 +95,7 @@ export class BullJobQueue implements JobQueue {
     };
     const opts = {
       jobId: tick.jobId,
-      deduplication: { id: tick.jobId, ttl: tick.retentionMs },
+      deduplication: { id: tick.jobId, ttl: retentionFrom(tick, now) },
       // BullMQ makes a delayed job ready at timestamp + delay: both from this clock, it is ready at
       // the due time exactly (BullMQ's own Date.now() may differ from it by some milliseconds).
       timestamp: now,

@@ -10,6 +10,7 @@ import {
 } from '@tickwarden/redlock';
 import type { Logger } from 'pino';
 import type { ClaimGrants, LockQuorum, PauseRecord, ReplicaStore, Tick } from './ports.ts';
+import { retentionFrom } from './tick-window.ts';
 
 /** Contest settings: quick retries for claims split among replicas. */
 const CONTEST = Object.freeze({ retryCount: 4, retryDelayMs: 15, retryJitterMs: 30 });
@@ -270,10 +271,11 @@ export class TickContest {
   async #claim<T extends Tick>(requests: readonly { tick: T; value: string | undefined }[]): Promise<Contested<T>[]> {
     if (requests.length === 0) return [];
     // Loops, not Math.max(...requests): a spread of more than ~125,000 arguments overflows the stack.
+    const nowMs = this.#options.now();
     let claimRetentionMs = 0;
     let leaseTtlMs = 0;
     for (const { tick } of requests) {
-      claimRetentionMs = Math.max(claimRetentionMs, tick.retentionMs);
+      claimRetentionMs = Math.max(claimRetentionMs, retentionFrom(tick, nowMs));
       leaseTtlMs = Math.max(leaseTtlMs, tick.schedule.leaseTtlMs);
     }
     const results = await this.#options.leases.claimBatch(

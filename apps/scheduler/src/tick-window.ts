@@ -45,3 +45,11 @@ export function tickWindow(
   const retentionMs = Math.max(schedule.catchUpMs, startDeadlineMs) + schedule.leaseTtlMs + RETENTION_MARGIN_MS;
   return { startDeadlineMs, retentionMs };
 }
+
+/**
+ * How long from `nowMs` a tick's claim or publish marker must be kept: its retention counts from
+ * its due time, so a tick contested or enqueued ahead adds the time left until it is due.
+ */
+export function retentionFrom(tick: { dueMs: number; retentionMs: number }, nowMs: number): number {
+  return tick.retentionMs + Math.max(0, tick.dueMs - nowMs);
+}

@@ -18,7 +18,7 @@ import type { ClaimGrants, JobQueue, LockQuorum, Run, Tick } from '../src/ports.
 import { addedByUs, TickPublisher } from '../src/tick-publisher.ts';
 import { TickRecorder } from '../src/tick-recorder.ts';
 import { lastFailureOf, parseJobId, resolution } from '../src/tick-resolver.ts';
-import { LATE_TICK_WINDOW_MS, tickWindow } from '../src/tick-window.ts';
+import { LATE_TICK_WINDOW_MS, retentionFrom, tickWindow } from '../src/tick-window.ts';
 import { ManualClock } from './support.ts';
 
 const causes = (...votes: NodeCause[]) => new Map(votes.map((vote, i) => [`node-${i}:6379`, vote]));
@@ -37,6 +37,14 @@ describe('tickWindow: how late a run may start, and how long whether a tick ran 
   it('the retention covers the deadline and catchUp, plus a lease TTL and a margin', () => {
     expect(tickWindow(schedule, 0, 1000).retentionMs).toBe(13_000 + 3000 + 60_000);
     expect(tickWindow({ ...schedule, catchUpMs: 3_600_000 }, 0, 1000).retentionMs).toBe(3_600_000 + 3000 + 60_000);
+  });
+
+  it('a tick contested or enqueued ahead keeps its state the retention past its due time, not past the contest', () => {
+    const tick = { dueMs: 120_000, retentionMs: 76_000 };
+    expect(retentionFrom(tick, 60_000)).toBe(60_000 + 76_000);
+    expect(retentionFrom(tick, 120_000)).toBe(76_000);
+    // Contested late (recovery, catch-up): counted from now, never shorter.
+    expect(retentionFrom(tick, 150_000)).toBe(76_000);
   });
 });
 
@@ -419,7 +427,7 @@ describe('TickContest: a replica cut from a lock quorum leaves no claims behind'
 });
 
 describe('TickContest: what it asks of the lock nodes', () => {
-  it("the tick's claim alone, whatever its overlap policy: one call for the batch, retried for split claims, kept for the longest retention", async () => {
+  it("the tick's claim alone, whatever its overlap policy: one call for the batch, retried for split claims, kept for the longest retention past the due time", async () => {
     const calls: { claims: string[]; retryCount: number | undefined; retention: number | undefined }[] = [];
     const leases: ClaimGrants & LockQuorum = {
       nodes: [0, 1, 2],
@@ -442,8 +450,9 @@ describe('TickContest: what it asks of the lock nodes', () => {
     });
     const won = await contest.contest([contestTick('t/skip', 'skip'), contestTick('t/allow', 'allow')]);
     expect(won.map((entry) => entry.result.ok)).toEqual([true, true]);
+    // Contested at 0 for ticks due at 1000: the longest retention counts from the due time.
     expect(calls).toEqual([
-      { claims: ['run:t/skip tick:1000', 'run:t/allow@1000 tick:1000'], retryCount: 4, retention: 120_000 },
+      { claims: ['run:t/skip tick:1000', 'run:t/allow@1000 tick:1000'], retryCount: 4, retention: 121_000 },
     ]);
   });
 });

@@ -1,5 +1,5 @@
 import { leaseResource, tickClaim, tickJobId } from '@tickwarden/contracts';
-import { Redlock, systemClock, type Claim, type Clock, type Lease } from '@tickwarden/redlock';
+import { Redlock, resourceKeys, systemClock, type Claim, type Clock, type Lease } from '@tickwarden/redlock';
 import { sleep, startRedisNodes, waitUntil, type RedisNodes } from '@tickwarden/testkit';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
@@ -7,6 +7,7 @@ import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Scheduler, type OutcomeEvent, type Schedule, type TickObservation } from '../src/index.ts';
 import { RedisReplicaStore } from '../src/replica-store.ts';
+import { tickWindow } from '../src/tick-window.ts';
 import { scheduleFixture } from './support.ts';
 
 function everySecond(id: string, overrides: Partial<Schedule> = {}): Schedule {
@@ -741,6 +742,37 @@ describe('replicated schedulers', () => {
       expect(enqueued?.lagMs).toBeLessThan(-1000);
       expect(enqueued?.lagMs).toBeGreaterThanOrEqual(-2000);
       expect(stored).toMatchObject({ data: { dueMs: tick }, state: 'delayed', readyAtMs: tick });
+    });
+
+    it("a long lead: the claim and the publish marker of a tick contested minutes ahead are kept the tick's retention past its due time", async () => {
+      const schedule = scheduleFixture({ id: 'team-i/far', cron: '0 * * * * *', overlap: 'allow', leaseTtlMs: 6000 });
+      const leadMs = 10 * 60_000;
+      const replica = startReplica('i4', [schedule], systemClock, systemClock, { contestLeadMs: leadMs });
+      // Every tick of the next ten minutes is due for its contest at once; the last one is the farthest ahead.
+      const last = Math.floor((Date.now() + leadMs) / 60_000) * 60_000;
+      await waitUntil(
+        async () => outcomes.some((o) => o.scheduleId === schedule.id && o.tickMs === last && o.outcome === 'enqueued'),
+        `the tick ${new Date(last).toISOString()} enqueued ahead`,
+      );
+      await stopReplica(replica);
+      const { retentionMs } = tickWindow(schedule, last, last + 60_000);
+      const atLeast = last - Date.now() + retentionMs - 5000;
+      const resource = leaseResource(schedule.id, 'allow', last);
+      const claimTtls = await Promise.all(
+        locks.urls.map(async (url) => {
+          const node = new Redis(url);
+          try {
+            return await node.pttl(resourceKeys('tickwarden', resource, tickClaim(last)).claim);
+          } finally {
+            node.disconnect();
+          }
+        }),
+      );
+      expect(claimTtls.filter((ttl) => ttl >= atLeast).length).toBeGreaterThanOrEqual(3);
+      const queue = new Redis(queueUrl());
+      const markerTtl = await queue.pttl(`bull:tickwarden-default:de:${tickJobId(schedule.id, last)}`);
+      queue.disconnect();
+      expect(markerTtl).toBeGreaterThanOrEqual(atLeast);
     });
 
     it('contestLeadMs 0 contests when due; a negative lead is refused naming the setting', async () => {
