@@ -134,6 +134,8 @@ export interface TickReport {
   startedTooOften: string[];
   overlaps: RunOverlap[];
   fenceRegressions: FenceRegression[];
+  /** Ticks whose first run started (its program's first ledger line, on the true clock) before the tick: never allowed, whatever a process's clock says. */
+  startedEarly: string[];
   /** `skip` ticks not run, recorded `skipped-overlap` while a run of an earlier tick of the schedule was in progress (see `inProgressUntilMs`): by design. */
   skipped: string[];
   /**
@@ -453,6 +455,7 @@ export function buildReport(input: ReportInput): TickReport {
   const silent: string[] = [];
   let silentNotRun = 0;
   const lags: { tick: string; lagMs: number }[] = [];
+  const startedEarly: string[] = [];
   const heldTicks: HeldTick[] = [];
   // While the queue Redis is down no successor can be published or start either.
   const queueDown = input.outages.filter((window) => window.reason === 'queue-redis-down');
@@ -469,6 +472,7 @@ export function buildReport(input: ReportInput): TickReport {
     }
     if (ran) {
       const startMs = ledger.firstStartMs.get(key) as number;
+      if (startMs < tickMs) startedEarly.push(`${key} (${startMs - tickMs} ms)`);
       const held = heldByWorkerFault(tickMs, startMs, firstRuns.get(key), workerFaults);
       if (held)
         heldTicks.push({
@@ -545,6 +549,7 @@ export function buildReport(input: ReportInput): TickReport {
     startedTooOften,
     overlaps: ledger.overlaps,
     fenceRegressions: ledger.fenceRegressions,
+    startedEarly,
     skipped,
     skipsWithoutRun,
     superseded,
@@ -737,7 +742,8 @@ export interface FailureRules {
 }
 
 /**
- * Why the run fails (empty: it passed): any duplicate, overlap, fence regression, torn ledger line,
+ * Why the run fails (empty: it passed): any duplicate, overlap, fence regression, run started
+ * before its tick, torn ledger line,
  * skip without a run, unexplained miss, silent tick, or start lag p99 above the largest leaseTtl plus 1 s.
  */
 export function reportFailures(report: TickReport, rules: FailureRules = {}): string[] {
@@ -759,6 +765,7 @@ export function reportFailures(report: TickReport, rules: FailureRules = {}): st
     failures.push(
       `fence regression: ${regression.resource} fence ${regression.fence} started after ${regression.previousFence} (ledger line ${regression.line})`,
     );
+  if (report.startedEarly.length > 0) failures.push(`runs started before their tick: ${some(report.startedEarly)}`);
   if (report.malformed > 0) failures.push(`malformed ledger lines: ${report.malformed}`);
   if (report.skipsWithoutRun.length > 0) failures.push(`skips without a run: ${some(report.skipsWithoutRun)}`);
   const unexplained = report.missed.filter((miss) => miss.reason === 'unexplained');
@@ -821,6 +828,7 @@ export function formatReport(report: TickReport): string[] {
     `re-runs after a lost completion (within attempts): ${report.rerunsAfterCompletion.length}`,
     `overlaps: ${report.overlaps.length}`,
     `fence regressions: ${report.fenceRegressions.length}`,
+    `started before their tick: ${report.startedEarly.length}`,
     `missed: ${report.missed.length} (explained by an outage: ${outages}, unexplained: ${unexplained})`,
     ...(byOutcome.length === 0
       ? []

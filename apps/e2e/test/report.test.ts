@@ -769,6 +769,16 @@ describe('the run report', () => {
     });
   });
 
+  it("a run whose program started before its tick (the ledger's true clock) fails the run, whatever any process's clock said", () => {
+    const { lines, records } = steady('t/a', 5);
+    lines.push(...run('t/a', 5, 6, 4.2, 4.3));
+    records.push(outcome('t/a', 5, 'enqueued'));
+    const result = report({ lines, records, schedules: [EVERY_SECOND], toS: 5 });
+    expect(result.startedEarly).toEqual([`t/a ${iso(5)} (-800 ms)`]);
+    expect(formatReport(result)).toContain('started before their tick: 1');
+    expect(reportFailures(result)).toEqual([`runs started before their tick: t/a ${iso(5)} (-800 ms)`]);
+  });
+
   describe('start lag: first start minus tick, over ticks due outside outages', () => {
     it('p50, p99 and max; ticks inside an outage are left out; p99 above leaseTtl + 1 s fails the run', () => {
       const lines: string[] = [];
@@ -776,11 +786,11 @@ describe('the run report', () => {
       // 200 ticks: 100 ms late, but one 3.5 s late, and one 20 s late inside an outage (left out, with the next one: the slack).
       for (let s = 0; s < 200; s++) {
         const lagS = s === 40 ? 3.5 : s === 70 ? 20 : 0.1;
-        lines.push(...run('t/a', s, s + 1, s + lagS, s + lagS + 0.1));
+        lines.push(...run('t/a', s, 10 * (s + 1), s + lagS, s + lagS + 0.1));
+        // A retry of tick 10 (attempts 2), later, its fence in tick 10's slot: the first start counts.
+        if (s === 10) lines.push(...run('t/a', 10, 115, 230, 230.1, 2));
         records.push(outcome('t/a', s, 'enqueued'));
       }
-      // A retry of tick 10 (attempts 2), later: the first start counts.
-      lines.push(...run('t/a', 10, 500, 230, 230.1, 2));
       const schedules = [{ ...EVERY_SECOND, attempts: 2 }];
       const outage: OutageWindow = { fromMs: at(69.5), toMs: at(69.8), reason: 'no-lock-majority' };
       const result = report({ lines, records, schedules, toS: 199, outages: [outage] });
@@ -800,7 +810,7 @@ describe('the run report', () => {
       expect(reportFailures(result)).toEqual([]);
 
       // Two more late runs: 3 of 200 are late, so p99 is.
-      const late = [...lines, ...run('t/a', 200, 700, 204, 204.1), ...run('t/a', 201, 701, 204.8, 205)];
+      const late = [...lines, ...run('t/a', 200, 2010, 204, 204.1), ...run('t/a', 201, 2020, 204.8, 205)];
       const slow = report({
         lines: late,
         records: [...records, outcome('t/a', 200, 'enqueued'), outcome('t/a', 201, 'enqueued')],
@@ -874,7 +884,10 @@ describe('the run report', () => {
     });
 
     it('held past the fault, a lease TTL and WORKER_RECOVERY_MS fails the run', () => {
-      const stuck = [...lines.filter((line) => !line.includes(iso(20))), ...run('t/a', 20, 200, 40, 40.1, 2)];
+      // Tick 20's run started at 40 s instead, its fence still in tick 20's slot.
+      const stuck = lines.flatMap((line) =>
+        !line.includes(iso(20)) ? [line] : line.includes(' start ') ? run('t/a', 20, 21, 40, 40.1, 2) : [],
+      );
       const result = report({
         lines: stuck,
         records: records.map((record) =>

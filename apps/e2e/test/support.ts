@@ -34,6 +34,8 @@ export async function startLedgerSystem(
     schedulers: number;
     workers: number;
     schedulerEnv?: Record<string, string>;
+    /** Apps whose wall clock follows a libfaketime file (`clockFile`), stepped with `writeClockOffset`. */
+    clocked?: string[];
   } & Partial<LedgerTeamOptions>,
 ): Promise<LedgerSystem> {
   const dir = mkdtempSync(path.join(tmpdir(), 'tickwarden-e2e-'));
@@ -42,9 +44,15 @@ export async function startLedgerSystem(
   const ledgerFile = path.join(dir, 'ledger.txt');
   writeFileSync(path.join(configDir, `${TEAM}.yaml`), ledgerTeamYaml({ team: TEAM, ledgerFile, ...options }));
   const cluster = await Cluster.start({ configDir, roleEnv: { scheduler: options.schedulerEnv ?? {} } });
+  const clocked = (name: string) =>
+    options.clocked?.includes(name) ? { clockFile: path.join(dir, `clock-${name}.rc`) } : {};
   await Promise.all([
-    ...Array.from({ length: options.schedulers }, (_, i) => cluster.startApp('scheduler', `scheduler-${i + 1}`)),
-    ...Array.from({ length: options.workers }, (_, i) => cluster.startApp('worker', `worker-${i + 1}`)),
+    ...Array.from({ length: options.schedulers }, (_, i) =>
+      cluster.startApp('scheduler', `scheduler-${i + 1}`, clocked(`scheduler-${i + 1}`)),
+    ),
+    ...Array.from({ length: options.workers }, (_, i) =>
+      cluster.startApp('worker', `worker-${i + 1}`, clocked(`worker-${i + 1}`)),
+    ),
   ]);
   const schedules = ledgerSchedules(TEAM, options.names, options.cron, options.leaseTtl, options.attempts);
   const report = (fromMs: number, toMs: number, outages: OutageWindow[] = []): TickReport =>

@@ -1,10 +1,11 @@
 // The scheduler process: reads its environment and config, then runs one replica until SIGTERM.
 import { parseSchedulerEnv, redactUrl, type TickwardenConfig } from '@tickwarden/config';
-import { IoredisLockNode, Redlock } from '@tickwarden/redlock';
+import { IoredisLockNode, Redlock, ReferenceClock, systemClock } from '@tickwarden/redlock';
 import {
   boundPort,
   envValid,
   exitUnlessStoppedWithin,
+  followNodeTime,
   loadRedisTls,
   packageVersion,
   processLogger,
@@ -84,6 +85,11 @@ async function main(): Promise<number> {
   redlock.on('nodeError', ({ node, operation, error }) =>
     logger.debug({ node, operation, err: error }, 'lock node error'),
   );
+  // Ticks are planned, contested and judged on the lock nodes' time, which every process shares: a host clock off by any amount changes nothing.
+  const clock = new ReferenceClock(redlock, systemClock);
+  await followNodeTime(clock, logger);
+  metrics.observeClock(clock);
+  const now = (): number => Math.floor(clock.wallMicros() / 1000);
   // Fail fast while the queue Redis is down (the enqueue retries), instead of queueing commands in memory.
   const queueConnection = new Redis(queueRedis, {
     maxRetriesPerRequest: 1,
@@ -107,12 +113,12 @@ async function main(): Promise<number> {
     schedules: () => config?.schedules ?? [],
     redis: queueConnection,
     upcoming: (id, afterMs, count) => scheduler?.upcoming(id, afterMs, count) ?? [],
-    now: Date.now,
+    now,
   });
   const consoleLogger = logger.child({ component: 'console' });
   const web = webConsole({
     schedules,
-    control: { redis: queueConnection, redlock, publisherId: replicaId, logger: consoleLogger, now: Date.now },
+    control: { redis: queueConnection, redlock, publisherId: replicaId, logger: consoleLogger, now },
     token: token.value,
     replicaId,
   });
@@ -155,6 +161,7 @@ async function main(): Promise<number> {
     replicaId,
     redlock,
     queueConnection,
+    clock,
     logger: logger.child({ component: 'scheduler' }),
     ...(contestLeadMs === undefined ? {} : { contestLeadMs }),
     onOutcome: (event) => metrics.recordOutcome(event),
@@ -182,6 +189,7 @@ async function main(): Promise<number> {
   await scheduler.stop();
   server.close();
   await web.close();
+  clock.stop();
   await redlock.close();
   queueConnection.disconnect();
   stopped();

@@ -140,9 +140,9 @@ export const DEFER_JITTER_MS = 500;
 /** A cancel-previous run's watchdog extends at least this often, ms: a revoked run learns it within about this. */
 export const CANCEL_PREVIOUS_EXTEND_MS = 500;
 /**
- * A job ready more than this before its due time by the worker's clock is put back until then, ms:
- * the scheduler that enqueued it has a clock ahead (BullMQ makes a delayed job ready by the
- * enqueuer's clock); a run must not start early because one replica's clock is wrong.
+ * A job ready more than this before its due time by the worker's `now` (the lock nodes' time) is
+ * put back until then, ms: BullMQ makes a delayed job ready by the clock of whichever worker looks
+ * (its host's), so a run must not start early because one host's clock is ahead.
  */
 const EARLY_TOLERANCE_MS = 100;
 /** A cancel-previous run stops confirming its lease (and aborts) with this little validity left, ms: the watchdog's own margin. */
@@ -274,12 +274,12 @@ export class JobRunner {
     if (earlyMs > EARLY_TOLERANCE_MS)
       return this.#defer(
         run,
-        `due in ${earlyMs} ms by this worker's clock`,
+        `due in ${earlyMs} ms by the lock nodes' time`,
         {},
         {
           delayMs: earlyMs,
           message:
-            'job ready before its due time (the clock of the scheduler that enqueued it is ahead): delayed until then (no attempt consumed)',
+            'job ready before its due time (BullMQ promoted it by a clock that is ahead): delayed until then (no attempt consumed)',
         },
       );
     // One reading of the clock decides both: a deadline passing between two readings would fail the job of
@@ -573,7 +573,7 @@ export class JobRunner {
         atMs: now,
         ...(this.#options.workerId === undefined ? {} : { worker: this.#options.workerId }),
       });
-      await job.moveToDelayed(Date.now() + delayMs, run.token);
+      await job.moveToDelayed(now + delayMs, run.token);
     } catch (error) {
       this.#record(
         'failed',

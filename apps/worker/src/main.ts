@@ -1,11 +1,12 @@
 // The worker process: reads its environment and config, then runs tick jobs until SIGTERM.
 import { hostname } from 'node:os';
 import { formatDuration, parseWorkerEnv, redactUrl } from '@tickwarden/config';
-import { IoredisLockNode, Redlock } from '@tickwarden/redlock';
+import { IoredisLockNode, Redlock, ReferenceClock, systemClock } from '@tickwarden/redlock';
 import {
   boundPort,
   envValid,
   exitUnlessStoppedWithin,
+  followNodeTime,
   loadRedisTls,
   packageVersion,
   processLogger,
@@ -73,6 +74,10 @@ async function main(): Promise<number> {
   redlock.on('nodeError', ({ node, operation, error }) =>
     logger.debug({ node, operation, err: error }, 'lock node error'),
   );
+  // Due times and start deadlines are judged on the lock nodes' time, as the replicas plan them: a host clock off by any amount changes nothing.
+  const clock = new ReferenceClock(redlock, systemClock);
+  await followNodeTime(clock, logger);
+  metrics.observeClock(clock);
   redlock.on('aborted', ({ resource, reason, validityLeftMs }) =>
     logger.warn(
       { resource, code: reason.code, validityLeftMs: Math.round(validityLeftMs) },
@@ -90,6 +95,7 @@ async function main(): Promise<number> {
     concurrency,
     metrics,
     stalledIntervalMs,
+    now: () => Math.floor(clock.wallMicros() / 1000),
     secretsDir,
     httpDestinations,
     launcherSocket,
@@ -106,6 +112,7 @@ async function main(): Promise<number> {
     );
     live.stop();
     await service.stop(0);
+    clock.stop();
     await redlock.close();
     return 1;
   }
@@ -141,6 +148,7 @@ async function main(): Promise<number> {
   live.stop();
   await running.stop(graceMs);
   server.close();
+  clock.stop();
   await redlock.close();
   stopped();
   logger.info('stopped');

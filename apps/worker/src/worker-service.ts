@@ -73,6 +73,8 @@ export interface WorkerServiceOptions {
   lockDurationMs?: number | undefined;
   /** BullMQ stalled-check interval, ms (default DEFAULT_STALLED_INTERVAL_MS). */
   stalledIntervalMs?: number | undefined;
+  /** Wall clock, ms, for due times and start deadlines (default `Date.now`; the process runs on the lock nodes' time). */
+  now?: JobRunnerOptions['now'];
 }
 
 /** The lock duration a config needs: its largest lease TTL, at least {@link MIN_LOCK_DURATION_MS}. */
@@ -150,6 +152,7 @@ export class WorkerService {
       secretsDir: options.secretsDir,
       httpDestinations: options.httpDestinations,
       workerId: options.workerId,
+      now: options.now,
       history: () => this.#history,
       notTakingJobs: () =>
         this.#takingJobs ? undefined : `lock quorum unreachable from this worker${this.#probeText()}: not taking jobs`,

@@ -30,5 +30,6 @@ export {
   type NodeOperation,
   type RedlockEvents,
 } from './redlock.ts';
+export { ReferenceClock, type NodeTime, type NodeTimeSource } from './reference-clock.ts';
 export { scripts, type LuaScript } from './scripts.ts';
 export { DEFAULT_SETTINGS, type CallSettings, type RedlockSettings } from './settings.ts';

@@ -23,6 +23,7 @@ import type { AcquireRequest, BatchResult, Lease, ReleaseResult, ReleaseTarget }
 import { LeaseWatchdog } from './lease-watchdog.ts';
 import { IoredisLockNode, type LockNode } from './lock-node.ts';
 import { causesExcept, countVotes, runRound, type NodeReply, type RoundSpec } from './quorum-round.ts';
+import { median, timeAtSend, type NodeTime } from './reference-clock.ts';
 import { ReleaseNotifier, type ReleaseListener } from './release-notifier.ts';
 import {
   decodeAcquire,
@@ -1363,6 +1364,26 @@ export class Redlock extends EventEmitter<RedlockEvents> {
     const reachable = replies.filter((r) => r.ok).map((r) => r.node.id);
     const unreachable = new Map(replies.flatMap((r) => (r.ok ? [] : [[r.node.id, r.error] as const])));
     return { quorum: reachable.length >= this.quorum, reachable, unreachable };
+  }
+
+  /**
+   * The lock nodes' time: each node's TIME taken back to when the call was sent, the median of
+   * those of the nodes that answered within `nodeTimeoutMs` - the time reference of decisions
+   * other processes rely on (ReferenceClock). Undefined when fewer than a quorum answered.
+   */
+  async nodeTime(overrides: Pick<Partial<CallSettings>, 'nodeTimeoutMs'> = {}): Promise<NodeTime | undefined> {
+    const { nodeTimeoutMs, maxBatchSize } = this.#callSettings(overrides);
+    const { clock } = this.settings;
+    const atMono = clock.now();
+    const replies = await this.#round(
+      { script: scripts.time, header: [], keys: [], args: [], timeoutMs: nodeTimeoutMs, maxResources: maxBatchSize },
+      undefined,
+      { decode: (raw) => timeAtSend(raw, clock.now() - atMono) },
+    );
+    const answers = replies.flatMap((reply) => (reply.ok ? [reply.reply] : []));
+    if (answers.length < this.quorum) return undefined;
+    const micros = median(answers.map((answer) => answer.micros));
+    return { micros, atMono, roundTripMs: Math.max(...answers.map((answer) => answer.roundTripMs)) };
   }
 
   /** Closes the clients the library opened from URLs. */

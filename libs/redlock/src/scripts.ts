@@ -26,6 +26,7 @@ export const scripts = Object.freeze({
   leave: load('leave'),
   release: load('release'),
   start: load('start'),
+  time: load('time'),
 });
 
 /** A node's answer for one resource, decoded from the scripts' integer codes (the one place they are mapped). */

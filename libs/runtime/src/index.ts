@@ -25,6 +25,13 @@ export {
   type NamedServer,
 } from './server-identity.ts';
 export { PROCESS_NODE_FLAGS } from './node-flags.ts';
+export {
+  CLOCK_OFFSET_WARN_MS,
+  clockOffNow,
+  followNodeTime,
+  NODE_TIME_SAMPLE_MS,
+  type TimeReference,
+} from './node-time.ts';
 export { PAUSED_KEY, pausedNow } from './pauses.ts';
 export {
   appendToHistory,

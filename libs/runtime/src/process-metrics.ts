@@ -93,6 +93,23 @@ export class ProcessMetrics {
     this.configLastReloadSuccessful.set(result === 'applied' ? 1 : 0);
   }
 
+  readonly clockOffset = new Gauge({
+    name: 'tickwarden_clock_offset_seconds',
+    help: "How far this host's wall clock is off the lock nodes' time (positive: ahead); the process decides on the lock nodes' time",
+    registers: [],
+    collect: () => {
+      const offsetMs = this.#clock?.offsetMs;
+      if (offsetMs !== undefined) this.clockOffset.set(offsetMs / 1000);
+    },
+  });
+  #clock: { readonly offsetMs: number | undefined } | undefined;
+
+  /** Exports the host clock's offset from the lock nodes' time (`tickwarden_clock_offset_seconds`), read at each scrape. */
+  observeClock(clock: { readonly offsetMs: number | undefined }): void {
+    if (this.#clock === undefined) this.registry.registerMetric(this.clockOffset);
+    this.#clock = clock;
+  }
+
   /** Counts the lease library's per-node errors, and probes its nodes at each scrape (`tickwarden_lock_quorum_reachable`). */
   observeLockNodes(redlock: ObservedLockNodes): void {
     redlock.on('nodeError', ({ node, operation }) => this.lockNodeErrors.inc({ node, operation }));
