@@ -135,7 +135,9 @@ export function readLedger(file: string): ReturnType<typeof parseLedger> {
  * lease (a schedule's, or a tick's for `allow`), once a run with fence F has
  * started, any line from a run with a smaller fence is a stale writer (the
  * two runs overlapped), and every new run's fence must be greater than the
- * previous run's.
+ * previous run's. Per schedule, whatever its overlap policy, a run of a later
+ * tick has a greater fence than every run of an earlier tick (`tickOrderRegressions`):
+ * a store that keeps the highest token per schedule accepts each tick's writes.
  */
 export function checkLedger(parsed: ReturnType<typeof parseLedger>, options: CheckOptions = {}): LedgerCheck {
   const resourceOf = options.resourceOf ?? ((schedule: string) => schedule);
@@ -197,6 +199,7 @@ export function checkLedger(parsed: ReturnType<typeof parseLedger>, options: Che
     }
   }
   const all = [...runs.values()];
+  fenceRegressions.push(...tickOrderRegressions(parsed.lines));
   const repeated = (attempts: number[]): boolean => new Set(attempts).size < attempts.length;
   return {
     runs: all,
@@ -211,4 +214,30 @@ export function checkLedger(parsed: ReturnType<typeof parseLedger>, options: Che
     fenceRegressions,
     malformed: parsed.malformed,
   };
+}
+
+/** Per schedule, the starts whose fence is not above every fence a run of an earlier tick started with (resource `<schedule> by tick`). */
+function tickOrderRegressions(lines: readonly LedgerLine[]): FenceRegression[] {
+  const bySchedule = Map.groupBy(
+    lines.filter((line) => line.event === 'start'),
+    (line) => line.schedule,
+  );
+  const regressions: FenceRegression[] = [];
+  for (const [schedule, starts] of bySchedule) {
+    const byTick = [...Map.groupBy(starts, (start) => Date.parse(start.tick))].sort(([a], [b]) => a - b);
+    let earlier = -Infinity;
+    for (const [, ofTick] of byTick) {
+      for (const start of ofTick)
+        if (start.fence <= earlier)
+          regressions.push({
+            schedule,
+            resource: `${schedule} by tick`,
+            previousFence: earlier,
+            fence: start.fence,
+            line: start.line,
+          });
+      earlier = Math.max(earlier, ...ofTick.map((start) => start.fence));
+    }
+  }
+  return regressions;
 }

@@ -108,11 +108,23 @@ describe('the ledger check (a fencing-aware store)', () => {
     expect(attempts.overlaps).toEqual([
       { schedule: 't/x', resource: `t/x ${T1}`, staleFence: 10, newerFence: 12, line: 3 },
     ]);
-    // And fences are compared per tick: tick 2 may start with a smaller fence than tick 1's.
+    // Per lease, tick 2 may start below tick 1's fence; per schedule it may not: a store that keeps the
+    // highest token per schedule would reject tick 2's writes (tokens must follow the ticks).
     expect(
       check([line('t/x', T1, 20, 1, 'start', 1, 0), line('t/x', T2, 11, 1, 'start', 2, 1000)], perTick)
         .fenceRegressions,
-    ).toEqual([]);
+    ).toEqual([{ schedule: 't/x', resource: 't/x by tick', previousFence: 20, fence: 11, line: 2 }]);
+    // Whatever order the runs started in: an earlier tick's retry above the later tick's fence counts too.
+    expect(
+      check(
+        [
+          line('t/x', T1, 10, 1, 'start', 1, 0),
+          line('t/x', T2, 20, 1, 'start', 2, 1000),
+          line('t/x', T1, 20, 2, 'start', 3, 3000),
+        ],
+        perTick,
+      ).fenceRegressions,
+    ).toEqual([{ schedule: 't/x', resource: 't/x by tick', previousFence: 20, fence: 20, line: 2 }]);
   });
 
   it('a tick completed again by a later attempt (its completion lost with the worker) is a re-run, not a duplicate', () => {
