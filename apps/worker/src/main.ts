@@ -75,9 +75,13 @@ async function main(): Promise<number> {
     logger.debug({ node, operation, err: error }, 'lock node error'),
   );
   // Due times and start deadlines are judged on the lock nodes' time, as the replicas plan them: a host clock off by any amount changes nothing.
-  const clock = new ReferenceClock(redlock, systemClock);
+  const hostNow = Date.now;
+  const clock = new ReferenceClock(redlock, { ...systemClock, wallMicros: () => hostNow() * 1000 });
   await followNodeTime(clock, logger);
   metrics.observeClock(clock);
+  // BullMQ makes a delayed job ready by Date.now() of whichever worker looks: on the lock nodes' time here, a host clock
+  // ahead makes no job ready early (which the other workers would put back, and this one make ready again, in a loop).
+  Date.now = () => Math.floor(clock.wallMicros() / 1000);
   redlock.on('aborted', ({ resource, reason, validityLeftMs }) =>
     logger.warn(
       { resource, code: reason.code, validityLeftMs: Math.round(validityLeftMs) },
