@@ -302,7 +302,7 @@ export function buildReport(input: ReportInput): TickReport {
   const firstRuns = new Map<string, { worker: string; attempt: number; atMs: number }>();
   /** Every `run started` record: a worker held the schedule's lease for that run from then. */
   const leaseGrants: { schedule: string; tick: string; fence: number; atMs: number }[] = [];
-  /** Per `schedule tick fence`, when its worker logged the run's end: it had released the lease just before. */
+  /** Per `schedule tick fence`, when its worker last logged the run's end: it had released the lease just before. */
   const runEnds = new Map<string, number>();
   const abortMarginsMs: number[] = [];
   let watchdogAborts = 0;
@@ -332,8 +332,12 @@ export function buildReport(input: ReportInput): TickReport {
       if (typeof record['fence'] === 'number') leaseGrants.push({ schedule, tick, fence: record['fence'], atMs: at });
     }
     if (typeof outcome !== 'string') continue;
-    if (typeof record['fence'] === 'number' && at !== undefined)
-      runEnds.set(`${schedule} ${tick} ${record['fence']}`, at);
+    // The last end of a run counts: another worker's `worker-lost` (its worker paused past the job
+    // lock) comes while the paused worker still holds the lease, until its own end record.
+    if (typeof record['fence'] === 'number' && at !== undefined) {
+      const runKey = `${schedule} ${tick} ${record['fence']}`;
+      runEnds.set(runKey, Math.max(at, runEnds.get(runKey) ?? at));
+    }
     const key = tickKey(schedule, tick);
     const entry = tickRecords(key);
     entry.outcomes.add(

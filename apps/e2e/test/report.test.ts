@@ -516,6 +516,28 @@ describe('the run report', () => {
       expect(result.skipsWithoutRun).toEqual([`t/a ${iso(4)}`]);
     });
 
+    it("another worker's worker-lost does not end a run: its paused worker holds the lease until its own end record", () => {
+      // Tick 0's program ended at 1.1 s while its worker was paused; another worker recorded worker-lost at 1.2 s
+      // (the job lock lapsed), the paused worker, resumed, its end at 4.5 s: tick 3, skipped at 3.2 s, had a run.
+      const lines = run('t/a', 0, 1, 0.05, 1.1);
+      const records = [
+        {
+          level: INFO,
+          schedule: 't/a',
+          tick: iso(0),
+          attempt: 1,
+          fence: 1,
+          outcome: 'aborted-lease-lost',
+          seenMs: at(4.5),
+        },
+        { level: INFO, schedule: 't/a', tick: iso(0), attempt: 1, fence: 1, outcome: 'worker-lost', seenMs: at(1.2) },
+        outcome('t/a', 3, 'skipped-overlap', { seenMs: at(3.2) }),
+      ];
+      const result = report({ lines, records, fromS: 3, toS: 3 });
+      expect(result.skipped).toEqual([`t/a ${iso(3)}`]);
+      expect(result.skipsWithoutRun).toEqual([]);
+    });
+
     it('superseded: a run of a later tick had started when it was decided (1 s slack), counted apart', () => {
       // Tick 2's run started at 2.05 s: tick 1, superseded at 2.3 s, and tick 0, at 1.6 s (the program's first line
       // after its worker took the lease), are by design.
