@@ -1,7 +1,7 @@
 import { LATE_TICK_WINDOW_MS } from '@tickwarden/contracts';
 import { sleep, type ClientLink, type Fault } from '@tickwarden/testkit';
 import { writeClockOffset, type AppRole, type Cluster } from './cluster.ts';
-import type { OutageWindow, WorkerFaultWindow } from './report.ts';
+import { queueInFlightMs, type OutageWindow, type WorkerFaultWindow } from './report.ts';
 
 /** The faults the chaos suite draws from the seed (see the README's table). */
 export const FAULT_KINDS = [
@@ -346,6 +346,8 @@ export class ChaosRunner {
   readonly #queueDownTimes: { fromMs: number; toMs: number }[] = [];
   /** The queue Redis slowed for everyone (`latency-queue-redis`), ms; 0 when not. */
   #queueSlowMs = 0;
+  /** The last such slowing, and when it ended (infinite while it lasts). */
+  #lastQueueSlow = { ms: 0, untilMs: -Infinity };
   readonly #outages: OutageWindow[] = [];
   #openOutage: OutageWindow | undefined;
   /** Workers killed, paused or cut from the queue Redis, with when (toMs set once healed). */
@@ -841,9 +843,11 @@ export class ChaosRunner {
     record.applied = true;
     record.on = 'queue Redis, for every process';
     this.#queueSlowMs = fault.magnitude;
+    this.#lastQueueSlow = { ms: fault.magnitude, untilMs: Infinity };
     await Promise.all(this.#allSlots().map((slot) => this.#applyQueueLink(slot)));
     return async () => {
       this.#queueSlowMs = 0;
+      this.#lastQueueSlow = { ms: fault.magnitude, untilMs: Date.now() };
       await Promise.all(this.#allSlots().map((slot) => this.#applyQueueLink(slot)));
     };
   }
@@ -880,6 +884,12 @@ export class ChaosRunner {
       this.#outages.push({ ...this.#openOutage, toMs: now });
       this.#openOutage = undefined;
     }
-    if (reason !== undefined) this.#openOutage ??= { fromMs: now, toMs: now, reason };
+    // A tick due just before the queue Redis went down may still have been starting: slower if it was slowed then.
+    const slow = this.#lastQueueSlow;
+    const inFlight =
+      reason === 'queue-redis-down' && slow.ms > 0 && now - slow.untilMs <= queueInFlightMs(slow.ms)
+        ? { inFlightMs: queueInFlightMs(slow.ms) }
+        : {};
+    if (reason !== undefined) this.#openOutage ??= { fromMs: now, toMs: now, reason, ...inFlight };
   }
 }

@@ -40,6 +40,7 @@ export {
   expectedTicks,
   formatReport,
   outageOf,
+  queueInFlightMs,
   reportFailures,
   unexplainedByOutcome,
   unexplainedMisses,

@@ -22,6 +22,8 @@ export interface OutageWindow {
   fromMs: number;
   toMs: number;
   reason: 'no-replica' | 'no-lock-majority' | 'queue-redis-down' | 'queue-redis-unreachable';
+  /** How long before `fromMs` a tick may still have been in flight (default IN_FLIGHT_SLACK_MS; see queueInFlightMs). */
+  inFlightMs?: number;
 }
 
 /**
@@ -199,7 +201,19 @@ export const RECOVERY_WAIT_MS = 1_500;
  * missed its start deadline by the replicas' fault, not the outage's.
  */
 export const RECOVERY_AFTER_OUTAGE_MS = 4_000;
-/** The outages whose window starts IN_FLIGHT_SLACK_MS early. */
+/** Sequential queue Redis round trips of a job's start on a worker (BullMQ's take, pause check, marks, history). */
+const JOB_START_ROUND_TRIPS = 10;
+
+/**
+ * How long before the queue Redis went down a tick may still have been in flight, when every
+ * queue link was slowed by `latencyMs` each way then: its job's start takes about
+ * JOB_START_ROUND_TRIPS round trips more.
+ */
+export function queueInFlightMs(latencyMs: number): number {
+  return IN_FLIGHT_SLACK_MS + JOB_START_ROUND_TRIPS * 2 * latencyMs;
+}
+
+/** The outages whose window starts IN_FLIGHT_SLACK_MS (or their `inFlightMs`) early. */
 const IN_FLIGHT_REASONS: readonly OutageWindow['reason'][] = ['no-replica', 'queue-redis-down'];
 /**
  * Clock and log-reading slack of the run evidence behind a skip or a supersession (harness poll,
@@ -642,7 +656,8 @@ function recoveryBlocked(
 export function outageOf(tickMs: number, outages: readonly OutageWindow[]): OutageWindow['reason'] | undefined {
   const outage = outages.find(
     (window) =>
-      tickMs >= window.fromMs - (IN_FLIGHT_REASONS.includes(window.reason) ? IN_FLIGHT_SLACK_MS : 0) &&
+      tickMs >=
+        window.fromMs - (IN_FLIGHT_REASONS.includes(window.reason) ? (window.inFlightMs ?? IN_FLIGHT_SLACK_MS) : 0) &&
       tickMs <= window.toMs + OUTAGE_SLACK_MS,
   );
   return outage?.reason;

@@ -6,6 +6,7 @@ import {
   buildReport,
   expectedTicks,
   formatReport,
+  queueInFlightMs,
   reportFailures,
   unexplainedByOutcome,
   type ExpectedSchedule,
@@ -799,6 +800,24 @@ describe('the run report', () => {
     expect(result.startedEarly).toEqual([`t/a ${iso(5)} (-800 ms)`]);
     expect(formatReport(result)).toContain('started before their tick: 1');
     expect(reportFailures(result)).toEqual([`runs started before their tick: t/a ${iso(5)} (-800 ms)`]);
+  });
+
+  it('a queue Redis down while it was slowed: a tick due up to 1 s plus ten of its round trips before is in flight', () => {
+    // Tick 10 due 1.8 s before the queue Redis paused while its links were slowed 50 ms each way: 1 s + 10 x 100 ms covers it.
+    const { lines, records } = steady('t/a', 10);
+    records.push(outcome('t/a', 10, 'enqueued'));
+    const slowed: OutageWindow = {
+      fromMs: at(11.8),
+      toMs: at(14),
+      reason: 'queue-redis-down',
+      inFlightMs: queueInFlightMs(50),
+    };
+    expect(queueInFlightMs(50)).toBe(2000);
+    expect(report({ lines, records, toS: 10, outages: [slowed] }).missed).toMatchObject([
+      { reason: 'queue-redis-down' },
+    ]);
+    const { inFlightMs: _, ...plain } = slowed;
+    expect(report({ lines, records, toS: 10, outages: [plain] }).missed).toMatchObject([{ reason: 'unexplained' }]);
   });
 
   describe('start lag: first start minus tick, over ticks due outside outages', () => {
