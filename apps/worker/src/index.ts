@@ -21,6 +21,7 @@ export {
   type HandlerStartedMark,
   type LastDeferral,
   type RunProgress,
+  type StartMark,
 } from './run-progress.ts';
 export { runCommand, type CommandHandlerConfig } from './handlers/command.ts';
 export { LEASE_KILL_MARGIN_MS, type CommandRunOptions } from './handlers/guarded-program.ts';

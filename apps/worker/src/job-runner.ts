@@ -30,9 +30,9 @@ import {
   lostStart,
   markDeferred,
   markFinished,
-  markHandlerStarted,
   markWorkerLost,
   unmarkHandlerStarted,
+  type StartMark,
   type FinishedMark,
   type HandlerStartedMark,
   type LastDeferral,
@@ -66,6 +66,20 @@ export class RunAbortedError extends Error {
     super(message, options);
     this.name = 'RunAbortedError';
     this.kind = kind;
+  }
+}
+
+/**
+ * The processor call lost the job before its handler started: BullMQ's stalled check handed it
+ * on while this worker could not reach the queue Redis. Nothing ran here; the attempt that holds
+ * the job now decides the tick.
+ */
+class JobHandedOnError extends Error {
+  constructor() {
+    super(
+      "the job's lock passed to another attempt before the handler started (this worker was cut from the queue Redis): not run here",
+    );
+    this.name = 'JobHandedOnError';
   }
 }
 
@@ -123,6 +137,8 @@ export interface JobRunnerOptions {
   notePeerRevoked?: ((job: Job, peerJobId: string, atMs: number) => Promise<void>) | undefined;
   /** Whether the schedule is paused now (`tickwarden pause`); without it, only the config's `paused` counts. */
   paused?: ((scheduleId: string) => Promise<boolean>) | undefined;
+  /** Writes a job's handler-started mark if the processor call (its lock `token`) still holds the job: see markHandlerStarted. */
+  markStarted: (job: Job, token: string | undefined, mark: { attempt: number; fence: number }) => Promise<StartMark>;
 }
 
 /** A later start waits for the previous attempt's lease at most its TTL plus this, ms; a cancel-previous run waits for its predecessors at most until its lease's TTL plus this. */
@@ -782,6 +798,10 @@ export class JobRunner {
       NOT_STARTED_CODES.includes(failure.details['code'] as string)
     )
       return this.#defer(run, `${failure.message} (before the handler started)`, {}, { unstarted: true });
+    if (failure instanceof JobHandedOnError) {
+      this.#record('deferred', run.data, run.job, log, run.started, { reason: failure.message }, failure.message);
+      throw failure;
+    }
     if (failure !== undefined) throw this.#handlerFailure(run, log, failure);
     this.#record('succeeded', run.data, run.job, log, run.started, { ...details }, 'run succeeded');
     return { outcome: 'succeeded', fence: lease.fence, details: details ?? {} };
@@ -804,7 +824,13 @@ export class JobRunner {
       // nothing of the handler ran (the start deadline still holds, and it may run), and one that finds it
       // without an end does not run it again (worker-lost). Later would let a dead worker's program run twice.
       const started = async (): Promise<void> => {
-        await markHandlerStarted(run.job, run.attempt, lease.fence);
+        const mark = await this.#options.markStarted(run.job, run.token, { attempt: run.attempt, fence: lease.fence });
+        if (mark === 'lock-lost') throw new JobHandedOnError();
+        // No attempt of a vanished job can come; a new job of the tick ends already-started (this run started its claim).
+        if (mark === 'job-gone')
+          log.warn(
+            'the job vanished from the queue Redis (it lost its data) before the handler started: the run goes on, as the only one of its tick',
+          );
         controller.signal.throwIfAborted();
         // cancel-previous: a successor that read our progress before the mark did not wait for us. The lease,
         // checked after the mark, says whether one can exist: a revocation since makes this extension fail.

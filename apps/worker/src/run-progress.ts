@@ -1,4 +1,5 @@
 import type { Job } from 'bullmq';
+import type { Redis } from 'ioredis';
 import type { RunDetails } from './run-context.ts';
 
 /**
@@ -67,15 +68,45 @@ function progressObject(job: Pick<Job, 'progress'>): RunProgress {
   return typeof progress === 'object' && progress !== null && !Array.isArray(progress) ? (progress as RunProgress) : {};
 }
 
-/** Sets the mark for this attempt, before its handler starts (the other marks kept). */
-export async function markHandlerStarted(job: Job, attempt: number, fence: number): Promise<void> {
-  await job.updateProgress({
+/** What came of writing the handler-started mark: written, or why not (see markHandlerStarted). */
+export type StartMark = 'marked' | 'lock-lost' | 'job-gone';
+
+/**
+ * Sets a job's handler-started mark (its `progress`, as BullMQ's updateProgress writes it) only
+ * while the processor call still holds the job's lock.
+ * KEYS: 1 the job's hash, 2 its lock. ARGV: 1 the processor call's lock token, 2 the progress (JSON).
+ * Returns 1 marked, 0 the job is gone, -1 its lock is another's or gone.
+ */
+const MARK_STARTED = `
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+if redis.call('GET', KEYS[2]) ~= ARGV[1] then return -1 end
+redis.call('HSET', KEYS[1], 'progress', ARGV[2])
+return 1`;
+
+/**
+ * Sets the mark for this attempt, before its handler starts (the other marks kept), if this
+ * processor call (its lock `token`) still holds the job: a worker cut from the queue Redis may
+ * send the mark after BullMQ's stalled check handed the job on, and a later attempt that read
+ * the job unmarked would run its handler too. `lock-lost`: the job was handed on (the handler
+ * must not start here); `job-gone`: the queue Redis lost the job (no later attempt of it can
+ * exist). `redis` is a connection to the job's queue Redis.
+ */
+export async function markHandlerStarted(
+  redis: Redis,
+  job: Job,
+  token: string | undefined,
+  mark: Omit<HandlerStartedMark, 'handlerStarted' | 'attemptsMade'>,
+): Promise<StartMark> {
+  const progress: RunProgress = {
     ...progressObject(job),
     handlerStarted: true,
-    attempt,
-    fence,
+    ...mark,
     attemptsMade: job.attemptsMade,
-  } satisfies RunProgress);
+  };
+  const key = `${job.queueQualifiedName}:${job.id}`;
+  const reply = await redis.eval(MARK_STARTED, 2, key, `${key}:lock`, token ?? '', JSON.stringify(progress));
+  if (reply === 1) job.progress = progress;
+  return reply === 1 ? 'marked' : reply === 0 ? 'job-gone' : 'lock-lost';
 }
 
 /** Puts back, in the job as read here, the progress the attempt began with, when its handler never started after all; markDeferred then writes it. */

@@ -11,7 +11,7 @@ import { RemoteLauncher } from './launcher-client.ts';
 import type { OutputLimits } from './handlers/output.ts';
 import { JobRunner, type JobRunnerOptions } from './job-runner.ts';
 import type { ActivePeer } from './cancel-previous.ts';
-import { handlerStarted } from './run-progress.ts';
+import { handlerStarted, markHandlerStarted } from './run-progress.ts';
 import { MAX_LEASE_NODE_TIMEOUT_MS } from './first-start.ts';
 import type { WorkerMetrics } from './metrics.ts';
 
@@ -128,6 +128,8 @@ export class WorkerService {
   #pollTimer: NodeJS.Timeout | undefined;
   /** Reads the queues' active lists (cancel-previous runs wait for their schedule's others). */
   #reader: Redis | undefined;
+  /** Writes handler-started marks: like BullMQ's own connection it waits out a queue Redis outage (the job's lock decides when it lands). */
+  #marker: Redis | undefined;
   /** The run history, on the reader's connection. */
   #history: RunHistory | undefined;
   /** The per-node timeout of the last takeover that found no quorum: the gate's probe waits as long. */
@@ -160,6 +162,10 @@ export class WorkerService {
       activePeers: (job) => this.#activePeers(job),
       notePeerRevoked: (job, peerJobId, atMs) => this.#notePeerRevoked(job, peerJobId, atMs),
       paused: (scheduleId) => (this.#reader ? pausedNow(this.#reader, scheduleId) : Promise.resolve(false)),
+      markStarted: (job, token, mark) => {
+        if (!this.#marker) throw new Error('the worker is not started');
+        return markHandlerStarted(this.#marker, job, token, mark);
+      },
     });
   }
 
@@ -208,6 +214,11 @@ export class WorkerService {
     });
     this.#reader.on('error', (error) => this.#options.logger.debug({ err: error }, 'queue redis error (reader)'));
     this.#history = new RunHistory(this.#reader);
+    this.#marker = new Redis(this.#options.queueRedis, {
+      maxRetriesPerRequest: null,
+      ...queueRedisOptions(this.#options.queueRedis, this.#options.queueTls),
+    });
+    this.#marker.on('error', (error) => this.#options.logger.debug({ err: error }, 'queue redis error (marks)'));
     this.#options.metrics?.takingJobs.set(this.#takingJobs ? 1 : 0);
     for (const queue of this.#wantedQueues()) this.#startQueue(queue);
     if (this.#workers.size === 0)
@@ -457,6 +468,7 @@ export class WorkerService {
     await this.#probing;
     clearTimeout(this.#pollTimer);
     await this.#reader?.quit().catch(() => this.#reader?.disconnect());
+    await this.#marker?.quit().catch(() => this.#marker?.disconnect());
     await this.guard.close();
   }
 }

@@ -216,8 +216,11 @@ describe('worker: overlap cancel-previous with a real worker', () => {
     const tookIt = new Promise<void>((resolve) => (taken = resolve));
     const dead = new Worker(
       queueName(queue),
-      async (job) => {
-        await markHandlerStarted(job, 1, (job.data as TickJobData).lease.fence);
+      async (job, token) => {
+        await markHandlerStarted(deadConnection, job, token, {
+          attempt: 1,
+          fence: (job.data as TickJobData).lease.fence,
+        });
         taken();
         await new Promise(() => undefined);
       },

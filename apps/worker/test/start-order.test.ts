@@ -6,7 +6,7 @@ import { scheduleConfig, waitUntil } from '@tickwarden/testkit';
 import { Queue, Worker, type Job } from 'bullmq';
 import { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
-import { BEHIND_WAIT_MS, CommandGuard, JobRunner, runFences, startOrder } from '../src/index.ts';
+import { BEHIND_WAIT_MS, CommandGuard, JobRunner, markHandlerStarted, runFences, startOrder } from '../src/index.ts';
 import { useCluster } from './harness.ts';
 import {
   beatingCommand,
@@ -205,6 +205,7 @@ describe("worker: the order of a schedule's runs, decided at their first start",
     const { logger, records } = captureLogger();
     // This worker's clock runs 2 s ahead: by it, the job below is due half a second ago.
     const runner = new JobRunner({
+      markStarted: (job, token, mark) => markHandlerStarted(cluster.connection, job, token, mark),
       redlock,
       logger,
       guard,
@@ -251,6 +252,7 @@ describe("worker: the order of a schedule's runs, decided at their first start",
     const redlock = new Redlock(cluster.locks.urls, { clock: { ...systemClock, wallMicros } });
     await redlock.probe({ nodeTimeoutMs: 5000 });
     const runner = new JobRunner({
+      markStarted: (job, token, mark) => markHandlerStarted(cluster.connection, job, token, mark),
       redlock,
       logger: captureLogger().logger,
       guard,

@@ -11,6 +11,7 @@ import {
   FINISHED_MARK_WAIT_MS,
   GuardLauncher,
   JobRunner,
+  markHandlerStarted,
   lockDurationFor,
   MAX_STALLED_COUNT,
   RemoteLauncher,
@@ -48,6 +49,7 @@ describe('worker: jobs under the lease, against real Redis', () => {
     const redlock = cluster.redlock();
     await redlock.probe({ nodeTimeoutMs: 5000 }); // connected: a first connect can outlast a lease's node timeout
     const runner = new JobRunner({
+      markStarted: (job, token, mark) => markHandlerStarted(cluster.connection, job, token, mark),
       redlock,
       logger: captureLogger().logger,
       guard,
@@ -560,6 +562,7 @@ describe('worker: jobs under the lease, against real Redis', () => {
     const { logger, records } = captureLogger();
     let launcher: ProgramLauncher = new RemoteLauncher(file('no-launcher.sock'), { readyTimeoutMs: 200 });
     const runner = new JobRunner({
+      markStarted: (job, token, mark) => markHandlerStarted(cluster.connection, job, token, mark),
       redlock,
       logger,
       guard,
@@ -590,6 +593,64 @@ describe('worker: jobs under the lease, against real Redis', () => {
       expect(job.returnvalue).toMatchObject({ outcome: 'succeeded' });
       expect(job.attemptsMade).toBe(1);
       expect(lines('no-launcher.txt')).toHaveLength(1);
+    } finally {
+      await consumer.close(true);
+      consumerConnection.disconnect();
+      await guard.close();
+    }
+  });
+
+  it('a run marks its handler started only while it holds the job: one whose job was handed on first does not run there; one whose job the queue Redis lost runs once', async () => {
+    const handedOn = shortLeaseSchedule('team-a/handed-on', recording('handed-on.txt', ''), { queue: 'q-mark' });
+    const vanished = shortLeaseSchedule('team-a/vanished', recording('vanished.txt', ''), { queue: 'q-mark' });
+    const guard = new CommandGuard({ logger: captureLogger().logger });
+    await guard.start();
+    const redlock = cluster.redlock();
+    await redlock.probe({ nodeTimeoutMs: 5000 });
+    const { logger, records } = captureLogger();
+    const jobKey = (job: Job) => `${job.queueQualifiedName}:${job.id}`;
+    // What happens on the queue Redis between the lease grant and the mark, per schedule.
+    const meanwhile: Record<string, (job: Job) => Promise<unknown>> = {
+      // BullMQ's stalled check handed the job on (its worker was cut off): another attempt holds its lock.
+      [handedOn.id]: (job) => connection.set(`${jobKey(job)}:lock`, 'another-attempt'),
+      // The queue Redis lost its data.
+      [vanished.id]: (job) => connection.del(jobKey(job)),
+    };
+    const runner = new JobRunner({
+      markStarted: async (job, token, mark) => {
+        await meanwhile[(job.data as TickJobData).schedule]?.(job);
+        return markHandlerStarted(cluster.connection, job, token, mark);
+      },
+      redlock,
+      logger,
+      guard,
+      schedule: (id) => [handedOn, vanished].find((schedule) => schedule.id === id),
+    });
+    const consumerConnection = new Redis(queueNodes.urls[0] as string, { maxRetriesPerRequest: null });
+    const consumer = new Worker(queueName('q-mark'), (job, token, signal) => runner.processJob(job, token, signal), {
+      connection: consumerConnection,
+    });
+    // Its ends cannot be recorded (the job is another's, or gone): BullMQ's errors are expected.
+    consumer.on('error', () => undefined);
+    try {
+      const first = await enqueueTick(scheduler, connection, handedOn);
+      await waitUntil(() => outcomes(records, first.jobId).length > 0, 'the handed-on attempt to end');
+      expect(outcomes(records, first.jobId)).toEqual([
+        expect.objectContaining({ outcome: 'deferred', reason: expect.stringContaining('passed to another attempt') }),
+      ]);
+      expect(lines('handed-on.txt')).toEqual([]);
+      // No mark: the attempt holding the job now reads it unmarked, and may run the handler.
+      const queue = new Queue(queueName('q-mark'), { connection });
+      expect((await queue.getJob(first.jobId))?.progress).not.toHaveProperty('handlerStarted');
+      expect(await leaseIsFree(first.data.lease.resource)).toBe(true);
+
+      const second = await enqueueTick(scheduler, connection, vanished);
+      await waitUntil(() => outcomes(records, second.jobId).length > 0, 'the vanished job to end');
+      expect(outcomes(records, second.jobId)).toEqual([expect.objectContaining({ outcome: 'succeeded' })]);
+      expect(lines('vanished.txt')).toHaveLength(1);
+      expect(records).toContainEqual(
+        expect.objectContaining({ jobId: second.jobId, level: 40, msg: expect.stringContaining('vanished') }),
+      );
     } finally {
       await consumer.close(true);
       consumerConnection.disconnect();
@@ -633,6 +694,7 @@ describe('worker: jobs under the lease, against real Redis', () => {
     // Every reading of the clock is the deadline itself: no time is left to wait for a reload, and it is not a
     // schedule removed from the config either (the wait for one ends at the start deadline).
     const runner = new JobRunner({
+      markStarted: (job, token, mark) => markHandlerStarted(cluster.connection, job, token, mark),
       redlock: cluster.redlock(),
       logger,
       guard,
@@ -840,6 +902,7 @@ describe('worker: jobs under the lease, against real Redis', () => {
       await redlock.probe({ nodeTimeoutMs: 5000 });
       return {
         runner: new JobRunner({
+          markStarted: (job, token, mark) => markHandlerStarted(cluster.connection, job, token, mark),
           redlock,
           logger,
           guard,
