@@ -133,6 +133,8 @@ export interface ReplicaStore {
   /** Raises the schedules' high-water marks; resolves each one's mark from before. */
   raiseMarks(marks: ReadonlyMap<string, number>): Promise<Map<string, number | undefined>>;
   forgetMarks(scheduleIds: readonly string[]): Promise<void>;
+  /** Every schedule's high-water mark as it stands. */
+  marks(): Promise<Map<string, number>>;
   /**
    * Stamps this replica's heartbeat (by the queue Redis's clock: replicas' clocks may differ), or
    * deletes it when it does not `register`, and deletes those older than `forgetMs`; resolves the

@@ -273,6 +273,12 @@ export class RedisReplicaStore implements ReplicaStore {
     )) as string[];
   }
 
+  async marks(): Promise<Map<string, number>> {
+    const marks = new Map<string, number>();
+    for (const [id, tickMs] of Object.entries(await this.#redis.hgetall(MARKS_KEY))) marks.set(id, Number(tickMs));
+    return marks;
+  }
+
   /**
    * Raises the schedules' high-water marks to the given ticks (a mark never
    * goes back); resolves each schedule's mark from before, undefined where it

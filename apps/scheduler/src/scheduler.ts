@@ -450,6 +450,11 @@ export class Scheduler {
     const runId = await serverRunId(this.#options.queueConnection);
     const previous = this.#queueRunId;
     this.#queueRunId = runId;
+    if (previous === undefined)
+      this.#track(
+        this.#marks.find(),
+        'could not read the tick marks at start: the gap check relies on the queue Redis keeping them',
+      );
     if (previous === undefined || runId === undefined || runId === previous) return;
     this.#options.logger.warn(
       { previousRunId: previous, runId },

@@ -35,7 +35,7 @@ const SCHEDULES_PER_SLICE = 2_000;
  * however many replicas start together.
  */
 export class TickMarks {
-  readonly #store: Pick<ReplicaStore, 'raiseMarks' | 'forgetMarks'>;
+  readonly #store: Pick<ReplicaStore, 'raiseMarks' | 'forgetMarks' | 'marks'>;
   /** The highest tick taken up per schedule since the last write. */
   #pending = new Map<string, number>();
   /** The highest tick this replica took up per schedule: written again if the queue Redis loses the marks (see restore). */
@@ -44,8 +44,12 @@ export class TickMarks {
   #firstTicks = new Map<string, number>();
   #gapCheck: GapCheck = 'waiting';
   #gapCheckAtMs = Number.POSITIVE_INFINITY;
+  /** The marks as this replica found them at start (see found), until its gap check ran. */
+  #found = new Map<string, number>();
+  /** The queue Redis lost its data before the gap check: the marks found are written back first. */
+  #writeBack = false;
 
-  constructor(store: Pick<ReplicaStore, 'raiseMarks' | 'forgetMarks'>) {
+  constructor(store: Pick<ReplicaStore, 'raiseMarks' | 'forgetMarks' | 'marks'>) {
     this.#store = store;
   }
 
@@ -70,9 +74,21 @@ export class TickMarks {
     this.#latest.set(scheduleId, Math.max(this.#latest.get(scheduleId) ?? tickMs, tickMs));
   }
 
-  /** The queue Redis lost its data: the next flush writes every mark this replica knows again. */
+  /**
+   * Reads the marks as they stand, before the gap check: if the queue Redis loses its data in
+   * between (every replica restarted, then an empty restart), they are written back, and the gap
+   * check still finds the ticks that nobody took up.
+   */
+  async find(): Promise<void> {
+    if (this.#gapCheck !== 'waiting') return;
+    const found = await this.#store.marks();
+    if (this.#gapCheck === 'waiting') this.#found = found;
+  }
+
+  /** The queue Redis lost its data: the next flush writes every mark this replica knows again (those it found, before its gap check). */
   restore(): void {
     for (const [scheduleId, tickMs] of this.#latest) this.takenUp(scheduleId, tickMs);
+    if (this.#gapCheck !== 'done' && this.#found.size > 0) this.#writeBack = true;
   }
 
   /** Schedules gone from the config: their marks are dropped, so one added again later does not find an old gap. */
@@ -92,6 +108,11 @@ export class TickMarks {
    * gap check stay pending for the next call.
    */
   async flush(nowMs: number, final = false): Promise<MarkGap[]> {
+    // Raised to what they were (never lowered): its own marks would hide the gap, these do not.
+    if (this.#writeBack && this.#gapCheck === 'waiting') {
+      await this.#store.raiseMarks(this.#found);
+      this.#writeBack = false;
+    }
     const claim = this.#gapCheck === 'waiting' && (final || nowMs >= this.#gapCheckAtMs);
     if (this.#gapCheck !== 'done' && !claim) return [];
     // Claiming from here on: the check yields to the event loop, and a flush meanwhile must not start another.
@@ -121,6 +142,7 @@ export class TickMarks {
     if (!claim) return [];
     this.#gapCheck = 'done';
     this.#firstTicks = new Map();
+    this.#found = new Map();
     const gaps: MarkGap[] = [];
     for (const [scheduleId, beforeMs] of firstTicks) {
       const afterMs = previous.get(scheduleId);

@@ -138,6 +138,31 @@ describe('high-water marks: ticks missed while no replica ran', () => {
     expect(ofCaughtUp.filter((o) => o.recorded).map((o) => o.outcome)).toEqual(['enqueued']);
   });
 
+  it('all replicas down, then the queue Redis loses its data after they started and before their gap check: the marks they found are written back, and the gap is recorded once', async () => {
+    const lost = everySecond('gap/lost-marks');
+    const first = startReplica('c0', [lost], 300);
+    await sleep(2500);
+    await first.stop();
+    await sleep(3500);
+    const restarted = [startReplica('d0', [lost], 4000), startReplica('d1', [lost], 4000)];
+    // Both started (each read the marks at its first connection) and took up a tick; their gap checks are seconds away.
+    await waitUntil(() => of(lost.id, ['d0', 'd1']).length > 0, 'a tick taken up after the restart');
+    const connection = new Redis(queueRedis.urls[0] ?? '');
+    await connection.flushall();
+    connection.disconnect();
+    await waitUntil(() => gapLines(lost.id).length > 0, 'the gap recorded', { timeoutMs: 15_000 });
+    await Promise.all(restarted.map((replica) => replica.stop()));
+
+    const lastBefore = Math.max(...of(lost.id, ['c0']).map((o) => o.tickMs));
+    const after = of(lost.id, ['d0', 'd1']);
+    const firstAfter = Math.min(...after.filter((o) => o.outcome !== 'missed').map((o) => o.tickMs));
+    const missed = after.filter((o) => o.outcome === 'missed');
+    expect(missed.map((o) => o.tickMs).sort()).toEqual(secondsBetween(lastBefore, firstAfter));
+    expect(missed.length).toBeGreaterThanOrEqual(2);
+    expect(new Set(missed.map((o) => o.replica)).size, 'one replica records the gap').toBe(1);
+    expect(gapLines(lost.id)).toHaveLength(1);
+  });
+
   it('replicas up: a rolling restart records no missed tick, and neither does a schedule removed and added again', async () => {
     const rolling = everySecond('gap/rolling');
     const removed = everySecond('gap/removed');
@@ -208,6 +233,7 @@ describe('high-water marks: ticks missed while no replica ran', () => {
             return previous;
           },
           forgetMarks: (ids) => store.forgetMarks(ids),
+          marks: () => store.marks(),
         });
         for (const id of ids) marks.planned(id, firstTickMs);
         marks.start(0, 0);
@@ -242,6 +268,7 @@ describe('high-water marks: ticks missed while no replica ran', () => {
           return store.raiseMarks(raised);
         },
         forgetMarks: (ids) => store.forgetMarks(ids),
+        marks: () => store.marks(),
       });
       for (let i = 0; i < 10_000; i++) marks.planned(`concurrent/s${i}`, Date.parse('2026-01-01T00:00:00Z'));
       marks.start(0, 0);
