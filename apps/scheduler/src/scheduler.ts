@@ -11,7 +11,7 @@ import { RedisReplicaStore } from './replica-store.ts';
 import type { Schedule } from './schedule.ts';
 import { contestLoss, TickContest } from './tick-contest.ts';
 import { TickLoop, type Wake } from './tick-loop.ts';
-import { TickMarks, type MarkGap } from './tick-marks.ts';
+import { SCHEDULES_PER_SLICE, TickMarks, type MarkGap } from './tick-marks.ts';
 import { newPublication, TickPublisher } from './tick-publisher.ts';
 import { TickRecorder, type ObservationListener, type OutcomeListener } from './tick-recorder.ts';
 import { TickResolver } from './tick-resolver.ts';
@@ -445,6 +445,30 @@ export class Scheduler {
     this.#open(ticks);
   }
 
+  /**
+   * At start: the marks as found (see TickMarks.find), and the ticks other replicas took up that
+   * are due and within their start deadline, kept in flight here too. Their replicas may all
+   * have stopped (a restart of every replica): if the queue Redis then loses their jobs, this
+   * replica opens them again, and recovery publishes those that never started.
+   */
+  async #findAtStart(): Promise<void> {
+    const found = await this.#marks.find();
+    const nowMs = this.#loop.nowMs();
+    let done = 0;
+    for (const [scheduleId, markMs] of found) {
+      const planner = this.#loop.planner(scheduleId);
+      for (let tickMs = planner?.previous(Math.min(markMs, nowMs) + 1); tickMs !== undefined;) {
+        const tick = this.#loop.tick(scheduleId, tickMs) as Tick;
+        const untilMs = tick.dueMs + tick.startDeadlineMs;
+        if (untilMs < nowMs) break;
+        this.#inFlightTicks.push({ scheduleId, tickMs, jobId: tick.jobId, recoverAtMs: tick.dueMs, untilMs });
+        tickMs = planner?.previous(tickMs);
+      }
+      if (++done % SCHEDULES_PER_SLICE === 0) await yieldToLoop();
+    }
+    this.#pruneInFlight(nowMs);
+  }
+
   /** Reads the queue Redis's run_id on each (re)connection; another than before means its data may be older than what this replica wrote. */
   async #checkQueueServer(): Promise<void> {
     const runId = await serverRunId(this.#options.queueConnection);
@@ -452,7 +476,7 @@ export class Scheduler {
     this.#queueRunId = runId;
     if (previous === undefined)
       this.#track(
-        this.#marks.find(),
+        this.#findAtStart(),
         'could not read the tick marks at start: the gap check relies on the queue Redis keeping them',
       );
     if (previous === undefined || runId === undefined || runId === previous) return;

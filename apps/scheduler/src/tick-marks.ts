@@ -18,8 +18,8 @@ type GapCheck = 'waiting' | 'claiming' | 'done';
 /** After a failed gap check, the next try comes this much later, ms (the queue Redis may be down). */
 export const GAP_CHECK_RETRY_MS = 1000;
 
-/** Schedules the gap check goes through per turn of the event loop: all of a big config at once would hold up the ticks. */
-const SCHEDULES_PER_SLICE = 2_000;
+/** Schedules the gap check (or a start's look at the marks) goes through per turn of the event loop: all of a big config at once would hold up the ticks. */
+export const SCHEDULES_PER_SLICE = 2_000;
 
 /**
  * Each schedule's high-water mark: the latest tick any replica has taken up
@@ -77,12 +77,13 @@ export class TickMarks {
   /**
    * Reads the marks as they stand, before the gap check: if the queue Redis loses its data in
    * between (every replica restarted, then an empty restart), they are written back, and the gap
-   * check still finds the ticks that nobody took up.
+   * check still finds the ticks that nobody took up. Resolves them (none once the check ran).
    */
-  async find(): Promise<void> {
-    if (this.#gapCheck !== 'waiting') return;
+  async find(): Promise<ReadonlyMap<string, number>> {
+    if (this.#gapCheck !== 'waiting') return new Map();
     const found = await this.#store.marks();
     if (this.#gapCheck === 'waiting') this.#found = found;
+    return found;
   }
 
   /** The queue Redis lost its data: the next flush writes every mark this replica knows again (those it found, before its gap check). */

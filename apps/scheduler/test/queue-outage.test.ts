@@ -214,6 +214,64 @@ describe('the queue Redis down for a while, or back empty', () => {
       admin.disconnect();
     }
   });
+
+  it('every replica restarted, then restarted empty: the ticks the stopped replica enqueued ahead, due before the new one started, are published again once', async () => {
+    // A 30 s lease: ticks are enqueued 9.5 s ahead; no worker takes them.
+    const schedule = scheduleFixture({
+      id: 'team-q/restart-all',
+      cron: '* * * * * *',
+      overlap: 'allow',
+      leaseTtlMs: 30_000,
+      startDeadlineMs: 60_000,
+    });
+    const outcomes: (OutcomeEvent & { replica: string })[] = [];
+    const { logger, lines } = capturingLogger();
+    const published = (tickMs: number, replica: string) =>
+      outcomes.filter(
+        (o) =>
+          o.tickMs === tickMs &&
+          o.replica === replica &&
+          (o.outcome === 'enqueued' || o.outcome === 'recovered') &&
+          !o.found,
+      );
+    const onOutcome = (replica: string) => (event: OutcomeEvent) => outcomes.push({ ...event, replica });
+    const first = await startReplica('r0', [schedule], { logger, gapCheckDelayMs: 0, onOutcome: onOutcome('r0') });
+    // r0 enqueued (not only took up) each of the next 5 seconds' ticks.
+    const enqueuedAhead = () => {
+      const next = Math.ceil(Date.now() / 1000) * 1000;
+      const ahead = [0, 1, 2, 3, 4].map((k) => next + k * 1000);
+      return ahead.every((tickMs) => outcomes.some((o) => o.tickMs === tickMs && o.outcome === 'enqueued'));
+    };
+    await waitUntil(enqueuedAhead, 'ticks enqueued ahead');
+    await first.stop();
+    const stoppedMs = Date.now();
+    // No replica runs for 2 s: the ticks due meanwhile were taken up by r0 alone, their jobs waiting.
+    await sleep(2000);
+    const second = await startReplica('r1', [schedule], { logger, gapCheckDelayMs: 5000, onOutcome: onOutcome('r1') });
+    const startedMs = Date.now();
+    try {
+      await waitUntil(() => outcomes.some((o) => o.replica === 'r1'), 'r1 at work');
+      await queueRedis.nodes[0]?.restart({ keepData: false });
+      // Every second between: r0 took each up (9.5 s ahead), r1 none.
+      const dueMeanwhile: number[] = [];
+      for (let tickMs = Math.ceil(stoppedMs / 1000) * 1000; tickMs < startedMs; tickMs += 1000)
+        dueMeanwhile.push(tickMs);
+      expect(dueMeanwhile.length).toBeGreaterThanOrEqual(1);
+      await waitUntil(
+        () => dueMeanwhile.every((tickMs) => published(tickMs, 'r1').length > 0),
+        'the ticks due while no replica ran published again',
+        { timeoutMs: 15_000 },
+      );
+      for (const tickMs of dueMeanwhile)
+        expect(
+          published(tickMs, 'r1').map((o) => o.outcome),
+          new Date(tickMs).toISOString(),
+        ).toEqual(['recovered']);
+      expect(lines.some((line) => String(line['msg']).startsWith('ticks in flight opened again'))).toBe(true);
+    } finally {
+      await second.stop();
+    }
+  });
 });
 
 /** An info-level logger whose records (parsed) are kept in `lines`. */
