@@ -345,6 +345,11 @@ export function buildReport(input: ReportInput): TickReport {
         firstRuns.set(key, { worker: record['process'], attempt: record['attempt'], atMs: at });
       if (typeof record['fence'] === 'number') leaseGrants.push({ schedule, tick, fence: record['fence'], atMs: at });
     }
+    // A release that reached no quorum (its worker cut from the lock nodes): the lease held until it lapsed.
+    if (typeof record['heldUntilMs'] === 'number' && typeof record['fence'] === 'number') {
+      const runKey = `${schedule} ${tick} ${record['fence']}`;
+      runEnds.set(runKey, Math.max(record['heldUntilMs'], runEnds.get(runKey) ?? 0));
+    }
     if (typeof outcome !== 'string') continue;
     // The last end of a run counts: another worker's `worker-lost` (its worker paused past the job
     // lock) comes while the paused worker still holds the lease, until its own end record.

@@ -437,6 +437,17 @@ describe('the run report', () => {
       expect(ended.skipsWithoutRun).toEqual([`t/a ${iso(3)}`, `t/a ${iso(4)}`]);
     });
 
+    it('a run whose release reached no quorum (its worker cut from the lock nodes) holds the lease until it lapses, as its worker logged', () => {
+      // Tick 0 ran 0.05-1.2 s; its worker could not release the lease, held until 3.2 s: tick 3, skipped at 3.05 s, found it.
+      const lines = run('t/a', 0, 1, 0.05, 1.2);
+      const records = [outcome('t/a', 3, 'skipped-overlap', { seenMs: at(3.05) })];
+      expect(report({ lines, records, fromS: 3, toS: 3 }).skipsWithoutRun).toEqual([`t/a ${iso(3)}`]);
+      const unreleased = { level: 40, schedule: 't/a', tick: iso(0), fence: 1, heldUntilMs: at(3.2), seenMs: at(1.2) };
+      const result = report({ lines, records: [unreleased, ...records], fromS: 3, toS: 3 });
+      expect(result.skipped).toEqual([`t/a ${iso(3)}`]);
+      expect(result.skipsWithoutRun).toEqual([]);
+    });
+
     it("a worker's run whose program never wrote (its worker died first) holds the lease from its `run started` for a lease TTL", () => {
       // Tick 0's run: `run started` at 1.5 s, no ledger line; lease TTL 2 s, so in progress until 3.5 s (and 1 s slack).
       const records = [

@@ -250,6 +250,8 @@ export class JobRunner {
   readonly #options: JobRunnerOptions;
   readonly #validities: LeaseValidityTracker;
   readonly #active = new Set<AbortController>();
+  /** The run's log per lease held (`resource fence`), for what the lock library tells of its release. */
+  readonly #holding = new Map<string, Logger>();
   /** Aborted once the worker stops: no lease wait goes on, no new run starts (jobs are deferred). */
   readonly #stopping = new AbortController();
   /** Aborted past the shutdown grace: every run is aborted. */
@@ -258,6 +260,14 @@ export class JobRunner {
   constructor(options: JobRunnerOptions) {
     this.#options = options;
     this.#validities = new LeaseValidityTracker(options.redlock);
+    options.redlock.on('unreleased', ({ resource, fence, released, validityMs }) =>
+      this.#holding
+        .get(`${resource} ${fence}`)
+        ?.warn(
+          { releasedOn: released, heldUntilMs: this.#now() + Math.ceil(validityMs) },
+          "lease not released on a quorum (lock nodes unreachable): the schedule's next ticks may find it held until it lapses",
+        ),
+    );
   }
 
   /** Runs holding a lease now. */
@@ -766,6 +776,8 @@ export class JobRunner {
     const state = { handlerStarted: false };
     let details: RunDetails | undefined;
     let failure: unknown;
+    const holding = `${lease.resource} ${lease.fence}`;
+    this.#holding.set(holding, log);
     try {
       details = await this.#validities.follow(lease, (validity) =>
         this.#options.redlock.hold(
@@ -778,6 +790,7 @@ export class JobRunner {
     } catch (error) {
       failure = error;
     } finally {
+      this.#holding.delete(holding);
       signal?.removeEventListener('abort', onCancel);
       this.#active.delete(controller);
       this.#options.metrics?.activeRuns.dec();

@@ -87,6 +87,11 @@ export interface RedlockEvents {
   extensionFailed: [{ resource: string; elapsedMs: number; error: RedlockError }];
   /** The watchdog aborted a routine; `validityLeftMs` is what was left of the lease at that moment. */
   aborted: [{ resource: string; reason: RedlockError; validityLeftMs: number }];
+  /**
+   * A held lease's release (`hold`, `using`) reached fewer than a quorum of nodes: others may find
+   * it held until it lapses, at most `validityMs` from now (the nodes that did not answer keep it).
+   */
+  unreleased: [{ resource: string; fence: number; released: string[]; validityMs: number }];
 }
 
 /** The votes by which a node set the lock for the contender with the attempt's fence (and recorded its claim). */
@@ -1336,7 +1341,10 @@ export class Redlock extends EventEmitter<RedlockEvents> {
     } finally {
       // Stop first: an extension landing after the release would re-establish the key.
       const last = await watchdog.stop();
-      await this.release(last, overrides);
+      const { released } = await this.release(last, overrides);
+      const validityMs = last.validUntil - this.settings.clock.now();
+      if (released.length < this.quorum && validityMs > 0)
+        this.emit('unreleased', { resource: last.resource, fence: last.fence, released, validityMs });
     }
   }
 

@@ -1,5 +1,11 @@
 import { describe, expect, it } from 'vitest';
-import { HoldLimitReachedError, LeaseLostError, resourceKeys, type RedlockError } from '../src/index.ts';
+import {
+  HoldLimitReachedError,
+  LeaseLostError,
+  resourceKeys,
+  type RedlockError,
+  type RedlockEvents,
+} from '../src/index.ts';
 import { connectedRedlockOn, inspect, redlockOn, sleep, TestClock, useNodes } from './support.ts';
 
 function abortedWith(signal: AbortSignal): Promise<RedlockError> {
@@ -49,6 +55,35 @@ describe.each([3, 5])('watchdog with %i nodes', (count) => {
     expect(reason?.code).toBe('LEASE_LOST');
     expect(aborts).toHaveLength(1);
     expect(aborts[0]?.validityLeftMs).toBeGreaterThan(0);
+  });
+
+  it('a release that reaches less than a quorum (the majority paused as the routine ends) is told, with the validity left; a full one is not', async () => {
+    const redlock = redlockOn(cluster.nodes.urls, { nodeTimeoutMs: 100 });
+    const events: RedlockEvents['unreleased'][0][] = [];
+    redlock.on('unreleased', (event) => events.push(event));
+    await redlock.using('released', 2000, () => Promise.resolve());
+    expect(events).toEqual([]);
+    const paused = cluster.nodes.nodes.slice(0, majority);
+    let fence = 0;
+    try {
+      await redlock.using('unreleased', 2000, async (_signal, lease) => {
+        fence = lease.fence;
+        for (const node of paused) await node.pause();
+      });
+    } finally {
+      for (const node of paused) await node.resume();
+    }
+    expect(events).toEqual([
+      {
+        resource: 'unreleased',
+        fence,
+        released: expect.any(Array) as string[],
+        validityMs: expect.any(Number) as number,
+      },
+    ]);
+    expect(events[0]?.released).toHaveLength(count - majority);
+    expect(events[0]?.validityMs).toBeGreaterThan(0);
+    expect(events[0]?.validityMs).toBeLessThan(2000);
   });
 
   it('a partition leaving the holder a minority: abort fires while validity is left (measured)', async () => {
