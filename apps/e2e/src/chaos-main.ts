@@ -131,7 +131,7 @@ async function main(): Promise<number> {
   );
   const schedules = specs.map((spec) => expectedLedgerSchedule(TEAM, spec));
   const clockFiles = new Map(
-    clockSkew ? SLOTS.schedulers.map((slot) => [slot, path.join(dir, `clock-${slot}.rc`)]) : [],
+    clockSkew ? [...SLOTS.schedulers, ...SLOTS.workers].map((slot) => [slot, path.join(dir, `clock-${slot}.rc`)]) : [],
   );
   for (const file of clockFiles.values()) writeClockOffset(file, 0);
 
@@ -148,7 +148,9 @@ async function main(): Promise<number> {
       ...SLOTS.schedulers.map((name) =>
         cluster.startApp('scheduler', name, clockFiles.has(name) ? { clockFile: clockFiles.get(name) as string } : {}),
       ),
-      ...SLOTS.workers.map((name) => cluster.startApp('worker', name)),
+      ...SLOTS.workers.map((name) =>
+        cluster.startApp('worker', name, clockFiles.has(name) ? { clockFile: clockFiles.get(name) as string } : {}),
+      ),
     ]);
     // The faults start LONG_TICK_AT_MS before the long schedule's first tick (later if the cluster was slow to start).
     const startMs = Math.max(Date.now(), longTickMs - LONG_TICK_AT_MS);

@@ -11,6 +11,7 @@ export const FAULT_KINDS = [
   'pause-worker',
   'skew-scheduler',
   'step-clock-scheduler',
+  'step-clock-worker',
   'partition-scheduler',
   'partition-schedulers',
   'partition-worker',
@@ -44,6 +45,7 @@ export const FAULT_WEIGHTS: Readonly<Record<DrawnFaultKind, number>> = {
   'pause-worker': 1,
   'skew-scheduler': 1,
   'step-clock-scheduler': 1,
+  'step-clock-worker': 1,
   'partition-scheduler': 1,
   'partition-schedulers': 1,
   'partition-worker': 1,
@@ -59,7 +61,7 @@ export const FAULT_WEIGHTS: Readonly<Record<DrawnFaultKind, number>> = {
 };
 
 /** Faults that need libfaketime. */
-const CLOCK_KINDS: readonly FaultKind[] = ['skew-scheduler', 'step-clock-scheduler'];
+const CLOCK_KINDS: readonly FaultKind[] = ['skew-scheduler', 'step-clock-scheduler', 'step-clock-worker'];
 
 /** How a killed lock node comes back. */
 export type LockNodeRestart = 'aof' | 'empty' | 'at-once';
@@ -89,7 +91,7 @@ export interface PlanOptions {
   durationMs: number;
   /** The schedules' lease TTL: pauses are drawn longer than it, empty restarts wait longer than it. */
   leaseTtlMs: number;
-  /** Whether clock faults (`skew-scheduler`, `step-clock-scheduler`) may be drawn (they need libfaketime). */
+  /** Whether clock faults (`skew-scheduler`, `step-clock-scheduler`, `step-clock-worker`) may be drawn (they need libfaketime). */
   clockSkew: boolean;
   /** Offsets (from the run's start) of the ticks of the long-period `catchUp` schedule: each gets a `late-restart-scheduler`. */
   longTicksAtMs?: readonly number[];
@@ -157,8 +159,10 @@ export function planFaults(options: PlanOptions): PlannedFault[] {
         fault.magnitude = between(-1000, 1000);
         break;
       case 'step-clock-scheduler':
-        fault.durationMs = between(3000, 10_000);
-        fault.magnitude = (draw < 0.5 ? -1 : 1) * between(1000, 5000);
+      case 'step-clock-worker':
+        // As large as production sees (an NTP daemon down for a day, a VM resumed): 3-30 s, for 10 s.
+        fault.durationMs = 10_000;
+        fault.magnitude = (draw < 0.5 ? -1 : 1) * between(3000, 30_000);
         break;
       case 'partition-scheduler':
       case 'partition-worker':
@@ -285,7 +289,7 @@ export interface ChaosSlots {
 
 export interface ChaosRunnerOptions {
   leaseTtlMs: number;
-  /** Per scheduler slot, the libfaketime timestamp file its clock follows (clock faults); absent without libfaketime. */
+  /** Per slot, the libfaketime timestamp file its clock follows (clock faults); absent without libfaketime. */
   clockFiles?: ReadonlyMap<string, string>;
   /**
    * Stretches of the run (offsets from its start) that no worker fault may touch: around the long
@@ -519,7 +523,7 @@ export class ChaosRunner {
       return undefined;
     }
     const clockFile = this.#options.clockFiles?.get(slot);
-    if ((fault.kind === 'skew-scheduler' || fault.kind === 'step-clock-scheduler') && clockFile === undefined) {
+    if (CLOCK_KINDS.includes(fault.kind) && clockFile === undefined) {
       record.on = `${slot} (skipped: no libfaketime)`;
       return undefined;
     }
@@ -570,7 +574,8 @@ export class ChaosRunner {
         this.#down.delete(slot);
         this.#update();
         return async () => release();
-      case 'step-clock-scheduler': {
+      case 'step-clock-scheduler':
+      case 'step-clock-worker': {
         // The live process's wall clock steps by `magnitude` (forward or back), and back when healed.
         const base = this.#clockBase.get(slot) ?? 0;
         writeClockOffset(clockFile as string, base + fault.magnitude);
@@ -629,9 +634,9 @@ export class ChaosRunner {
     }
   }
 
-  /** Starts a slot's process again (a replica on its libfaketime clock file, when it has one). */
+  /** Starts a slot's process again (on its libfaketime clock file, when it has one). */
   #start(role: AppRole, slot: string): Promise<unknown> {
-    const clockFile = role === 'scheduler' ? this.#options.clockFiles?.get(slot) : undefined;
+    const clockFile = this.#options.clockFiles?.get(slot);
     return this.#cluster.startApp(role, slot, clockFile === undefined ? {} : { clockFile });
   }
 

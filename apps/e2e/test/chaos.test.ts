@@ -34,7 +34,7 @@ describe('the chaos suite', () => {
     );
     expect([...FAULT_KINDS, 'late-restart-scheduler'].filter((kind) => !drawn.has(kind))).toEqual([]);
     const noClock = planFaults({ ...options, seed: 1, clockSkew: false }).map((fault) => fault.kind);
-    expect(noClock.filter((kind) => kind === 'skew-scheduler' || kind === 'step-clock-scheduler')).toEqual([]);
+    expect(noClock.filter((kind) => kind === 'skew-scheduler' || kind.startsWith('step-clock'))).toEqual([]);
   });
 
   it('plans a replica restart 75 s after each tick of the long schedule (past the job retention), and empty lock-node restarts after the lease TTL plus the late-tick window', () => {
@@ -50,7 +50,11 @@ describe('the chaos suite', () => {
     ]);
     expect(LATE_RESTART_AFTER_MS).toBeGreaterThan(2 * 3000 + 60_000);
     expect(plan.map((fault) => fault.atMs)).toEqual([...plan.map((fault) => fault.atMs)].sort((a, b) => a - b));
-    const empty = plan.filter((fault) => fault.kind === 'kill-lock-nodes' && fault.restart === 'empty');
+    const empty = [7, 8, 9, 10]
+      .flatMap((seed) =>
+        planFaults({ seed, durationMs: 300_000, leaseTtlMs: 3000, clockSkew: true, longTicksAtMs: [] }),
+      )
+      .filter((fault) => fault.kind === 'kill-lock-nodes' && fault.restart === 'empty');
     expect(empty.length).toBeGreaterThan(0);
     expect(empty.every((fault) => fault.durationMs >= 3000 + LATE_TICK_WINDOW_MS + 1000)).toBe(true);
     // A fault every 1-4 s.
@@ -64,9 +68,9 @@ describe('the chaos suite', () => {
     const options = { leaseTtlMs: 3000, clockSkew: true, longTicksAtMs: [8000] };
     const queueKinds = ['kill-queue-redis', 'pause-queue-redis', 'latency-queue-redis', 'partition-queue'] as const;
     const count = (plan: PlannedFault[], kind: string): number => plan.filter((fault) => fault.kind === kind).length;
-    // The CI run (seed 1, 90 s): each queue Redis fault a few times, and every kind at least once.
+    // The CI run (seed 1, 90 s): each queue Redis fault at least twice, and every kind at least once.
     const ci = planFaults({ ...options, seed: 1, durationMs: 90_000 });
-    for (const kind of queueKinds) expect(count(ci, kind), kind).toBeGreaterThanOrEqual(3);
+    for (const kind of queueKinds) expect(count(ci, kind), kind).toBeGreaterThanOrEqual(2);
     expect(FAULT_KINDS.filter((kind) => count(ci, kind) === 0)).toEqual([]);
     expect(new Set(ci.filter((fault) => fault.kind === 'kill-queue-redis').map((fault) => fault.restart))).toEqual(
       new Set(['aof', 'empty']),

@@ -61,7 +61,7 @@ describe('tickwarden launcher (bin/tickwarden.js)', () => {
         );
         expect(heavy, args.join(' ')).toEqual([]);
         // The bound only catches a hang: the suites run beside this one slow any start alike.
-        expect(ms, args.join(' ')).toBeLessThan(3000);
+        expect(ms, args.join(' ')).toBeLessThan(10_000);
       }
     } finally {
       rmSync(dir, { recursive: true, force: true });
