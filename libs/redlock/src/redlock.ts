@@ -361,7 +361,8 @@ export class Redlock extends EventEmitter<RedlockEvents> {
     const started = clock.now();
     // Waiters queue by a ticket taken once per acquire: every node orders them alike.
     const queues = s.yieldToWaiters && !revoke;
-    // Waiters the lock may be handed to: a value of its own, no claim or start, notifications, no not-before (acquire.lua).
+    // Waiters the lock may be handed to: a value of its own, no claim or start, notifications, no not-before, no fence
+    // limit (a handoff carries the releaser's fence on: acquire.lua).
     const handsOff = queues && s.wakeOnRelease && notBeforeMs === undefined;
     let waiting: Waiting | undefined;
     const contenders: Contender[] = requests.map((request) => {
@@ -371,7 +372,7 @@ export class Redlock extends EventEmitter<RedlockEvents> {
         supplied: request.value !== undefined,
         ...(request.fence === undefined ? {} : { fence: request.fence.from }),
         handoff:
-          handsOff && request.value === undefined && request.claim === undefined
+          handsOff && request.value === undefined && request.claim === undefined && request.fence?.below === undefined
             ? {
                 ttlMs,
                 handed: new Map(),

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { handedLease, lostAttempt, type Handoff } from '../src/handoff.ts';
-import { IoredisLockNode, resourceKeys, scripts, type LockNode } from '../src/index.ts';
+import { FencePassedError, IoredisLockNode, resourceKeys, scripts, type LockNode } from '../src/index.ts';
 import type { Redis } from 'ioredis';
 import { connectedRedlockOn, inspect, onEveryNode, sleep, useNodes } from './support.ts';
 
@@ -96,6 +96,24 @@ describe('a release hands the lock to the first waiter', () => {
     // Closed now, not after the file: the waiter's inbox would linger for its retry delay, and the
     // next test waits for exactly one inbox.
     await Promise.all([holder.close(), waiter.close()]);
+  });
+
+  it('a waiter with a fence limit is not handed a lock whose fence passed it: it ends FencePassedError, the lock free', async () => {
+    const first = await connectedRedlockOn(cluster.nodes.urls);
+    // A later tick's first start, which does not queue behind waiters.
+    const later = await connectedRedlockOn(cluster.nodes.urls, { yieldToWaiters: false });
+    const waiter = await connectedRedlockOn(cluster.nodes.urls, { retryDelayMs: 5000, retryJitterMs: 0 });
+    const keys = resourceKeys('tickwarden', 'hand-over-limit');
+    // An earlier attempt's lease, below the waiter's limit, lapses (its worker was cut off: no release).
+    await first.acquire('hand-over-limit', 400, { fence: { from: 1_000_500 } });
+    const waiting = waiter.acquire('hand-over-limit', 10_000, { fence: { from: 1_000_000, below: 1_500_000 } });
+    await queuedAndListening(keys.queue);
+    await sleep(500);
+    // Then a later tick's run takes the lease, and releases it while the waiter is still queued.
+    const lease = await later.acquire('hand-over-limit', 10_000, { fence: { from: 2_000_000 }, retryCount: 0 });
+    await later.release(lease);
+    await expect(waiting).rejects.toBeInstanceOf(FencePassedError);
+    await Promise.all([first.close(), later.close(), waiter.close()]);
   });
 
   it("a takeover of a handed lease by its value is not undone by the first lease's release", async () => {

@@ -175,9 +175,9 @@ for i = 1, #KEYS do
   end
   local claim = claimId ~= '' and base .. 'claim:' .. claimId
   local startedKey = start ~= '' and claim
-  -- A waiter the lock may be handed to (waiters.lua): a value of its own, no claim, start or
-  -- not-before, and an inbox.
-  local handoff = new and not claim and start == '' and not notBefore and inbox ~= ''
+  -- A waiter the lock may be handed to (waiters.lua): a value of its own, no claim, start,
+  -- not-before or fence limit (a handoff carries the releaser's fence on, whatever the limit), and an inbox.
+  local handoff = new and not claim and start == '' and not notBefore and limit == '' and inbox ~= ''
   local code, holder, setFree, claimSet, handed, claimWas
   if start ~= '' and early then
     code = -5
