@@ -3,9 +3,9 @@ import { copyFileSync, existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { sleep } from '@tickwarden/testkit';
+import { LIBFAKETIME, sleep } from '@tickwarden/testkit';
 import { ChaosRunner, planFaults, planReplicaRestarts } from './chaos.ts';
-import { Cluster, LIBFAKETIME, writeClockOffset } from './cluster.ts';
+import { Cluster, writeClockOffset } from './cluster.ts';
 import { HistoryCollector } from './history-collector.ts';
 import { expectedLedgerSchedule, ledgerTeamFile, type LedgerScheduleSpec } from './ledger-config.ts';
 import { LedgerEndpoint } from './ledger-endpoint.ts';

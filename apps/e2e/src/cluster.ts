@@ -7,9 +7,11 @@ import { fileURLToPath } from 'node:url';
 import { PROCESS_NODE_FLAGS } from '@tickwarden/runtime';
 import {
   freePort,
+  LIBFAKETIME,
   ManagedProcess,
   startAppProcess,
   startRedisNodes,
+  skewedClockEnv,
   type ClientLink,
   type RedisDriver,
   type RedisNodes,
@@ -25,9 +27,6 @@ const ENTRY: Record<AppRole, string> = {
 };
 const CLI = fileURLToPath(new URL('../../scheduler/src/cli.ts', import.meta.url));
 const LAUNCHER = fileURLToPath(new URL('../../worker/src/launcher-main.ts', import.meta.url));
-
-/** Debian's libfaketime: shifts the wall clock of one process (not its monotonic clock). */
-export const LIBFAKETIME = '/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1';
 
 export interface ClusterOptions {
   /** The directory of team YAML files every process reads (TICKWARDEN_CONFIG). */
@@ -357,18 +356,6 @@ function followedClockEnv(file: string): Record<string, string> {
     LD_PRELOAD: LIBFAKETIME,
     FAKETIME_TIMESTAMP_FILE: file,
     FAKETIME_CACHE_DURATION: '1',
-    FAKETIME_DONT_FAKE_MONOTONIC: '1',
-  };
-}
-
-/** Environment that makes libfaketime shift one process's wall clock by `offsetMs`. */
-function skewedClockEnv(offsetMs: number): Record<string, string> {
-  if (!existsSync(LIBFAKETIME))
-    throw new Error(`clock skew needs Debian's libfaketime (${LIBFAKETIME}): apt-get install faketime`);
-  const seconds = (offsetMs / 1000).toFixed(3);
-  return {
-    LD_PRELOAD: LIBFAKETIME,
-    FAKETIME: offsetMs >= 0 ? `+${seconds}` : seconds,
     FAKETIME_DONT_FAKE_MONOTONIC: '1',
   };
 }

@@ -1,6 +1,5 @@
 export {
   Cluster,
-  LIBFAKETIME,
   writeClockOffset,
   type AppProcess,
   type AppRole,

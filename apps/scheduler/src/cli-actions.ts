@@ -15,7 +15,15 @@ import {
   type ScheduleConfig,
 } from '@tickwarden/config';
 import { queueName } from '@tickwarden/contracts';
-import { IoredisLockNode, LOCK_CLIENT_OPTIONS, Redlock, RedlockError, type LockNode } from '@tickwarden/redlock';
+import {
+  IoredisLockNode,
+  LOCK_CLIENT_OPTIONS,
+  Redlock,
+  RedlockError,
+  ReferenceClock,
+  systemClock,
+  type LockNode,
+} from '@tickwarden/redlock';
 import { loadRedisTls, redisOptionsFor, RunHistory } from '@tickwarden/runtime';
 import { Queue } from 'bullmq';
 import { Redis, type RedisOptions } from 'ioredis';
@@ -299,13 +307,27 @@ export async function resume(id: string, { note, by }: Said): Promise<number> {
   return 0;
 }
 
+/**
+ * The lock nodes' time, which every replica and worker decides by (a trigger's due time, a
+ * backfill's `now`): this host's clock may be off. If no quorum answers, this host's, said.
+ */
+async function nodeClock(redlock: Redlock): Promise<() => number> {
+  const clock = new ReferenceClock(redlock, systemClock);
+  if (!(await clock.sample()))
+    process.stderr.write("tickwarden: could not read the lock nodes' time: using this host's clock\n");
+  return () => Math.floor(clock.wallMicros() / 1000);
+}
+
 export async function trigger(id: string, { note, by }: Said): Promise<number> {
   const env = environment();
   const schedule = find(await schedulesAt(env.configPath), id);
   // The queue Redis first: a lease is taken only when its job can be written.
   const jobId = await withQueueRedis(env, (redis) =>
-    withLockNodes(env, (redlock) =>
-      triggerSchedule({ ...cliContext(redis), redlock, publisherId: 'cli' }, schedule, { note, by: actor(by) }),
+    withLockNodes(env, async (redlock) =>
+      triggerSchedule({ ...cliContext(redis), now: await nodeClock(redlock), redlock, publisherId: 'cli' }, schedule, {
+        note,
+        by: actor(by),
+      }),
     ),
   );
   say(`triggered ${id}: job ${jobId}`);
@@ -336,23 +358,26 @@ export async function backfill(
 ): Promise<number> {
   const env = environment();
   const schedule = find(await schedulesAt(env.configPath), id);
-  const now = Date.now();
-  const request = {
-    fromMs: instant('--from', range.from, now),
-    toMs: instant('--to', range.to, now),
+  const requestAt = (nowMs: number) => ({
+    fromMs: instant('--from', range.from, nowMs),
+    toMs: instant('--to', range.to, nowMs),
     max: range.max,
     dryRun: range.dryRun,
-  };
+  });
+  // A bad instant is named at once, before any connection; the range is then taken on the lock nodes' time.
+  requestAt(Date.now());
   const result = await withQueueRedis(env, (redis) =>
-    withLockNodes(env, (redlock) =>
-      backfillSchedule({ ...cliContext(redis), redlock, publisherId: 'cli' }, schedule, request, {
+    withLockNodes(env, async (redlock) => {
+      const now = await nodeClock(redlock);
+      const request = requestAt(now());
+      return backfillSchedule({ ...cliContext(redis), now, redlock, publisherId: 'cli' }, schedule, request, {
         note,
         by: actor(by),
-      }),
-    ),
+      });
+    }),
   );
   for (const tick of result.ticks) {
-    const action = tick.action === 'fire' && request.dryRun ? 'would fire' : tick.action;
+    const action = tick.action === 'fire' && range.dryRun ? 'would fire' : tick.action;
     say(
       json
         ? JSON.stringify({ schedule: id, tick: new Date(tick.tickMs).toISOString(), ...tick, action })
@@ -361,7 +386,7 @@ export async function backfill(
   }
   if (!json)
     say(
-      `${request.dryRun ? 'dry run: ' : ''}${id}: ${result.fired} ${request.dryRun ? 'would fire' : 'fired'}, ${result.skipped} skipped${result.failed > 0 ? `, ${result.failed} failed` : ''}`,
+      `${range.dryRun ? 'dry run: ' : ''}${id}: ${result.fired} ${range.dryRun ? 'would fire' : 'fired'}, ${result.skipped} skipped${result.failed > 0 ? `, ${result.failed} failed` : ''}`,
     );
   return result.failed > 0 ? 1 : 0;
 }

@@ -4,9 +4,10 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { loadConfig } from '@tickwarden/config';
+import type { TickJobData } from '@tickwarden/contracts';
 import { RunHistory } from '@tickwarden/runtime';
 import { Redlock } from '@tickwarden/redlock';
-import { startRedisNodes, waitUntil, type RedisNodes } from '@tickwarden/testkit';
+import { skewedClockEnv, startRedisNodes, waitUntil, type RedisNodes } from '@tickwarden/testkit';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { pino } from 'pino';
@@ -505,6 +506,16 @@ describe('tickwarden CLI', () => {
         new Set(outcomes.filter((o) => records.some((r) => r['tickMs'] === o.tickMs)).map((o) => o.outcome)),
       );
       expect(cli('status', '--json', '-n', '10001')).toMatchObject({ code: 2 });
+
+      // This host's clock 30 s ahead or behind: a triggered run is due now by the lock nodes' time, as the workers judge it.
+      const jobs = new Queue('tickwarden-default', { connection });
+      for (const offsetMs of [30_000, -30_000]) {
+        const skewed = cliWith(skewedClockEnv(offsetMs), 'trigger', 'ops/nightly');
+        expect(skewed.code, skewed.err).toBe(0);
+        const skewedJob = await jobs.getJob(/job (\S+)$/m.exec(skewed.out)?.[1] ?? '');
+        expect(Math.abs((skewedJob?.data as TickJobData).dueMs - Date.now()), `${offsetMs}`).toBeLessThan(5000);
+      }
+      await jobs.close();
     } finally {
       await scheduler.stop();
       await redlock.close();

@@ -1,5 +1,6 @@
 export { runOnBrokenConfig, startAppProcess, type AppProcessOptions, type AppProcessRole } from './app-process.ts';
 export { ContainerRedisNode, containerRuntimeAvailable, testRedisImage } from './container-redis-node.ts';
+export { LIBFAKETIME, skewedClockEnv } from './faketime.ts';
 export { FaultProxy, type Fault } from './fault-proxy.ts';
 export { freePort, LOOPBACK } from './free-port.ts';
 export { ManagedProcess, type ManagedProcessOptions } from './managed-process.ts';
