@@ -462,6 +462,9 @@ export function buildReport(input: ReportInput): TickReport {
     const { schedule, tickMs } = splitTickKey(key);
     pushTo(startsBySchedule, schedule, { tickMs, startMs });
   }
+  // A run starts when its worker takes the lease (`run started`), as for skips: its program's first line can come a second later.
+  for (const grant of leaseGrants)
+    pushTo(startsBySchedule, grant.schedule, { tickMs: Date.parse(grant.tick), startMs: grant.atMs });
   /** Whether a run of a later tick of the schedule had started by `atMs`. */
   const laterRunBy = (schedule: string, tickMs: number, atMs: number): boolean =>
     (startsBySchedule.get(schedule) ?? []).some(

@@ -567,6 +567,26 @@ describe('the run report', () => {
       expect(formatReport(result)).toContain('superseded (cancel-previous): 0');
     });
 
+    it("superseded: a later tick's run started when its worker took the lease, its program's first line a second or more later", () => {
+      // Tick 4's worker took the lease at 3.5 s; its program wrote first at 4.8 s. Tick 1 was superseded at 3.7 s.
+      const lines = run('t/a', 4, 5, 4.8, 5.2);
+      const started = {
+        level: INFO,
+        schedule: 't/a',
+        tick: iso(4),
+        attempt: 1,
+        fence: 5,
+        handler: 'module',
+        process: 'worker-1',
+        seenMs: at(3.5),
+      };
+      const records = [outcome('t/a', 1, 'superseded', { seenMs: at(3.7) })];
+      expect(report({ lines, records, fromS: 1, toS: 1 }).supersededSkip).toEqual([]);
+      const result = report({ lines, records: [started, ...records], fromS: 1, toS: 1 });
+      expect(result.supersededSkip).toEqual([`t/a ${iso(1)}`]);
+      expect(result.missed).toEqual([]);
+    });
+
     it('superseded while no run of a later tick had started (none, only an earlier one, or one that started later) is an unexplained miss', () => {
       // Tick 0 ran 0.05-1.5 s, tick 3 from 3.05 s; tick 1 was recorded superseded at 1.2 s.
       const records = [outcome('t/a', 1, 'superseded', { seenMs: at(1.2) })];
