@@ -30,6 +30,19 @@ export function median(values: readonly number[]): number {
   return sorted[Math.floor((sorted.length - 1) / 2)] as number;
 }
 
+/** How far the monotonic clock may drift from the lock nodes' clocks per ms of an anchor's age: 1,000 ppm, far above a crystal's. */
+export const DRIFT_PER_MS = 0.001;
+
+/**
+ * Whether a new sample replaces the anchor: its error (half its round trip) is no larger than the
+ * anchor's, grown with the anchor's age by DRIFT_PER_MS. A sample slowed by a loaded node or link
+ * (a round trip of seconds) would otherwise move the clock by up to half of it.
+ */
+export function betterAnchor(current: NodeTime | undefined, next: NodeTime): boolean {
+  if (current === undefined) return true;
+  return next.roundTripMs / 2 <= current.roundTripMs / 2 + (next.atMono - current.atMono) * DRIFT_PER_MS;
+}
+
 /**
  * Wall time from the lock nodes, not from this host: each sample of the nodes' time is an
  * anchor, and between samples the time moves on the monotonic clock. A host clock stepped or
@@ -76,11 +89,11 @@ export class ReferenceClock implements Clock {
     return this.#anchor ? (this.#base.wallMicros() - this.wallMicros()) / 1000 : undefined;
   }
 
-  /** Reads the nodes' time once; false (the anchor kept) when no quorum answered. */
+  /** Reads the nodes' time once and keeps it if it is a better anchor (betterAnchor); false (the anchor kept) when no quorum answered. */
   async sample(): Promise<boolean> {
     const time = await this.#nodes.nodeTime().catch(() => undefined);
     if (time === undefined) return false;
-    this.#anchor = time;
+    if (betterAnchor(this.#anchor, time)) this.#anchor = time;
     return true;
   }
 

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { ReferenceClock, systemClock, type Clock } from '../src/index.ts';
-import { median, timeAtSend } from '../src/reference-clock.ts';
+import { betterAnchor, DRIFT_PER_MS, median, timeAtSend } from '../src/reference-clock.ts';
 import { connectedRedlockOn, useNodes } from './support.ts';
 
 /** The process clock with its wall time `skew.ms` off (a host whose NTP was down), its monotonic time untouched. */
@@ -53,6 +53,18 @@ describe('ReferenceClock: wall time from the lock nodes, whatever the host clock
     expect(Math.abs((time?.micros ?? 0) / 1000 - Date.now())).toBeLessThan(100);
     expect(time?.roundTripMs).toBeGreaterThanOrEqual(0);
     expect(time?.roundTripMs).toBeLessThan(250);
+  });
+
+  it("a sample replaces the anchor only if its round trip is no worse than the anchor's, grown with its age", () => {
+    const anchor = { micros: 1_000_000, atMono: 10_000, roundTripMs: 4 };
+    expect(betterAnchor(undefined, { ...anchor, roundTripMs: 3000 })).toBe(true);
+    // 2 s later: a sample as fast is taken, one slowed to 2 s (a loaded node) is not: it could be 1 s off.
+    expect(betterAnchor(anchor, { micros: 3_000_000, atMono: 12_000, roundTripMs: 4 })).toBe(true);
+    expect(betterAnchor(anchor, { micros: 3_000_000, atMono: 12_000, roundTripMs: 2000 })).toBe(false);
+    // Once the anchor's own error, grown by the drift bound, is as large, the slower sample is better.
+    const atMono = 10_000 + (1000 - 2) / DRIFT_PER_MS;
+    expect(betterAnchor(anchor, { micros: 0, atMono, roundTripMs: 2000 })).toBe(true);
+    expect(betterAnchor(anchor, { micros: 0, atMono: atMono - 1000, roundTripMs: 2000 })).toBe(false);
   });
 
   it('median and timeAtSend: a value a node gave; a reply taken back half its round trip', () => {
