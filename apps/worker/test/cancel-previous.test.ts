@@ -97,14 +97,18 @@ describe('worker: overlap cancel-previous with a real worker', () => {
   it('a predecessor still queued when its successor is due (a backlog) is superseded without running, never takes the lease, and does not delay its successor', async () => {
     const { connection, scheduler } = cluster;
     const ttl = 5000;
+    // Two ticks a second apart, the next almost a minute later: a worker slow to start (a loaded
+    // machine) still finds the second tick's successor not due.
+    const t0 = nextTick(1000);
+    const nextSecond = (new Date(t0).getUTCSeconds() + 1) % 60;
     const schedule = shortLeaseSchedule('team-a/cancel-queued', beating('cancel-queued.txt', 300), {
+      cron: `${new Date(t0).getUTCSeconds()},${nextSecond} * * * * *`,
       queue: 'q-cancel-queued',
       overlap: 'cancel-previous',
       leaseTtlMs: ttl,
       startDeadlineMs: 30_000,
     });
     // Both ticks are claimed and enqueued before any worker runs, and both are due when it comes.
-    const t0 = nextTick(1000);
     await waitUntil(() => Date.now() >= t0, 'the first tick to be due', { intervalMs: 5 });
     const first = await enqueueTick(scheduler, connection, schedule, { tickMs: t0 });
     const second = await enqueueTick(scheduler, connection, schedule, { tickMs: t0 + 1000 });
