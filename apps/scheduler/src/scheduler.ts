@@ -11,7 +11,7 @@ import { RedisReplicaStore } from './replica-store.ts';
 import type { Schedule } from './schedule.ts';
 import { contestLoss, TickContest } from './tick-contest.ts';
 import { TickLoop, type Wake } from './tick-loop.ts';
-import { SCHEDULES_PER_SLICE, TickMarks, type MarkGap } from './tick-marks.ts';
+import { TickMarks, type MarkGap } from './tick-marks.ts';
 import { newPublication, TickPublisher } from './tick-publisher.ts';
 import { TickRecorder, type ObservationListener, type OutcomeListener } from './tick-recorder.ts';
 import { TickResolver } from './tick-resolver.ts';
@@ -21,6 +21,8 @@ import { LATE_TICK_WINDOW_MS, RECOVERY_DELAY_MS, tickWindow } from './tick-windo
 const MAX_COUNTED_GAP_TICKS = 10_000;
 /** How many of a gap's last ticks are checked for another replica's outcome (see Scheduler.#gapTicks). */
 const GAP_TAIL_TICKS = 100;
+/** Schedules whose due ticks a starting replica looks up per turn of the event loop (cron arithmetic for each: see #findAtStart). */
+const FOUND_SLICE = 256;
 /** Gaps checked against the history per call. */
 const GAP_SLICE = 256;
 
@@ -464,7 +466,7 @@ export class Scheduler {
         this.#inFlightTicks.push({ scheduleId, tickMs, jobId: tick.jobId, recoverAtMs: tick.dueMs, untilMs });
         tickMs = planner?.previous(tickMs);
       }
-      if (++done % SCHEDULES_PER_SLICE === 0) await yieldToLoop();
+      if (++done % FOUND_SLICE === 0) await yieldToLoop();
     }
     this.#pruneInFlight(nowMs);
   }

@@ -18,8 +18,8 @@ type GapCheck = 'waiting' | 'claiming' | 'done';
 /** After a failed gap check, the next try comes this much later, ms (the queue Redis may be down). */
 export const GAP_CHECK_RETRY_MS = 1000;
 
-/** Schedules the gap check (or a start's look at the marks) goes through per turn of the event loop: all of a big config at once would hold up the ticks. */
-export const SCHEDULES_PER_SLICE = 2_000;
+/** Schedules the gap check goes through per turn of the event loop: all of a big config at once would hold up the ticks. */
+const SCHEDULES_PER_SLICE = 2_000;
 
 /**
  * Each schedule's high-water mark: the latest tick any replica has taken up
