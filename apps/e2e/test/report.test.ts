@@ -43,19 +43,24 @@ function outcome(schedule: string, tickS: number, name: string, extra: LogRecord
   return { level: INFO, schedule, tick: iso(tickS), outcome: name, ...extra };
 }
 
-/** Every tick 0..n-1 ran for 0.1 s from its tick, enqueued (logged at info). */
-/** The line a worker logs as it starts t/a's tick 1 (fence 2) at 1.05 s. */
-function startedOn(worker: string): LogRecord {
+/** The `run started` line a worker logs as it takes the lease for t/a's tick `tickS` with `fence`, at `atS`. */
+function runStarted(tickS: number, fence: number, atS: number, extra: LogRecord = {}): LogRecord {
   return {
     level: INFO,
     schedule: 't/a',
-    tick: iso(1),
+    tick: iso(tickS),
     attempt: 1,
-    fence: 2,
-    handler: 'module',
-    process: worker,
-    seenMs: at(1.05),
+    fence,
+    handler: 'command',
+    process: 'worker-1',
+    seenMs: at(atS),
+    ...extra,
   };
+}
+
+/** The line a worker logs as it starts t/a's tick 1 (fence 2) at 1.05 s. */
+function startedOn(worker: string): LogRecord {
+  return runStarted(1, 2, 1.05, { handler: 'module', process: worker });
 }
 
 function steady(schedule: string, n: number, fenceFrom = 1): { lines: string[]; records: LogRecord[] } {
@@ -451,16 +456,7 @@ describe('the run report', () => {
     it("a worker's run whose program never wrote (its worker died first) holds the lease from its `run started` for a lease TTL", () => {
       // Tick 0's run: `run started` at 1.5 s, no ledger line; lease TTL 2 s, so in progress until 3.5 s (and 1 s slack).
       const records = [
-        {
-          level: INFO,
-          schedule: 't/a',
-          tick: iso(0),
-          attempt: 1,
-          fence: 7,
-          handler: 'command',
-          process: 'worker-1',
-          seenMs: at(1.5),
-        },
+        runStarted(0, 7, 1.5),
         outcome('t/a', 2, 'skipped-overlap', { seenMs: at(2.01) }),
         outcome('t/a', 5, 'skipped-overlap', { seenMs: at(5.01) }),
       ];
@@ -479,16 +475,7 @@ describe('the run report', () => {
       // Tick 0's worker took the lease at 1 s; its program, slow to start, wrote its first line at 2.6 s: tick 1,
       // skipped at 1.1 s, had a run in progress.
       const lines = run('t/a', 0, 1, 2.6, 3);
-      const started = {
-        level: INFO,
-        schedule: 't/a',
-        tick: iso(0),
-        attempt: 1,
-        fence: 1,
-        handler: 'command',
-        process: 'worker-1',
-        seenMs: at(1),
-      };
+      const started = runStarted(0, 1, 1);
       const records = [started, outcome('t/a', 1, 'skipped-overlap', { seenMs: at(1.1) })];
       const result = report({ lines, records, fromS: 1, toS: 1 });
       expect(result.skipped).toEqual([`t/a ${iso(1)}`]);
@@ -570,16 +557,7 @@ describe('the run report', () => {
     it("superseded: a later tick's run started when its worker took the lease, its program's first line a second or more later", () => {
       // Tick 4's worker took the lease at 3.5 s; its program wrote first at 4.8 s. Tick 1 was superseded at 3.7 s.
       const lines = run('t/a', 4, 5, 4.8, 5.2);
-      const started = {
-        level: INFO,
-        schedule: 't/a',
-        tick: iso(4),
-        attempt: 1,
-        fence: 5,
-        handler: 'module',
-        process: 'worker-1',
-        seenMs: at(3.5),
-      };
+      const started = runStarted(4, 5, 3.5, { handler: 'module' });
       const records = [outcome('t/a', 1, 'superseded', { seenMs: at(3.7) })];
       expect(report({ lines, records, fromS: 1, toS: 1 }).supersededSkip).toEqual([]);
       const result = report({ lines, records: [started, ...records], fromS: 1, toS: 1 });

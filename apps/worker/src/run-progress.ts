@@ -68,6 +68,11 @@ function progressObject(job: Pick<Job, 'progress'>): RunProgress {
   return typeof progress === 'object' && progress !== null && !Array.isArray(progress) ? (progress as RunProgress) : {};
 }
 
+/** A job's hash in the queue Redis, as BullMQ names it (`<prefix>:<queue>:<id>`). */
+export function jobKey(job: Pick<Job, 'queueQualifiedName'>, jobId: string | undefined): string {
+  return `${job.queueQualifiedName}:${jobId}`;
+}
+
 /** What came of writing the handler-started mark: written, or why not (see markHandlerStarted). */
 export type StartMark = 'marked' | 'lock-lost' | 'job-gone';
 
@@ -103,7 +108,7 @@ export async function markHandlerStarted(
     ...mark,
     attemptsMade: job.attemptsMade,
   };
-  const key = `${job.queueQualifiedName}:${job.id}`;
+  const key = jobKey(job, job.id);
   const reply = await redis.eval(MARK_STARTED, 2, key, `${key}:lock`, token ?? '', JSON.stringify(progress));
   if (reply === 1) job.progress = progress;
   return reply === 1 ? 'marked' : reply === 0 ? 'job-gone' : 'lock-lost';

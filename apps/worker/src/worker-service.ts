@@ -11,7 +11,7 @@ import { RemoteLauncher } from './launcher-client.ts';
 import type { OutputLimits } from './handlers/output.ts';
 import { JobRunner, type JobRunnerOptions } from './job-runner.ts';
 import type { ActivePeer } from './cancel-previous.ts';
-import { handlerStarted, markHandlerStarted } from './run-progress.ts';
+import { handlerStarted, jobKey, markHandlerStarted } from './run-progress.ts';
 import { MAX_LEASE_NODE_TIMEOUT_MS } from './first-start.ts';
 import type { WorkerMetrics } from './metrics.ts';
 
@@ -358,9 +358,7 @@ export class WorkerService {
       (id) => id.startsWith(prefix) && id !== job.id,
     );
     if (ids.length === 0) return [];
-    const pipeline = reader.pipeline(
-      ids.map((id) => ['hmget', `${job.queueQualifiedName}:${id}`, 'progress', REVOKED_BY_FIELD]),
-    );
+    const pipeline = reader.pipeline(ids.map((id) => ['hmget', jobKey(job, id), 'progress', REVOKED_BY_FIELD]));
     const replies = (await pipeline.exec()) ?? [];
     return ids.map((jobId, i) => {
       const [error, fields] = replies[i] ?? [];
@@ -377,7 +375,7 @@ export class WorkerService {
 
   /** Keeps the first (earliest run's) record only: HSETNX on the peer's job hash (gone with the job). */
   async #notePeerRevoked(job: Job, peerJobId: string, atMs: number): Promise<void> {
-    await this.#reader?.hsetnx(`${job.queueQualifiedName}:${peerJobId}`, REVOKED_BY_FIELD, String(atMs));
+    await this.#reader?.hsetnx(jobKey(job, peerJobId), REVOKED_BY_FIELD, String(atMs));
   }
 
   /** A lease could not be taken for want of a quorum: probes the lock nodes, and stops taking jobs if no quorum answers. */

@@ -88,8 +88,8 @@ export interface RedlockEvents {
   /** The watchdog aborted a routine; `validityLeftMs` is what was left of the lease at that moment. */
   aborted: [{ resource: string; reason: RedlockError; validityLeftMs: number }];
   /**
-   * A held lease's release (`hold`, `using`) reached fewer than a quorum of nodes: others may find
-   * it held until it lapses, at most `validityMs` from now (the nodes that did not answer keep it).
+   * A held lease's release (`hold`, `using`) failed on so many nodes that it may still block a
+   * quorum: others may find it held until it lapses there, about `validityMs` from now.
    */
   unreleased: [{ resource: string; fence: number; released: string[]; validityMs: number }];
 }
@@ -1342,9 +1342,11 @@ export class Redlock extends EventEmitter<RedlockEvents> {
     } finally {
       // Stop first: an extension landing after the release would re-establish the key.
       const last = await watchdog.stop();
-      const { released } = await this.release(last, overrides);
+      const { released, failed, unconfirmed } = await this.release(last, overrides);
+      // Nodes that failed or did not answer may still hold it; those that answered `not-held` let it lapse already.
+      const mayHold = unconfirmed.length + [...failed.values()].filter((cause) => cause !== 'not-held').length;
       const validityMs = last.validUntil - this.settings.clock.now();
-      if (released.length < this.quorum && validityMs > 0)
+      if (mayHold > this.nodes.length - this.quorum && validityMs > 0)
         this.emit('unreleased', { resource: last.resource, fence: last.fence, released, validityMs });
     }
   }

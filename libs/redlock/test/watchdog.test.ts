@@ -57,7 +57,7 @@ describe.each([3, 5])('watchdog with %i nodes', (count) => {
     expect(aborts[0]?.validityLeftMs).toBeGreaterThan(0);
   });
 
-  it('a release that reaches less than a quorum (the majority paused as the routine ends) is told, with the validity left; a full one is not', async () => {
+  it('a release that fails on a majority (paused as the routine ends) is told, with the validity left; a full one, or one the majority answered not-held, is not', async () => {
     const redlock = redlockOn(cluster.nodes.urls, { nodeTimeoutMs: 100 });
     const events: RedlockEvents['unreleased'][0][] = [];
     redlock.on('unreleased', (event) => events.push(event));
@@ -84,6 +84,12 @@ describe.each([3, 5])('watchdog with %i nodes', (count) => {
     expect(events[0]?.released).toHaveLength(count - majority);
     expect(events[0]?.validityMs).toBeGreaterThan(0);
     expect(events[0]?.validityMs).toBeLessThan(2000);
+    // Released on a minority while the majority no longer held it (lapsed there): nothing blocks, nothing is told.
+    const { lock } = resourceKeys('tickwarden', 'lapsed');
+    await redlock.using('lapsed', 2000, async () => {
+      for (const node of paused) await inspect(node.url, (client) => client.del(lock));
+    });
+    expect(events).toHaveLength(1);
   });
 
   it('a partition leaving the holder a minority: abort fires while validity is left (measured)', async () => {
