@@ -1,5 +1,5 @@
 import type { HistoryRetention } from '@tickwarden/config';
-import type { Claim, ClaimBatchOptions, ClaimRequest, ClaimResult } from '@tickwarden/redlock';
+import type { Claim, ClaimBatchOptions, ClaimRequest, ClaimResult, Mark } from '@tickwarden/redlock';
 import type { MissReason, TickOutcome } from './outcomes.ts';
 import type { Schedule } from './schedule.ts';
 import type { TickWindow } from './tick-window.ts';
@@ -24,6 +24,15 @@ export interface Tick extends TickWindow {
 /** What the scheduler asks of the lock nodes for a tick: its claim (a Redlock has it). */
 export interface ClaimGrants {
   claimBatch(requests: readonly ClaimRequest[], options?: ClaimBatchOptions): Promise<ClaimResult[]>;
+}
+
+/**
+ * How far the replicas have taken up ticks, kept on the lock nodes (a Redlock has it): it outlives a
+ * queue Redis that loses its data while no replica runs (see TickMarks).
+ */
+export interface ProgressMarks {
+  raiseMark(resource: string, mark: Mark, keepMs: number): Promise<boolean>;
+  readMark(resource: string): Promise<Mark | undefined>;
 }
 
 /** What a replica asks of the lock nodes to know whether it can reach a quorum (a Redlock has it). */
@@ -133,8 +142,8 @@ export interface ReplicaStore {
   /** Raises the schedules' high-water marks; resolves each one's mark from before. */
   raiseMarks(marks: ReadonlyMap<string, number>): Promise<Map<string, number | undefined>>;
   forgetMarks(scheduleIds: readonly string[]): Promise<void>;
-  /** Every schedule's high-water mark as it stands. */
-  marks(): Promise<Map<string, number>>;
+  /** Every schedule's high-water mark as it stands, and the epoch of the queue Redis's data (undefined: none set yet). */
+  marks(): Promise<{ marks: Map<string, number>; epoch: string | undefined }>;
   /**
    * Stamps this replica's heartbeat (by the queue Redis's clock: replicas' clocks may differ), or
    * deletes it when it does not `register`, and deletes those older than `forgetMs`; resolves the

@@ -273,10 +273,16 @@ export class RedisReplicaStore implements ReplicaStore {
     )) as string[];
   }
 
-  async marks(): Promise<Map<string, number>> {
+  async marks(): Promise<{ marks: Map<string, number>; epoch: string | undefined }> {
+    const [[hashError, hash], [epochError, epoch]] = (await this.#redis
+      .multi()
+      .hgetall(MARKS_KEY)
+      .get(EPOCH_KEY)
+      .exec()) as [[Error | null, Record<string, string>], [Error | null, string | null]];
+    if (hashError ?? epochError) throw hashError ?? epochError;
     const marks = new Map<string, number>();
-    for (const [id, tickMs] of Object.entries(await this.#redis.hgetall(MARKS_KEY))) marks.set(id, Number(tickMs));
-    return marks;
+    for (const [id, tickMs] of Object.entries(hash)) marks.set(id, Number(tickMs));
+    return { marks, epoch: epoch ?? undefined };
   }
 
   /**

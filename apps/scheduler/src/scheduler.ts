@@ -4,7 +4,7 @@ import { serverRunId, yieldToLoop } from '@tickwarden/runtime';
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import { BullJobQueue } from './bull-job-queue.ts';
-import type { ClaimGrants, JobQueue, LockQuorum, OpenTick, ReplicaStore, Run, Tick } from './ports.ts';
+import type { ClaimGrants, JobQueue, LockQuorum, OpenTick, ProgressMarks, ReplicaStore, Run, Tick } from './ports.ts';
 import { Contenders } from './contenders.ts';
 import { ContestQueue } from './contest-queue.ts';
 import { RedisReplicaStore } from './replica-store.ts';
@@ -12,6 +12,7 @@ import type { Schedule } from './schedule.ts';
 import { contestLoss, TickContest } from './tick-contest.ts';
 import { TickLoop, type Wake } from './tick-loop.ts';
 import { TickMarks, type MarkGap } from './tick-marks.ts';
+import type { TickPlanner } from './tick-planner.ts';
 import { newPublication, TickPublisher } from './tick-publisher.ts';
 import { TickRecorder, type ObservationListener, type OutcomeListener } from './tick-recorder.ts';
 import { TickResolver } from './tick-resolver.ts';
@@ -52,7 +53,7 @@ interface InFlightTick extends OpenTick {
 export interface SchedulerOptions {
   replicaId: string;
   /** The lock nodes (a Redlock). */
-  redlock: ClaimGrants & LockQuorum;
+  redlock: ClaimGrants & LockQuorum & ProgressMarks;
   /** The queue Redis (BullMQ, and the state the replicas share). */
   queueConnection: Redis;
   logger: Logger;
@@ -146,7 +147,7 @@ export class Scheduler {
       this.#reopenInFlight();
     };
     this.#contests = new TickContest({ leases, store: this.#store, logger, now, onQueueReset });
-    this.#marks = new TickMarks(this.#store);
+    this.#marks = new TickMarks({ store: this.#store, progress: leases, logger });
     this.#loop = new TickLoop({
       clock,
       logger,
@@ -239,15 +240,18 @@ export class Scheduler {
         );
     }
     // Marks first: a gap check run as the replica stops records outcomes too.
-    if (this.#started)
+    if (this.#started) {
       await this.#flushMarks(this.#loop.nowMs(), true).catch((error: unknown) =>
         this.#options.logger.warn({ err: error }, 'could not write tick marks'),
       );
+      await this.#marks.writeProgress(this.#loop.nowMs(), this.#contests.epoch, true);
+    }
     await this.#recorder.flush();
     await this.#queue.close();
   }
 
-  #onWake({ nowMs, due, late, takenUp }: Wake): void {
+  #onWake({ nowMs, due, late, takenUp, throughMs }: Wake): void {
+    this.#marks.progressed(throughMs);
     const opened: OpenTick[] = [];
     for (const tick of takenUp) {
       this.#marks.takenUp(tick.schedule.id, tick.tickMs);
@@ -271,6 +275,7 @@ export class Scheduler {
         'ticks too late to contest (this replica was stalled): left to recovery',
       );
     this.#track(this.#flushMarks(nowMs), 'could not write tick marks');
+    this.#track(this.#marks.writeProgress(nowMs, this.#contests.epoch), 'could not write the progress');
   }
 
   /** Contests the ticks of a batch this replica is the preferred contender of (see Contenders). */
@@ -451,13 +456,23 @@ export class Scheduler {
    * At start: the marks as found (see TickMarks.find), and the ticks other replicas took up that
    * are due and within their start deadline, kept in flight here too. Their replicas may all
    * have stopped (a restart of every replica): if the queue Redis then loses their jobs, this
-   * replica opens them again, and recovery publishes those that never started.
+   * replica opens them again, and recovery publishes those that never started. If it lost them
+   * before this read, the marks come from the replicas' progress, and the ticks are opened now.
    */
   async #findAtStart(): Promise<void> {
-    const found = await this.#marks.find();
-    const nowMs = this.#loop.nowMs();
+    const { marks, lostThroughMs } = await this.#marks.find();
     let done = 0;
-    for (const [scheduleId, markMs] of found) {
+    if (lostThroughMs !== undefined) {
+      for (const planner of this.#loop.planners()) {
+        const tickMs = lastDueBy(planner, lostThroughMs);
+        if (tickMs !== undefined)
+          marks.set(planner.schedule.id, Math.max(marks.get(planner.schedule.id) ?? tickMs, tickMs));
+        if (++done % FOUND_SLICE === 0) await yieldToLoop();
+      }
+      this.#marks.recover(marks);
+    }
+    const nowMs = this.#loop.nowMs();
+    for (const [scheduleId, markMs] of marks) {
       const planner = this.#loop.planner(scheduleId);
       for (let tickMs = planner?.previous(Math.min(markMs, nowMs) + 1); tickMs !== undefined;) {
         const tick = this.#loop.tick(scheduleId, tickMs) as Tick;
@@ -469,6 +484,7 @@ export class Scheduler {
       if (++done % FOUND_SLICE === 0) await yieldToLoop();
     }
     this.#pruneInFlight(nowMs);
+    if (lostThroughMs !== undefined) this.#reopenInFlight();
   }
 
   /** Reads the queue Redis's run_id on each (re)connection; another than before means its data may be older than what this replica wrote. */
@@ -519,4 +535,10 @@ export class Scheduler {
     this.#inFlight.add(tracked);
     void tracked.finally(() => this.#inFlight.delete(tracked));
   }
+}
+
+/** A schedule's latest tick due at or before `throughMs` (a tick is due after it by its jitter, never past the next tick). */
+function lastDueBy(planner: TickPlanner, throughMs: number): number | undefined {
+  const tickMs = planner.previous(throughMs + 1);
+  return tickMs === undefined || planner.dueMs(tickMs) <= throughMs ? tickMs : planner.previous(tickMs);
 }

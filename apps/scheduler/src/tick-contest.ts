@@ -135,6 +135,11 @@ export class TickContest {
     this.#options = options;
   }
 
+  /** The queue Redis's data epoch this replica last read (undefined before a first read). */
+  get epoch(): string | undefined {
+    return this.#epoch;
+  }
+
   /**
    * Re-reads the paused schedules; if the queue Redis does not answer, the last known set holds,
    * and before any set was read the error is thrown (nothing may be contested as if none were

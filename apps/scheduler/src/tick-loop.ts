@@ -15,6 +15,8 @@ export interface Wake {
   late: Tick[];
   /** Every tick popped for the first time (contested, late, whatever): the high-water marks. */
   takenUp: Tick[];
+  /** Every tick of the schedules planned here due at or before this (wall ms) has been taken up. */
+  throughMs: number;
 }
 
 /** A schedule change, for the high-water marks. */
@@ -113,6 +115,11 @@ export class TickLoop {
   /** The planner of a schedule configured here. */
   planner(scheduleId: string): TickPlanner | undefined {
     return this.#planners.get(scheduleId);
+  }
+
+  /** The planners of every schedule configured here. */
+  planners(): IterableIterator<TickPlanner> {
+    return this.#planners.values();
   }
 
   /**
@@ -262,7 +269,9 @@ export class TickLoop {
     }
     const { kept, late } = splitLateTicks(popped, now, (id) => this.#planners.get(id)?.schedule.catchUpMs);
     const tickOf = (pending: PendingTick): Tick => built.get(pending) as Tick;
-    this.#options.onWake({ nowMs: now, due: kept.map(tickOf), late: late.map(tickOf), takenUp });
+    // Not past the lead: a schedule added after this wake plans its ticks from then on.
+    const throughMs = Math.min((this.#heap.peek()?.dueMs ?? Infinity) - 1, now + this.#options.contestLeadMs);
+    this.#options.onWake({ nowMs: now, due: kept.map(tickOf), late: late.map(tickOf), takenUp, throughMs });
     this.arm();
   }
 

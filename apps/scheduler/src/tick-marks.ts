@@ -1,5 +1,6 @@
 import { yieldToLoop } from '@tickwarden/runtime';
-import type { ReplicaStore } from './ports.ts';
+import type { Logger } from 'pino';
+import type { ProgressMarks, ReplicaStore } from './ports.ts';
 
 /** Ticks of a schedule that no replica took up: after `afterMs` (its mark), before `beforeMs` (this replica's first tick). */
 export interface MarkGap {
@@ -21,6 +22,27 @@ export const GAP_CHECK_RETRY_MS = 1000;
 /** Schedules the gap check goes through per turn of the event loop: all of a big config at once would hold up the ticks. */
 const SCHEDULES_PER_SLICE = 2_000;
 
+/** The lock nodes' resource holding the replicas' progress (see TickMarks). */
+export const PROGRESS_RESOURCE = 'scheduler-progress';
+/** A replica writes its progress at most this often, ms: one call per lock node. */
+export const PROGRESS_INTERVAL_MS = 1000;
+/** The progress is kept this long after it last rose, ms: a restart of every replica after a longer outage, with a queue Redis that lost its data meanwhile, finds no gap. */
+const PROGRESS_KEEP_MS = 7 * 86_400_000;
+
+/** What a replica found at start (see TickMarks.find). */
+export interface FoundMarks {
+  marks: Map<string, number>;
+  /** Set when the queue Redis lost its data since the replicas last wrote their progress: every tick due at or before it had been taken up. */
+  lostThroughMs: number | undefined;
+}
+
+export interface TickMarksOptions {
+  store: Pick<ReplicaStore, 'raiseMarks' | 'forgetMarks' | 'marks'>;
+  /** The lock nodes, which keep the replicas' progress. */
+  progress: ProgressMarks;
+  logger: Logger;
+}
+
 /**
  * Each schedule's high-water mark: the latest tick any replica has taken up
  * (every tick a replica pops, whatever its outcome), kept in the queue Redis
@@ -33,9 +55,24 @@ const SCHEDULES_PER_SLICE = 2_000;
  * before: ticks between such a mark and the first tick were taken up by
  * nobody. Only one replica gets the old mark back, so a gap is counted once
  * however many replicas start together.
+ *
+ * The marks live in the queue Redis, which may lose its data while no replica runs (a restart of
+ * every replica, then an empty queue Redis): then nothing there says which ticks were taken up.
+ * So each replica also writes its progress on the lock nodes, about once a second: the time
+ * through which it has taken up every tick, tagged with the queue Redis's data epoch it saw. A
+ * replica that finds the queue Redis of another epoch than the progress takes every schedule's
+ * mark from the progress instead.
  */
 export class TickMarks {
-  readonly #store: Pick<ReplicaStore, 'raiseMarks' | 'forgetMarks' | 'marks'>;
+  readonly #store: TickMarksOptions['store'];
+  readonly #progress: ProgressMarks;
+  readonly #logger: Logger;
+  /** How far this replica has taken up ticks (see Wake.throughMs), and how far it wrote that on the lock nodes, and when. */
+  #throughMs = Number.NEGATIVE_INFINITY;
+  #writtenThroughMs = Number.NEGATIVE_INFINITY;
+  #progressAtMs = Number.NEGATIVE_INFINITY;
+  /** The last progress write failed (logged once until one works again). */
+  #progressFailing = false;
   /** The highest tick taken up per schedule since the last write. */
   #pending = new Map<string, number>();
   /** The highest tick this replica took up per schedule: written again if the queue Redis loses the marks (see restore). */
@@ -49,8 +86,10 @@ export class TickMarks {
   /** The queue Redis lost its data before the gap check: the marks found are written back first. */
   #writeBack = false;
 
-  constructor(store: Pick<ReplicaStore, 'raiseMarks' | 'forgetMarks' | 'marks'>) {
-    this.#store = store;
+  constructor(options: TickMarksOptions) {
+    this.#store = options.store;
+    this.#progress = options.progress;
+    this.#logger = options.logger;
   }
 
   /** The replica runs: the gap check is due `delayMs` after `nowMs`. */
@@ -77,13 +116,64 @@ export class TickMarks {
   /**
    * Reads the marks as they stand, before the gap check: if the queue Redis loses its data in
    * between (every replica restarted, then an empty restart), they are written back, and the gap
-   * check still finds the ticks that nobody took up. Resolves them (none once the check ran).
+   * check still finds the ticks that nobody took up. Resolves them (none once the check ran), and
+   * the replicas' progress if the queue Redis lost its data before this read (see recover).
    */
-  async find(): Promise<ReadonlyMap<string, number>> {
-    if (this.#gapCheck !== 'waiting') return new Map();
-    const found = await this.#store.marks();
-    if (this.#gapCheck === 'waiting') this.#found = found;
-    return found;
+  async find(): Promise<FoundMarks> {
+    if (this.#gapCheck !== 'waiting') return { marks: new Map(), lostThroughMs: undefined };
+    const [{ marks, epoch }, progress] = await Promise.all([
+      this.#store.marks(),
+      this.#progress.readMark(PROGRESS_RESOURCE).catch((error: unknown) => {
+        this.#logger.warn(
+          { err: error },
+          "could not read the replicas' progress on the lock nodes: if the queue Redis lost its data while no replica ran, ticks taken up then are not found",
+        );
+        return undefined;
+      }),
+    ]);
+    if (this.#gapCheck === 'waiting') this.#found = marks;
+    const lost = progress !== undefined && progress.tag !== epoch;
+    if (lost)
+      this.#logger.warn(
+        { progressEpoch: progress.tag, epoch, throughTick: new Date(progress.value).toISOString() },
+        "the queue Redis lost its data while no replica ran: the replicas' progress on the lock nodes stands in for its marks",
+      );
+    return { marks, lostThroughMs: lost ? progress.value : undefined };
+  }
+
+  /** Marks the queue Redis lost, taken from the replicas' progress: written back before the gap check, as those found. */
+  recover(marks: ReadonlyMap<string, number>): void {
+    if (this.#gapCheck !== 'waiting') return;
+    for (const [id, tickMs] of marks) this.#found.set(id, Math.max(this.#found.get(id) ?? tickMs, tickMs));
+    this.#writeBack = true;
+  }
+
+  /** Every tick due at or before `throughMs` has been taken up here (Wake.throughMs). */
+  progressed(throughMs: number): void {
+    this.#throughMs = Math.max(this.#throughMs, throughMs);
+  }
+
+  /**
+   * Writes this replica's progress on the lock nodes, tagged with the queue Redis's data `epoch`
+   * it last read: at most every PROGRESS_INTERVAL_MS (or `final`), once its gap check ran (before
+   * it, its own progress would hide the gap). A failure is logged once until a write works.
+   */
+  async writeProgress(nowMs: number, epoch: string | undefined, final = false): Promise<void> {
+    if (this.#gapCheck !== 'done' || epoch === undefined || this.#throughMs <= this.#writtenThroughMs) return;
+    if (!final && nowMs < this.#progressAtMs + PROGRESS_INTERVAL_MS) return;
+    this.#progressAtMs = nowMs;
+    const throughMs = this.#throughMs;
+    const held = await this.#progress
+      .raiseMark(PROGRESS_RESOURCE, { value: throughMs, tag: epoch }, PROGRESS_KEEP_MS)
+      .catch(() => false);
+    if (held) this.#writtenThroughMs = throughMs;
+    if (held === !this.#progressFailing) return;
+    this.#progressFailing = !held;
+    if (held) this.#logger.info('progress written on the lock nodes again');
+    else
+      this.#logger.warn(
+        "could not write this replica's progress on a quorum of the lock nodes: if the queue Redis lost its data and every replica restarted, ticks taken up since are not found",
+      );
   }
 
   /** The queue Redis lost its data: the next flush writes every mark this replica knows again (those it found, before its gap check). */

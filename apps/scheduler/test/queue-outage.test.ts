@@ -1,5 +1,5 @@
 import { queueName, tickClaim, tickJobId, type TickJobData } from '@tickwarden/contracts';
-import { Redlock } from '@tickwarden/redlock';
+import { Redlock, resourceKeys } from '@tickwarden/redlock';
 import { sleep, startRedisNodes, waitUntil, type RedisNodes } from '@tickwarden/testkit';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
@@ -7,6 +7,7 @@ import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Scheduler, type OutcomeEvent, type Schedule, type SchedulerOptions } from '../src/index.ts';
 import { RedisReplicaStore } from '../src/replica-store.ts';
+import { PROGRESS_RESOURCE } from '../src/tick-marks.ts';
 import { scheduleFixture } from './support.ts';
 
 /**
@@ -268,6 +269,60 @@ describe('the queue Redis down for a while, or back empty', () => {
           new Date(tickMs).toISOString(),
         ).toEqual(['recovered']);
       expect(lines.some((line) => String(line['msg']).startsWith('ticks in flight opened again'))).toBe(true);
+    } finally {
+      await second.stop();
+    }
+  });
+
+  it("every replica stopped, then the queue Redis restarted empty before any came back: the replicas' progress on the lock nodes finds each tick", async () => {
+    // A 1 s lead: the ticks due after the stopped replica's last ones, before the new one's first, were taken up by none.
+    const schedule = scheduleFixture({
+      id: 'team-q/lost-while-down',
+      cron: '* * * * * *',
+      overlap: 'allow',
+      leaseTtlMs: 30_000,
+      startDeadlineMs: 60_000,
+    });
+    const outcomes: (OutcomeEvent & { replica: string })[] = [];
+    const { logger, lines } = capturingLogger();
+    const onOutcome = (replica: string) => (event: OutcomeEvent) => outcomes.push({ ...event, replica });
+    const of = (replica: string, tickMs: number) =>
+      outcomes.filter((o) => o.replica === replica && o.tickMs === tickMs && !o.found).map((o) => o.outcome);
+    const lead = { contestLeadMs: 1000, logger };
+    // A fresh install: the earlier tests' replicas, with a longer lead, wrote progress past this test's start.
+    const progressKey = resourceKeys('tickwarden', PROGRESS_RESOURCE).mark;
+    for (const url of locks.urls) {
+      const node = new Redis(url);
+      await node.del(progressKey);
+      node.disconnect();
+    }
+    const first = await startReplica('r0', [schedule], { ...lead, gapCheckDelayMs: 0, onOutcome: onOutcome('r0') });
+    // r0's gap check ran and its progress went out (about once a second) for a few ticks.
+    await waitUntil(() => outcomes.filter((o) => o.outcome === 'enqueued').length >= 4, 'r0 enqueued ticks');
+    await first.stop();
+    const enqueuedByR0 = outcomes.filter((o) => o.outcome === 'enqueued').map((o) => o.tickMs);
+    const lastTakenUp = Math.max(...enqueuedByR0);
+    await queueRedis.nodes[0]?.restart({ keepData: false });
+    // No replica for 3 s: ticks due after r0's last ones were taken up by none.
+    await sleep(3000);
+    const second = await startReplica('r1', [schedule], { ...lead, gapCheckDelayMs: 1000, onOutcome: onOutcome('r1') });
+    const startedMs = Date.now();
+    try {
+      const unseen: number[] = [];
+      for (let tickMs = lastTakenUp + 1000; tickMs < startedMs - 1000; tickMs += 1000) unseen.push(tickMs);
+      expect(unseen.length).toBeGreaterThanOrEqual(1);
+      const decided = () =>
+        enqueuedByR0.every((tickMs) => of('r1', tickMs).length > 0) &&
+        unseen.every((tickMs) => of('r1', tickMs).length > 0);
+      await waitUntil(decided, "r1 decided r0's ticks and those of the gap", { timeoutMs: 15_000 });
+      // r0's jobs vanished before any worker started them: each published again, once.
+      for (const tickMs of enqueuedByR0)
+        expect(of('r1', tickMs), new Date(tickMs).toISOString()).toEqual(['recovered']);
+      // The gap: recorded missed, not silent.
+      for (const tickMs of unseen) expect(of('r1', tickMs), new Date(tickMs).toISOString()).toEqual(['missed']);
+      expect(
+        lines.some((line) => String(line['msg']).startsWith('the queue Redis lost its data while no replica ran')),
+      ).toBe(true);
     } finally {
       await second.stop();
     }

@@ -136,7 +136,7 @@ describe('the replica store (queue Redis)', () => {
       '999',
     ]);
     // As a starting replica reads them all (see TickMarks.find).
-    const all = await store.marks();
+    const { marks: all } = await store.marks();
     expect(all.size).toBe(1003);
     expect([all.get('team/a'), all.get('team/b'), all.get('team/m999')]).toEqual([10, 9, 999]);
     await connection.del('tickwarden:control:marks');

@@ -52,6 +52,36 @@ describe('TickLoop', () => {
     expect(leads.slice(6).every((leadMs) => leadMs === 2000)).toBe(true);
   });
 
+  it("a wake's progress: every tick due at or before it was taken up, never past the lead", async () => {
+    const clock = new ManualClock(START);
+    const { loop, wakes } = loopOn(clock, 2000);
+    await loop.setSchedules([
+      scheduleFixture({ id: 'a/every-10s', cron: '*/10 * * * * *' }),
+      scheduleFixture({ id: 'b/every-second-jittered', cron: '* * * * * *', jitterMs: 900 }),
+    ]);
+    loop.start();
+    clock.advance(30_000);
+    const ids = ['a/every-10s', 'b/every-second-jittered'];
+    for (const wake of wakes) {
+      expect(wake.throughMs).toBeLessThanOrEqual(wake.nowMs + 2000);
+      const taken = new Set(
+        wakes.filter((w) => w.nowMs <= wake.nowMs).flatMap((w) => w.takenUp.map((t) => `${t.schedule.id}@${t.tickMs}`)),
+      );
+      for (let tickMs = START + 500; tickMs <= wake.throughMs; tickMs += 1000)
+        for (const id of ids) {
+          const tick = loop.tick(id, tickMs);
+          if (tick && tick.tickMs % (id.startsWith('a/') ? 10_000 : 1000) === 0 && tick.dueMs <= wake.throughMs)
+            expect(taken, `${id}@${tickMs} by ${wake.throughMs}`).toContain(`${id}@${tickMs}`);
+        }
+    }
+    // Once the jittered schedule is gone, the 10 s one's next tick bounds it.
+    await loop.setSchedules([scheduleFixture({ id: 'a/every-10s', cron: '*/10 * * * * *' })]);
+    clock.advance(15_000);
+    const last = wakes.at(-1) as Wake;
+    const next10s = Math.ceil((last.nowMs + 2001) / 10_000) * 10_000;
+    expect(last.throughMs).toBe(Math.min(next10s - 1, last.nowMs + 2000));
+  });
+
   it('stopped: takes no tick up any more', () => {
     const clock = new ManualClock(START);
     const { loop, wakes } = loopOn(clock, 2000);
@@ -79,7 +109,11 @@ describe('TickLoop', () => {
       MAX_TICKS_PER_WAKE,
       5,
     ]);
-    expect(new Set(contested())).toEqual(new Set([START - 500 + 60_000]));
+    const boundary = START - 500 + 60_000;
+    expect(new Set(contested())).toEqual(new Set([boundary]));
+    // A wake that left some of the boundary's ticks waiting has not taken up through the boundary.
+    const busy = wakes.filter((wake) => wake.due.length > 0);
+    expect(busy.map((wake) => wake.throughMs - boundary)).toEqual([-1, -1, (busy[2]?.nowMs ?? 0) - boundary]);
   });
 
   it(`plans a big config ${SCHEDULES_PER_SLICE} schedules at a time, the event loop free in between; a newer config takes over`, async () => {

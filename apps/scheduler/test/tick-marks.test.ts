@@ -8,6 +8,9 @@ import { RedisReplicaStore } from '../src/replica-store.ts';
 import { TickMarks } from '../src/tick-marks.ts';
 import { scheduleFixture } from './support.ts';
 
+/** Lock nodes that keep no progress (these tests look at the queue Redis's marks alone). */
+const noProgress = { raiseMark: () => Promise.resolve(false), readMark: () => Promise.resolve(undefined) };
+
 const everySecond = (id: string, catchUpMs = 0): Schedule =>
   scheduleFixture({ id, cron: '* * * * * *', overlap: 'allow', leaseTtlMs: 5000, catchUpMs });
 
@@ -227,14 +230,18 @@ describe('high-water marks: ticks missed while no replica ran', () => {
         };
         const at = { write: 0, written: 0 };
         const marks = new TickMarks({
-          raiseMarks: async (raised) => {
-            at.write = turns;
-            const previous = await store.raiseMarks(raised);
-            at.written = turns;
-            return previous;
+          store: {
+            raiseMarks: async (raised) => {
+              at.write = turns;
+              const previous = await store.raiseMarks(raised);
+              at.written = turns;
+              return previous;
+            },
+            forgetMarks: (ids) => store.forgetMarks(ids),
+            marks: () => store.marks(),
           },
-          forgetMarks: (ids) => store.forgetMarks(ids),
-          marks: () => store.marks(),
+          progress: noProgress,
+          logger: pino({ level: 'silent' }),
         });
         for (const id of ids) marks.planned(id, firstTickMs);
         marks.start(0, 0);
@@ -264,12 +271,16 @@ describe('high-water marks: ticks missed while no replica ran', () => {
       const store = new RedisReplicaStore(redis);
       let claims = 0;
       const marks = new TickMarks({
-        raiseMarks: (raised) => {
-          claims++;
-          return store.raiseMarks(raised);
+        store: {
+          raiseMarks: (raised) => {
+            claims++;
+            return store.raiseMarks(raised);
+          },
+          forgetMarks: (ids) => store.forgetMarks(ids),
+          marks: () => store.marks(),
         },
-        forgetMarks: (ids) => store.forgetMarks(ids),
-        marks: () => store.marks(),
+        progress: noProgress,
+        logger: pino({ level: 'silent' }),
       });
       for (let i = 0; i < 10_000; i++) marks.planned(`concurrent/s${i}`, Date.parse('2026-01-01T00:00:00Z'));
       marks.start(0, 0);
@@ -298,5 +309,74 @@ describe('high-water marks: ticks missed while no replica ran', () => {
     replica.scheduler.setSchedules([scheduleFixture({ id: 'prune/a', cron: '0 0 * * *' })]);
     expect(replica.scheduler.parsedPatterns).toBe(1);
     await replica.stop();
+  });
+});
+
+describe("the replicas' progress on the lock nodes (TickMarks, on fakes)", () => {
+  function marksOn(progress: { value: number; tag: string } | undefined | Error, epoch: string | undefined) {
+    const raised: { value: number; tag: string }[] = [];
+    const held = { ok: true };
+    const logs: Record<string, unknown>[] = [];
+    const marks = new TickMarks({
+      store: {
+        raiseMarks: (m) => Promise.resolve(new Map([...m.keys()].map((id) => [id, undefined]))),
+        forgetMarks: () => Promise.resolve(),
+        marks: () => Promise.resolve({ marks: new Map([['t/a', 5000]]), epoch }),
+      },
+      progress: {
+        raiseMark: (_resource, mark) => {
+          raised.push(mark);
+          return Promise.resolve(held.ok);
+        },
+        readMark: () => (progress instanceof Error ? Promise.reject(progress) : Promise.resolve(progress)),
+      },
+      logger: pino({ level: 'info' }, { write: (line: string) => void logs.push(JSON.parse(line)) }),
+    });
+    return { marks, raised, held, logs };
+  }
+
+  it('finds the queue Redis lost its data when its epoch is not the one the progress was written in', async () => {
+    expect((await marksOn({ value: 9000, tag: 'e1' }, 'e1').marks.find()).lostThroughMs).toBeUndefined();
+    expect((await marksOn(undefined, 'e1').marks.find()).lostThroughMs).toBeUndefined();
+    const lost = marksOn({ value: 9000, tag: 'e1' }, 'e2');
+    expect(await lost.marks.find()).toEqual({ marks: new Map([['t/a', 5000]]), lostThroughMs: 9000 });
+    expect((await marksOn({ value: 9000, tag: 'e1' }, undefined).marks.find()).lostThroughMs).toBe(9000);
+    // Lock nodes out of reach: the queue's marks alone, said at warn.
+    const unread = marksOn(new Error('no quorum'), 'e1');
+    expect((await unread.marks.find()).lostThroughMs).toBeUndefined();
+    expect(unread.logs.map((line) => line['level'])).toEqual([40]);
+  });
+
+  it('written once the gap check ran, at most once a second, tagged with the epoch; a failure said once until it works', async () => {
+    const { marks, raised, held, logs } = marksOn(undefined, 'e1');
+    marks.planned('t/a', 10_000);
+    marks.start(0, 0);
+    marks.progressed(11_000);
+    await marks.writeProgress(0, 'e1');
+    expect(raised).toEqual([]);
+    await marks.flush(0);
+    await marks.writeProgress(0, undefined);
+    expect(raised).toEqual([]);
+    await marks.writeProgress(0, 'e1');
+    marks.progressed(12_000);
+    await marks.writeProgress(500, 'e1');
+    expect(raised).toEqual([{ value: 11_000, tag: 'e1' }]);
+    held.ok = false;
+    await marks.writeProgress(1000, 'e1');
+    await marks.writeProgress(2000, 'e1');
+    held.ok = true;
+    await marks.writeProgress(3000, 'e2');
+    // Nothing new to write; a final write goes out at once.
+    await marks.writeProgress(4000, 'e2');
+    marks.progressed(13_000);
+    await marks.writeProgress(4100, 'e2', true);
+    expect(raised.map((mark) => `${mark.value} ${mark.tag}`)).toEqual([
+      '11000 e1',
+      '12000 e1',
+      '12000 e1',
+      '12000 e2',
+      '13000 e2',
+    ]);
+    expect(logs.map((line) => line['level'])).toEqual([40, 30]);
   });
 });

@@ -31,5 +31,5 @@ export {
   type RedlockEvents,
 } from './redlock.ts';
 export { ReferenceClock, type NodeTime, type NodeTimeSource } from './reference-clock.ts';
-export { scripts, type LuaScript } from './scripts.ts';
+export { scripts, type LuaScript, type Mark } from './scripts.ts';
 export { DEFAULT_SETTINGS, type CallSettings, type RedlockSettings } from './settings.ts';

@@ -28,6 +28,8 @@ export function resourceKeys(prefix: string, resource: string, claim?: string, w
     fence: `${base}fence`,
     claim: `${base}claim:${claim ?? ''}`,
     waiters: `${base}waiters`,
+    /** A value that only rises, with a tag (mark.lua). */
+    mark: `${base}mark`,
     queue: `${base}queue`,
     /** A waiter's record while it waits, its `handed` mark after a handoff (waiters.lua). */
     waiter: `${base}waiter:${waiter ?? ''}`,

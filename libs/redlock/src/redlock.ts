@@ -28,10 +28,12 @@ import { ReleaseNotifier, type ReleaseListener } from './release-notifier.ts';
 import {
   decodeAcquire,
   decodeExtend,
+  decodeMark,
   decodeRelease,
   decodeStart,
   scripts,
   type AcquireVote,
+  type Mark,
   type ReleaseVote,
 } from './scripts.ts';
 import {
@@ -76,7 +78,7 @@ export interface AcquireOptions extends Partial<CallSettings>, Pick<AcquireReque
 export type AcquireBatchOptions = Partial<CallSettings> & Pick<AcquireOptions, 'signal' | 'revoke' | 'notBeforeMs'>;
 
 /** What a node was asked to do when it failed (`leave`: an acquire that gave up left the waiters' queue). */
-export type NodeOperation = 'acquire' | 'claim' | 'extend' | 'release' | 'start' | 'leave';
+export type NodeOperation = 'acquire' | 'claim' | 'extend' | 'release' | 'start' | 'leave' | 'mark';
 
 /** Hooks for logs and metrics: the library itself prints nothing. */
 export interface RedlockEvents {
@@ -1395,6 +1397,68 @@ export class Redlock extends EventEmitter<RedlockEvents> {
     if (answers.length < this.quorum) return undefined;
     const micros = median(answers.map((answer) => answer.micros));
     return { micros, atMono, roundTripMs: Math.max(...answers.map((answer) => answer.roundTripMs)) };
+  }
+
+  /**
+   * Raises `resource`'s mark (mark.lua: a value that only rises, with a tag) to `value` on every
+   * node, kept `keepMs` after it last rose. Resolves true when a quorum holds it or a higher one:
+   * a later readMark then sees at least this value.
+   */
+  async raiseMark(
+    resource: string,
+    mark: Mark,
+    keepMs: number,
+    overrides: Pick<Partial<CallSettings>, 'nodeTimeoutMs'> = {},
+  ): Promise<boolean> {
+    checkTtl(keepMs);
+    if (!Number.isSafeInteger(mark.value) || mark.tag.includes('|'))
+      throw new InvalidSettingsError('mark', 'a mark is an integer value and a tag without "|"');
+    const answers = await this.#markRound(resource, [String(mark.value), mark.tag], String(keepMs), overrides, true);
+    return answers.filter((held) => held !== undefined && held.value >= mark.value).length >= this.quorum;
+  }
+
+  /**
+   * `resource`'s mark: the highest a quorum of nodes answers (it holds every raise a quorum
+   * took), undefined when none of them has one. Throws QuorumUnavailableError when fewer answer.
+   */
+  async readMark(
+    resource: string,
+    overrides: Pick<Partial<CallSettings>, 'nodeTimeoutMs'> = {},
+  ): Promise<Mark | undefined> {
+    const answers = await this.#markRound(resource, ['', ''], '1', overrides, false);
+    let highest: Mark | undefined;
+    for (const mark of answers) if (mark && (!highest || mark.value > highest.value)) highest = mark;
+    return highest;
+  }
+
+  /** One mark.lua call on every node: the marks of the nodes that answered, until a quorum did (a read throws with fewer). */
+  async #markRound(
+    resource: string,
+    args: readonly string[],
+    keep: string,
+    overrides: Pick<Partial<CallSettings>, 'nodeTimeoutMs'>,
+    raise: boolean,
+  ): Promise<(Mark | undefined)[]> {
+    const { nodeTimeoutMs, maxBatchSize } = this.#callSettings(overrides);
+    const call = {
+      script: scripts.mark,
+      header: [keep],
+      keys: [resourceBase(this.settings.keyPrefix, resource)],
+      args,
+      timeoutMs: nodeTimeoutMs,
+      maxResources: maxBatchSize,
+    };
+    let answered = 0;
+    const replies = await this.#round(call, 'mark', {
+      decode: (raw) => decodeMark(raw, 1),
+      decided: (reply) => reply.ok && ++answered >= this.quorum,
+    });
+    const answers = replies.flatMap((reply) => (reply.ok ? [reply.reply[0]] : []));
+    if (!raise && answers.length < this.quorum) {
+      const causes = new Map(replies.flatMap((r) => (r.ok ? [] : [[r.node.id, r.error] as const])));
+      throw new QuorumUnavailableError(resource, 'read of the mark', causes, this.quorum);
+    }
+    return answers;
   }
 
   /** Closes the clients the library opened from URLs. */

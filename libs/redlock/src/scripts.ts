@@ -24,6 +24,7 @@ export const scripts = Object.freeze({
   claim: load('claim'),
   extend: load('extend'),
   leave: load('leave'),
+  mark: load('mark'),
   release: load('release'),
   start: load('start'),
   time: load('time'),
@@ -158,6 +159,27 @@ export function decodeStart(reply: unknown, count: number): StartVote[] {
     else throw unknownCode('start', entry);
   }
   return votes;
+}
+
+/** A value that only rises, with a tag (mark.lua; Redlock.raiseMark). */
+export interface Mark {
+  value: number;
+  tag: string;
+}
+
+/** Decodes mark.lua's reply: per resource the mark as it stands, undefined where there is none. */
+export function decodeMark(reply: unknown, count: number): (Mark | undefined)[] {
+  const entries = reply as unknown[];
+  const marks = new Array<Mark | undefined>(count);
+  for (let i = 0; i < count; i++) {
+    const entry = String(entries[i] ?? '');
+    const bar = entry.indexOf('|');
+    const value = Number(entry.slice(0, bar));
+    if (entry === '') marks[i] = undefined;
+    else if (bar > 0 && Number.isSafeInteger(value)) marks[i] = { value, tag: entry.slice(bar + 1) };
+    else throw unknownCode('mark', entry);
+  }
+  return marks;
 }
 
 /** Decodes claim.lua's reply: per resource `claimed`, `not-held`, or the value holding the claim. */
