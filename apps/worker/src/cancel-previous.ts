@@ -9,6 +9,8 @@ export interface ActivePeer {
    * active (recorded on the job by that run): its lease was revoked by then.
    */
   revokedByMs: number | undefined;
+  /** Its job vanished with the queue Redis's data: found through its note (run-progress.ts vanishedRunsKey), not an active list. */
+  vanished?: true;
 }
 
 /**

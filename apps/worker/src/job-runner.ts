@@ -133,8 +133,14 @@ export interface JobRunnerOptions {
    * handler starts. Without it, it does not wait.
    */
   activePeers?: ((job: Job) => Promise<readonly ActivePeer[]>) | undefined;
-  /** Records on a started peer's job that this run (granted at `atMs`) found it active: see predecessorsWaitUntil. */
-  notePeerRevoked?: ((job: Job, peerJobId: string, atMs: number) => Promise<void>) | undefined;
+  /** Records on a started peer (its job, or its vanished-run note) that this run (granted at `atMs`) found it active: see predecessorsWaitUntil. */
+  notePeerRevoked?: ((job: Job, peer: ActivePeer, atMs: number) => Promise<void>) | undefined;
+  /**
+   * Notes, and forgets at its end, a cancel-previous run whose job the queue Redis lost before its
+   * handler started: it is in no active list, so its successors find it through the note (see
+   * activePeers). Without it, they do not see such a run.
+   */
+  vanishedRuns?: { note(job: Job): Promise<void>; forget(job: Job): Promise<void> } | undefined;
   /** Whether the schedule is paused now (`tickwarden pause`); without it, only the config's `paused` counts. */
   paused?: ((scheduleId: string) => Promise<boolean>) | undefined;
   /** Writes a job's handler-started mark if the processor call (its lock `token`) still holds the job: see markHandlerStarted. */
@@ -830,6 +836,7 @@ export class JobRunner {
     leaseSignal.addEventListener('abort', onLeaseLost, { once: true });
     if (leaseSignal.aborted) onLeaseLost();
     let runtimeTimer: NodeJS.Timeout | undefined;
+    let vanished = false;
     try {
       if (run.data.overlap === 'cancel-previous') await this.#awaitPredecessors(run, grantedAtMs, controller, log);
       controller.signal.throwIfAborted();
@@ -840,10 +847,13 @@ export class JobRunner {
         const mark = await this.#options.markStarted(run.job, run.token, { attempt: run.attempt, fence: lease.fence });
         if (mark === 'lock-lost') throw new JobHandedOnError();
         // No attempt of a vanished job can come; a new job of the tick ends already-started (this run started its claim).
-        if (mark === 'job-gone')
+        if (mark === 'job-gone') {
           log.warn(
             'the job vanished from the queue Redis (it lost its data) before the handler started: the run goes on, as the only one of its tick',
           );
+          // Before the lease check below: a successor granted after it reads the note and waits for this run.
+          if (run.data.overlap === 'cancel-previous') vanished = await this.#noteVanished(run, log);
+        }
         controller.signal.throwIfAborted();
         // cancel-previous: a successor that read our progress before the mark did not wait for us. The lease,
         // checked after the mark, says whether one can exist: a revocation since makes this extension fail.
@@ -895,6 +905,31 @@ export class JobRunner {
     } finally {
       clearTimeout(runtimeTimer);
       leaseSignal.removeEventListener('abort', onLeaseLost);
+      if (vanished)
+        await this.#options.vanishedRuns
+          ?.forget(run.job)
+          .catch((error: unknown) =>
+            log.warn(
+              { err: error },
+              "could not remove this vanished run's note: successors wait at most a lease TTL for it",
+            ),
+          );
+    }
+  }
+
+  /** Notes a cancel-previous run whose job vanished (see JobRunnerOptions.vanishedRuns); true when noted. */
+  async #noteVanished(run: Attempt, log: Logger): Promise<boolean> {
+    const { vanishedRuns } = this.#options;
+    if (!vanishedRuns) return false;
+    try {
+      await vanishedRuns.note(run.job);
+      return true;
+    } catch (error) {
+      log.error(
+        { err: error },
+        'could not note this run whose job vanished: a successor (cancel-previous) may not wait for it',
+      );
+      return false;
     }
   }
 
@@ -964,7 +999,7 @@ export class JobRunner {
           const startedPeers = peers.filter((peer) => peer.started);
           started = startedPeers.map((peer) => peer.jobId);
           for (const peer of peersToMarkRevoked(data, peers))
-            await this.#options.notePeerRevoked?.(job, peer.jobId, self.grantedAtMs);
+            await this.#options.notePeerRevoked?.(job, peer, self.grantedAtMs);
         } catch (error) {
           if (!readFailed)
             log.warn(

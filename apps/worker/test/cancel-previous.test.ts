@@ -94,6 +94,53 @@ describe('worker: overlap cancel-previous with a real worker', () => {
     expect(await worker.metrics.registry.metrics()).toMatch(/tickwarden_worker_runs_total\{outcome="superseded"\} 2/);
   });
 
+  it('a run whose job the queue Redis lost before its handler started is noted: its successor waits for it as for a run in the active list, and they never overlap', async () => {
+    const { connection, scheduler } = cluster;
+    const period = 2000;
+    const schedule = shortLeaseSchedule('team-a/cancel-vanished', beating('cancel-vanished.txt', 6000), {
+      cron: '*/2 * * * * *',
+      queue: 'q-cancel-vanished',
+      overlap: 'cancel-previous',
+      leaseTtlMs: 4000,
+      startDeadlineMs: 30_000,
+    });
+    const worker = await cluster.startWorker([schedule], { concurrency: 3 });
+    const waiting = (jobId: string | undefined) =>
+      worker.records.some(
+        (r) => r['jobId'] === jobId && r['msg'] === "waiting for the schedule's other runs to stop (cancel-previous)",
+      );
+    const t0 = nextTick(period);
+    // Enqueued `lateMs` after its tick: a grant between two of the running run's extensions (every 500 ms from its own grant).
+    const at = async (k: number, lateMs = 0) => {
+      await waitUntil(() => Date.now() >= t0 + k * period + lateMs, `tick ${k} to be due`, { intervalMs: 5 });
+      return enqueueTick(scheduler, connection, schedule, { tickMs: t0 + k * period });
+    };
+    await at(0);
+    const vanished = await at(1);
+    // While it waits for the first run to stop, the queue Redis loses its job: its mark finds the job gone.
+    await waitUntil(() => waiting(vanished.jobId), 'the second run waiting for the first', { intervalMs: 5 });
+    await connection.del(`bull:${queueName('q-cancel-vanished')}:${vanished.jobId}`);
+    await waitUntil(
+      () =>
+        worker.records.some((r) => r['jobId'] === vanished.jobId && String(r['msg']).startsWith('the job vanished')),
+      'the second run to go on without its job',
+    );
+    const third = await at(2, 250);
+    await settledJob(connection, 'q-cancel-vanished', third.jobId);
+    const ledger = runs('cancel-vanished.txt');
+    expect(ledger).toHaveLength(3);
+    const [, second, last] = ledger as [BeatRun, BeatRun, BeatRun];
+    expect(second.fence).toBeGreaterThanOrEqual(tickFence(t0 + period));
+    expect(second.last).toBeLessThan(last.start);
+    // The third run found the second through its note, and waited for it to stop.
+    expect(waiting(third.jobId)).toBe(true);
+    // Its note went with its end.
+    await waitUntil(
+      async () => (await connection.hlen(`tickwarden:runs:vanished:{${schedule.id}}`)) === 0,
+      'the note removed',
+    );
+  });
+
   it('a predecessor still queued when its successor is due (a backlog) is superseded without running, never takes the lease, and does not delay its successor', async () => {
     const { connection, scheduler } = cluster;
     const ttl = 5000;
