@@ -9,8 +9,6 @@ export interface ActivePeer {
    * active (recorded on the job by that run): its lease was revoked by then.
    */
   revokedByMs: number | undefined;
-  /** Its job vanished with the queue Redis's data: found through its note (run-progress.ts vanishedRunsKey), not an active list. */
-  vanished?: true;
 }
 
 /**
@@ -46,4 +44,20 @@ export function predecessorsWaitUntil(
     );
   }
   return until;
+}
+
+/**
+ * Until when (wall ms) a run must wait for a holder its grant revoked (`revokedMs`: how long that
+ * holder's lock had left, Lease.revokedMs) when its first look at the active list showed no run of
+ * an earlier tick: the holder's job vanished with the queue Redis's data (its run goes on, in no
+ * list) or it ended right then. Undefined when nothing was revoked or such a run was seen (then
+ * predecessorsWaitUntil decides).
+ */
+export function unseenRevokedUntil(
+  self: { tickMs: number; grantedAtMs: number; revokedMs: number | undefined },
+  firstPeers: readonly ActivePeer[],
+  slackMs: number,
+): number | undefined {
+  if (self.revokedMs === undefined || firstPeers.some((peer) => peer.tickMs < self.tickMs)) return undefined;
+  return self.grantedAtMs + self.revokedMs + slackMs;
 }

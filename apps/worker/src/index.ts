@@ -1,4 +1,4 @@
-export { peersToMarkRevoked, predecessorsWaitUntil, type ActivePeer } from './cancel-previous.ts';
+export { peersToMarkRevoked, predecessorsWaitUntil, unseenRevokedUntil, type ActivePeer } from './cancel-previous.ts';
 export {
   COMMAND_GUARD_UNAVAILABLE,
   CommandGuard,

@@ -41,7 +41,7 @@ import { LEASE_ENDING_BEFORE_START, runHandler } from './handlers/index.ts';
 import { LAUNCHER_UNAVAILABLE } from './launcher-protocol.ts';
 import type { OutputLimits } from './handlers/output.ts';
 import { HandlerError, type LeaseValidity, type RunDetails } from './run-context.ts';
-import { peersToMarkRevoked, predecessorsWaitUntil, type ActivePeer } from './cancel-previous.ts';
+import { peersToMarkRevoked, predecessorsWaitUntil, unseenRevokedUntil, type ActivePeer } from './cancel-previous.ts';
 import {
   firstStart,
   firstStartId,
@@ -133,14 +133,8 @@ export interface JobRunnerOptions {
    * handler starts. Without it, it does not wait.
    */
   activePeers?: ((job: Job) => Promise<readonly ActivePeer[]>) | undefined;
-  /** Records on a started peer (its job, or its vanished-run note) that this run (granted at `atMs`) found it active: see predecessorsWaitUntil. */
-  notePeerRevoked?: ((job: Job, peer: ActivePeer, atMs: number) => Promise<void>) | undefined;
-  /**
-   * Notes, and forgets at its end, a cancel-previous run whose job the queue Redis lost before its
-   * handler started: it is in no active list, so its successors find it through the note (see
-   * activePeers). Without it, they do not see such a run.
-   */
-  vanishedRuns?: { note(job: Job): Promise<void>; forget(job: Job): Promise<void> } | undefined;
+  /** Records on a started peer's job that this run (granted at `atMs`) found it active: see predecessorsWaitUntil. */
+  notePeerRevoked?: ((job: Job, peerJobId: string, atMs: number) => Promise<void>) | undefined;
   /** Whether the schedule is paused now (`tickwarden pause`); without it, only the config's `paused` counts. */
   paused?: ((scheduleId: string) => Promise<boolean>) | undefined;
   /** Writes a job's handler-started mark if the processor call (its lock `token`) still holds the job: see markHandlerStarted. */
@@ -318,7 +312,7 @@ export class JobRunner {
     // a schedule not known yet as removed from the config, where it is a missed start deadline.
     const now = this.#now();
     const lateMs = this.#lateMs(run, now);
-    if (lateMs !== undefined) return this.#missDeadline(run, lateMs, run.lastDeferral?.reason);
+    if (lateMs !== undefined) return this.#missDeadline(run, lateMs, run.lastDeferral);
     const schedule = await this.#scheduleOf(run, now);
     if (schedule === undefined)
       return this.#defer(
@@ -541,15 +535,30 @@ export class JobRunner {
   }
 
   /** Records the miss and completes the job; `reason`: why it could not start in time (the last lease failure), when known. */
-  #missDeadline(run: Attempt, lateMs: number, reason: string | undefined): RunResult {
+  /**
+   * The start deadline passed: missed, with the last deferral's reason; superseded when that
+   * deferral found a later tick's run granted on some node (`passed`) and too few others answered.
+   */
+  #missDeadline(
+    run: Attempt,
+    lateMs: number,
+    deferral: Pick<LastDeferral, 'reason' | 'passed'> | undefined,
+  ): RunResult {
     const { data } = run;
     const fields = {
       lateMs,
       startDeadlineMs: data.startDeadlineMs,
       firstStart: run.firstStart,
-      ...(reason === undefined ? {} : { reason }),
+      ...(deferral === undefined ? {} : { reason: deferral.reason }),
       ...(run.deferrals > 0 ? { deferrals: run.deferrals } : {}),
     };
+    if (deferral?.passed)
+      return this.#notRun(
+        run,
+        'superseded',
+        fields,
+        'a run of a later tick of the schedule was granted the lease on nodes that answered, and too few others answered before the start deadline: superseded, not run',
+      );
     return this.#notRun(run, 'missed-deadline', fields, 'run missed its start deadline: not run');
   }
 
@@ -587,14 +596,16 @@ export class JobRunner {
     run: Attempt,
     reason: string,
     fields: Record<string, unknown> = {},
-    how: { delayMs?: number; message?: string; unstarted?: boolean } = {},
+    how: { delayMs?: number; message?: string; unstarted?: boolean; passed?: boolean } = {},
   ): Promise<RunResult> {
     const { data, job, log, started } = run;
     // This attempt marked the handler started, but it never did: the start deadline still holds, and the mark goes.
     if (how.unstarted) unmarkHandlerStarted(job, run.progressAtBegin);
     const now = this.#now();
     const deadlineMs = this.#deadlineMs(run);
-    if (deadlineMs !== undefined && now >= deadlineMs) return this.#missDeadline(run, now - data.dueMs, reason);
+    const passed = how.passed ? { passed: true as const } : {};
+    if (deadlineMs !== undefined && now >= deadlineMs)
+      return this.#missDeadline(run, now - data.dueMs, { reason, ...passed });
     const backoffMs = how.delayMs ?? DEFER_DELAY_MS + Math.round(Math.random() * DEFER_JITTER_MS);
     // Due again before the deadline when it is near, for a last try.
     const delayMs = deadlineMs === undefined ? backoffMs : Math.min(backoffMs, Math.max(100, deadlineMs - now - 100));
@@ -603,6 +614,7 @@ export class JobRunner {
       deferrals = await markDeferred(job, {
         reason,
         atMs: now,
+        ...passed,
         ...(this.#options.workerId === undefined ? {} : { worker: this.#options.workerId }),
       });
       await job.moveToDelayed(now + delayMs, run.token);
@@ -678,7 +690,8 @@ export class JobRunner {
       if (error instanceof QuorumUnavailableError)
         this.#options.onQuorumUnavailable?.(error, leaseNodeTimeoutMs(data.lease.ttlMs));
       const message = error instanceof Error ? error.message : String(error);
-      return this.#defer(run, message, error instanceof RedlockError ? {} : { err: error });
+      const passed = error instanceof RedlockError && [...error.nodeCauses.values()].includes('passed');
+      return this.#defer(run, message, error instanceof RedlockError ? {} : { err: error }, { passed });
     }
   }
 
@@ -836,9 +849,9 @@ export class JobRunner {
     leaseSignal.addEventListener('abort', onLeaseLost, { once: true });
     if (leaseSignal.aborted) onLeaseLost();
     let runtimeTimer: NodeJS.Timeout | undefined;
-    let vanished = false;
     try {
-      if (run.data.overlap === 'cancel-previous') await this.#awaitPredecessors(run, grantedAtMs, controller, log);
+      if (run.data.overlap === 'cancel-previous')
+        await this.#awaitPredecessors(run, { grantedAtMs, revokedMs: lease.revokedMs }, controller, log);
       controller.signal.throwIfAborted();
       // Right before the program's gate opens (the request is sent): a later start that finds no mark knows
       // nothing of the handler ran (the start deadline still holds, and it may run), and one that finds it
@@ -847,13 +860,10 @@ export class JobRunner {
         const mark = await this.#options.markStarted(run.job, run.token, { attempt: run.attempt, fence: lease.fence });
         if (mark === 'lock-lost') throw new JobHandedOnError();
         // No attempt of a vanished job can come; a new job of the tick ends already-started (this run started its claim).
-        if (mark === 'job-gone') {
+        if (mark === 'job-gone')
           log.warn(
             'the job vanished from the queue Redis (it lost its data) before the handler started: the run goes on, as the only one of its tick',
           );
-          // Before the lease check below: a successor granted after it reads the note and waits for this run.
-          if (run.data.overlap === 'cancel-previous') vanished = await this.#noteVanished(run, log);
-        }
         controller.signal.throwIfAborted();
         // cancel-previous: a successor that read our progress before the mark did not wait for us. The lease,
         // checked after the mark, says whether one can exist: a revocation since makes this extension fail.
@@ -905,31 +915,6 @@ export class JobRunner {
     } finally {
       clearTimeout(runtimeTimer);
       leaseSignal.removeEventListener('abort', onLeaseLost);
-      if (vanished)
-        await this.#options.vanishedRuns
-          ?.forget(run.job)
-          .catch((error: unknown) =>
-            log.warn(
-              { err: error },
-              "could not remove this vanished run's note: successors wait at most a lease TTL for it",
-            ),
-          );
-    }
-  }
-
-  /** Notes a cancel-previous run whose job vanished (see JobRunnerOptions.vanishedRuns); true when noted. */
-  async #noteVanished(run: Attempt, log: Logger): Promise<boolean> {
-    const { vanishedRuns } = this.#options;
-    if (!vanishedRuns) return false;
-    try {
-      await vanishedRuns.note(run.job);
-      return true;
-    } catch (error) {
-      log.error(
-        { err: error },
-        'could not note this run whose job vanished: a successor (cancel-previous) may not wait for it',
-      );
-      return false;
     }
   }
 
@@ -974,13 +959,20 @@ export class JobRunner {
    * revocation, at `grantedAtMs`), but that run may still be stopping. Waits, holding the lease
    * under the watchdog (a later revocation ends this run too, before its handler), until no
    * started run of the schedule is active in the queue, at most until their revoked leases cannot
-   * be valid any more (see predecessorsWaitUntil).
+   * be valid any more (see predecessorsWaitUntil); and, when the grant revoked a holder the first
+   * look did not show (its job vanished), until that holder's lock could have lasted
+   * (unseenRevokedUntil).
    */
-  async #awaitPredecessors(run: Attempt, grantedAtMs: number, controller: AbortController, log: Logger): Promise<void> {
+  async #awaitPredecessors(
+    run: Attempt,
+    grant: { grantedAtMs: number; revokedMs: number | undefined },
+    controller: AbortController,
+    log: Logger,
+  ): Promise<void> {
     const activePeers = this.#options.activePeers;
     if (!activePeers) return;
     const { data, job, jobId } = run;
-    const self = { tickMs: data.tickMs, grantedAtMs, ttlMs: data.lease.ttlMs };
+    const self = { tickMs: data.tickMs, ...grant, ttlMs: data.lease.ttlMs };
     const onStopping = (): void =>
       abortOnce(controller, new RunAbortedError('shutdown', 'the worker is shutting down'));
     this.#stopping.signal.addEventListener('abort', onStopping, { once: true });
@@ -988,6 +980,8 @@ export class JobRunner {
     const from = performance.now();
     let waitingFor: readonly string[] | undefined;
     let readFailed = false;
+    let unseenUntilMs: number | undefined;
+    let looked = false;
     try {
       for (;;) {
         controller.signal.throwIfAborted();
@@ -995,11 +989,13 @@ export class JobRunner {
         let started: string[] = [];
         try {
           const peers = (await activePeers(job)).filter((peer) => peer.jobId !== jobId);
+          if (!looked) unseenUntilMs = unseenRevokedUntil(self, peers, TAKEOVER_SLACK_MS);
+          looked = true;
           untilMs = predecessorsWaitUntil(self, peers, TAKEOVER_SLACK_MS);
           const startedPeers = peers.filter((peer) => peer.started);
           started = startedPeers.map((peer) => peer.jobId);
           for (const peer of peersToMarkRevoked(data, peers))
-            await this.#options.notePeerRevoked?.(job, peer, self.grantedAtMs);
+            await this.#options.notePeerRevoked?.(job, peer.jobId, self.grantedAtMs);
         } catch (error) {
           if (!readFailed)
             log.warn(
@@ -1010,11 +1006,20 @@ export class JobRunner {
           untilMs = self.grantedAtMs + self.ttlMs + TAKEOVER_SLACK_MS;
         }
         controller.signal.throwIfAborted();
-        if (untilMs === undefined) break;
+        const now = this.#now();
+        const unseenOver = unseenUntilMs === undefined || now >= unseenUntilMs;
+        if (untilMs === undefined && unseenOver) break;
         if (waitingFor === undefined)
-          log.info({ waitingFor: started, untilMs }, "waiting for the schedule's other runs to stop (cancel-previous)");
+          log.info(
+            {
+              waitingFor: started,
+              untilMs: Math.max(untilMs ?? 0, unseenUntilMs ?? 0),
+              ...(unseenUntilMs === undefined ? {} : { revokedUnseenUntilMs: unseenUntilMs }),
+            },
+            "waiting for the schedule's other runs to stop (cancel-previous)",
+          );
         waitingFor = started;
-        if (this.#now() >= untilMs) {
+        if (untilMs !== undefined && now >= untilMs && unseenOver) {
           log.warn(
             { stillActive: waitingFor },
             "the schedule's other runs are still active, but their revoked lease cannot be valid any more: starting",
@@ -1039,7 +1044,10 @@ export class JobRunner {
     for (;;) {
       controller.signal.throwIfAborted();
       try {
-        await this.#options.redlock.extend(lease, lease.ttlMs, { nodeTimeoutMs: leaseNodeTimeoutMs(lease.ttlMs) });
+        // The lease as the watchdog keeps it: after a wait longer than its TTL the grant's own validity has ended.
+        const { redlock } = this.#options;
+        const current = { ...lease, validUntil: redlock.settings.clock.now() + validity.msLeft() };
+        await redlock.extend(current, lease.ttlMs, { nodeTimeoutMs: leaseNodeTimeoutMs(lease.ttlMs) });
         return;
       } catch (error) {
         const waitMs = START_RETRY_MS + Math.random() * START_RETRY_MS;

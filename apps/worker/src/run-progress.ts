@@ -24,6 +24,12 @@ export interface LastDeferral {
   atMs: number;
   /** The worker that deferred it. */
   worker?: string | undefined;
+  /**
+   * A node answered `passed`: a run of a later tick of the schedule was granted the lease there,
+   * and too few others answered to decide. A tick still deferred so at its start deadline is
+   * superseded, not missed.
+   */
+  passed?: true;
 }
 
 /**
@@ -71,47 +77,6 @@ function progressObject(job: Pick<Job, 'progress'>): RunProgress {
 /** A job's hash in the queue Redis, as BullMQ names it (`<prefix>:<queue>:<id>`). */
 export function jobKey(job: Pick<Job, 'queueQualifiedName'>, jobId: string | undefined): string {
   return `${job.queueQualifiedName}:${jobId}`;
-}
-
-/**
- * A schedule's cancel-previous runs whose job the queue Redis lost before their handler started: a
- * hash of job id -> '' or, once a later run found it, that run's grant (wall ms, as `revokedByMs`).
- * Such a run is in no BullMQ active list; its successors find it here.
- */
-export function vanishedRunsKey(scheduleId: string): string {
-  return `tickwarden:runs:vanished:{${scheduleId}}`;
-}
-
-/** A vanished run's note outlives a worker that died before removing it this long, ms; its successors wait for it at most a lease TTL after the first of them found it. */
-const VANISHED_KEEP_MS = 86_400_000;
-
-/** Notes a run whose job vanished (see vanishedRunsKey). */
-export async function noteVanishedRun(redis: Redis, scheduleId: string, jobId: string): Promise<void> {
-  const key = vanishedRunsKey(scheduleId);
-  const replies = (await redis.multi().hset(key, jobId, '').pexpire(key, VANISHED_KEEP_MS).exec()) ?? [];
-  for (const [error] of replies) if (error) throw error;
-}
-
-/** The run ended: its note goes. */
-export async function forgetVanishedRun(redis: Redis, scheduleId: string, jobId: string): Promise<void> {
-  await redis.hdel(vanishedRunsKey(scheduleId), jobId);
-}
-
-/**
- * note-revoked: records on a vanished run's note the first later grant that found it (HSETNX's
- * rule, on a hash field that exists from the start). KEYS: 1 the notes. ARGV: 1 job id, 2 wall ms.
- */
-const NOTE_REVOKED = `
-if redis.call('HGET', KEYS[1], ARGV[1]) == '' then redis.call('HSET', KEYS[1], ARGV[1], ARGV[2]) end`;
-
-/** A later run (granted at `atMs`) found the vanished run `jobId` still noted: see ActivePeer.revokedByMs. */
-export async function noteVanishedRevoked(
-  redis: Redis,
-  scheduleId: string,
-  jobId: string,
-  atMs: number,
-): Promise<void> {
-  await redis.eval(NOTE_REVOKED, 1, vanishedRunsKey(scheduleId), jobId, String(atMs));
 }
 
 /** What came of writing the handler-started mark: written, or why not (see markHandlerStarted). */

@@ -11,15 +11,7 @@ import { RemoteLauncher } from './launcher-client.ts';
 import type { OutputLimits } from './handlers/output.ts';
 import { JobRunner, type JobRunnerOptions } from './job-runner.ts';
 import type { ActivePeer } from './cancel-previous.ts';
-import {
-  forgetVanishedRun,
-  handlerStarted,
-  jobKey,
-  markHandlerStarted,
-  noteVanishedRevoked,
-  noteVanishedRun,
-  vanishedRunsKey,
-} from './run-progress.ts';
+import { handlerStarted, jobKey, markHandlerStarted } from './run-progress.ts';
 import { MAX_LEASE_NODE_TIMEOUT_MS } from './first-start.ts';
 import type { WorkerMetrics } from './metrics.ts';
 
@@ -168,11 +160,7 @@ export class WorkerService {
         this.#takingJobs ? undefined : `lock quorum unreachable from this worker${this.#probeText()}: not taking jobs`,
       onQuorumUnavailable: (error, nodeTimeoutMs) => this.#quorumUnavailable(error, nodeTimeoutMs),
       activePeers: (job) => this.#activePeers(job),
-      notePeerRevoked: (job, peer, atMs) => this.#notePeerRevoked(job, peer, atMs),
-      vanishedRuns: {
-        note: (job) => noteVanishedRun(this.#connected(), scheduleOf(job), String(job.id)),
-        forget: (job) => forgetVanishedRun(this.#connected(), scheduleOf(job), String(job.id)),
-      },
+      notePeerRevoked: (job, peerJobId, atMs) => this.#notePeerRevoked(job, peerJobId, atMs),
       paused: (scheduleId) => (this.#reader ? pausedNow(this.#reader, scheduleId) : Promise.resolve(false)),
       markStarted: (job, token, mark) => {
         if (!this.#marker) throw new Error('the worker is not started');
@@ -360,56 +348,40 @@ export class WorkerService {
   /**
    * The other jobs of the job's schedule in the active list of its queue (BullMQ's
    * `<prefix>:<queue>:active`; job ids `<schedule>@<tick ms>`), each with its progress (the
-   * handler-started mark) and when a later run found it active (revokedByMs): one LRANGE, then one
-   * pipelined HMGET per peer; and the schedule's runs whose job vanished (vanishedRunsKey, one
-   * HGETALL), started by definition.
+   * handler-started mark) and when a later run found it active (revokedByMs): one LRANGE, then one pipelined HMGET per
+   * peer. A listed job whose hash is gone is left out: the queue Redis lost it, and its run is found through the grant's
+   * revocation instead (unseenRevokedUntil).
    */
   async #activePeers(job: Job): Promise<ActivePeer[]> {
-    const reader = this.#connected();
-    const schedule = scheduleOf(job);
-    const prefix = `${schedule}@`;
-    const [active, vanished] = await Promise.all([
-      reader.lrange(`${job.queueQualifiedName}:active`, 0, -1),
-      reader.hgetall(vanishedRunsKey(schedule)),
-    ]);
-    const ids = active.filter((id) => id.startsWith(prefix) && id !== job.id);
-    const peers: ActivePeer[] = Object.entries(vanished)
-      .filter(([id]) => id !== job.id)
-      .map(([jobId, revokedBy]) => ({
-        jobId,
-        tickMs: Number(jobId.slice(prefix.length)),
-        started: true,
-        revokedByMs: revokedBy ? Number(revokedBy) : undefined,
-        vanished: true,
-      }));
-    if (ids.length === 0) return peers;
-    const pipeline = reader.pipeline(ids.map((id) => ['hmget', jobKey(job, id), 'progress', REVOKED_BY_FIELD]));
+    const reader = this.#reader;
+    if (!reader) throw new Error('the worker is not started');
+    const prefix = `${String((job.data as { schedule?: unknown }).schedule)}@`;
+    const ids = (await reader.lrange(`${job.queueQualifiedName}:active`, 0, -1)).filter(
+      (id) => id.startsWith(prefix) && id !== job.id,
+    );
+    if (ids.length === 0) return [];
+    const pipeline = reader.pipeline(
+      ids.map((id) => ['hmget', jobKey(job, id), 'progress', REVOKED_BY_FIELD, 'timestamp']),
+    );
     const replies = (await pipeline.exec()) ?? [];
-    ids.forEach((jobId, i) => {
+    return ids.flatMap((jobId, i) => {
       const [error, fields] = replies[i] ?? [];
       if (error) throw error;
-      const [progress, revokedBy] = (fields ?? []) as (string | null)[];
-      peers.push({
+      const [progress, revokedBy, timestamp] = (fields ?? []) as (string | null)[];
+      // Listed, but its hash is gone (the queue Redis lost it): its run, if any, is one no list shows.
+      if (timestamp === null) return [];
+      return {
         jobId,
         tickMs: Number(jobId.slice(prefix.length)),
         started: handlerStarted({ progress: parseJson(progress) as Job['progress'] }),
         revokedByMs: revokedBy ? Number(revokedBy) : undefined,
-      });
+      };
     });
-    return peers;
   }
 
-  /** Keeps the first (earliest run's) record only: HSETNX on the peer's job hash (gone with the job), or on its vanished-run note. */
-  async #notePeerRevoked(job: Job, peer: ActivePeer, atMs: number): Promise<void> {
-    const reader = this.#connected();
-    if (peer.vanished) await noteVanishedRevoked(reader, scheduleOf(job), peer.jobId, atMs);
-    else await reader.hsetnx(jobKey(job, peer.jobId), REVOKED_BY_FIELD, String(atMs));
-  }
-
-  /** The queue Redis connection for the worker's own reads and writes (not BullMQ's). */
-  #connected(): Redis {
-    if (!this.#reader) throw new Error('the worker is not started');
-    return this.#reader;
+  /** Keeps the first (earliest run's) record only: HSETNX on the peer's job hash (gone with the job). */
+  async #notePeerRevoked(job: Job, peerJobId: string, atMs: number): Promise<void> {
+    await this.#reader?.hsetnx(jobKey(job, peerJobId), REVOKED_BY_FIELD, String(atMs));
   }
 
   /** A lease could not be taken for want of a quorum: probes the lock nodes, and stops taking jobs if no quorum answers. */
@@ -519,9 +491,4 @@ function parseJson(text: string | null | undefined): unknown {
   } catch {
     return undefined;
   }
-}
-
-/** The schedule id a tick job's data names. */
-function scheduleOf(job: Job): string {
-  return String((job.data as { schedule?: unknown }).schedule);
 }

@@ -5,7 +5,13 @@ import { Worker } from 'bullmq';
 import { QuorumUnavailableError, type NodeCause } from '@tickwarden/redlock';
 import { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
-import { markHandlerStarted, peersToMarkRevoked, predecessorsWaitUntil, TAKEOVER_SLACK_MS } from '../src/index.ts';
+import {
+  markHandlerStarted,
+  peersToMarkRevoked,
+  predecessorsWaitUntil,
+  TAKEOVER_SLACK_MS,
+  unseenRevokedUntil,
+} from '../src/index.ts';
 import { useCluster } from './harness.ts';
 import {
   beatingCommand,
@@ -94,52 +100,61 @@ describe('worker: overlap cancel-previous with a real worker', () => {
     expect(await worker.metrics.registry.metrics()).toMatch(/tickwarden_worker_runs_total\{outcome="superseded"\} 2/);
   });
 
-  it('a run whose job the queue Redis lost before its handler started is noted: its successor waits for it as for a run in the active list, and they never overlap', async () => {
-    const { connection, scheduler } = cluster;
-    const period = 2000;
-    const schedule = shortLeaseSchedule('team-a/cancel-vanished', beating('cancel-vanished.txt', 6000), {
-      cron: '*/2 * * * * *',
-      queue: 'q-cancel-vanished',
-      overlap: 'cancel-previous',
-      leaseTtlMs: 4000,
-      startDeadlineMs: 30_000,
-    });
-    const worker = await cluster.startWorker([schedule], { concurrency: 3 });
-    const waiting = (jobId: string | undefined) =>
-      worker.records.some(
-        (r) => r['jobId'] === jobId && r['msg'] === "waiting for the schedule's other runs to stop (cancel-previous)",
-      );
-    const t0 = nextTick(period);
-    // Enqueued `lateMs` after its tick: a grant between two of the running run's extensions (every 500 ms from its own grant).
-    const at = async (k: number, lateMs = 0) => {
-      await waitUntil(() => Date.now() >= t0 + k * period + lateMs, `tick ${k} to be due`, { intervalMs: 5 });
-      return enqueueTick(scheduler, connection, schedule, { tickMs: t0 + k * period });
-    };
-    await at(0);
-    const vanished = await at(1);
-    // While it waits for the first run to stop, the queue Redis loses its job: its mark finds the job gone.
-    await waitUntil(() => waiting(vanished.jobId), 'the second run waiting for the first', { intervalMs: 5 });
-    await connection.del(`bull:${queueName('q-cancel-vanished')}:${vanished.jobId}`);
-    await waitUntil(
-      () =>
-        worker.records.some((r) => r['jobId'] === vanished.jobId && String(r['msg']).startsWith('the job vanished')),
-      'the second run to go on without its job',
-    );
-    const third = await at(2, 250);
-    await settledJob(connection, 'q-cancel-vanished', third.jobId);
-    const ledger = runs('cancel-vanished.txt');
-    expect(ledger).toHaveLength(3);
-    const [, second, last] = ledger as [BeatRun, BeatRun, BeatRun];
-    expect(second.fence).toBeGreaterThanOrEqual(tickFence(t0 + period));
-    expect(second.last).toBeLessThan(last.start);
-    // The third run found the second through its note, and waited for it to stop.
-    expect(waiting(third.jobId)).toBe(true);
-    // Its note went with its end.
-    await waitUntil(
-      async () => (await connection.hlen(`tickwarden:runs:vanished:{${schedule.id}}`)) === 0,
-      'the note removed',
-    );
-  });
+  it.each(['before its handler started', 'while its handler runs'] as const)(
+    'a run whose job the queue Redis lost %s is in no active list: its successor, whose grant revoked it, waits until its lock could have lasted, and they never overlap',
+    async (when) => {
+      const { connection, scheduler } = cluster;
+      const period = 2000;
+      const name = `cancel-vanished-${when === 'while its handler runs' ? 'running' : 'waiting'}`;
+      const schedule = shortLeaseSchedule(`team-a/${name}`, beating(`${name}.txt`, 6000), {
+        cron: '*/2 * * * * *',
+        queue: `q-${name}`,
+        overlap: 'cancel-previous',
+        leaseTtlMs: 4000,
+        startDeadlineMs: 30_000,
+      });
+      const worker = await cluster.startWorker([schedule], { concurrency: 3 });
+      const waiting = (jobId: string | undefined) =>
+        worker.records.find(
+          (r) => r['jobId'] === jobId && r['msg'] === "waiting for the schedule's other runs to stop (cancel-previous)",
+        );
+      const t0 = nextTick(period);
+      // Enqueued `lateMs` after its tick: a grant between two of the running run's extensions (every 500 ms from its own grant).
+      const at = async (k: number, lateMs = 0) => {
+        await waitUntil(() => Date.now() >= t0 + k * period + lateMs, `tick ${k} to be due`, { intervalMs: 5 });
+        return enqueueTick(scheduler, connection, schedule, { tickMs: t0 + k * period });
+      };
+      await at(0);
+      const vanished = await at(1);
+      const jobKey = `bull:${queueName(schedule.queue)}:${vanished.jobId}`;
+      if (when === 'before its handler started') {
+        // While it waits for the first run to stop, the queue Redis loses its job: its mark finds the job gone.
+        await waitUntil(() => waiting(vanished.jobId) !== undefined, 'the second run waiting for the first', {
+          intervalMs: 5,
+        });
+        await connection.del(jobKey);
+        await waitUntil(
+          () =>
+            worker.records.some(
+              (r) => r['jobId'] === vanished.jobId && String(r['msg']).startsWith('the job vanished'),
+            ),
+          'the second run to go on without its job',
+        );
+      } else {
+        await waitUntil(() => runs(`${name}.txt`).length === 2, 'the second run started', { intervalMs: 5 });
+        await connection.del(jobKey);
+      }
+      const third = await at(2, 250);
+      await settledJob(connection, `q-${name}`, third.jobId);
+      const ledger = runs(`${name}.txt`);
+      expect(ledger).toHaveLength(3);
+      const [, second, last] = ledger as [BeatRun, BeatRun, BeatRun];
+      expect(second.fence).toBeGreaterThanOrEqual(tickFence(t0 + period));
+      expect(second.last).toBeLessThan(last.start);
+      // The third run saw no earlier run in the active list, and waited for the one its grant revoked.
+      expect(waiting(third.jobId)).toMatchObject({ waitingFor: [], revokedUnseenUntilMs: expect.any(Number) });
+    },
+  );
 
   it('a predecessor still queued when its successor is due (a backlog) is superseded without running, never takes the lease, and does not delay its successor', async () => {
     const { connection, scheduler } = cluster;
@@ -339,6 +354,16 @@ describe('predecessorsWaitUntil: how long a cancel-previous run waits, from plai
   it("a run marks revoked only started runs of earlier ticks not marked yet: never a later tick's (its lease was granted after this run's)", () => {
     const peers = [peer(6000, true), peer(7000, true, 8050), peer(8000, false), peer(12_000, true)];
     expect(peersToMarkRevoked(self, peers).map((p) => p.tickMs)).toEqual([6000]);
+  });
+
+  it('a holder the grant revoked but the first look did not show (its job vanished) is waited for until its lock could have lasted', () => {
+    const revoking = { ...self, revokedMs: 2500 };
+    expect(unseenRevokedUntil(revoking, [], 1000)).toBe(10_050 + 2500 + 1000);
+    // Unstarted runs of later ticks do not show it; a run of an earlier tick in the list, started or not, does.
+    expect(unseenRevokedUntil(revoking, [peer(12_000, false)], 1000)).toBe(10_050 + 2500 + 1000);
+    expect(unseenRevokedUntil(revoking, [peer(8000, false)], 1000)).toBeUndefined();
+    expect(unseenRevokedUntil(revoking, [peer(8000, true)], 1000)).toBeUndefined();
+    expect(unseenRevokedUntil({ ...self, revokedMs: undefined }, [], 1000)).toBeUndefined();
   });
 
   it("a started run first seen by an earlier successor was revoked by that one's grant: the earlier bound holds", () => {

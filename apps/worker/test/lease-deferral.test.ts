@@ -16,6 +16,34 @@ describe('worker: a lease it cannot take defers the job instead of consuming its
       `require('node:fs').appendFileSync(${JSON.stringify(cluster.file(name))}, [process.env.TICKWARDEN_FENCE, process.env.TICKWARDEN_ATTEMPT, Date.now(), process.ppid].join(' ') + '\\n');`,
     );
 
+  it("a tick whose later tick's run was granted on a node that answers, the rest of a quorum out of reach until its start deadline, is superseded, not missed", async () => {
+    const { connection, scheduler } = cluster;
+    const schedule = shortLeaseSchedule('team-a/passed-by', recording('passed-by.txt'), {
+      queue: 'q-passed-by',
+      leaseTtlMs: 2000,
+      startDeadlineMs: 2500,
+    });
+    const tickMs = Math.floor(Date.now() / 1000) * 1000;
+    // The next tick's run holds the lease on nodes 0, 3 and 4 (its own grant, on a quorum).
+    const laterLink = await cluster.locks.link('passed-by-later');
+    laterLink.partition([1, 2]);
+    const later = cluster.redlock(laterLink.urls);
+    await later.probe({ nodeTimeoutMs: 500 });
+    await later.acquire(leaseResource(schedule.id, 'skip', tickMs), 10_000, {
+      fence: { from: tickFence(tickMs + 1000), below: tickFence(tickMs + 2000) },
+    });
+    // This worker reaches nodes 0-2: node 0 answers passed, 1 and 2 would grant, 3 and 4 never answer.
+    const link = await cluster.locks.link('passed-by-worker');
+    link.partition([3, 4]);
+    const worker = await cluster.startWorker([schedule], { lockUrls: link.urls, workerId: 'passed-by-worker' });
+    const { jobId } = await enqueueTick(scheduler, connection, schedule, { tickMs });
+    await settledJob(connection, 'q-passed-by', jobId);
+    const ends = outcomes(worker.records, jobId);
+    expect(ends.slice(0, -1).every((end) => end['outcome'] === 'deferred')).toBe(true);
+    expect(ends.at(-1)).toMatchObject({ outcome: 'superseded', reason: expect.stringMatching(/passed/) });
+    expect(cluster.lines('passed-by.txt')).toEqual([]);
+  });
+
   it('a worker cut from a lock majority defers the job (attemptsMade stays 0), stops taking jobs and says so; a healthy worker runs it once; healed, the first takes jobs again (also on a queue a reload added meanwhile)', async () => {
     const { connection, scheduler, lines } = cluster;
     const schedule = shortLeaseSchedule('team-a/cut', recording('cut.txt'), {

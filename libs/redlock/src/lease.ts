@@ -15,6 +15,12 @@ export interface Lease {
   readonly validUntil: number;
   /** The claim id the acquire carried, if any. */
   readonly claim: string | undefined;
+  /**
+   * A `revoke` grant that took the lock from another holder: the longest that holder's lock still
+   * had on a node that granted this lease, ms from the grant. The revoked holder may act until
+   * then (its watchdog stops it before its own lease lapses); absent when nothing was revoked.
+   */
+  readonly revokedMs?: number;
 }
 
 /** One resource to acquire in a batch. */

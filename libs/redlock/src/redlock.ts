@@ -552,6 +552,8 @@ export class Redlock extends EventEmitter<RedlockEvents> {
     /** Per contender with a fence range: the highest fence a `stale` vote reported, and a `passed` one (only a vote). */
     const storedFence: number[] = [];
     const passedFence: number[] = [];
+    /** Per contender: the longest a revoked holder's lock had left on a node that granted it (see Lease.revokedMs). */
+    const revokedLeft: number[] = [];
     let answered = 0;
     const late = new LateReplies<readonly AcquireVote[]>();
     for (const c of open)
@@ -566,8 +568,11 @@ export class Redlock extends EventEmitter<RedlockEvents> {
       {
         late: late.add,
         decode: (raw) => {
-          const { votes, maxFence, claimHolders, handedFences, storedFences, passedFences, grantedBefore } =
+          const { votes, maxFence, claimHolders, handedFences, storedFences, passedFences, grantedBefore, revokedMs } =
             decodeAcquire(raw, open.length);
+          revokedMs?.forEach((ms, i) => {
+            if (ms !== undefined && ms > (revokedLeft[i] ?? 0)) revokedLeft[i] = ms;
+          });
           if (grantedBefore) (grantedBeforeOf ??= new Map()).set(votes, grantedBefore);
           if (maxFence > this.#fenceFloor) this.#fenceFloor = maxFence;
           storedFences?.forEach((fence, i) => {
@@ -650,6 +655,7 @@ export class Redlock extends EventEmitter<RedlockEvents> {
             ttlMs,
             validUntil,
             claim: request.claim,
+            ...(revokedLeft[i] === undefined ? {} : { revokedMs: revokedLeft[i] }),
           },
         };
         if (this.listenerCount('acquired') > 0)

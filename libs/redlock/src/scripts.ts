@@ -107,8 +107,9 @@ function unknownCode(script: string, code: unknown): Error {
  * one vote per resource, the highest stored fence a `stale`, `passed` or `handed`
  * vote reported, for `claimed` votes the lease value holding the claim, for
  * `handed` votes the fence the handoff set, for `stale` and `passed` votes the stored
- * fence, apart, and for a start's `acquired` vote the fence before it ('' for none) (each
- * undefined when there are none).
+ * fence, apart, for a start's `acquired` vote the fence before it ('' for none), and for a grant
+ * that revoked another holder how long that holder's lock had left (each undefined when there are
+ * none).
  */
 export function decodeAcquire(
   reply: unknown,
@@ -121,6 +122,7 @@ export function decodeAcquire(
   storedFences: (number | undefined)[] | undefined;
   passedFences: (number | undefined)[] | undefined;
   grantedBefore: string[] | undefined;
+  revokedMs: (number | undefined)[] | undefined;
 } {
   const entries = reply as unknown[];
   let maxFence = 0;
@@ -129,6 +131,7 @@ export function decodeAcquire(
   let storedFences: (number | undefined)[] | undefined;
   let passedFences: (number | undefined)[] | undefined;
   let grantedBefore: string[] | undefined;
+  let revokedMs: (number | undefined)[] | undefined;
   const votes = new Array<AcquireVote>(count);
   for (let i = 0; i < count; i++) {
     const entry = entries[i];
@@ -138,14 +141,16 @@ export function decodeAcquire(
     }
     const vote = acquireVote(entry[0]);
     if (vote === 'claimed') (claimHolders ??= [])[i] = String(entry[1]);
-    else if (vote === 'acquired') (grantedBefore ??= [])[i] = String(entry[1]);
-    else maxFence = Math.max(maxFence, Number(entry[1]));
+    else if (vote === 'acquired') {
+      (grantedBefore ??= [])[i] = String(entry[1]);
+      if (entry[2] !== undefined && entry[2] !== null) (revokedMs ??= [])[i] = Number(entry[2]);
+    } else maxFence = Math.max(maxFence, Number(entry[1]));
     if (vote === 'handed') (handedFences ??= [])[i] = Number(entry[1]);
     else if (vote === 'stale') (storedFences ??= [])[i] = Number(entry[1]);
     else if (vote === 'passed') (passedFences ??= [])[i] = Number(entry[1]);
     votes[i] = vote;
   }
-  return { votes, maxFence, claimHolders, handedFences, storedFences, passedFences, grantedBefore };
+  return { votes, maxFence, claimHolders, handedFences, storedFences, passedFences, grantedBefore, revokedMs };
 }
 
 /** Decodes start.lua's reply: per resource `started`, or the value holding the claim. */

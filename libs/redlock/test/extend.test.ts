@@ -177,6 +177,35 @@ describe('acquire with revoke', () => {
     await revoker.release(next);
   });
 
+  it('a revoking grant says how long the revoked lock had left; over a free lock, with or without a start, it says nothing', async () => {
+    const holder = redlockOn(cluster.nodes.urls);
+    await holder.acquire('revoked-left', 5000);
+    const revoker = redlockOn(cluster.nodes.urls);
+    const next = await revoker.acquire('revoked-left', 3000, { revoke: true });
+    // The holder's 5 s, less the moments between its grant and the revocation.
+    expect(next.revokedMs).toBeGreaterThan(4000);
+    expect(next.revokedMs).toBeLessThanOrEqual(5000);
+    // A start revoking its predecessor says it too (beside the fence before, which a start's grant names).
+    const started = await redlockOn(cluster.nodes.urls).acquire('revoked-left', 2000, {
+      revoke: true,
+      claim: 'tick-2',
+      start: 'publication-1',
+      value: 'a'.repeat(40),
+    });
+    expect(started.revokedMs).toBeGreaterThan(2000);
+    expect(started.revokedMs).toBeLessThanOrEqual(3000);
+    await revoker.release(started);
+    const free = await revoker.acquire('revoked-left', 3000, { revoke: true });
+    expect(free.revokedMs).toBeUndefined();
+    const freeStart = await revoker.acquire('revoked-left-start', 3000, {
+      revoke: true,
+      claim: 'tick-1',
+      start: 'publication-1',
+      value: 'b'.repeat(40),
+    });
+    expect(freeStart.revokedMs).toBeUndefined();
+  });
+
   it("a revocation for a claim leaves the lease of that claim's winner alone", async () => {
     const winner = redlockOn(cluster.nodes.urls);
     const lease = await winner.acquire('claimed-revoke', 5000, { claim: 'tick-1' });

@@ -81,8 +81,9 @@
   same code (includes/reply.lua; a call for one resource returns its entry
   alone): the code, or for STALE, CLAIMED and HANDED a pair {code, detail}
     1  ACQUIRED  the lock is ours, set by this call (it was free, reserved, or
-                 revoked): its fence is the proposal; claim recorded; for a start
-                 {1, the fence before, '' for none}
+                 revoked): its fence is the proposal; claim recorded; for a start,
+                 or a grant that revoked another holder, {1, the fence before ('' for
+                 none), then, if revoked, the ms the holder's lock had left}
     2  REFRESHED the lock already held our value (a takeover by value): refreshed,
                  its fence the proposal, claim recorded; a failed attempt must not
                  release it (it may be the value's owner's lease)
@@ -263,6 +264,8 @@ for i = 1, #KEYS do
       end
       code = -6
     else
+      -- Revoked from a live holder: how long its lease had left here (it may run until then).
+      local revokedMs = revoke and holder and holder ~= value and holder ~= '|' and redis.call('PTTL', lock)
       if not setFree then
         redis.call('SET', lock, value, 'PX', ttl)
       end
@@ -278,9 +281,9 @@ for i = 1, #KEYS do
         redis.call('DEL', waiterKey(base, value))
       end
       code = holder == value and 2 or 1
-      if code == 1 and start ~= '' then
+      if code == 1 and (start ~= '' or revokedMs) then
         -- A start's grant names the fence before it: a failed attempt's cleanup puts it back.
-        code = { 1, before or '' }
+        code = { 1, before or '', revokedMs or nil }
       end
     end
   end
