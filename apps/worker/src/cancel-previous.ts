@@ -9,6 +9,11 @@ export interface ActivePeer {
    * active (recorded on the job by that run): its lease was revoked by then.
    */
   revokedByMs: number | undefined;
+  /**
+   * A run that, when listed, waited for a holder its grant revoked and no list showed (see
+   * unseenRevokedUntil): until when (wall ms). Whoever revokes it inherits that wait.
+   */
+  waitsUntilMs?: number | undefined;
 }
 
 /**
@@ -28,7 +33,8 @@ export function peersToMarkRevoked(self: { tickMs: number }, peers: readonly Act
  * it (that grant, or an earlier one, revoked it), so it cannot be valid past that grant plus a TTL
  * (plus `slackMs` for clocks). A peer still listed active after that is a dead worker's job
  * awaiting BullMQ's stalled check; it must not hold up every later tick until then, which a bound
- * from each run's own grant would do when ticks come faster than a TTL.
+ * from each run's own grant would do when ticks come faster than a TTL. A peer that was itself
+ * waiting for a run no list shows passes that wait on (`waitsUntilMs`).
  */
 export function predecessorsWaitUntil(
   self: { grantedAtMs: number; ttlMs: number },
@@ -37,6 +43,8 @@ export function predecessorsWaitUntil(
 ): number | undefined {
   let until: number | undefined;
   for (const peer of peers) {
+    // Revoked while it waited for a run no list shows (its job vanished): that run may still be running.
+    if (peer.waitsUntilMs !== undefined) until = Math.max(until ?? -Infinity, peer.waitsUntilMs);
     if (!peer.started) continue;
     until = Math.max(
       until ?? -Infinity,

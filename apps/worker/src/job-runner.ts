@@ -133,6 +133,8 @@ export interface JobRunnerOptions {
    * handler starts. Without it, it does not wait.
    */
   activePeers?: ((job: Job) => Promise<readonly ActivePeer[]>) | undefined;
+  /** Records on this run's own job until when it waits for a run no list shows (ActivePeer.waitsUntilMs), if the job is still there. */
+  noteWaitsUntil?: ((job: Job, untilMs: number) => Promise<void>) | undefined;
   /** Records on a started peer's job that this run (granted at `atMs`) found it active: see predecessorsWaitUntil. */
   notePeerRevoked?: ((job: Job, peerJobId: string, atMs: number) => Promise<void>) | undefined;
   /** Whether the schedule is paused now (`tickwarden pause`); without it, only the config's `paused` counts. */
@@ -989,7 +991,11 @@ export class JobRunner {
         let started: string[] = [];
         try {
           const peers = (await activePeers(job)).filter((peer) => peer.jobId !== jobId);
-          if (!looked) unseenUntilMs = unseenRevokedUntil(self, peers, TAKEOVER_SLACK_MS);
+          if (!looked) {
+            unseenUntilMs = unseenRevokedUntil(self, peers, TAKEOVER_SLACK_MS);
+            // A later run that revokes this one while it waits must wait as long.
+            if (unseenUntilMs !== undefined) await this.#options.noteWaitsUntil?.(job, unseenUntilMs);
+          }
           looked = true;
           untilMs = predecessorsWaitUntil(self, peers, TAKEOVER_SLACK_MS);
           const startedPeers = peers.filter((peer) => peer.started);

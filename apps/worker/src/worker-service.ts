@@ -21,6 +21,10 @@ import type { WorkerMetrics } from './metrics.ts';
  * know, and removes it with the job.
  */
 const REVOKED_BY_FIELD = 'tickwardenRevokedByMs';
+/** Field on a waiting cancel-previous run's job hash: until when it waits for a run no list shows (ActivePeer.waitsUntilMs). */
+const WAITS_UNTIL_FIELD = 'tickwardenWaitsUntilMs';
+/** Sets a field on a job's hash only while the job is there (KEYS: the hash; ARGV: field, value): a vanished job is not made again. */
+const SET_ON_JOB = `if redis.call('EXISTS', KEYS[1]) == 1 then redis.call('HSET', KEYS[1], ARGV[1], ARGV[2]) end`;
 
 /**
  * BullMQ's job lock never lasts less than this, ms. Short on purpose: a job whose worker died
@@ -161,6 +165,9 @@ export class WorkerService {
       onQuorumUnavailable: (error, nodeTimeoutMs) => this.#quorumUnavailable(error, nodeTimeoutMs),
       activePeers: (job) => this.#activePeers(job),
       notePeerRevoked: (job, peerJobId, atMs) => this.#notePeerRevoked(job, peerJobId, atMs),
+      noteWaitsUntil: async (job, untilMs) => {
+        await this.#reader?.eval(SET_ON_JOB, 1, jobKey(job, job.id), WAITS_UNTIL_FIELD, String(untilMs));
+      },
       paused: (scheduleId) => (this.#reader ? pausedNow(this.#reader, scheduleId) : Promise.resolve(false)),
       markStarted: (job, token, mark) => {
         if (!this.#marker) throw new Error('the worker is not started');
@@ -361,13 +368,13 @@ export class WorkerService {
     );
     if (ids.length === 0) return [];
     const pipeline = reader.pipeline(
-      ids.map((id) => ['hmget', jobKey(job, id), 'progress', REVOKED_BY_FIELD, 'timestamp']),
+      ids.map((id) => ['hmget', jobKey(job, id), 'progress', REVOKED_BY_FIELD, 'timestamp', WAITS_UNTIL_FIELD]),
     );
     const replies = (await pipeline.exec()) ?? [];
     return ids.flatMap((jobId, i) => {
       const [error, fields] = replies[i] ?? [];
       if (error) throw error;
-      const [progress, revokedBy, timestamp] = (fields ?? []) as (string | null)[];
+      const [progress, revokedBy, timestamp, waitsUntil] = (fields ?? []) as (string | null)[];
       // Listed, but its hash is gone (the queue Redis lost it): its run, if any, is one no list shows.
       if (timestamp === null) return [];
       return {
@@ -375,6 +382,7 @@ export class WorkerService {
         tickMs: Number(jobId.slice(prefix.length)),
         started: handlerStarted({ progress: parseJson(progress) as Job['progress'] }),
         revokedByMs: revokedBy ? Number(revokedBy) : undefined,
+        waitsUntilMs: waitsUntil ? Number(waitsUntil) : undefined,
       };
     });
   }

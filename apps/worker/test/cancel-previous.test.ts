@@ -366,6 +366,15 @@ describe('predecessorsWaitUntil: how long a cancel-previous run waits, from plai
     expect(unseenRevokedUntil({ ...self, revokedMs: undefined }, [], 1000)).toBeUndefined();
   });
 
+  it('a run revoked while it waited for a run no list shows passes that wait on, whatever its state', () => {
+    const waiting = { ...peer(9000, false), waitsUntilMs: 14_500 };
+    expect(predecessorsWaitUntil(self, [waiting], 1000)).toBe(14_500);
+    expect(predecessorsWaitUntil(self, [waiting, peer(8000, true)], 1000)).toBe(14_500);
+    expect(predecessorsWaitUntil(self, [{ ...waiting, waitsUntilMs: 12_000 }, peer(8000, true)], 1000)).toBe(
+      10_050 + 3000 + 1000,
+    );
+  });
+
   it("a started run first seen by an earlier successor was revoked by that one's grant: the earlier bound holds", () => {
     expect(predecessorsWaitUntil(self, [peer(6000, true, 8050), peer(8000, false)], 1000)).toBe(8050 + 3000 + 1000);
     expect(predecessorsWaitUntil(self, [peer(6000, true, 8050), peer(8000, true, 10_040)], 1000)).toBe(
