@@ -12,7 +12,6 @@ import type { Schedule } from './schedule.ts';
 import { contestLoss, TickContest } from './tick-contest.ts';
 import { TickLoop, type Wake } from './tick-loop.ts';
 import { TickMarks, type MarkGap } from './tick-marks.ts';
-import type { TickPlanner } from './tick-planner.ts';
 import { newPublication, TickPublisher } from './tick-publisher.ts';
 import { TickRecorder, type ObservationListener, type OutcomeListener } from './tick-recorder.ts';
 import { TickResolver } from './tick-resolver.ts';
@@ -275,7 +274,8 @@ export class Scheduler {
         'ticks too late to contest (this replica was stalled): left to recovery',
       );
     this.#track(this.#flushMarks(nowMs), 'could not write tick marks');
-    this.#track(this.#marks.writeProgress(nowMs, this.#contests.epoch), 'could not write the progress');
+    const progress = this.#marks.writeProgress(nowMs, this.#contests.epoch);
+    if (progress) this.#track(progress, 'could not write the progress');
   }
 
   /** Contests the ticks of a batch this replica is the preferred contender of (see Contenders). */
@@ -460,16 +460,18 @@ export class Scheduler {
    * before this read, the marks come from the replicas' progress, and the ticks are opened now.
    */
   async #findAtStart(): Promise<void> {
-    const { marks, lostThroughMs } = await this.#marks.find();
+    const found = await this.#marks.find();
+    const { lostThroughMs } = found;
+    let marks: ReadonlyMap<string, number> = found.marks;
     let done = 0;
     if (lostThroughMs !== undefined) {
+      const fromProgress = new Map<string, number>();
       for (const planner of this.#loop.planners()) {
-        const tickMs = lastDueBy(planner, lostThroughMs);
-        if (tickMs !== undefined)
-          marks.set(planner.schedule.id, Math.max(marks.get(planner.schedule.id) ?? tickMs, tickMs));
+        const tickMs = planner.lastDueBy(lostThroughMs);
+        if (tickMs !== undefined) fromProgress.set(planner.schedule.id, tickMs);
         if (++done % FOUND_SLICE === 0) await yieldToLoop();
       }
-      this.#marks.recover(marks);
+      marks = this.#marks.recover(fromProgress);
     }
     const nowMs = this.#loop.nowMs();
     for (const [scheduleId, markMs] of marks) {
@@ -535,10 +537,4 @@ export class Scheduler {
     this.#inFlight.add(tracked);
     void tracked.finally(() => this.#inFlight.delete(tracked));
   }
-}
-
-/** A schedule's latest tick due at or before `throughMs` (a tick is due after it by its jitter, never past the next tick). */
-function lastDueBy(planner: TickPlanner, throughMs: number): number | undefined {
-  const tickMs = planner.previous(throughMs + 1);
-  return tickMs === undefined || planner.dueMs(tickMs) <= throughMs ? tickMs : planner.previous(tickMs);
 }

@@ -31,7 +31,7 @@ const PROGRESS_KEEP_MS = 7 * 86_400_000;
 
 /** What a replica found at start (see TickMarks.find). */
 export interface FoundMarks {
-  marks: Map<string, number>;
+  marks: ReadonlyMap<string, number>;
   /** Set when the queue Redis lost its data since the replicas last wrote their progress: every tick due at or before it had been taken up. */
   lostThroughMs: number | undefined;
 }
@@ -141,11 +141,15 @@ export class TickMarks {
     return { marks, lostThroughMs: lost ? progress.value : undefined };
   }
 
-  /** Marks the queue Redis lost, taken from the replicas' progress: written back before the gap check, as those found. */
-  recover(marks: ReadonlyMap<string, number>): void {
-    if (this.#gapCheck !== 'waiting') return;
-    for (const [id, tickMs] of marks) this.#found.set(id, Math.max(this.#found.get(id) ?? tickMs, tickMs));
-    this.#writeBack = true;
+  /**
+   * Marks the queue Redis lost, taken from the replicas' progress: merged (the higher) into those
+   * found, and written back before the gap check. Resolves the merged marks.
+   */
+  recover(fromProgress: ReadonlyMap<string, number>): ReadonlyMap<string, number> {
+    const merged = this.#gapCheck === 'waiting' ? this.#found : new Map<string, number>();
+    for (const [id, tickMs] of fromProgress) merged.set(id, Math.max(merged.get(id) ?? tickMs, tickMs));
+    if (this.#gapCheck === 'waiting') this.#writeBack = true;
+    return merged;
   }
 
   /** Every tick due at or before `throughMs` has been taken up here (Wake.throughMs). */
@@ -156,12 +160,17 @@ export class TickMarks {
   /**
    * Writes this replica's progress on the lock nodes, tagged with the queue Redis's data `epoch`
    * it last read: at most every PROGRESS_INTERVAL_MS (or `final`), once its gap check ran (before
-   * it, its own progress would hide the gap). A failure is logged once until a write works.
+   * it, its own progress would hide the gap). Undefined when no write is due (most wake-ups: no
+   * promise on the tick path). A failure is logged once until a write works; it never rejects.
    */
-  async writeProgress(nowMs: number, epoch: string | undefined, final = false): Promise<void> {
-    if (this.#gapCheck !== 'done' || epoch === undefined || this.#throughMs <= this.#writtenThroughMs) return;
-    if (!final && nowMs < this.#progressAtMs + PROGRESS_INTERVAL_MS) return;
+  writeProgress(nowMs: number, epoch: string | undefined, final = false): Promise<void> | undefined {
+    if (this.#gapCheck !== 'done' || epoch === undefined || this.#throughMs <= this.#writtenThroughMs) return undefined;
+    if (!final && nowMs < this.#progressAtMs + PROGRESS_INTERVAL_MS) return undefined;
     this.#progressAtMs = nowMs;
+    return this.#raiseProgress(epoch);
+  }
+
+  async #raiseProgress(epoch: string): Promise<void> {
     const throughMs = this.#throughMs;
     const held = await this.#progress
       .raiseMark(PROGRESS_RESOURCE, { value: throughMs, tag: epoch }, PROGRESS_KEEP_MS)

@@ -159,6 +159,12 @@ export class TickPlanner {
     return latest !== undefined && latest >= atMs - windowMs ? latest : undefined;
   }
 
+  /** The latest tick due at or before `atMs` (a tick is due after it by its jitter, never past the next tick). */
+  lastDueBy(atMs: number): number | undefined {
+    const tickMs = this.previous(atMs + 1);
+    return tickMs === undefined || this.dueMs(tickMs) <= atMs ? tickMs : this.previous(tickMs);
+  }
+
   /**
    * When a tick's run is due: the tick plus a jitter that every replica computes alike (a hash of
    * schedule and tick), at most `jitterMs` and never past the next tick, so runs stay in tick

@@ -217,14 +217,8 @@ describe('the queue Redis down for a while, or back empty', () => {
   });
 
   it('every replica restarted, then restarted empty: the ticks the stopped replica enqueued ahead, due before the new one started, are published again once', async () => {
-    // A 30 s lease: ticks are enqueued 9.5 s ahead; no worker takes them.
-    const schedule = scheduleFixture({
-      id: 'team-q/restart-all',
-      cron: '* * * * * *',
-      overlap: 'allow',
-      leaseTtlMs: 30_000,
-      startDeadlineMs: 60_000,
-    });
+    // Ticks are enqueued 9.5 s ahead (the default lead).
+    const schedule = everySecond('team-q/restart-all');
     const outcomes: (OutcomeEvent & { replica: string })[] = [];
     const { logger, lines } = capturingLogger();
     const published = (tickMs: number, replica: string) =>
@@ -276,13 +270,7 @@ describe('the queue Redis down for a while, or back empty', () => {
 
   it("every replica stopped, then the queue Redis restarted empty before any came back: the replicas' progress on the lock nodes finds each tick", async () => {
     // A 1 s lead: the ticks due after the stopped replica's last ones, before the new one's first, were taken up by none.
-    const schedule = scheduleFixture({
-      id: 'team-q/lost-while-down',
-      cron: '* * * * * *',
-      overlap: 'allow',
-      leaseTtlMs: 30_000,
-      startDeadlineMs: 60_000,
-    });
+    const schedule = everySecond('team-q/lost-while-down');
     const outcomes: (OutcomeEvent & { replica: string })[] = [];
     const { logger, lines } = capturingLogger();
     const onOutcome = (replica: string) => (event: OutcomeEvent) => outcomes.push({ ...event, replica });
@@ -328,6 +316,11 @@ describe('the queue Redis down for a while, or back empty', () => {
     }
   });
 });
+
+/** Every second, every other setting a team leaves out at its default; no worker takes the jobs here. */
+function everySecond(id: string): Schedule {
+  return scheduleFixture({ id, cron: '* * * * * *' });
+}
 
 /** An info-level logger whose records (parsed) are kept in `lines`. */
 function capturingLogger() {

@@ -223,3 +223,21 @@ describe('CronCache', () => {
     expect(crons.size).toBe(1);
   });
 });
+
+describe('TickPlanner.lastDueBy: the latest tick due at or before an instant, jitter included', () => {
+  it('agrees with walking the ticks, for jittered and plain schedules', () => {
+    for (const planner of [
+      new TickPlanner(schedule('* * * * * *', 'UTC', 900)),
+      new TickPlanner(schedule('*/5 * * * * *', 'Europe/Berlin', 4000)),
+      new TickPlanner(schedule('0 * * * *', 'UTC')),
+    ]) {
+      const from = Date.parse('2026-03-29T00:00:00Z');
+      for (let atMs = from; atMs < from + 20_000; atMs += 137) {
+        let walked: number | undefined;
+        for (let tick = planner.next(atMs - 3_600_001); tick !== undefined && tick <= atMs; tick = planner.next(tick))
+          if (planner.dueMs(tick) <= atMs) walked = tick;
+        expect(planner.lastDueBy(atMs), `${planner.schedule.cron} at ${iso(atMs)}`).toBe(walked);
+      }
+    }
+  });
+});

@@ -536,10 +536,10 @@ export class JobRunner {
     return now > deadlineMs ? now - run.data.dueMs : undefined;
   }
 
-  /** Records the miss and completes the job; `reason`: why it could not start in time (the last lease failure), when known. */
   /**
-   * The start deadline passed: missed, with the last deferral's reason; superseded when that
-   * deferral found a later tick's run granted on some node (`passed`) and too few others answered.
+   * The start deadline passed: records the miss, with why the run could not start in time (the
+   * last deferral's reason), and completes the job; superseded instead when that deferral found a
+   * later tick's run granted on some node (`passed`) and too few others answered.
    */
   #missDeadline(
     run: Attempt,
@@ -993,8 +993,7 @@ export class JobRunner {
           const peers = (await activePeers(job)).filter((peer) => peer.jobId !== jobId);
           if (!looked) {
             unseenUntilMs = unseenRevokedUntil(self, peers, TAKEOVER_SLACK_MS);
-            // A later run that revokes this one while it waits must wait as long.
-            if (unseenUntilMs !== undefined) await this.#options.noteWaitsUntil?.(job, unseenUntilMs);
+            if (unseenUntilMs !== undefined) await this.#noteWaitsUntil(job, unseenUntilMs, log);
           }
           looked = true;
           untilMs = predecessorsWaitUntil(self, peers, TAKEOVER_SLACK_MS);
@@ -1039,6 +1038,18 @@ export class JobRunner {
     }
     if (waitingFor !== undefined)
       log.info({ waitedMs: Math.round(performance.now() - from) }, "the schedule's other runs have stopped: starting");
+  }
+
+  /** A later run that revokes this one while it waits must wait as long (ActivePeer.waitsUntilMs); a failed note is said, not fatal. */
+  async #noteWaitsUntil(job: Job, untilMs: number, log: Logger): Promise<void> {
+    await this.#options
+      .noteWaitsUntil?.(job, untilMs)
+      .catch((error: unknown) =>
+        log.warn(
+          { err: error },
+          'could not note on the job how long this run waits for a run no list shows: a run revoking this one before it starts will not wait as long',
+        ),
+      );
   }
 
   /**

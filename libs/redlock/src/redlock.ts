@@ -1419,7 +1419,7 @@ export class Redlock extends EventEmitter<RedlockEvents> {
     checkTtl(keepMs);
     if (!Number.isSafeInteger(mark.value) || mark.tag.includes('|'))
       throw new InvalidSettingsError('mark', 'a mark is an integer value and a tag without "|"');
-    const answers = await this.#markRound(resource, [String(mark.value), mark.tag], String(keepMs), overrides, true);
+    const { answers } = await this.#markRound(resource, [String(mark.value), mark.tag], String(keepMs), overrides);
     return answers.filter((held) => held !== undefined && held.value >= mark.value).length >= this.quorum;
   }
 
@@ -1431,20 +1431,22 @@ export class Redlock extends EventEmitter<RedlockEvents> {
     resource: string,
     overrides: Pick<Partial<CallSettings>, 'nodeTimeoutMs'> = {},
   ): Promise<Mark | undefined> {
-    const answers = await this.#markRound(resource, ['', ''], '1', overrides, false);
+    // A read sends no value: the keep time (header) is not used.
+    const { answers, causes } = await this.#markRound(resource, ['', ''], '1', overrides);
+    if (answers.length < this.quorum)
+      throw new QuorumUnavailableError(resource, 'read of the mark', causes, this.quorum);
     let highest: Mark | undefined;
     for (const mark of answers) if (mark && (!highest || mark.value > highest.value)) highest = mark;
     return highest;
   }
 
-  /** One mark.lua call on every node: the marks of the nodes that answered, until a quorum did (a read throws with fewer). */
+  /** One mark.lua call on every node: the marks of the nodes that answered until a quorum did, and why the others did not. */
   async #markRound(
     resource: string,
     args: readonly string[],
     keep: string,
     overrides: Pick<Partial<CallSettings>, 'nodeTimeoutMs'>,
-    raise: boolean,
-  ): Promise<(Mark | undefined)[]> {
+  ): Promise<{ answers: (Mark | undefined)[]; causes: Map<string, NodeCause> }> {
     const { nodeTimeoutMs, maxBatchSize } = this.#callSettings(overrides);
     const call = {
       script: scripts.mark,
@@ -1460,11 +1462,8 @@ export class Redlock extends EventEmitter<RedlockEvents> {
       decided: (reply) => reply.ok && ++answered >= this.quorum,
     });
     const answers = replies.flatMap((reply) => (reply.ok ? [reply.reply[0]] : []));
-    if (!raise && answers.length < this.quorum) {
-      const causes = new Map(replies.flatMap((r) => (r.ok ? [] : [[r.node.id, r.error] as const])));
-      throw new QuorumUnavailableError(resource, 'read of the mark', causes, this.quorum);
-    }
-    return answers;
+    const causes = new Map<string, NodeCause>(replies.flatMap((r) => (r.ok ? [] : [[r.node.id, r.error] as const])));
+    return { answers, causes };
   }
 
   /** Closes the clients the library opened from URLs. */
