@@ -679,6 +679,12 @@ export class JobRunner {
           return this.#defer(run, "another run holds the schedule's lease: the backfilled tick waits for it", {
             takenOn: error.takenOn,
           });
+        if (run.firstStart && !(await this.#startedRunBesides(run)))
+          return this.#defer(
+            run,
+            "the schedule's lease is held, but no other run of it has started its handler (its worker may have stopped right after taking the lease): the tick waits for the lease",
+            { takenOn: error.takenOn },
+          );
         if (run.firstStart) await this.#startSkipped(run);
         return this.#notRun(
           run,
@@ -694,6 +700,23 @@ export class JobRunner {
       const message = error instanceof Error ? error.message : String(error);
       const passed = error instanceof RedlockError && [...error.nodeCauses.values()].includes('passed');
       return this.#defer(run, message, error instanceof RedlockError ? {} : { err: error }, { passed });
+    }
+  }
+
+  /**
+   * Whether another job of the schedule in the active list has started its handler: a skip must be
+   * explained by a run in progress. A lease held by an attempt that never started its handler (its
+   * worker stopped or died between the grant and the mark) lapses within its TTL, and the tick can
+   * still run then. Without a view of the active list the skip stands; a failed look does not.
+   */
+  async #startedRunBesides({ job, log }: Attempt): Promise<boolean> {
+    const activePeers = this.#options.activePeers;
+    if (!activePeers) return true;
+    try {
+      return (await activePeers(job)).some((peer) => peer.jobId !== job.id && peer.started);
+    } catch (error) {
+      log.warn({ err: error }, 'could not read the runs in progress: the tick waits for the lease');
+      return false;
     }
   }
 

@@ -491,6 +491,37 @@ describe('worker: jobs under the lease, against real Redis', () => {
     expect(Number(skipped?.['time'])).toBeLessThan(Number(outcomes(records, first.jobId)[0]?.['time']));
   });
 
+  it("a skip tick whose schedule's lease is held by an attempt that never started its handler (its worker stopped right after the grant) waits for the lease and runs: not skipped", async () => {
+    const schedule = shortLeaseSchedule('team-a/unstarted-holder', recording('unstarted-holder.txt', ''), {
+      queue: 'q-unstarted-holder',
+      leaseTtlMs: 1500,
+      startDeadlineMs: 30_000,
+    });
+    const tickMs = Date.now();
+    // The tick before's run took the schedule's lease, with its tick's tokens, and its worker stopped there: no job of it active, no handler started.
+    const heldAtMs = Date.now();
+    const holder = await scheduler.acquire(leaseResource(schedule.id, 'skip', tickMs), schedule.leaseTtlMs, {
+      retryCount: 0,
+      fence: { from: tickFence(tickMs - 1000) },
+    });
+    const { records } = await startWorker([schedule]);
+    const { jobId } = await enqueueTick(scheduler, connection, schedule, { tickMs });
+    const job = await settledJob(connection, 'q-unstarted-holder', jobId);
+    expect(job.returnvalue).toMatchObject({ outcome: 'succeeded' });
+    const seen = outcomes(records, jobId);
+    expect(seen[0]).toMatchObject({
+      outcome: 'deferred',
+      reason: expect.stringMatching(/no other run of it has started/),
+    });
+    expect(seen.map((record) => record['outcome'])).not.toContain('skipped-overlap');
+    // One run, once the held lease had lapsed, with a token above the holder's.
+    const ran = lines('unstarted-holder.txt');
+    expect(ran).toHaveLength(1);
+    const [fence, , startedAt] = (ran[0] ?? '').split(' ').map(Number);
+    expect(startedAt).toBeGreaterThanOrEqual(heldAtMs + schedule.leaseTtlMs);
+    expect(fence).toBeGreaterThan(holder.fence);
+  });
+
   it('a tick enqueued again after the queue Redis lost its data (same claim value, a new publication number) does not run twice: already-started', async () => {
     const schedule = shortLeaseSchedule('team-a/wiped', recording('wiped.txt', ''), { queue: 'q-wiped' });
     const { records, metrics } = await startWorker([schedule]);
