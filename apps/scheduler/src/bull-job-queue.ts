@@ -8,7 +8,7 @@ import { retentionFrom } from './tick-window.ts';
 /**
  * Runs per `addBulk` call: BullMQ builds all of a call's jobs in one go, which holds the event loop
  * that long; larger slices made it the replica's longest wait (apps/scheduler/BENCHMARK.md, "The
- * event loop and the size of an add").
+ * size of an add").
  */
 const ENQUEUE_SLICE = 100;
 /** Ticks per round trip of `publications` (two reads each). */

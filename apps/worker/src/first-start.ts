@@ -98,7 +98,10 @@ export function startOrder(
     fence,
     notBeforeMs: data.dueMs,
     revoke: data.overlap === 'cancel-previous',
-    after: waitsFor === undefined ? undefined : { claim: tickClaim(waitsFor), untilMs: data.dueMs + BEHIND_WAIT_MS },
+    after:
+      waitsFor === undefined
+        ? undefined
+        : { claim: tickClaim(waitsFor), untilMs: data.dueMs + BEHIND_WAIT_MS, fence: tickFence(waitsFor) },
   };
 }
 

@@ -298,7 +298,7 @@ describe('startOrder and runFences: where a run goes among its schedule', () => 
       fence: { from: tickFence(T), below: tickFence(T + 1000) },
       notBeforeMs: T + 20,
       revoke: false,
-      after: { claim: `tick:${T - 1000}`, untilMs: T + 20 + BEHIND_WAIT_MS },
+      after: { claim: `tick:${T - 1000}`, untilMs: T + 20 + BEHIND_WAIT_MS, fence: tickFence(T - 1000) },
     });
     // The tick before past its start deadline: nothing to wait for.
     expect(startOrder(job, ticks, T - 1000 + 13_000).after).toBeUndefined();

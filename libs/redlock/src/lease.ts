@@ -48,9 +48,11 @@ export interface AcquireRequest {
    * Wait for an earlier claim of the resource (for the scheduler, the tick before): a node refuses
    * (`behind`, nothing changed) while that claim is granted there but not started (a start leaves
    * its claim started only where its lease was granted), and its clock reads before `untilMs` (ms
-   * since the epoch).
+   * since the epoch). `fence`, the first token of the earlier claim's runs: a node whose stored
+   * fence is at or above it granted a run from that claim's slot or a later one, so it waits no
+   * more and reads no claim (the common case: the tick before ran).
    */
-  after?: { claim: string; untilMs: number } | undefined;
+  after?: { claim: string; untilMs: number; fence?: number | undefined } | undefined;
 }
 
 /** Result per resource of a batch call. */

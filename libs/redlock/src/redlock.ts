@@ -115,7 +115,11 @@ function validFence(fence: NonNullable<AcquireRequest['fence']>): boolean {
 }
 
 function validAfter(after: NonNullable<AcquireRequest['after']>): boolean {
-  return after.claim !== '' && Number.isFinite(after.untilMs);
+  return (
+    after.claim !== '' &&
+    Number.isFinite(after.untilMs) &&
+    (after.fence === undefined || (Number.isSafeInteger(after.fence) && after.fence > 0))
+  );
 }
 
 /**
@@ -358,7 +362,7 @@ export class Redlock extends EventEmitter<RedlockEvents> {
     if (requests.some((r) => r.fence !== undefined && !validFence(r.fence)))
       throw new InvalidSettingsError('fence', 'expected a positive safe integer `from`, and `below` above it');
     if (requests.some((r) => r.after !== undefined && !validAfter(r.after)))
-      throw new InvalidSettingsError('after', 'expected a claim id and a time');
+      throw new InvalidSettingsError('after', 'expected a claim id, a time and, if any, a positive integer fence');
     const { clock, random } = this.settings;
     const started = clock.now();
     // Waiters queue by a ticket taken once per acquire: every node orders them alike.
@@ -524,8 +528,13 @@ export class Redlock extends EventEmitter<RedlockEvents> {
         const { fence, after } = request;
         args.push(request.value, fenceOf(c), ticket, request.claim ?? '', supplied ? '0' : '1', request.start ?? '');
         args.push(fence?.below === undefined ? '' : String(fence.below));
-        if (after) args.push(after.claim, String(Math.floor(after.untilMs)));
-        else args.push('', '');
+        if (after)
+          args.push(
+            after.claim,
+            String(Math.floor(after.untilMs)),
+            after.fence === undefined ? '' : String(after.fence),
+          );
+        else args.push('', '', '');
       }
     }
     const acquired = zeros(open.length);

@@ -213,6 +213,22 @@ describe.each([1, 3, 5])('a run started in tick order, with %i node(s)', (count)
     await worker.release(late);
   });
 
+  it("does not wait behind the tick before, nor read its claim, on nodes where a run of that tick's slot or a later one was granted", async () => {
+    const worker = await connectedRedlockOn(cluster.nodes.urls, { retryCount: 0 });
+    const [, v2] = await claim('order-7', T, T + 1000);
+    // The tick before is claimed and not started, but a run with a token of its slot was granted everywhere.
+    for (const url of cluster.nodes.urls) await inspect(url, (c) => c.set(keys('order-7').fence, String(T * 1000 + 3)));
+    const second = { value: v2, claim: `tick:${T + 1000}`, start: 'p2', fence: slot(T + 1000, T + 2000) };
+    const after = { claim: `tick:${T}`, untilMs: Date.now() + 60_000 };
+    const behind = await worker.acquire('order-7', 5000, { ...second, after }).catch((e: unknown) => e);
+    expect([...(behind as LockTakenError).nodeCauses.values()]).toContain('behind');
+    const getsBefore = await getCalls(cluster.nodes.urls);
+    const run = await worker.acquire('order-7', 5000, { ...second, after: { ...after, fence: T * 1000 } });
+    expect(run.fence).toBe((T + 1000) * 1000);
+    expect(await getCalls(cluster.nodes.urls)).toBe(getsBefore);
+    await worker.release(run);
+  });
+
   it('a refused start leaves its claim as it found it; a granted one starts it', async () => {
     const worker = await connectedRedlockOn(cluster.nodes.urls, { retryCount: 0 });
     const [v1, v2] = await claim('order-6', T, T + 1000);
@@ -323,3 +339,13 @@ describe('a start that fails on a quorum (5 nodes)', () => {
     );
   });
 });
+
+/** GET commands the nodes ran so far, scripts' included (INFO commandstats). */
+async function getCalls(urls: readonly string[]): Promise<number> {
+  let calls = 0;
+  for (const url of urls) {
+    const stats = await inspect(url, (c) => c.info('commandstats'));
+    calls += Number(/^cmdstat_get:calls=(\d+)/m.exec(stats)?.[1] ?? 0);
+  }
+  return calls;
+}

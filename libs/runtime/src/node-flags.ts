@@ -8,8 +8,8 @@
  * Scheduler: `--optimize-for-size`. A replica's live heap is small, but bursts of ticks allocate
  * fast, and with default flags V8 keeps old-generation garbage until its large limit; with the
  * flag it collects sooner and gives pages back, for more CPU, which the contest lead hides from
- * the ticks. The RSS and CPU either way: apps/scheduler/BENCHMARK.md ("Narrow runs behind the
- * contest lead and the V8 flag").
+ * the ticks. The RSS and CPU either way: apps/scheduler/BENCHMARK.md ("The contest lead and the
+ * V8 flag").
  */
 export const PROCESS_NODE_FLAGS: Readonly<Record<'scheduler' | 'worker', readonly string[]>> = Object.freeze({
   scheduler: Object.freeze(['--optimize-for-size']),

@@ -41,6 +41,9 @@
   tick before): a grant waits while the earlier claim is granted here but not
   started (its start was not granted here, or a failed attempt's cleanup put it
   back), and this node's clock is before `after until`: BEHIND, nothing changed.
+  A node whose fence before this grant reached `after fence` (the earlier
+  claim's first token) granted a run of that slot or a later one: it waits no
+  more and reads no claim (the common case: the tick before ran).
   One key per resource: its key base `<prefix>:{<resource>}:` (keys.ts). The
   script appends the suffixes `lock`, `fence`, `waiters`, `queue`,
   `waiter:<value>` and `claim:<id>`, so every key of a resource shares its hash
@@ -53,8 +56,8 @@
     KEYS[i]     key base of the resource
   ARGV, in one of two layouts: a plain call (no claim, every value new, none of the
   options ARGV[6..8] nor the per-resource ones past the third) sends a header of four
-  and three arguments per resource; any other call a header of h = #ARGV - 9 * #KEYS
-  entries (five to eight: the options left out past the last one set) and nine per
+  and three arguments per resource; any other call a header of h = #ARGV - 10 * #KEYS
+  entries (five to eight: the options left out past the last one set) and ten per
   resource:
     ARGV[1]     ttl, ms
     ARGV[2]     wait, ms: how long a waiter mark and a queue place last (0 = no retry follows: leave none)
@@ -75,8 +78,8 @@
                     call's values are all new); then the start id ('' = none: no start;
                     with one, the claim id is set and the value supplied); the fence limit
                     ('' = none; decimal digits: the proposal stays below it); the earlier
-                    claim id ('' = none), and until when it is waited for, ms since the
-                    epoch
+                    claim id ('' = none), until when it is waited for, ms since the
+                    epoch, and its first fencing token ('' = none; decimal digits)
   Returns one entry per resource, or the code alone when every resource's is the
   same code (includes/reply.lua; a call for one resource returns its entry
   alone): the code, or for STALE, CLAIMED and HANDED a pair {code, detail}
@@ -136,7 +139,7 @@ if #KEYS == 1 and #ARGV == 7 then
 end
 -- A plain call has 4 + 3 * #KEYS arguments; the other layout cannot (its header would be shorter than five).
 local plain = #ARGV == 4 + 3 * #KEYS
-local stride = plain and 3 or 9
+local stride = plain and 3 or 10
 local h = #ARGV - stride * #KEYS
 local ttl = ARGV[1]
 local wait = tonumber(ARGV[2])
@@ -161,6 +164,12 @@ end
 local function behind(base, after, untilMs)
   local earlier = redis.call('GET', base .. 'claim:' .. after)
   return earlier ~= false and not string.find(earlier, '|', 1, true) and now() < tonumber(untilMs)
+end
+-- Whether the fence stored before this grant (`before`, false or nil for none) reached the earlier
+-- claim's first token (`from`, '' for none): a run of its slot or a later one was granted here, so
+-- the earlier claim started here or can no longer come first; no claim needs reading.
+local function slotReached(before, from)
+  return before and from ~= '' and not below(before, from)
 end
 -- One resource: its entry alone (see Returns), without building the array.
 local out = #KEYS ~= 1 and {}
@@ -252,7 +261,7 @@ for i = 1, #KEYS do
         redis.call('DEL', lock)
       end
       code = { (limit ~= '' and not below(stale, limit)) and -7 or -2, stale }
-    elseif after ~= '' and behind(base, after, ARGV[at + 9]) then
+    elseif after ~= '' and not slotReached(before, ARGV[at + 10]) and behind(base, after, ARGV[at + 9]) then
       -- Back as it was: the fence, and the lock if this call set it (the claim below).
       if before then
         redis.call('SET', base .. 'fence', before, 'PX', fenceRetention)
