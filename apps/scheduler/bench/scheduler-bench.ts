@@ -7,7 +7,7 @@
  *
  * (a) 1,000 per-second schedules, 3 replicas / producers, a 60 s window;
  * (b) the same while the 3 restart one after another (rolling deploy);
- * (c) 10,000 schedules due at the same minute boundary, 3 replicas / producers.
+ * (c) 100,000 schedules due at the same minute boundary, 3 replicas / producers.
  *
  * A script, not a test: it measures and reports, it asserts nothing (targets
  * are printed as MET / MISSED). Results go to `bench-results/scheduler.json`

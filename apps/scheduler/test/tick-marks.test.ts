@@ -151,9 +151,7 @@ describe('high-water marks: ticks missed while no replica ran', () => {
     const restarted = [startReplica('d0', [lost], 4000), startReplica('d1', [lost], 4000)];
     // Both started (each read the marks at its first connection) and took up a tick; their gap checks are seconds away.
     await waitUntil(() => of(lost.id, ['d0', 'd1']).length > 0, 'a tick taken up after the restart');
-    const connection = new Redis(queueRedis.urls[0] ?? '');
-    await connection.flushall();
-    connection.disconnect();
+    await flushed(queueRedis.urls[0] ?? '');
     await waitUntil(() => gapLines(lost.id).length > 0, 'the gap recorded', { timeoutMs: 15_000 });
     await Promise.all(restarted.map((replica) => replica.stop()));
 
@@ -386,6 +384,7 @@ describe("the replicas' progress on the lock nodes (TickMarks, on fakes)", () =>
   });
 });
 
+/** Empties one of the test's own Redis servers. */
 async function flushed(url: string): Promise<void> {
   const connection = new Redis(url);
   await connection.flushall();

@@ -495,8 +495,9 @@ describe('worker: jobs under the lease, against real Redis', () => {
     const schedule = shortLeaseSchedule('team-a/unstarted-holder', recording('unstarted-holder.txt', ''), {
       queue: 'q-unstarted-holder',
       leaseTtlMs: 1500,
-      startDeadlineMs: 30_000,
     });
+    // The start deadline the scheduler gives such a tick by default (leaseTtl + 10 s: apps/scheduler tick-window.ts).
+    const startDeadlineMs = schedule.leaseTtlMs + 10_000;
     const tickMs = Date.now();
     // The tick before's run took the schedule's lease, with its tick's tokens, and its worker stopped there: no job of it active, no handler started.
     const heldAtMs = Date.now();
@@ -505,7 +506,7 @@ describe('worker: jobs under the lease, against real Redis', () => {
       fence: { from: tickFence(tickMs - 1000) },
     });
     const { records } = await startWorker([schedule]);
-    const { jobId } = await enqueueTick(scheduler, connection, schedule, { tickMs });
+    const { jobId } = await enqueueTick(scheduler, connection, schedule, { tickMs, data: { startDeadlineMs } });
     const job = await settledJob(connection, 'q-unstarted-holder', jobId);
     expect(job.returnvalue).toMatchObject({ outcome: 'succeeded' });
     const seen = outcomes(records, jobId);
